@@ -1,0 +1,63 @@
+"""The values that flow out of the analysis: diagnostics and the fixes they offer.
+
+A `Diagnostic` is plain, picklable data (it crosses process boundaries with
+`--jobs`) and knows nothing of the syntax tree. The tree edits behind a fix
+live in `accumlint.fixes` and never leave the process that made them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Literal, Optional
+
+Applicability = Literal["safe", "unsafe"]
+
+SYNTAX_ERROR = "syntax-error"
+
+
+@dataclass(frozen=True)
+class FixInfo:
+    """What a user is told about a fix: whether `--fix` applies it, and what it does."""
+
+    applicability: Applicability
+    description: str
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One finding (or one unparsable file) at a 1-based line and column."""
+
+    path: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    code: str
+    name: str
+    message: str
+    fix: Optional[FixInfo] = None
+    cell: Optional[int] = None
+
+    @property
+    def is_syntax_error(self) -> bool:
+        return self.code == SYNTAX_ERROR
+
+    def with_path(self, path: str) -> "Diagnostic":
+        return replace(self, path=path)
+
+    def sort_key(self) -> tuple:
+        return (self.path, self.cell or 0, self.line, self.column, self.code)
+
+
+def syntax_error(path: str, line: int, column: int, message: str) -> Diagnostic:
+    """The diagnostic for a file that could not be read or parsed."""
+    return Diagnostic(
+        path=path,
+        line=line,
+        column=column,
+        end_line=line,
+        end_column=column,
+        code=SYNTAX_ERROR,
+        name=SYNTAX_ERROR,
+        message=message,
+    )

@@ -1,0 +1,87 @@
+"""The rule catalog as data: stable codes, names, fix kinds and one-line summaries.
+
+This module is imported by the command line (`accumlint rules`, selection by
+code or prefix) without importing any rule implementation or libcst.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Optional
+
+FixKind = Literal["safe", "unsafe", "none"]
+
+
+@dataclass(frozen=True)
+class RuleInfo:
+    code: str
+    name: str
+    fix: FixKind
+    summary: str
+    any_loop: bool = False
+
+    @property
+    def fix_applicability(self) -> Optional[str]:
+        return None if self.fix == "none" else self.fix
+
+
+RULES: tuple[RuleInfo, ...] = (
+    RuleInfo("GA101", "zero-grad-every-micro-batch", "safe",
+             "Gradients are zeroed on every micro-batch of an accumulation loop."),
+    RuleInfo("GA102", "step-every-micro-batch", "unsafe",
+             "The optimizer steps on every micro-batch while the loop accumulates."),
+    RuleInfo("GA103", "backward-after-step", "unsafe",
+             "The backward runs after the gated step, so windows are shifted by one micro-batch."),
+    RuleInfo("GA104", "zero-grad-before-step", "safe",
+             "Gradients are zeroed between the backward and the step, so the step applies zeros.",
+             any_loop=True),
+    RuleInfo("GA105", "missing-zero-grad", "none",
+             "Nothing ever zeroes the gradients, so they grow across all updates.", any_loop=True),
+    RuleInfo("GA106", "off-by-one-boundary", "safe",
+             "A 0-based counter is tested with `i % K == 0`, shifting every window."),
+    RuleInfo("GA107", "dropped-tail-window", "unsafe",
+             "The last partial window of a sized iterable never reaches an optimizer step."),
+    RuleInfo("GA201", "missing-loss-scaling", "safe",
+             "The loss reaching backward in an accumulation loop is not divided by K."),
+    RuleInfo("GA202", "inverted-loss-scaling", "safe",
+             "The loss is multiplied by K (or divided by 1/K) instead of divided by K."),
+    RuleInfo("GA203", "scaling-after-backward", "unsafe",
+             "The loss is divided by K only after backward ran."),
+    RuleInfo("GA204", "double-loss-scaling", "safe",
+             "The loss is divided by K although it is already divided by K elsewhere."),
+    RuleInfo("GA205", "mismatched-scaling-factor", "none",
+             "The loss is divided by something other than the gate's K."),
+    RuleInfo("GA206", "token-mean-bias", "none",
+             "A padded token-level loss is averaged per micro-batch, biasing the window mean."),
+    RuleInfo("GA301", "scheduler-every-micro-batch", "safe",
+             "The LR scheduler steps on every micro-batch while the optimizer steps every K."),
+    RuleInfo("GA302", "clip-every-micro-batch", "safe",
+             "Gradients are clipped on every micro-batch, on partial sums."),
+    RuleInfo("GA303", "scaler-every-micro-batch", "safe",
+             "The AMP GradScaler updates or unscales on every micro-batch."),
+    RuleInfo("GA304", "clip-before-unscale", "safe",
+             "Gradients are clipped while still multiplied by the GradScaler's scale.", any_loop=True),
+    RuleInfo("GA401", "sync-every-micro-batch", "unsafe",
+             "A DDP/FSDP model all-reduces gradients on every micro-batch."),
+    RuleInfo("GA402", "manual-gate-in-framework-accumulate", "unsafe",
+             "A manual `% K` gate inside a framework that already accumulates."),
+    RuleInfo("GA501", "graph-kept-alive", "safe",
+             "A loss tensor is accumulated for logging without `.detach()`, keeping graphs alive.",
+             any_loop=True),
+    RuleInfo("GA502", "retain-graph-in-loop", "none",
+             "`backward(retain_graph=True)` in a loop with no second backward over the graph."),
+)
+
+RULES_BY_CODE: dict[str, RuleInfo] = {rule.code: rule for rule in RULES}
+
+
+def rule(code: str) -> RuleInfo:
+    return RULES_BY_CODE[code]
+
+
+def codes_matching(selector: str) -> list[str]:
+    """Codes selected by a code or a prefix (`GA2`, `GA20`, `GA201`, `ALL`)."""
+    selector = selector.strip().upper()
+    if selector == "ALL":
+        return [r.code for r in RULES]
+    return [r.code for r in RULES if r.code.startswith(selector)]
