@@ -1,0 +1,1 @@
+"""Runtime verifier: imports torch, only on request."""
