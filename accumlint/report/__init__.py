@@ -1,0 +1,47 @@
+"""Output formats: one module per format, each a function from a run to text.
+
+Formatters only read diagnostics and the run's totals; they know nothing of
+rules' internals. `render` picks the module by name and imports only it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+FORMATS = ("text", "json", "sarif", "github")
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """How the user asked to see the results."""
+
+    show_source: bool = False
+    statistics: bool = False
+    quiet: bool = False
+    fix: bool = False
+
+
+def render(output_format: str, run, options: ReportOptions = ReportOptions()) -> str:
+    """The whole report of a run (`run` is an `accumlint.engine.RunResult`)."""
+    if output_format not in FORMATS:
+        raise ValueError(f"unknown output format {output_format!r}")
+    module = importlib.import_module(f"accumlint.report.{output_format}")
+    return module.render(run, options)
+
+
+def fix_applies(diagnostic, unsafe_fixes: bool) -> bool:
+    """Whether `--fix` (with the file's unsafe-fixes setting) would apply this finding's fix."""
+    fix = diagnostic.fix
+    return fix is not None and (fix.applicability == "safe" or unsafe_fixes)
+
+
+def statistics(run) -> list[dict]:
+    """Counts per code, most frequent first, with whether `--fix` applies to each."""
+    rows: dict[str, dict] = {}
+    for result in run.files:
+        for d in result.diagnostics:
+            row = rows.setdefault(d.code, {"code": d.code, "name": d.name, "count": 0, "fixable": False})
+            row["count"] += 1
+            row["fixable"] = row["fixable"] or fix_applies(d, result.unsafe_fixes)
+    return sorted(rows.values(), key=lambda row: (-row["count"], row["code"]))

@@ -1,0 +1,294 @@
+"""The `accumlint` command: argument parsing, output streams and exit codes.
+
+Start-up time is what a pre-commit hook pays on every commit, so this module
+imports only click and the catalog; the engine (and through it libcst, only
+for files that pass the prefilter) is imported when `check` runs, and the
+verifier (torch) only when `verify` or `--verify` is asked for.
+
+Exit codes: 0 no findings, 1 findings remain, 2 a file could not be read or
+parsed, a bad configuration, or an internal error (2 wins over 1).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+import click
+
+import accumlint
+from accumlint.rules.catalog import RULES, RULES_BY_CODE
+
+EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+def fail(message: str) -> "click.exceptions.Exit":
+    """Print an error the way every accumlint error looks, and exit with 2."""
+    click.echo(f"accumlint: error: {message}", err=True)
+    return click.exceptions.Exit(EXIT_ERROR)
+
+
+class LazyGroup(click.Group):
+    """A group whose `verify` command (torch, user code) is imported only when run.
+
+    `accumlint --help` lists it from a fixed one-line help, so listing
+    commands never imports torch.
+    """
+
+    lazy = {
+        "verify": (
+            "accumlint.verify.command",
+            "verify_command",
+            "Run a training loop with and without accumulation and compare gradients (imports torch and your code).",
+        )
+    }
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *self.lazy])
+
+    def get_command(self, ctx: click.Context, name: str) -> Optional[click.Command]:
+        if name not in self.lazy:
+            return super().get_command(ctx, name)
+        module_name, attribute, _ = self.lazy[name]
+        try:
+            module = __import__(module_name, fromlist=[attribute])
+        except ModuleNotFoundError as error:
+            if error.name == "torch":
+                raise fail("`accumlint verify` needs torch: pip install 'accumlint[verify]'") from None
+            raise fail(f"`accumlint {name}` is not available in this installation ({error})") from None
+        return getattr(module, attribute)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            if name in self.lazy:
+                rows.append((name, self.lazy[name][2]))
+            else:
+                command = super().get_command(ctx, name)
+                if command is not None and not command.hidden:
+                    rows.append((name, command.get_short_help_str(formatter.width - 6 - len(name))))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(accumlint.__version__, "-V", "--version", prog_name="accumlint", message="%(prog)s %(version)s")
+def cli() -> None:
+    """Find, explain and fix gradient-accumulation mistakes in PyTorch training code."""
+
+
+def _selectors(values: tuple[str, ...]) -> Optional[tuple[str, ...]]:
+    """Comma-separated and repeated options, flattened; None when not given."""
+    if not values:
+        return None
+    return tuple(part.strip() for value in values for part in value.split(",") if part.strip())
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option("--fix", is_flag=True, help="Apply safe fixes (and unsafe ones with --unsafe-fixes).")
+@click.option("--unsafe-fixes/--no-unsafe-fixes", default=None, help="Also offer and apply unsafe fixes.")
+@click.option("--diff", is_flag=True, help="Print the fixes as a unified diff; change no file.")
+@click.option("--select", multiple=True, metavar="CODES", help="Only these codes or prefixes (e.g. GA2,GA101).")
+@click.option("--ignore", multiple=True, metavar="CODES", help="Disable these codes or prefixes.")
+@click.option("--extend-select", multiple=True, metavar="CODES", help="Enable these on top of the selection.")
+@click.option(
+    "--output-format",
+    type=click.Choice(["text", "json", "sarif", "github"]),
+    default="text",
+    show_default=True,
+    help="How findings are printed.",
+)
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even if findings remain (errors still exit 2).")
+@click.option("--statistics", is_flag=True, help="Print counts per rule instead of the findings.")
+@click.option("--show-source", is_flag=True, help="Show the source line under each finding.")
+@click.option("--config", "config_path", type=click.Path(path_type=Path), help="Use this pyproject.toml.")
+@click.option("-q", "--quiet", is_flag=True, help="Print only the findings.")
+@click.option("-v", "--verbose", is_flag=True, help="Also print what was checked, and timings, on stderr.")
+@click.option("--jobs", type=click.IntRange(min=1), help="Worker processes (default: all cores for many files).")
+@click.option("--no-cache", is_flag=True, help="Do not read or write the cache of results.")
+@click.option("--stdin-filename", help="The file name to report (and configure) for code read from stdin.")
+@click.option("--verify", is_flag=True, help="With --fix: run the runtime verifier on each fixed file (imports torch).")
+@click.option("--no-prefilter", is_flag=True, hidden=True, help="Parse every file (for benchmarks).")
+def check(
+    paths: tuple[str, ...],
+    fix: bool,
+    unsafe_fixes: Optional[bool],
+    diff: bool,
+    select: tuple[str, ...],
+    ignore: tuple[str, ...],
+    extend_select: tuple[str, ...],
+    output_format: str,
+    exit_zero: bool,
+    statistics: bool,
+    show_source: bool,
+    config_path: Optional[Path],
+    quiet: bool,
+    verbose: bool,
+    jobs: Optional[int],
+    no_cache: bool,
+    stdin_filename: Optional[str],
+    verify: bool,
+    no_prefilter: bool,
+) -> None:
+    """Check files, folders (recursively) or `-` (stdin) for accumulation mistakes."""
+    started = time.perf_counter()
+    from accumlint.config import ConfigError, Overrides, Resolver, SelectionLayer
+    from accumlint.engine import Request
+    from accumlint.engine import check as run_engine
+
+    if verify and (diff or not fix):
+        raise fail("--verify needs --fix (and cannot be used with --diff)")
+    from_stdin = "-" in paths or (not paths and stdin_filename is not None)
+    if from_stdin and len(paths) > 1:
+        raise fail("`-` (stdin) cannot be combined with other paths")
+    selection = SelectionLayer(_selectors(select), _selectors(ignore) or (), _selectors(extend_select) or ())
+    try:
+        resolver = Resolver(Overrides(selection, unsafe_fixes, config_path))
+        request = Request(
+            paths=paths or (".",),
+            stdin=click.get_binary_stream("stdin").read() if from_stdin else None,
+            stdin_filename=stdin_filename,
+            fix=fix or diff,
+            write=not diff,
+            use_cache=not no_cache,
+            prefilter=not no_prefilter,
+            jobs=jobs,
+        )
+        run = run_engine(request, resolver)
+    except ConfigError as error:
+        raise fail(str(error)) from None
+    except Exception as error:  # noqa: BLE001 - a bug must still exit 2, with a trace under -v
+        if verbose:
+            import traceback
+
+            traceback.print_exc()
+        raise fail(f"internal error: {type(error).__name__}: {error}") from None
+
+    from accumlint.report import ReportOptions
+
+    report = ReportOptions(show_source=show_source, statistics=statistics, quiet=quiet, fix=fix or diff)
+    findings = _print_results(run, output_format, report, diff=diff, fixed_to_stdout=from_stdin and fix)
+    if verify:
+        findings |= _verify_fixes(run, to_stderr=output_format != "text")
+    if verbose:
+        _print_verbose(run, resolver, started)
+    if any(_is_error(d) for d in run.diagnostics):
+        raise click.exceptions.Exit(EXIT_ERROR)
+    raise click.exceptions.Exit(EXIT_FINDINGS if findings and not exit_zero else EXIT_OK)
+
+
+def _is_error(diagnostic) -> bool:
+    from accumlint.engine import is_error
+
+    return is_error(diagnostic)
+
+
+def _print_results(run, output_format: str, options, *, diff: bool, fixed_to_stdout: bool) -> bool:
+    """Print findings, diffs or fixed code on the right streams; True if findings remain or a diff was shown."""
+    from dataclasses import replace
+
+    from accumlint.report import render
+
+    if not run.files and not options.quiet:
+        click.echo("accumlint: warning: no Python files or notebooks found under the given paths", err=True)
+    if diff:
+        diffs = [f.document.diff(f.original) for f in run.files if f.changed]
+        click.echo("".join(diffs), nl=False)
+        click.echo(render("text", run, replace(options, quiet=True, statistics=False)), nl=False, err=True)
+        fixed = sum(len(f.fixed) for f in run.files)
+        if not options.quiet:
+            remaining = len(run.diagnostics)
+            click.echo(f"Would fix {fixed} error{'s' * (fixed != 1)} ({remaining} remaining).", err=True)
+        return bool(diffs) or bool(run.diagnostics)
+    if fixed_to_stdout:
+        document = run.files[0].document
+        if document is not None:
+            click.get_binary_stream("stdout").write(document.encoded())
+    click.echo(render(output_format, run, options), nl=False, err=fixed_to_stdout)
+    return bool(run.diagnostics)
+
+
+def _verify_fixes(run, to_stderr: bool) -> bool:
+    """`--fix --verify`: run the verifier on every fixed file; True if a fix is not equivalent."""
+    try:
+        from accumlint.verify.fixcheck import verify_fixed_file
+    except ImportError as error:
+        raise fail(f"--verify is not available: {error} (pip install 'accumlint[verify]')") from None
+    failed = False
+    for result in run.files:
+        if not result.changed:
+            continue
+        if not result.path.endswith(".py"):
+            click.echo(f"{result.path}: not verifiable (only .py files are verified)", err=to_stderr)
+            continue
+        try:
+            outcomes = verify_fixed_file(result.path)
+        except Exception as error:  # noqa: BLE001 - the user's code runs here
+            click.echo(f"{result.path}: not verifiable ({type(error).__name__}: {error})", err=to_stderr)
+            continue
+        for outcome in outcomes:
+            status = outcome.status
+            if status == "not verifiable" and outcome.reason:
+                status = f"{status} ({outcome.reason})"
+            failed |= outcome.status == "not equivalent"
+            click.echo(f"{result.path}::{outcome.function}: {status}", err=to_stderr)
+    return failed
+
+
+def _print_verbose(run, resolver, started: float) -> None:
+    configs = ", ".join(str(path) for path in resolver.config_paths()) or "none"
+    click.echo(
+        f"accumlint {accumlint.__version__}: {len(run.files)} files checked, {run.analysed} analysed, "
+        f"{run.cache_hits} from cache, {run.workers} process{'es' * (run.workers != 1)}, "
+        f"{time.perf_counter() - started:.2f}s; configuration: {configs}",
+        err=True,
+    )
+
+
+@cli.command()
+@click.option("--output-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def rules(output_format: str) -> None:
+    """List the rules: code, name, fix kind and summary."""
+    if output_format == "json":
+        import json
+
+        rows = [
+            {"code": r.code, "name": r.name, "fix": r.fix, "summary": r.summary, "any_loop": r.any_loop}
+            for r in RULES
+        ]
+        click.echo(json.dumps(rows, indent=2))
+        return
+    name_width = max(len(r.name) for r in RULES)
+    click.echo(f"{'code':<6} {'name':<{name_width}} {'fix':<6} summary")
+    for r in RULES:
+        click.echo(f"{r.code:<6} {r.name:<{name_width}} {r.fix:<6} {r.summary}")
+
+
+@cli.command()
+@click.argument("code")
+def explain(code: str) -> None:
+    """Print a rule's document: what, why, an example and its fix."""
+    code = code.strip().upper()
+    if code not in RULES_BY_CODE:
+        raise fail(f"unknown rule code {code!r}; `accumlint rules` lists them")
+    try:
+        from accumlint.docs import rule_document
+    except ImportError as error:
+        raise fail(f"rule documents are not available in this installation ({error})") from None
+    try:
+        document = rule_document(code)
+    except (OSError, KeyError, LookupError) as error:
+        raise fail(f"no document for {code} ({error})") from None
+    click.echo(document.rstrip("\n"))
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli(prog_name="accumlint")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,348 @@
+"""`[tool.accumlint]` configuration: lookup, validation, defaults and rule selection.
+
+A configuration mistake must never be silently ignored (a misspelt `ignore`
+would quietly turn a CI gate into noise), so every key and value type is
+checked and errors name the key and the file. Selection follows ruff's
+semantics, which users already know: a layer's `select` replaces what earlier
+layers chose, and within a layer the most specific selector wins (`GA2` with
+`ignore = ["GA201"]` keeps the other GA2xx rules).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Optional
+
+from accumlint.rules.catalog import RULES, codes_matching
+
+ALL_CODES: tuple[str, ...] = tuple(rule.code for rule in RULES)
+
+PYPROJECT = "pyproject.toml"
+
+
+class ConfigError(Exception):
+    """A configuration that cannot be used; the message names the key and file."""
+
+
+@dataclass(frozen=True)
+class VerifySettings:
+    """`[tool.accumlint.verify]`: defaults for `accumlint verify`, validated here."""
+
+    accum_steps: Optional[int] = None
+    setup: Optional[str] = None
+    device: Optional[str] = None
+    dtype: Optional[str] = None
+    windows: Optional[int] = None
+    micro_batch: Optional[int] = None
+    seed: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class SelectionLayer:
+    """One source of selectors (the config file, or the command line)."""
+
+    select: Optional[tuple[str, ...]] = None
+    ignore: tuple[str, ...] = ()
+    extend_select: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Config:
+    """The validated contents of one `[tool.accumlint]` table (empty if none)."""
+
+    path: Optional[Path] = None
+    selection: SelectionLayer = SelectionLayer()
+    exclude: tuple[str, ...] = ()
+    per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    unsafe_fixes: bool = False
+    optimizer_names: tuple[str, ...] = ()
+    accumulation_names: tuple[str, ...] = ()
+    verify: VerifySettings = VerifySettings()
+
+    @property
+    def root(self) -> Path:
+        """Where relative patterns (`exclude`, `per-file-ignores`) are anchored."""
+        return self.path.parent if self.path else Path.cwd()
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """What the command line says; None means "not given, use the config"."""
+
+    selection: SelectionLayer = SelectionLayer()
+    unsafe_fixes: Optional[bool] = None
+    config_path: Optional[Path] = None
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything that decides how one file is checked."""
+
+    config: Config
+    enabled: frozenset[str]
+    unsafe_fixes: bool
+    _ignores: tuple[tuple[Any, frozenset[str]], ...] = field(default=(), repr=False)
+    _exclude: Any = field(default=None, repr=False)
+
+    def enabled_for(self, path: str) -> frozenset[str]:
+        """Codes enabled for one file once `per-file-ignores` are applied."""
+        relative = _relative(path, self.config.root)
+        removed: set[str] = set()
+        for spec, codes in self._ignores:
+            if spec.match_file(relative):
+                removed |= codes
+        return self.enabled - removed
+
+    def is_excluded(self, path: str, is_dir: bool = False) -> bool:
+        """Whether `exclude` removes this file or folder."""
+        if self._exclude is None:
+            return False
+        relative = _relative(path, self.config.root)
+        return bool(self._exclude.match_file(relative + "/" if is_dir else relative))
+
+
+def _relative(path: str, root: Path) -> str:
+    """The path as patterns see it: relative to the config's folder, with slashes."""
+    return Path(os.path.relpath(os.path.abspath(path), root)).as_posix()
+
+
+# ---------------------------------------------------------------- selection
+
+
+def _expand(selector: str, origin: str) -> list[str]:
+    codes = codes_matching(selector)
+    if not codes:
+        raise ConfigError(f"{origin}: unknown rule selector {selector!r} (run `accumlint rules`)")
+    return codes
+
+
+def resolve_selection(layers: Iterable[tuple[SelectionLayer, str]]) -> frozenset[str]:
+    """Enabled codes after applying each layer in order (ruff's semantics)."""
+    enabled = set(ALL_CODES)
+    for layer, origin in layers:
+        # (specificity, is_ignore) per code: the longest selector wins, ignore wins ties.
+        best: dict[str, tuple[int, bool]] = {}
+        selecting = list(layer.select or ()) + list(layer.extend_select)
+        for selector, ignoring in [(s, False) for s in selecting] + [(s, True) for s in layer.ignore]:
+            weight = 0 if selector.strip().upper() == "ALL" else len(selector.strip())
+            for code in _expand(selector, origin):
+                if code not in best or (weight, ignoring) >= best[code]:
+                    best[code] = (weight, ignoring)
+        if layer.select is not None:
+            enabled = set()
+        for code, (_, ignoring) in best.items():
+            (enabled.discard if ignoring else enabled.add)(code)
+    return frozenset(enabled)
+
+
+# ---------------------------------------------------------------- loading
+
+
+def _strings(value: Any, key: str, origin: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise ConfigError(f"{origin}: `{key}` must be a list of strings, got {value!r}")
+    return tuple(value)
+
+
+def _boolean(value: Any, key: str, origin: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{origin}: `{key}` must be true or false, got {value!r}")
+    return value
+
+
+def _positive_int(value: Any, key: str, origin: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{origin}: `{key}` must be a positive integer, got {value!r}")
+    return value
+
+
+def _integer(value: Any, key: str, origin: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{origin}: `{key}` must be an integer, got {value!r}")
+    return value
+
+
+def _dtype(value: Any, key: str, origin: str) -> str:
+    if value not in ("float32", "float64"):
+        raise ConfigError(f"{origin}: `{key}` must be \"float32\" or \"float64\", got {value!r}")
+    return value
+
+
+def _device(value: Any, key: str, origin: str) -> str:
+    if not isinstance(value, str) or not re.fullmatch(r"cpu|cuda(:\d+)?", value):
+        raise ConfigError(f"{origin}: `{key}` must be \"cpu\", \"cuda\" or \"cuda:N\", got {value!r}")
+    return value
+
+
+def _setup(value: Any, key: str, origin: str) -> str:
+    if not isinstance(value, str) or ":" not in value:
+        raise ConfigError(f"{origin}: `{key}` must be a string 'module:factory', got {value!r}")
+    return value
+
+
+def _per_file_ignores(value: Any, key: str, origin: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{origin}: `{key}` must be a table of glob = [codes], got {value!r}")
+    pairs = []
+    for glob, codes in value.items():
+        codes = _strings(codes, f"{key}.{glob}", origin)
+        for code in codes:
+            _expand(code, f"{origin}: `{key}.{glob}`")
+        pairs.append((glob, codes))
+    return tuple(pairs)
+
+
+_VERIFY_KEYS: dict[str, Callable[[Any, str, str], Any]] = {
+    "accum-steps": _positive_int,
+    "setup": _setup,
+    "device": _device,
+    "dtype": _dtype,
+    "windows": _positive_int,
+    "micro-batch": _positive_int,
+    "seed": _integer,
+}
+
+_KEYS: dict[str, Callable[[Any, str, str], Any]] = {
+    "select": _strings,
+    "ignore": _strings,
+    "extend-select": _strings,
+    "exclude": _strings,
+    "per-file-ignores": _per_file_ignores,
+    "unsafe-fixes": _boolean,
+    "optimizer-names": _strings,
+    "accumulation-names": _strings,
+    "verify": lambda value, key, origin: value,  # validated as its own table below
+}
+
+
+def _check_keys(table: dict, allowed: dict, section: str, origin: str) -> dict[str, Any]:
+    values = {}
+    for key, value in table.items():
+        if key not in allowed:
+            close = difflib.get_close_matches(key, list(allowed), n=1)
+            hint = f" (did you mean `{close[0]}`?)" if close else f" (known keys: {', '.join(allowed)})"
+            raise ConfigError(f"{origin}: unknown key `{key}` in [{section}]{hint}")
+        values[key] = allowed[key](value, key, origin)
+    return values
+
+
+def parse_table(table: Any, path: Optional[Path]) -> Config:
+    """Validate a `[tool.accumlint]` table (already decoded from TOML)."""
+    origin = str(path) if path else "configuration"
+    if not isinstance(table, dict):
+        raise ConfigError(f"{origin}: [tool.accumlint] must be a table")
+    values = _check_keys(table, _KEYS, "tool.accumlint", origin)
+    verify_table = values.get("verify", {})
+    if not isinstance(verify_table, dict):
+        raise ConfigError(f"{origin}: `verify` must be a table [tool.accumlint.verify]")
+    verify = _check_keys(verify_table, _VERIFY_KEYS, "tool.accumlint.verify", origin)
+    selection = SelectionLayer(
+        select=values.get("select"),
+        ignore=values.get("ignore", ()),
+        extend_select=values.get("extend-select", ()),
+    )
+    resolve_selection([(selection, origin)])  # report unknown selectors now
+    return Config(
+        path=path,
+        selection=selection,
+        exclude=values.get("exclude", ()),
+        per_file_ignores=values.get("per-file-ignores", ()),
+        unsafe_fixes=values.get("unsafe-fixes", False),
+        optimizer_names=values.get("optimizer-names", ()),
+        accumulation_names=values.get("accumulation-names", ()),
+        verify=VerifySettings(**{key.replace("-", "_"): value for key, value in verify.items()}),
+    )
+
+
+def _read_toml(path: Path) -> dict:
+    import tomllib
+
+    try:
+        with open(path, "rb") as handle:
+            return tomllib.load(handle)
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read configuration: {error.strerror or error}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path}: invalid TOML: {error}") from None
+
+
+def load_config(path: Path) -> Optional[Config]:
+    """The `[tool.accumlint]` table of one file, or None if it has none."""
+    tool = _read_toml(path).get("tool")
+    table = tool.get("accumlint") if isinstance(tool, dict) else None
+    return None if table is None else parse_table(table, path)
+
+
+class Resolver:
+    """Finds the settings for each checked file, reading each config file once.
+
+    The nearest `pyproject.toml` with a `[tool.accumlint]` table, upwards from
+    the file, applies (or the one given with `--config`); the command line
+    overrides it.
+    """
+
+    def __init__(self, overrides: Overrides = Overrides()) -> None:
+        self.overrides = overrides
+        self._by_dir: dict[Path, Settings] = {}
+        self._by_config: dict[Optional[Path], Settings] = {}
+        self._fixed = None
+        if overrides.config_path is not None:
+            path = overrides.config_path
+            if not path.is_file():
+                raise ConfigError(f"{path}: configuration file not found")
+            path = path.resolve()
+            self._fixed = self._settings(load_config(path) or Config(path=path))
+
+    def settings_for(self, path: str) -> Settings:
+        """Settings for a file or folder given on the command line or found below one."""
+        if self._fixed is not None:
+            return self._fixed
+        start = Path(os.path.abspath(path))
+        directory = start if start.is_dir() else start.parent
+        return self._for_dir(directory)
+
+    def config_paths(self) -> list[Path]:
+        """The configuration files used so far (for `-v`)."""
+        return sorted(path for path in self._by_config if path is not None)
+
+    def _for_dir(self, directory: Path) -> Settings:
+        if directory in self._by_dir:
+            return self._by_dir[directory]
+        candidate = directory / PYPROJECT
+        config = load_config(candidate) if candidate.is_file() else None
+        if config is not None:
+            settings = self._settings(config)
+        else:
+            parent = directory.parent
+            settings = self._settings(Config()) if parent == directory else self._for_dir(parent)
+        self._by_dir[directory] = settings
+        return settings
+
+    def _settings(self, config: Config) -> Settings:
+        if config.path in self._by_config:
+            return self._by_config[config.path]
+        import pathspec
+
+        origin = str(config.path) if config.path else "configuration"
+        enabled = resolve_selection(
+            [(config.selection, origin), (self.overrides.selection, "command line")]
+        )
+        ignores = tuple(
+            (pathspec.GitIgnoreSpec.from_lines([glob]), frozenset(code for c in codes for code in codes_matching(c)))
+            for glob, codes in config.per_file_ignores
+        )
+        exclude = pathspec.GitIgnoreSpec.from_lines(config.exclude) if config.exclude else None
+        unsafe = self.overrides.unsafe_fixes
+        settings = Settings(
+            config=config,
+            enabled=enabled,
+            unsafe_fixes=config.unsafe_fixes if unsafe is None else unsafe,
+            _ignores=ignores,
+            _exclude=exclude,
+        )
+        self._by_config[config.path] = settings
+        return settings

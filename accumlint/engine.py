@@ -1,0 +1,280 @@
+"""One run of `accumlint check`: files in, per-file results out, fixes written.
+
+The engine reads every file and runs the cheap text prefilter in this
+process; only the files that pass it are analysed, from the cache when their
+text is unchanged, else in a process pool when there are enough of them to
+pay for the workers. Every failure is a value attached to its file (a
+`syntax-error` or `internal-error` diagnostic), never the end of the run.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field, replace
+from typing import Optional, Union
+
+from accumlint.analysis import AnalysisOptions, ParseFailure, might_hold_training_code
+from accumlint.config import Resolver, Settings
+from accumlint.diagnostics import SYNTAX_ERROR, Diagnostic, syntax_error
+from accumlint.noqa import suppressions
+from accumlint.sources import SourceError, discover, load_document, read_bytes, write_atomic
+
+INTERNAL_ERROR = "internal-error"
+ERROR_CODES = frozenset({SYNTAX_ERROR, INTERNAL_ERROR})
+
+# Larger files are almost always generated; parsing one can take seconds and GBs.
+MAX_ANALYSED_CHARS = 2_000_000
+# Deeply nested (generated) code needs more than Python's default of 1000.
+RECURSION_LIMIT = 8_000
+# Fewer files than this are analysed in-process: starting workers would cost more.
+MIN_FILES_FOR_POOL = 4
+
+
+def is_error(diagnostic: Diagnostic) -> bool:
+    """A file that could not be checked (unreadable, unparsable, analysis failure)."""
+    return diagnostic.code in ERROR_CODES
+
+
+def internal_error(path: str, message: str) -> Diagnostic:
+    """The diagnostic for a file whose analysis failed, so the run can go on."""
+    return replace(syntax_error(path, 1, 1, message), code=INTERNAL_ERROR, name=INTERNAL_ERROR)
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the command line asked the engine to do."""
+
+    paths: tuple[str, ...] = (".",)
+    stdin: Optional[bytes] = None
+    stdin_filename: Optional[str] = None
+    fix: bool = False
+    write: bool = True
+    use_cache: bool = True
+    prefilter: bool = True
+    jobs: Optional[int] = None
+
+
+@dataclass
+class FileResult:
+    """What happened to one file; `document` is its final (possibly fixed) form."""
+
+    path: str
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    fixed: list[Diagnostic] = field(default_factory=list)
+    document: object = None
+    original: object = None
+    unsafe_fixes: bool = False
+    converged: bool = True
+
+    @property
+    def changed(self) -> bool:
+        return self.document is not None and self.document is not self.original
+
+
+@dataclass
+class RunResult:
+    files: list[FileResult]
+    analysed: int = 0
+    cache_hits: int = 0
+    workers: int = 1
+
+    @property
+    def diagnostics(self) -> list[Diagnostic]:
+        return sorted((d for f in self.files for d in f.diagnostics), key=Diagnostic.sort_key)
+
+
+# ---------------------------------------------------------------- analysis (in workers)
+
+
+@dataclass(frozen=True)
+class Task:
+    """One file to analyse or fix: plain data, so it can cross to a worker process."""
+
+    path: str
+    text: str
+    options: AnalysisOptions
+    enabled: frozenset[str] = frozenset()
+    fix: bool = False
+    unsafe: bool = False
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    """Raw findings (check) or remaining findings and fixed text (fix)."""
+
+    diagnostics: list[Diagnostic]
+    text: Optional[str] = None
+    fixed: list[Diagnostic] = field(default_factory=list)
+    converged: bool = True
+    cacheable: bool = False
+
+
+def _keeper(enabled: frozenset[str]):
+    def keep(text: str, diagnostic: Diagnostic) -> bool:
+        return diagnostic.code in enabled and not suppressions(text).suppresses(diagnostic)
+
+    return keep
+
+
+def run_task(task: Task) -> TaskResult:
+    """Analyse (or fix) one text; any failure becomes a diagnostic of that file."""
+    if sys.getrecursionlimit() < RECURSION_LIMIT:
+        sys.setrecursionlimit(RECURSION_LIMIT)
+    try:
+        if task.fix:
+            from accumlint.fixes import fix_text
+
+            outcome = fix_text(task.text, task.path, task.options, unsafe=task.unsafe, keep=_keeper(task.enabled))
+            return TaskResult(outcome.remaining, outcome.text, list(outcome.fixed), outcome.converged)
+        from accumlint.analysis import analyze
+
+        return TaskResult(analyze(task.text, task.path, task.options), cacheable=True)
+    except ParseFailure as failure:
+        return TaskResult([syntax_error(task.path, failure.line, failure.column, failure.message)], cacheable=True)
+    except RecursionError:
+        message = "analysis exceeded the recursion limit (deeply nested code); file not checked"
+    except MemoryError:
+        message = "analysis ran out of memory; file not checked"
+    except Exception as error:  # noqa: BLE001 - one file's failure must not end the run
+        message = f"internal error while checking this file: {type(error).__name__}: {error}"
+    return TaskResult([internal_error(task.path, message)])
+
+
+def _workers(jobs: Optional[int], count: int) -> int:
+    if jobs is not None and jobs > 0:
+        return min(jobs, count)
+    return min(os.cpu_count() or 1, count) if count >= MIN_FILES_FOR_POOL else 1
+
+
+def execute(tasks: list[Task], jobs: Optional[int]) -> tuple[list[TaskResult], int]:
+    """Results in task order, and how many processes ran them."""
+    workers = _workers(jobs, len(tasks))
+    if workers <= 1:
+        return [run_task(task) for task in tasks], 1
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    import accumlint.fixes  # noqa: F401 - imported once here, inherited by forked workers
+
+    results: list[Optional[TaskResult]] = [None] * len(tasks)
+    order = sorted(range(len(tasks)), key=lambda i: -len(tasks[i].text))  # biggest first
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        futures = {pool.submit(run_task, tasks[i]): i for i in order}
+        for future in as_completed(futures):
+            index = futures[future]
+            try:
+                results[index] = future.result()
+            except Exception as error:  # noqa: BLE001 - e.g. a worker killed for memory
+                results[index] = TaskResult([internal_error(tasks[index].path, f"worker failed: {error}")])
+    return results, workers
+
+
+# ---------------------------------------------------------------- the run
+
+
+@dataclass
+class _Pending:
+    result: FileResult
+    settings: Settings
+    enabled: frozenset[str]
+    cache_key: Optional[str] = None
+
+
+def _fixable(diagnostics: list[Diagnostic], unsafe: bool) -> bool:
+    return any(d.fix and (unsafe or d.fix.applicability == "safe") for d in diagnostics)
+
+
+def _select(document, diagnostics: list[Diagnostic], enabled: frozenset[str]) -> list[Diagnostic]:
+    """Enabled, unsuppressed findings of the final text, located (cells) and sorted."""
+    text_rules = suppressions(document.text)
+    kept = [
+        document.locate(d)
+        for d in diagnostics
+        if is_error(d) or (d.code in enabled and not text_rules.suppresses(d))
+    ]
+    return sorted(kept, key=Diagnostic.sort_key)
+
+
+def _sources(request: Request, resolver: Resolver):
+    """(display path, settings, bytes or SourceError) for each file of the run."""
+    if request.stdin is not None:
+        display = request.stdin_filename or "-"
+        yield display, resolver.settings_for(request.stdin_filename or "."), request.stdin
+        return
+
+    def excluded(path: str, is_dir: bool) -> bool:
+        return resolver.settings_for(path).is_excluded(path, is_dir)
+
+    for source in discover(list(request.paths), excluded):
+        try:
+            data: Union[bytes, SourceError] = read_bytes(source.display)
+        except SourceError as error:
+            data = error
+        yield source.display, resolver.settings_for(source.display), data
+
+
+def check(request: Request, resolver: Resolver) -> RunResult:
+    """Check (and fix) every file the request names."""
+    from accumlint.cache import open_cache
+
+    cache = open_cache() if request.use_cache else None
+    files: list[FileResult] = []
+    pending: list[_Pending] = []
+    tasks: list[Task] = []
+    for path, settings, data in _sources(request, resolver):
+        result = FileResult(path, unsafe_fixes=settings.unsafe_fixes)
+        files.append(result)
+        try:
+            if isinstance(data, SourceError):
+                raise data
+            document = load_document(path, data)
+        except SourceError as error:
+            result.diagnostics = [syntax_error(path, error.line, error.column, error.message)]
+            continue
+        result.document = result.original = document
+        if request.prefilter and not might_hold_training_code(document.text):
+            continue
+        if len(document.text) > MAX_ANALYSED_CHARS:
+            size = len(document.text) / 1e6
+            limit = MAX_ANALYSED_CHARS / 1e6
+            result.diagnostics = [internal_error(path, f"file too large to check ({size:.1f} MB; the limit is {limit:.0f} MB)")]
+            continue
+        config = settings.config
+        options = AnalysisOptions(config.optimizer_names, config.accumulation_names)
+        enabled = settings.enabled_for(path)
+        item = _Pending(result, settings, enabled)
+        if cache is not None:
+            item.cache_key = cache.key(document.text, options)
+            cached = cache.get(item.cache_key, path)
+            if cached is not None and not (
+                request.fix and _fixable(_select(document, cached, enabled), settings.unsafe_fixes)
+            ):
+                result.diagnostics = _select(document, cached, enabled)
+                continue
+        pending.append(item)
+        tasks.append(Task(path, document.text, options, enabled, request.fix, settings.unsafe_fixes))
+
+    outcomes, workers = execute(tasks, request.jobs)
+    for item, outcome in zip(pending, outcomes):
+        _finish(item, outcome, cache, request)
+    return RunResult(files, analysed=len(tasks), cache_hits=cache.hits if cache else 0, workers=workers)
+
+
+def _finish(item: _Pending, outcome: TaskResult, cache, request: Request) -> None:
+    result = item.result
+    if cache is not None and outcome.cacheable and item.cache_key:
+        cache.put(item.cache_key, outcome.diagnostics)
+    result.converged = outcome.converged
+    if outcome.text is not None and outcome.text != result.original.text:
+        try:
+            result.document = result.original.replaced(outcome.text)
+        except SourceError as error:
+            result.diagnostics = [internal_error(result.path, error.message)]
+            return
+    result.fixed = [result.original.locate(d) for d in outcome.fixed]
+    result.diagnostics = _select(result.document, outcome.diagnostics, item.enabled)
+    if result.changed and request.write and request.stdin is None:
+        try:
+            write_atomic(result.path, result.document.encoded())
+        except (OSError, UnicodeEncodeError) as error:
+            result.diagnostics.append(internal_error(result.path, f"cannot write the fixed file: {error}"))

@@ -1,0 +1,207 @@
+"""Jupyter notebooks as one Python module: code cells in order, IPython syntax masked.
+
+The analysis needs the whole notebook at once (the optimizer is built in one
+cell, the loop runs in another), so the code cells are joined into one
+"virtual" module. Each cell starts with a marker comment, and each IPython
+line (`%magic`, `!shell`, `x = !cmd`, `obj?`) becomes a placeholder comment:
+LibCST keeps comments through fixes, so the fixed module splits back into
+cells and the magics come back exactly as they were.
+
+The notebook is read and written with the stdlib `json` module, not nbformat:
+nbformat validates, upgrades and normalizes the whole document (minor
+versions, cell ids), which would rewrite outputs and metadata we promise to
+leave untouched, and it is not otherwise a dependency. Keys keep their order
+and the indentation and ASCII escaping are detected, so only fixed cells change.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import re
+from dataclasses import dataclass, replace
+from typing import Any, Optional
+
+from accumlint.diagnostics import Diagnostic
+from accumlint.sources import SourceError, unified_diff
+
+_CELL = "# accumlint-cell {}"
+_MAGIC = "# accumlint-magic {}"
+_CELL_LINE = re.compile(r"# accumlint-cell (\d+)")
+_MAGIC_LINE = re.compile(r"\s*# accumlint-magic (\d+)\s*")
+
+# `%magic`, `!shell`, `x = %magic` / `x = !shell`, and `obj?` / `obj??` help lines.
+_IPYTHON_LINE = re.compile(r"\s*(?:[%!]|[\w.]+\s*=\s*[%!])|\s*[\w.]+\?\??\s*$")
+# Cell magics whose body is ordinary Python (the rest hold other languages).
+_PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun", "debug", "python", "python3"})
+
+
+@dataclass(frozen=True)
+class _Cell:
+    number: int  # 1-based position among all the notebook's cells, as users count them
+    text: str
+
+
+def _source_text(source: Any) -> str:
+    return "".join(source) if isinstance(source, list) else str(source)
+
+
+def _is_python(data: dict) -> bool:
+    metadata = data.get("metadata") or {}
+    language = (metadata.get("language_info") or {}).get("name") or (metadata.get("kernelspec") or {}).get("language")
+    return language is None or str(language).lower() == "python"
+
+
+def _code_cells(data: dict) -> tuple[_Cell, ...]:
+    if not _is_python(data):
+        return ()
+    cells = []
+    for number, cell in enumerate(data.get("cells") or [], 1):
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+            continue
+        text = _source_text(cell.get("source", ""))
+        magic = re.match(r"\s*%%(\w+)", text)
+        if magic and magic.group(1) not in _PYTHON_CELL_MAGICS:
+            continue
+        cells.append(_Cell(number, text))
+    return tuple(cells)
+
+
+def _mask(cells: tuple[_Cell, ...]) -> tuple[str, list[int], list[int], list[str]]:
+    """The virtual module, each cell's first line in it, cell numbers, masked lines."""
+    lines: list[str] = []
+    starts: list[int] = []
+    numbers: list[int] = []
+    magics: list[str] = []
+    for cell in cells:
+        lines.append(_CELL.format(cell.number))
+        starts.append(len(lines) + 1)
+        numbers.append(cell.number)
+        continued = False
+        for index, line in enumerate(cell.text.split("\n")):
+            if continued or (index == 0 and line.lstrip().startswith("%%")) or _IPYTHON_LINE.match(line):
+                indent = line[: len(line) - len(line.lstrip())]
+                lines.append(indent + _MAGIC.format(len(magics)))
+                magics.append(line)
+                continued = line.endswith("\\")
+            else:
+                lines.append(line)
+    return "\n".join(lines), starts, numbers, magics
+
+
+def _split_lines(text: str) -> list[str]:
+    return re.findall(r"[^\n]*\n|[^\n]+", text)
+
+
+@dataclass(frozen=True)
+class NotebookDocument:
+    """A `.ipynb` file: the text analysed is the virtual module of its code cells."""
+
+    path: str
+    data: dict
+    original: bytes
+    cells: tuple[_Cell, ...]
+    text: str
+    _starts: list[int]
+    _numbers: list[int]
+    _magics: list[str]
+
+    @classmethod
+    def from_bytes(cls, path: str, data: bytes) -> "NotebookDocument":
+        try:
+            notebook = json.loads(data.decode("utf-8-sig"))
+        except (UnicodeDecodeError, ValueError) as error:
+            raise SourceError(f"not a valid notebook (JSON): {error}") from None
+        if not isinstance(notebook, dict) or not isinstance(notebook.get("cells", []), list):
+            raise SourceError("not a valid notebook: no list of cells")
+        return cls._build(path, notebook, data, _code_cells(notebook))
+
+    @classmethod
+    def _build(cls, path: str, notebook: dict, original: bytes, cells: tuple[_Cell, ...]) -> "NotebookDocument":
+        text, starts, numbers, magics = _mask(cells)
+        return cls(path, notebook, original, cells, text, starts, numbers, magics)
+
+    # -- positions
+
+    def _cell_at(self, line: int) -> int:
+        return max(bisect.bisect_right(self._starts, line) - 1, 0)
+
+    def locate(self, diagnostic: Diagnostic) -> Diagnostic:
+        """The diagnostic with its line counted inside its cell, and the cell number."""
+        if not self._starts:
+            return diagnostic
+        index = self._cell_at(diagnostic.line)
+        start = self._starts[index]
+        line = max(diagnostic.line - start + 1, 1)
+        end_line = max(diagnostic.end_line - start + 1, line) if self._cell_at(diagnostic.end_line) == index else line
+        return replace(diagnostic, line=line, end_line=end_line, cell=self._numbers[index])
+
+    def line(self, diagnostic: Diagnostic) -> Optional[str]:
+        for cell in self.cells:
+            if cell.number == diagnostic.cell:
+                lines = cell.text.split("\n")
+                return lines[diagnostic.line - 1] if 0 < diagnostic.line <= len(lines) else None
+        return None
+
+    # -- fixes
+
+    def replaced(self, text: str) -> "NotebookDocument":
+        """The notebook with its code cells taken from a fixed virtual module."""
+        texts: dict[int, list[str]] = {}
+        current: Optional[list[str]] = None
+        before: list[str] = []
+        for line in text.split("\n"):
+            marker = _CELL_LINE.fullmatch(line)
+            if marker:
+                current = texts.setdefault(int(marker.group(1)), [])
+                continue
+            magic = _MAGIC_LINE.fullmatch(line)
+            if magic and int(magic.group(1)) < len(self._magics):
+                line = self._magics[int(magic.group(1))]
+            (before if current is None else current).append(line)
+        if list(texts) != self._numbers:
+            raise SourceError("the fixed code could not be mapped back to the notebook's cells")
+        if before and self._numbers:
+            texts[self._numbers[0]][:0] = before
+        cells = []
+        for cell in self.cells:
+            fixed = "\n".join(texts[cell.number])
+            trailing = len(cell.text) - len(cell.text.rstrip("\n"))
+            cells.append(_Cell(cell.number, fixed.rstrip("\n") + "\n" * trailing if fixed != cell.text else fixed))
+        return self._build(self.path, self.data, self.original, tuple(cells))
+
+    def diff(self, before: "NotebookDocument") -> str:
+        old = {cell.number: cell.text for cell in before.cells}
+        return "".join(
+            unified_diff(old[cell.number], cell.text, f"{self.path}:cell {cell.number}")
+            for cell in self.cells
+            if old.get(cell.number) != cell.text
+        )
+
+    def encoded(self) -> bytes:
+        """The notebook's bytes: the original ones unless a cell's code changed."""
+        changed = {cell.number: cell.text for cell in self.cells}
+        cells = self.data.get("cells", [])
+        if all(_source_text(cells[number - 1].get("source", "")) == text for number, text in changed.items()):
+            return self.original
+        notebook = dict(self.data)
+        notebook["cells"] = [
+            _with_source(cell, changed[number]) if number in changed else cell
+            for number, cell in enumerate(cells, 1)
+        ]
+        raw = self.original.decode("utf-8-sig")
+        indent = re.match(r"\{\r?\n([ \t]+)", raw)
+        ascii_only = raw.isascii() and "\\u" in raw
+        rendered = json.dumps(notebook, indent=indent.group(1) if indent else None, ensure_ascii=ascii_only)
+        if raw.endswith("\n"):
+            rendered += "\n"
+        bom = b"\xef\xbb\xbf" if self.original.startswith(b"\xef\xbb\xbf") else b""
+        return bom + rendered.encode("utf-8")
+
+
+def _with_source(cell: dict, text: str) -> dict:
+    if _source_text(cell.get("source", "")) == text:
+        return cell
+    updated = dict(cell)
+    updated["source"] = _split_lines(text) if isinstance(cell.get("source"), list) else text
+    return updated
