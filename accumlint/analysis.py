@@ -1,14 +1,21 @@
 """Entry point of the static analysis: source text in, diagnostics out.
 
-STUB (being written): parses and returns no findings yet.
+One parse, one walk for module facts, one model per training loop, then every
+rule over every loop. Positions are computed only when something is reported.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from accumlint.diagnostics import Diagnostic
+from accumlint.diagnostics import Diagnostic, FixInfo
+
+if TYPE_CHECKING:
+    import libcst as cst
+
+    from accumlint.rules.base import Finding
 
 # A file can only hold a training loop (or a Lightning module whose loss the
 # trainer backpropagates) if one of these appears in its text.
@@ -38,12 +45,66 @@ class ParseFailure(Exception):
         self.message = message
 
 
-def analyze(text: str, path: str, options: AnalysisOptions = AnalysisOptions()) -> list[Diagnostic]:
-    """All findings in one module's text, sorted by position; raises ParseFailure."""
+@dataclass(frozen=True)
+class Located:
+    """A finding with the diagnostic it becomes (kept together for the fixer)."""
+
+    finding: "Finding"
+    diagnostic: Diagnostic
+
+
+def parse(text: str) -> "cst.Module":
     import libcst
 
     try:
-        libcst.parse_module(text)
+        return libcst.parse_module(text)
     except libcst.ParserSyntaxError as error:
         raise ParseFailure(error.raw_line, error.raw_column + 1, error.message) from None
-    return []
+    except RecursionError:
+        raise ParseFailure(1, 1, "too deeply nested to parse") from None
+
+
+def find(module: "cst.Module", text: str, path: str, options: AnalysisOptions) -> list[Located]:
+    """All findings of a parsed module, deduplicated, with their diagnostics."""
+    from accumlint.model.build import windows_of
+    from accumlint.rules.registry import run_rules
+
+    findings = run_rules(windows_of(module, text, options))
+    return _locate(module, findings, path) if findings else []
+
+
+def analyze(text: str, path: str, options: AnalysisOptions = AnalysisOptions()) -> list[Diagnostic]:
+    """All findings in one module's text, sorted by position; raises ParseFailure."""
+    return [located.diagnostic for located in find(parse(text), text, path, options)]
+
+
+def _locate(module: "cst.Module", findings: list["Finding"], path: str) -> list[Located]:
+    from libcst.metadata import MetadataWrapper, PositionProvider
+
+    from accumlint.rules.catalog import rule
+
+    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    located = []
+    for finding in findings:
+        where = positions[finding.node]
+        message = finding.message
+        if finding.related is not None and finding.related in positions:
+            message = message.replace("{related}", f"line {positions[finding.related].start.line}")
+        message = message.replace("{related}", "the window's step")
+        info = rule(finding.code)
+        fix = None
+        if finding.edits and info.fix != "none":
+            fix = FixInfo(applicability=info.fix, description=finding.fix_description)
+        located.append(Located(finding, Diagnostic(
+            path=path,
+            line=where.start.line,
+            column=where.start.column + 1,
+            end_line=where.end.line,
+            end_column=where.end.column + 1,
+            code=finding.code,
+            name=info.name,
+            message=message,
+            fix=fix,
+        )))
+    located.sort(key=lambda item: item.diagnostic.sort_key())
+    return located

@@ -1,0 +1,199 @@
+"""Module facts: what one walk over a module learns that every loop needs.
+
+Imports (so `optim.AdamW`, `torch.optim.AdamW` and a bare `AdamW` are the same
+thing), the bindings of every name (`optimizer = ...`, `self.scaler = ...`,
+tuple unpacking from `accelerator.prepare(...)`), the functions and methods a
+loop may call, the loops themselves with their ancestors, and the text-level
+evidence some rules need (padding, `-100` labels).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Iterator, Optional, Union
+
+import libcst as cst
+
+from accumlint.model.names import dotted
+
+Loop = Union[cst.For, cst.While]
+Function = cst.FunctionDef
+
+
+@dataclass(frozen=True, eq=False)
+class Binding:
+    """`target = value` (index set when the target is one element of an unpacking)."""
+
+    target: str
+    value: cst.BaseExpression
+    index: Optional[int]
+    statement: cst.CSTNode
+
+
+@dataclass(eq=False)
+class LoopSite:
+    """A loop and where it stands: its enclosing function and all its ancestors."""
+
+    node: Loop
+    ancestors: tuple[cst.CSTNode, ...]
+
+    @property
+    def function(self) -> Optional[Function]:
+        for node in reversed(self.ancestors):
+            if isinstance(node, cst.FunctionDef):
+                return node
+        return None
+
+
+_PADDING_EVIDENCE = re.compile(
+    r"-\s*100\b|DataCollatorWithPadding|DataCollatorForSeq2Seq|DataCollatorForLanguageModeling"
+    r"|DataCollatorForTokenClassification|DataCollatorForWholeWordMask|padding\s*=\s*(True|['\"]longest['\"]|['\"]max_length['\"])"
+    r"|pad_sequence|label_pad_token_id|\.masked_fill\([^)]*ignore_index|labels?\[[^]]*\]\s*=\s*ignore_index"
+)
+
+
+@dataclass(eq=False)
+class ModuleFacts:
+    module: cst.Module
+    imports: dict[str, str] = field(default_factory=dict)
+    bindings: dict[str, list[Binding]] = field(default_factory=dict)
+    functions: dict[str, Function] = field(default_factory=dict)
+    classes: dict[str, cst.ClassDef] = field(default_factory=dict)
+    class_of: dict[Function, cst.ClassDef] = field(default_factory=dict)
+    loops: list[LoopSite] = field(default_factory=list)
+    len_arguments: set[str] = field(default_factory=set)
+    calls: list[cst.Call] = field(default_factory=list)
+    padding_evidence: bool = False
+
+    # -- names -------------------------------------------------------------
+    def qualified(self, name: Optional[str]) -> Optional[str]:
+        """Resolve the first component through the imports: `optim.SGD` -> `torch.optim.SGD`."""
+        if name is None:
+            return None
+        head, _, rest = name.partition(".")
+        base = self.imports.get(head)
+        if base is None:
+            return name
+        return f"{base}.{rest}" if rest else base
+
+    def values_of(self, name: Optional[str], depth: int = 0) -> list[Binding]:
+        """Every binding of a name, following plain aliases (`opt = self.optimizer`)."""
+        if name is None or depth > 4:
+            return []
+        found: list[Binding] = []
+        for binding in self.bindings.get(name, ()):
+            alias = dotted(binding.value) if binding.index is None else None
+            if alias is not None and alias != name and not alias.endswith("()"):
+                found.extend(self.values_of(alias, depth + 1) or [binding])
+            else:
+                found.append(binding)
+        return found
+
+    def method(self, function: Optional[Function], name: str) -> Optional[Function]:
+        """A method `name` of the class that holds `function` (for `self.name(...)`)."""
+        owner = self.class_of.get(function) if function is not None else None
+        if owner is None:
+            return None
+        for statement in owner.body.body:
+            if isinstance(statement, cst.FunctionDef) and statement.name.value == name:
+                return statement
+        return None
+
+    def class_bases(self, owner: cst.ClassDef) -> list[str]:
+        return [self.qualified(dotted(base.value)) or "" for base in owner.bases]
+
+
+def _children(node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
+    return tuple(node.children)
+
+
+def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """Every node below `node`, pre-order, without recursion (deep trees exist)."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(reversed(_children(current)))
+
+
+def collect_facts(module: cst.Module, text: str) -> ModuleFacts:
+    facts = ModuleFacts(module=module)
+    facts.padding_evidence = bool(_PADDING_EVIDENCE.search(text))
+    stack: list[tuple[cst.CSTNode, tuple[cst.CSTNode, ...]]] = [(module, ())]
+    while stack:
+        node, ancestors = stack.pop()
+        _record(facts, node, ancestors)
+        path = ancestors + (node,)
+        if isinstance(node, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
+            continue
+        stack.extend((child, path) for child in reversed(_children(node)))
+    return facts
+
+
+def _record(facts: ModuleFacts, node: cst.CSTNode, ancestors: tuple[cst.CSTNode, ...]) -> None:
+    if isinstance(node, (cst.For, cst.While)):
+        facts.loops.append(LoopSite(node, ancestors))
+    elif isinstance(node, cst.Call):
+        facts.calls.append(node)
+        if isinstance(node.func, cst.Name) and node.func.value == "len" and node.args:
+            name = dotted(node.args[0].value)
+            if name is not None:
+                facts.len_arguments.add(name)
+    elif isinstance(node, cst.FunctionDef):
+        owner = ancestors[-1] if ancestors else None
+        # a method's parent chain is ClassDef -> IndentedBlock -> FunctionDef
+        if len(ancestors) >= 2 and isinstance(ancestors[-2], cst.ClassDef):
+            facts.class_of[node] = ancestors[-2]
+        elif isinstance(owner, cst.IndentedBlock) or isinstance(owner, cst.Module):
+            facts.functions.setdefault(node.name.value, node)
+    elif isinstance(node, cst.ClassDef):
+        facts.classes[node.name.value] = node
+    elif isinstance(node, cst.Assign):
+        for target in node.targets:
+            _bind(facts, target.target, node.value, node)
+    elif isinstance(node, cst.AnnAssign) and node.value is not None:
+        _bind(facts, node.target, node.value, node)
+    elif isinstance(node, (cst.Import, cst.ImportFrom)):
+        _record_import(facts, node)
+    elif isinstance(node, cst.WithItem) and node.asname is not None:
+        _bind(facts, node.asname.name, node.item, node)
+
+
+def _bind(facts: ModuleFacts, target: cst.BaseExpression, value: cst.BaseExpression, statement: cst.CSTNode) -> None:
+    if isinstance(target, (cst.Tuple, cst.List)):
+        elements = [element.value for element in target.elements]
+        if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(elements):
+            for element, item in zip(elements, value.elements):
+                _bind(facts, element, item.value, statement)
+            return
+        for index, element in enumerate(elements):
+            name = dotted(element)
+            if name is not None:
+                facts.bindings.setdefault(name, []).append(Binding(name, value, index, statement))
+        return
+    name = dotted(target)
+    if name is not None:
+        facts.bindings.setdefault(name, []).append(Binding(name, value, None, statement))
+
+
+def _record_import(facts: ModuleFacts, node: Union[cst.Import, cst.ImportFrom]) -> None:
+    if isinstance(node.names, cst.ImportStar):
+        return
+    if isinstance(node, cst.Import):
+        for alias in node.names:
+            full = dotted(alias.name)
+            if full is None:
+                continue
+            if alias.asname is not None:
+                facts.imports[dotted(alias.asname.name) or full] = full
+            else:
+                facts.imports.setdefault(full.split(".")[0], full.split(".")[0])
+        return
+    base = dotted(node.module) if node.module is not None else ""
+    for alias in node.names:
+        name = dotted(alias.name)
+        if name is None:
+            continue
+        local = dotted(alias.asname.name) if alias.asname is not None else name
+        facts.imports[local or name] = f"{base}.{name}" if base else name

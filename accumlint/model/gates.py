@@ -1,0 +1,157 @@
+"""Gates: `if` tests that mark the boundary of an accumulation window.
+
+A test is read as a boolean formula over boundary tests: `(i + 1) % K == 0`,
+`i % K == K - 1`, `not (i + 1) % K`, `i % K == 0`, `counter == K`,
+`counter >= K`, `accelerator.sync_gradients`,
+`engine.is_gradient_accumulation_boundary()`, combined with `or` (a last-batch
+clause), `and`, `not`, or held in a variable first. The result says whether
+the test is true on boundaries ("positive") or off them (`% K != 0`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Callable, Optional
+
+import libcst as cst
+
+from accumlint.model.names import dotted, int_value, last_part, normalized
+
+# The forms of a modulo test, by what the tested expression is:
+PLUS_ONE = "plus_one"  # (i + 1) % K == 0, i % K == K - 1: boundary after micro-batch i (0-based)
+ZERO = "zero"  # i % K == 0
+COUNT = "count"  # counter == K, counter >= K
+
+
+@dataclass(frozen=True, eq=False)
+class Gate:
+    """A window boundary test.
+
+    kind: modulo (`% K`), count (`== K`), sync (`accelerator.sync_gradients`,
+    Fabric/Lightning flags), boundary (DeepSpeed's engine method).
+    test: the comparison that holds the boundary test (GA106/GA107 edit it).
+    positive: True when the whole `if` test is true on boundaries.
+    """
+
+    kind: str
+    test: cst.BaseExpression
+    positive: bool
+    counter: Optional[str] = None
+    k: Optional[cst.BaseExpression] = None
+    form: Optional[str] = None
+    has_clause: bool = False
+    has_condition: bool = False
+    whole_test: Optional[cst.BaseExpression] = None
+
+
+Resolver = Callable[[str], Optional[cst.BaseExpression]]
+
+
+def parse_gate(test: cst.BaseExpression, resolve: Resolver) -> Optional[Gate]:
+    """The gate a test expresses, or None when it is not a window boundary."""
+    gate = _parse(test, resolve, depth=0)
+    return None if gate is None else replace(gate, whole_test=test)
+
+
+def _parse(test: cst.BaseExpression, resolve: Resolver, depth: int) -> Optional[Gate]:
+    if depth > 6:
+        return None
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        inner = _parse(test.expression, resolve, depth + 1)
+        return None if inner is None else replace(inner, positive=not inner.positive)
+    if isinstance(test, cst.BooleanOperation):
+        return _parse_boolean(test, resolve, depth)
+    if isinstance(test, cst.Comparison):
+        return _parse_comparison(test)
+    if isinstance(test, cst.BinaryOperation) and isinstance(test.operator, cst.Modulo):
+        # `if (i + 1) % K:` is true off the boundary
+        gate = _modulo(test, test, zero_means_boundary=True)
+        return None if gate is None else replace(gate, positive=False)
+    if isinstance(test, cst.Call):
+        name = dotted(test.func) or ""
+        if last_part(name) == "is_gradient_accumulation_boundary":
+            return Gate("boundary", test, True)
+        return None
+    name = dotted(test)
+    if name is None:
+        return None
+    if last_part(name) == "sync_gradients":
+        return Gate("sync", test, True)
+    value = resolve(name)
+    if value is not None and value is not test:
+        return _parse(value, resolve, depth + 1)
+    return None
+
+
+def _parse_boolean(test: cst.BooleanOperation, resolve: Resolver, depth: int) -> Optional[Gate]:
+    left = _parse(test.left, resolve, depth + 1)
+    right = _parse(test.right, resolve, depth + 1)
+    is_or = isinstance(test.operator, cst.Or)
+    gate = left or right
+    if gate is None:
+        return None
+    if left is not None and right is not None:
+        # `A % K == 0 or B % K == 0`: keep the first, the other acts as a clause
+        return replace(left, has_clause=left.has_clause or is_or, has_condition=left.has_condition or not is_or)
+    if gate.positive == is_or:
+        # positive test `or` something: a last-batch clause; negative `and` something: the same, negated
+        return replace(gate, has_clause=True)
+    return replace(gate, has_condition=True)
+
+
+def _parse_comparison(test: cst.Comparison) -> Optional[Gate]:
+    if len(test.comparisons) != 1:
+        return None
+    target = test.comparisons[0]
+    operator = target.operator
+    left, right = test.left, target.comparator
+    if isinstance(left, cst.BinaryOperation) and isinstance(left.operator, cst.Modulo):
+        equal = isinstance(operator, cst.Equal)
+        if not (equal or isinstance(operator, cst.NotEqual)):
+            return None
+        gate = _modulo(left, test, zero_means_boundary=int_value(right) == 0, compared=right)
+        return None if gate is None else replace(gate, positive=equal)
+    counter = dotted(left)
+    if counter is None or isinstance(right, cst.Integer) and int_value(right) in (0, 1):
+        return None
+    if isinstance(operator, (cst.Equal, cst.GreaterThanEqual)):
+        return Gate("count", test, True, counter=counter, k=right, form=COUNT)
+    if isinstance(operator, (cst.LessThan, cst.NotEqual)):
+        return Gate("count", test, False, counter=counter, k=right, form=COUNT)
+    return None
+
+
+def _modulo(
+    expression: cst.BinaryOperation,
+    test: cst.BaseExpression,
+    *,
+    zero_means_boundary: bool,
+    compared: Optional[cst.BaseExpression] = None,
+) -> Optional[Gate]:
+    """`A % K` compared with 0 (or with K - 1): which counter, which form."""
+    k = expression.right
+    numerator = expression.left
+    offset = 0
+    if isinstance(numerator, cst.BinaryOperation) and isinstance(numerator.operator, cst.Add):
+        offset = int_value(numerator.right) or 0
+        numerator = numerator.left
+    counter = dotted(numerator)
+    if counter is None or counter.endswith("()"):
+        return None
+    if zero_means_boundary:
+        form = {0: ZERO, 1: PLUS_ONE}.get(offset)
+    elif compared is not None and offset == 0 and _is_k_minus_one(compared, k):
+        form = PLUS_ONE
+    else:
+        return None
+    if form is None:
+        return None
+    return Gate("modulo", test, True, counter=counter, k=k, form=form)
+
+
+def _is_k_minus_one(node: cst.BaseExpression, k: cst.BaseExpression) -> bool:
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Subtract):
+        return int_value(node.right) == 1 and normalized(node.left) == normalized(k)
+    if isinstance(node, cst.Integer) and isinstance(k, cst.Integer):
+        return int_value(node) == (int_value(k) or 0) - 1
+    return False

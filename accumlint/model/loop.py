@@ -1,0 +1,349 @@
+"""The training loop model: one iteration's statements, in order, with their roles.
+
+A loop is walked once. Every simple statement of its body (nested `if`, `with`,
+`try` and loops included, and the body of a same-module helper it calls, one
+level deep) becomes a `Statement` that knows its position in the iteration, the
+window gate it runs under, the `with` contexts around it, and the role-bearing
+calls (`Event`s) it makes. Rules ask questions of this data; they never walk
+the tree themselves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional, Union
+
+import libcst as cst
+
+from accumlint.model.facts import Function, Loop, LoopSite, ModuleFacts
+from accumlint.model.gates import Gate, parse_gate
+from accumlint.model.names import call_name, dotted, int_value, keyword, last_part, positional
+from accumlint.model.roles import Objects, Role
+
+Block = Union[cst.IndentedBlock, cst.SimpleStatementSuite, cst.Module]
+
+
+@dataclass(eq=False)
+class Statement:
+    """One simple statement of an iteration and where it runs."""
+
+    node: cst.SimpleStatementLine
+    order: int
+    gate: Optional[Gate]
+    gate_if: Optional[cst.If]
+    conditional: bool
+    loops: tuple[Loop, ...]
+    withs: tuple[cst.WithItem, ...]
+    block: tuple[cst.CSTNode, ...]
+    call_site: Optional[cst.Call] = None
+    helper: Optional[Function] = None
+    events: list["Event"] = field(default_factory=list)
+
+    @property
+    def small(self) -> cst.BaseSmallStatement:
+        return self.node.body[0]
+
+    @property
+    def alone(self) -> bool:
+        """Alone on its line, so the statement can be moved or wrapped as a whole."""
+        return len(self.node.body) == 1
+
+
+@dataclass(eq=False)
+class Event:
+    """A role-bearing call and the statement that makes it."""
+
+    role: Role
+    statement: Statement
+
+    @property
+    def kind(self) -> str:
+        return self.role.kind
+
+    @property
+    def order(self) -> int:
+        return self.statement.order
+
+    @property
+    def gate(self) -> Optional[Gate]:
+        return self.statement.gate
+
+
+@dataclass(eq=False)
+class TrainingLoop:
+    """A loop whose iterations run a backward, with everything rules ask about."""
+
+    site: LoopSite
+    statements: list[Statement]
+    micro_loop: Optional[Loop] = None
+    counter: Optional[str] = None
+    counter_base: Optional[int] = None
+    iterable: Optional[cst.BaseExpression] = None
+    increments: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def node(self) -> Loop:
+        return self.site.node
+
+    @property
+    def function(self) -> Optional[Function]:
+        return self.site.function
+
+    @property
+    def events(self) -> list[Event]:
+        return [event for statement in self.statements for event in statement.events]
+
+    def of_kind(self, *kinds: str) -> list[Event]:
+        return [event for event in self.events if event.kind in kinds]
+
+    @property
+    def backwards(self) -> list[Event]:
+        return self.of_kind("backward")
+
+    @property
+    def steps(self) -> list[Event]:
+        return self.of_kind("step")
+
+    @property
+    def gates(self) -> list[Gate]:
+        seen: dict[int, Gate] = {}
+        for statement in self.statements:
+            if statement.gate is not None:
+                seen.setdefault(id(statement.gate), statement.gate)
+        return list(seen.values())
+
+    def in_micro_loop(self, statement: Statement) -> bool:
+        return self.micro_loop is not None and self.micro_loop in statement.loops
+
+
+class _Walker:
+    """Walks one loop body into Statements (iteration order, gates, contexts)."""
+
+    def __init__(self, facts: ModuleFacts, objects: Objects, function: Optional[Function]) -> None:
+        self.facts = facts
+        self.objects = objects
+        self.function = function
+        self.statements: list[Statement] = []
+        self.assigned: dict[str, cst.BaseExpression] = {}
+        self.increments: dict[str, int] = {}
+
+    def walk(self, body: cst.BaseSuite) -> list[Statement]:
+        self._block(body, gate=None, gate_if=None, conditional=False, loops=(), withs=(), path=(), helper=None)
+        return self.statements
+
+    def _block(self, suite, **context) -> None:
+        if isinstance(suite, cst.SimpleStatementSuite):
+            # `if gate: optimizer.step()` on one line: a synthetic line, never moved by fixes
+            statements = [cst.SimpleStatementLine(body=suite.body)]
+        else:
+            statements = suite.body
+        context = dict(context)
+        context["path"] = context["path"] + (suite,)
+        for statement in statements:
+            continued = self._continue_gate(statement)
+            if continued is not None:
+                context.update(gate=continued, gate_if=statement, conditional=True)
+                continue
+            self._statement(statement, context)
+
+    def _continue_gate(self, statement) -> Optional[Gate]:
+        """`if (i + 1) % K != 0: continue` gates the rest of its block."""
+        if not isinstance(statement, cst.If) or statement.orelse is not None:
+            return None
+        body = statement.body
+        if not isinstance(body, cst.IndentedBlock) or len(body.body) != 1:
+            return None
+        only = body.body[0]
+        if not (isinstance(only, cst.SimpleStatementLine) and isinstance(only.body[0], cst.Continue)):
+            return None
+        gate = parse_gate(statement.test, self.assigned.get)
+        return gate if gate is not None and not gate.positive else None
+
+    def _statement(self, statement, context) -> None:
+        if isinstance(statement, cst.SimpleStatementLine):
+            self._simple(statement, context)
+        elif isinstance(statement, cst.If):
+            self._if(statement, context)
+        elif isinstance(statement, cst.With):
+            withs = context["withs"] + tuple(statement.items)
+            self._block(statement.body, **{**context, "withs": withs, "path": context["path"] + (statement,)})
+        elif isinstance(statement, (cst.For, cst.While)):
+            inner = {**context, "loops": context["loops"] + (statement,), "path": context["path"] + (statement,)}
+            self._block(statement.body, **inner)
+            if statement.orelse is not None:
+                self._block(statement.orelse.body, **inner)
+        elif isinstance(statement, cst.Try) or isinstance(statement, cst.TryStar):
+            inner = {**context, "path": context["path"] + (statement,)}
+            self._block(statement.body, **inner)
+            for handler in statement.handlers:
+                self._block(handler.body, **{**inner, "conditional": True})
+            if statement.orelse is not None:
+                self._block(statement.orelse.body, **inner)
+            if statement.finalbody is not None:
+                self._block(statement.finalbody.body, **inner)
+
+    def _if(self, statement: cst.If, context) -> None:
+        gate = parse_gate(statement.test, self.assigned.get)
+        path = context["path"] + (statement,)
+        on_true = {**context, "conditional": True, "path": path}
+        on_false = dict(on_true)
+        if gate is not None:
+            if gate.positive:
+                on_true.update(gate=gate, gate_if=statement)
+            else:
+                on_false.update(gate=gate, gate_if=statement)
+        self._block(statement.body, **on_true)
+        orelse = statement.orelse
+        if isinstance(orelse, cst.If):
+            self._if(orelse, on_false)
+        elif orelse is not None:
+            self._block(orelse.body, **on_false)
+
+    def _simple(self, line: cst.SimpleStatementLine, context) -> None:
+        record = Statement(
+            node=line,
+            order=len(self.statements),
+            gate=context["gate"],
+            gate_if=context["gate_if"],
+            conditional=context["conditional"],
+            loops=context["loops"],
+            withs=context["withs"],
+            block=context["path"],
+            helper=context["helper"],
+            call_site=context.get("call_site"),
+        )
+        self.statements.append(record)
+        for small in line.body:
+            self._remember(small)
+        helpers: list[tuple[cst.Call, Function]] = []
+        for call in _calls(line):
+            role = self.objects.role(call)
+            if role is not None:
+                record.events.append(Event(role, record))
+                continue
+            helper = self._helper(call) if context["helper"] is None else None
+            if helper is not None:
+                helpers.append((call, helper))
+        for call, helper in helpers:
+            self._block(helper.body, **{**context, "helper": helper, "call_site": call})
+
+    def _remember(self, small: cst.BaseSmallStatement) -> None:
+        """Track assignments (variable gates) and `+= 1` counters in iteration order."""
+        if isinstance(small, cst.Assign) and len(small.targets) == 1:
+            name = dotted(small.targets[0].target)
+            if name is not None:
+                self.assigned[name] = small.value
+                if int_value(small.value) is not None:
+                    self.increments.setdefault(f"reset:{name}", len(self.statements) - 1)
+        elif isinstance(small, cst.AugAssign) and isinstance(small.operator, cst.AddAssign):
+            name = dotted(small.target)
+            if name is not None and int_value(small.value) == 1:
+                self.increments.setdefault(name, len(self.statements) - 1)
+
+    def _helper(self, call: cst.Call) -> Optional[Function]:
+        """A same-module function or method the call runs (`self.train_step(batch)`)."""
+        func = call.func
+        if isinstance(func, cst.Name):
+            target = self.facts.functions.get(func.value)
+        elif isinstance(func, cst.Attribute) and dotted(func.value) == "self":
+            target = self.facts.method(self.function, func.attr.value)
+        else:
+            return None
+        if target is None or target is self.function:
+            return None
+        return target
+
+
+def _calls(node: cst.CSTNode) -> list[cst.Call]:
+    """Calls inside a statement, innermost first (the order Python evaluates them)."""
+    found: list[cst.Call] = []
+
+    def visit(current: cst.CSTNode) -> None:
+        if isinstance(current, (cst.Lambda, cst.FunctionDef, cst.ClassDef)):
+            return
+        for child in current.children:
+            visit(child)
+        if isinstance(current, cst.Call):
+            found.append(current)
+
+    visit(node)
+    return found
+
+
+# -- building the loops of a module ----------------------------------------------
+
+
+def build_loops(facts: ModuleFacts, objects: Objects) -> list[TrainingLoop]:
+    """Every training loop of the module, once each, with inner micro-step loops merged."""
+    walks: dict[Loop, tuple[LoopSite, list[Statement], dict[str, int]]] = {}
+    for site in facts.loops:
+        walker = _Walker(facts, objects, site.function)
+        walks[site.node] = (site, walker.walk(site.node.body), walker.increments)
+
+    def direct(statements: list[Statement], kind: str) -> list[Event]:
+        return [e for s in statements if not s.loops for e in s.events if e.kind == kind]
+
+    chosen: dict[Loop, Optional[Loop]] = {}
+    for node, (site, statements, _) in walks.items():
+        if not direct(statements, "backward"):
+            continue
+        parent = _parent_loop(site)
+        if not direct(statements, "step") and parent is not None and parent in walks:
+            parent_statements = walks[parent][1]
+            after = [e for e in direct(parent_statements, "step")]
+            inner_orders = [s.order for s in parent_statements if node in s.loops]
+            if after and inner_orders and any(e.order > max(inner_orders) for e in after):
+                chosen.setdefault(parent, node)
+                continue
+        chosen.setdefault(node, None)
+
+    loops = []
+    for node, micro in chosen.items():
+        site, statements, increments = walks[node]
+        nested_training = {other for other in chosen if other is not node}
+        kept = [s for s in statements if not any(loop in nested_training for loop in s.loops)]
+        loop = TrainingLoop(site=site, statements=kept, micro_loop=micro, increments=increments)
+        _read_header(loop)
+        loops.append(loop)
+    return loops
+
+
+def _parent_loop(site: LoopSite) -> Optional[Loop]:
+    for node in reversed(site.ancestors):
+        if isinstance(node, cst.FunctionDef):
+            return None
+        if isinstance(node, (cst.For, cst.While)):
+            return node
+    return None
+
+
+_WRAPPERS = {"tqdm", "enumerate", "iter", "islice", "zip", "progress_bar", "track"}
+
+
+def _read_header(loop: TrainingLoop) -> None:
+    """The loop's own counter (`enumerate`, `range`) and the iterable it walks."""
+    node = loop.node
+    if not isinstance(node, cst.For):
+        return
+    target, iterable = node.target, node.iter
+    if isinstance(iterable, cst.Call) and last_part(call_name(iterable) or "") == "enumerate":
+        if isinstance(target, (cst.Tuple, cst.List)) and target.elements:
+            loop.counter = dotted(target.elements[0].value)
+            start = keyword(iterable, "start")
+            start_value = start.value if start is not None else positional(iterable, 1)
+            loop.counter_base = 0 if start_value is None else int_value(start_value)
+            loop.iterable = unwrap_iterable(positional(iterable, 0))
+        return
+    if isinstance(iterable, cst.Call) and last_part(call_name(iterable) or "") == "range":
+        loop.counter = dotted(target)
+        first = positional(iterable, 0)
+        loop.counter_base = 0 if positional(iterable, 1) is None else int_value(first)
+        return
+    loop.iterable = unwrap_iterable(iterable)
+
+
+def unwrap_iterable(node: Optional[cst.BaseExpression]) -> Optional[cst.BaseExpression]:
+    """`tqdm(loader, desc=...)` -> `loader`: progress bars keep the length."""
+    while isinstance(node, cst.Call) and last_part(call_name(node) or "") in ("tqdm", "track", "progress_bar"):
+        node = positional(node, 0)
+    return node

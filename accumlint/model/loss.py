@@ -1,0 +1,363 @@
+"""Loss flow: what reaches a backward, how it was scaled, and how it was reduced.
+
+From a backward's argument the flow walks back through the iteration's
+assignments (`loss = loss / K`, `loss /= K`, `loss = criterion(out, y)`, a
+same-module helper's `return`) collecting every scaling on the way, until it
+reaches the expression that computed the loss: its origin. The origin says
+whether the loss is known to be mean-reduced ("mean"), a token-level mean
+("token"), sum-reduced ("sum"), or unknown; unknown keeps the rules silent.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Optional
+
+import libcst as cst
+
+from accumlint.model.facts import Function, ModuleFacts
+from accumlint.model.loop import Statement, TrainingLoop
+from accumlint.model.names import call_name, code, dotted, keyword, last_part, string_value
+from accumlint.model.roles import Objects
+
+MEAN, TOKEN, SUM, UNKNOWN = "mean", "token", "sum", "unknown"
+
+_LOSS_FUNCTIONS = re.compile(
+    r"^(cross_entropy|nll_loss|mse_loss|l1_loss|smooth_l1_loss|huber_loss|binary_cross_entropy"
+    r"|binary_cross_entropy_with_logits|kl_div|soft_margin_loss|multilabel_soft_margin_loss"
+    r"|multi_margin_loss|hinge_embedding_loss|cosine_embedding_loss|margin_ranking_loss"
+    r"|poisson_nll_loss|gaussian_nll_loss|triplet_margin_loss|ctc_loss|\w+_loss)$"
+)
+_CRITERION_NAME = re.compile(r"^(criterion|criteria|loss_fn|loss_func|loss_function|lossfn|loss_fct|loss_fcn|compute_loss|loss_module)$")
+_MODEL_NAME = re.compile(r"model|^net$|^netG$|^netD$|^raw_model$|^module$", re.IGNORECASE)
+_LM_CLASS = re.compile(r"For(CausalLM|ConditionalGeneration|MaskedLM|Seq2SeqLM)\b|AutoModelForSeq2SeqLM|GPT2LMHeadModel")
+_FLATTEN = re.compile(r"\.(view|reshape)\(\s*-1|\.flatten\(|ignore_index")
+
+
+@dataclass(frozen=True, eq=False)
+class Scaling:
+    """One scaling applied to the loss on its way to the backward.
+
+    op: div (divided by factor), mul (multiplied by factor), inverse (divided by
+    `1 / factor`), after: the scaling statement runs after the backward.
+    node: the expression (or augmented assignment) doing it.
+    """
+
+    op: str
+    factor: cst.BaseExpression
+    node: cst.CSTNode
+    statement: Optional[Statement]
+    whole_statement: bool = False
+
+
+@dataclass(eq=False)
+class LossFlow:
+    """What one backward runs on."""
+
+    backward: object
+    scalings: list[Scaling] = field(default_factory=list)
+    origin: Optional[cst.BaseExpression] = None
+    origin_statement: Optional[Statement] = None
+    reduction: str = UNKNOWN
+    name: Optional[str] = None
+    after: list[Scaling] = field(default_factory=list)
+    target: Optional[cst.BaseExpression] = None
+    entry_statement: Optional[Statement] = None
+
+
+def split_scaling(expr: cst.BaseExpression, statement: Optional[Statement]) -> tuple[cst.BaseExpression, list[Scaling]]:
+    """`(loss / K) * w` -> (loss, [div K, mul w]); constants are not scalings."""
+    scalings: list[Scaling] = []
+    while True:
+        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Divide):
+            inverse = _reciprocal(expr.right)
+            if inverse is not None:
+                scalings.append(Scaling("inverse", inverse, expr, statement))
+            elif not _is_constant(expr.right):
+                scalings.append(Scaling("div", expr.right, expr, statement))
+            expr = expr.left
+        elif isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
+            left_constant, right_constant = _is_constant(expr.left), _is_constant(expr.right)
+            if right_constant and not left_constant:
+                expr = expr.left
+                continue
+            if left_constant and not right_constant:
+                expr = expr.right
+                continue
+            factor, kept = (expr.right, expr.left)
+            if _reciprocal(expr.left) is not None or _is_loss_like(expr.right) and not _is_loss_like(expr.left):
+                factor, kept = expr.left, expr.right
+            reciprocal = _reciprocal(factor)
+            if reciprocal is not None:
+                scalings.append(Scaling("div", reciprocal, expr, statement))
+            else:
+                scalings.append(Scaling("mul", factor, expr, statement))
+            expr = kept
+        elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in (
+            "div", "div_", "mul", "mul_", "true_divide",
+        ) and len(expr.args) == 1:
+            op = "mul" if expr.func.attr.value.startswith("mul") else "div"
+            if not _is_constant(expr.args[0].value):
+                scalings.append(Scaling(op, expr.args[0].value, expr, statement))
+            expr = expr.func.value
+        else:
+            return expr, scalings
+
+
+def _reciprocal(node: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    """`1 / K` or `1.0 / K` -> K."""
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Divide):
+        if isinstance(node.left, (cst.Integer, cst.Float)) and code(node.left) in ("1", "1.0", "1."):
+            return node.right
+    return None
+
+
+def _is_constant(node: cst.BaseExpression) -> bool:
+    return isinstance(node, (cst.Integer, cst.Float)) or (
+        isinstance(node, cst.UnaryOperation) and isinstance(node.expression, (cst.Integer, cst.Float))
+    )
+
+
+def _is_loss_like(node: cst.BaseExpression) -> bool:
+    name = dotted(node) or ""
+    return "loss" in last_part(name).lower()
+
+
+class LossReader:
+    """Reads the loss flow of a loop's backwards against the module's facts."""
+
+    def __init__(self, facts: ModuleFacts, objects: Objects) -> None:
+        self.facts = facts
+        self.objects = objects
+        self.lm_module: Optional[bool] = None
+
+    def flows(self, loop: TrainingLoop) -> list[LossFlow]:
+        return [self.flow(loop, event) for event in loop.backwards]
+
+    def flow(self, loop: TrainingLoop, event) -> LossFlow:
+        flow = LossFlow(backward=event)
+        target = event.role.target
+        if target is None:
+            return flow
+        if isinstance(target, cst.Call):
+            inner = self.objects.role(target)
+            if inner is not None and inner.kind == "scale" and inner.target is not None:
+                target = inner.target
+        flow.target = target
+        expr, scalings = split_scaling(target, event.statement)
+        flow.scalings.extend(scalings)
+        self._trace(loop, event.statement, expr, flow, depth=0)
+        if flow.name is not None:
+            flow.after = self._after(loop, event.statement, flow.name)
+        return flow
+
+    def _trace(self, loop: TrainingLoop, before: Statement, expr, flow: LossFlow, depth: int) -> None:
+        name = dotted(expr)
+        if name is not None and not name.endswith("()") and depth < 8:
+            flow.name = flow.name or name
+            definition = _last_definition(loop.statements, before, name)
+            if definition is not None and definition[0].helper is None:
+                helper_result = self._through_helper(loop, definition, flow, depth)
+                if helper_result:
+                    return
+            if definition is None:
+                flow.origin = expr
+                flow.reduction = UNKNOWN
+                return
+            statement, small = definition
+            if isinstance(small, cst.AugAssign):
+                op = {cst.DivideAssign: "div", cst.MultiplyAssign: "mul"}.get(type(small.operator))
+                if op is not None and not _is_constant(small.value):
+                    inverse = _reciprocal(small.value) if op == "div" else None
+                    flow.scalings.append(
+                        Scaling("inverse" if inverse is not None else op, inverse or small.value, small, statement, True)
+                    )
+                self._trace(loop, statement, expr, flow, depth + 1)
+                return
+            value = small.value
+            if isinstance(small, cst.Assign) and isinstance(small.targets[0].target, (cst.Tuple, cst.List)):
+                flow.origin, flow.origin_statement = value, statement
+                flow.reduction = self._unpacked(value, name)
+                return
+            inner, scalings = split_scaling(value, statement)
+            for scaling in scalings:
+                flow.scalings.append(Scaling(scaling.op, scaling.factor, scaling.node, statement,
+                                             dotted(inner) == name))
+            if dotted(inner) == name:
+                self._trace(loop, statement, inner, flow, depth + 1)
+                return
+            flow.origin, flow.origin_statement = inner, statement
+            flow.reduction = self.reduction(inner, loop.function, flow)
+            return
+        flow.origin = expr
+        flow.origin_statement = before
+        flow.reduction = self.reduction(expr, loop.function, flow)
+
+    def _through_helper(self, loop: TrainingLoop, definition, flow: LossFlow, depth: int) -> bool:
+        """`loss = self.compute_loss(batch)`: continue the flow at the helper's `return`."""
+        statement, small = definition
+        if not isinstance(small, cst.Assign) or not isinstance(small.value, cst.Call):
+            return False
+        helper = self._helper(small.value, loop.function)
+        if helper is None:
+            return False
+        for candidate in loop.statements:
+            if candidate.helper is helper and isinstance(candidate.small, cst.Return):
+                value = candidate.small.value
+                if value is None:
+                    return False
+                if isinstance(value, cst.Tuple) and value.elements:
+                    value = value.elements[0].value
+                flow.entry_statement = statement
+                inner, scalings = split_scaling(value, candidate)
+                flow.scalings.extend(scalings)
+                self._trace(loop, candidate, inner, flow, depth + 1)
+                return True
+        return False
+
+    def _after(self, loop: TrainingLoop, backward: Statement, name: str) -> list[Scaling]:
+        found = []
+        for statement in loop.statements:
+            if statement.order <= backward.order or statement.loops != backward.loops:
+                continue
+            for small in statement.node.body:
+                if isinstance(small, cst.AugAssign) and dotted(small.target) == name and isinstance(
+                    small.operator, cst.DivideAssign
+                ):
+                    found.append(Scaling("div", small.value, small, statement, True))
+                elif isinstance(small, cst.Assign) and dotted(small.targets[0].target) == name:
+                    inner, scalings = split_scaling(small.value, statement)
+                    if dotted(inner) != name:
+                        return found
+                    found.extend(Scaling(s.op, s.factor, s.node, statement, True) for s in scalings if s.op == "div")
+        return found
+
+    # -- reductions ------------------------------------------------------------
+    def reduction(self, expr: cst.BaseExpression, function: Optional[Function], flow: Optional[LossFlow] = None,
+                  depth: int = 0) -> str:
+        """mean / token / sum / unknown for an expression that computes a loss."""
+        if depth > 4:
+            return UNKNOWN
+        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Add, cst.Subtract)):
+            kinds = {self.reduction(side, function, None, depth + 1) for side in (expr.left, expr.right)}
+            return kinds.pop() if len(kinds) == 1 else UNKNOWN
+        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
+            inner, _ = split_scaling(expr, None)
+            return UNKNOWN if inner is expr else self.reduction(inner, function, None, depth + 1)
+        if isinstance(expr, cst.Attribute) and expr.attr.value == "loss":
+            return TOKEN if self._language_model() else MEAN
+        if isinstance(expr, cst.Subscript) and string_value(_subscript_index(expr)) == "loss":
+            return TOKEN if self._language_model() else MEAN
+        if not isinstance(expr, cst.Call):
+            return UNKNOWN
+        return self._call(expr, function, depth)
+
+    def _call(self, call: cst.Call, function: Optional[Function], depth: int) -> str:
+        name = call_name(call) or ""
+        qualified = self.facts.qualified(name) or ""
+        tail = last_part(name)
+        reduction = string_value(keyword(call, "reduction").value) if keyword(call, "reduction") else None
+        if reduction == "sum":
+            return SUM
+        if reduction is not None and reduction != "mean":
+            return UNKNOWN
+        if tail in ("mean", "nanmean"):
+            return MEAN
+        if tail in ("sum", "nansum"):
+            return SUM
+        token = tail == "cross_entropy" or "CrossEntropy" in tail or self.objects.kind_of(call.func) == "loss"
+        text = code(call)
+        if (qualified.startswith("torch.nn.functional.") or name.startswith("F.")) and _LOSS_FUNCTIONS.match(tail):
+            return TOKEN if token and _FLATTEN.search(text) else MEAN
+        helper = self._helper(call, function)
+        if helper is not None:
+            return self._returned(helper, depth)
+        callee = dotted(call.func)
+        if callee is not None:
+            for binding in self.facts.values_of(callee):
+                if self.objects.built_kind(binding.value, binding.index) == "loss":
+                    bound = keyword(binding.value, "reduction")
+                    kind = string_value(bound.value) if bound is not None else "mean"
+                    if kind == "sum":
+                        return SUM
+                    if kind != "mean":
+                        return UNKNOWN
+                    crossentropy = "CrossEntropy" in (call_name(binding.value) or "")
+                    return TOKEN if crossentropy and _FLATTEN.search(text + code(binding.value)) else MEAN
+            if _CRITERION_NAME.match(last_part(callee)) and not self.facts.values_of(callee):
+                return MEAN
+        return UNKNOWN
+
+    def _unpacked(self, value: cst.BaseExpression, name: str) -> str:
+        """`logits, loss = model(x, y)`: a model that returns its loss (nanoGPT, HF)."""
+        if isinstance(value, cst.Call) and "loss" in last_part(name).lower():
+            callee = dotted(value.func) or ""
+            if _MODEL_NAME.search(last_part(callee)):
+                return MEAN
+        return UNKNOWN
+
+    def _helper(self, call: cst.Call, function: Optional[Function]) -> Optional[Function]:
+        func = call.func
+        if isinstance(func, cst.Name):
+            return self.facts.functions.get(func.value)
+        if isinstance(func, cst.Attribute) and dotted(func.value) == "self":
+            return self.facts.method(function, func.attr.value)
+        return None
+
+    def _returned(self, helper: Function, depth: int) -> str:
+        """The reduction of what a same-module helper returns."""
+        from accumlint.model.facts import walk
+
+        for node in walk(helper.body):
+            if isinstance(node, cst.Return) and node.value is not None:
+                value = node.value
+                if isinstance(value, cst.Tuple) and value.elements:
+                    value = value.elements[0].value
+                inner, scalings = split_scaling(value, None)
+                if scalings:
+                    return UNKNOWN
+                name = dotted(inner)
+                if name is not None and not name.endswith("()"):
+                    for inner_node in walk(helper.body):
+                        if isinstance(inner_node, cst.Assign) and dotted(inner_node.targets[0].target) == name:
+                            return self.reduction(inner_node.value, helper, None, depth + 1)
+                    return UNKNOWN
+                return self.reduction(inner, helper, None, depth + 1)
+        return UNKNOWN
+
+    def _language_model(self) -> bool:
+        if self.lm_module is None:
+            self.lm_module = bool(_LM_CLASS.search(self.facts.module.code))
+        return self.lm_module
+
+
+def _subscript_index(node: cst.Subscript) -> Optional[cst.BaseExpression]:
+    if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+        return node.slice[0].slice.value
+    return None
+
+
+def _last_definition(statements: list[Statement], before: Statement, name: str):
+    """The last assignment to `name` earlier in the iteration than `before`, in the
+    same scope (the loop's own code, or the same inlined helper)."""
+    found = None
+    for statement in statements:
+        if statement.order >= before.order:
+            break
+        if statement.helper is not before.helper:
+            continue
+        for small in statement.node.body:
+            if isinstance(small, cst.Assign):
+                for target in small.targets:
+                    if dotted(target.target) == name or _in_tuple(target.target, name):
+                        found = (statement, small)
+            elif isinstance(small, (cst.AugAssign, cst.AnnAssign)) and dotted(small.target) == name:
+                if isinstance(small, cst.AnnAssign) and small.value is None:
+                    continue
+                found = (statement, small)
+    return found
+
+
+def _in_tuple(target: cst.BaseExpression, name: str) -> bool:
+    return isinstance(target, (cst.Tuple, cst.List)) and any(dotted(e.value) == name for e in target.elements)

@@ -1,0 +1,143 @@
+"""Names: turning expressions into dotted strings, and what a name suggests.
+
+Real training code names its objects conventionally (`optimizer`, `opt_d`,
+`lr_scheduler`, `grad_accum_steps`); when the module does not say what an
+object is, its name is the evidence the model falls back on.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+import libcst as cst
+
+_OPTIMIZER_NAME = re.compile(
+    r"(^|_)(optimi[sz]er|optim|opt)s?($|_|\d)|^opt[A-Z0-9]|^optimi[sz]er[A-Z0-9]|optimi[sz]er$",
+)
+_SCHEDULER_NAME = re.compile(r"sched|lr_?scheduler|warmup", re.IGNORECASE)
+_SCALER_NAME = re.compile(r"(^|_)(grad_?)?scaler($|_)|^scaler", re.IGNORECASE)
+_ACCUMULATION_NAME = re.compile(
+    r"accum|grad_acc|gradient_acc|update_freq|micro_steps|micro_batches|n_micro|num_micro"
+    r"|microbatches|accumulate|gas$|^gas",
+    re.IGNORECASE,
+)
+_TOKEN_COUNT_NAME = re.compile(r"token|tok|count|num_items|n_items|ntok", re.IGNORECASE)
+_BATCH_SIZE_NAME = re.compile(r"batch_size|bsz|batchsize|(^|_)bs($|_)", re.IGNORECASE)
+
+
+def dotted(node: Optional[cst.CSTNode]) -> Optional[str]:
+    """`self.optimizer` -> "self.optimizer"; `optimizers[0]` -> "optimizers[]";
+    `self.optimizers()` -> "self.optimizers()"; None for anything else."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        base = dotted(node.value)
+        return None if base is None else f"{base}.{node.attr.value}"
+    if isinstance(node, cst.Subscript):
+        base = dotted(node.value)
+        return None if base is None else f"{base}[]"
+    if isinstance(node, cst.Call):
+        base = dotted(node.func)
+        return None if base is None else f"{base}()"
+    return None
+
+
+def last_part(name: str) -> str:
+    """The final component of a dotted name, without call or subscript marks."""
+    return name.rstrip("()[]").rsplit(".", 1)[-1].rstrip("()[]")
+
+
+def looks_like_optimizer(name: str, extra: tuple[str, ...] = ()) -> bool:
+    tail = last_part(name)
+    if tail in extra or name in extra:
+        return True
+    if _SCHEDULER_NAME.search(tail) or _SCALER_NAME.search(tail):
+        return False
+    return bool(_OPTIMIZER_NAME.search(tail))
+
+
+def looks_like_scheduler(name: str) -> bool:
+    return bool(_SCHEDULER_NAME.search(last_part(name)))
+
+
+def looks_like_scaler(name: str) -> bool:
+    tail = last_part(name)
+    return bool(_SCALER_NAME.search(tail)) and not _SCHEDULER_NAME.search(tail)
+
+
+def looks_like_accumulation(name: str, extra: tuple[str, ...] = ()) -> bool:
+    tail = last_part(name)
+    return tail in extra or name in extra or bool(_ACCUMULATION_NAME.search(tail))
+
+
+def looks_like_token_count(name: str) -> bool:
+    return bool(_TOKEN_COUNT_NAME.search(last_part(name)))
+
+
+def looks_like_batch_size(name: str) -> bool:
+    return bool(_BATCH_SIZE_NAME.search(last_part(name)))
+
+
+def call_name(call: cst.Call) -> Optional[str]:
+    """The dotted name of what a call calls (`torch.optim.AdamW`), if it has one."""
+    return dotted(call.func)
+
+
+def keyword(call: cst.Call, name: str) -> Optional[cst.Arg]:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg
+    return None
+
+
+def positional(call: cst.Call, index: int) -> Optional[cst.BaseExpression]:
+    position = 0
+    for arg in call.args:
+        if arg.keyword is None and not arg.star:
+            if position == index:
+                return arg.value
+            position += 1
+    return None
+
+
+def has_star_kwargs(call: cst.Call) -> bool:
+    return any(arg.star == "**" for arg in call.args)
+
+
+def string_value(node: Optional[cst.CSTNode]) -> Optional[str]:
+    if isinstance(node, cst.SimpleString):
+        return node.evaluated_value if isinstance(node.evaluated_value, str) else None
+    return None
+
+
+def int_value(node: Optional[cst.CSTNode]) -> Optional[int]:
+    if isinstance(node, cst.Integer):
+        return int(node.value.replace("_", ""), 0)
+    return None
+
+
+_EMPTY_MODULE = cst.Module(body=[])
+
+
+def code(node: cst.CSTNode) -> str:
+    """Source text of a node, used to compare expressions (e.g. two spellings of K)."""
+    return _EMPTY_MODULE.code_for_node(node).strip()
+
+
+def normalized(node: cst.CSTNode) -> str:
+    """Source text without spaces or outer parentheses, for comparing expressions."""
+    text = re.sub(r"\s+", "", code(node))
+    while text.startswith("(") and text.endswith(")") and _balanced(text[1:-1]):
+        text = text[1:-1]
+    return text
+
+
+def _balanced(text: str) -> bool:
+    depth = 0
+    for char in text:
+        depth += char == "("
+        depth -= char == ")"
+        if depth < 0:
+            return False
+    return depth == 0

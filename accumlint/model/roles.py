@@ -1,0 +1,245 @@
+"""Roles: what an object is (optimizer, scheduler, scaler, framework) and what a call does.
+
+An object's role comes first from how the module built it (`torch.optim.AdamW(...)`,
+`GradScaler()`, `deepspeed.initialize(...)`), then from its name. A call's role
+(backward, optimizer step, zeroing, scheduler step, clipping, scaler work, sync
+control) follows from its method name and its receiver's role. Anything else is
+no role at all: `env.step(action)` is not a step.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+import libcst as cst
+
+from accumlint.model.facts import ModuleFacts
+from accumlint.model.names import (
+    call_name,
+    dotted,
+    has_star_kwargs,
+    int_value,
+    keyword,
+    last_part,
+    looks_like_optimizer,
+    looks_like_scaler,
+    looks_like_scheduler,
+    positional,
+)
+
+_OPTIMIZER_CLASSES = re.compile(
+    r"^(SGD|Adam|AdamW|Adamax|Adagrad|Adadelta|RMSprop|Rprop|ASGD|NAdam|RAdam|LBFGS|SparseAdam|Lion|Lamb|LAMB"
+    r"|Adafactor|AdamW8bit|Adam8bit|PagedAdamW\w*|FusedAdam|FusedLAMB|DeepSpeedCPUAdam|ZeroRedundancyOptimizer"
+    r"|Muon|Shampoo|Sophia\w*|Adan|AdaBelief|Novograd|LARS)$"
+)
+_OPTIMIZER_FACTORY = re.compile(r"optimi[sz]er", re.IGNORECASE)
+_SCHEDULER_FACTORY = re.compile(r"sched|(^|_)[A-Z]?\w*LR$|LR$|Scheduler", re.IGNORECASE)
+_LOSS_CLASS = re.compile(r"Loss$")
+_CLIP_FUNCTIONS = {"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "clip_gradients", "clip_grad"}
+_ZEROING_METHODS = {"zero_grad", "zero_grad_"}
+_SYNC_CONTEXTS = {"no_sync", "no_backward_sync"}
+
+
+@dataclass(frozen=True)
+class Role:
+    """What one call does in a training loop.
+
+    kind: backward | step | zero | sched | clip | scale | unscale | update | sync
+    target: the optimizer a step/zero/unscale concerns, the loss a backward runs on.
+    flavor: for a backward, who runs it (tensor, accelerate, fabric, lightning,
+    deepspeed, autograd); for a step, "engine" when a DeepSpeed engine steps.
+    """
+
+    kind: str
+    call: cst.Call
+    receiver: Optional[str] = None
+    target: Optional[cst.BaseExpression] = None
+    flavor: str = ""
+
+
+@dataclass(frozen=True)
+class AcceleratorInfo:
+    """An `Accelerator(...)`: whether its backward divides the loss by K (None: unknown)."""
+
+    scales: Optional[bool]
+    steps: Optional[cst.BaseExpression]
+
+
+class Objects:
+    """Answers "what is this object?" for one module, with the configured extra names."""
+
+    def __init__(self, facts: ModuleFacts, optimizer_names: tuple[str, ...] = ()) -> None:
+        self.facts = facts
+        self.optimizer_names = optimizer_names
+        self._cache: dict[str, Optional[str]] = {}
+
+    # -- what a binding's value built ---------------------------------------
+    def built_kind(self, value: cst.BaseExpression, index: Optional[int]) -> Optional[str]:
+        """What a constructor call returns: optimizer, scheduler, scaler, accelerator,
+        fabric, engine, dataloader, loss, or None when the module does not say."""
+        if not isinstance(value, cst.Call):
+            return None
+        name = self.facts.qualified(call_name(value)) or ""
+        tail = last_part(name)
+        if index is not None:
+            if name.endswith("deepspeed.initialize") or tail == "initialize" and "deepspeed" in name:
+                return {0: "engine", 1: "optimizer", 3: "scheduler"}.get(index)
+            return None
+        if name.startswith("torch.optim.lr_scheduler") or (tail.startswith("get_") and "schedule" in tail):
+            return "scheduler"
+        if name.startswith("torch.optim.") and tail[:1].isupper() or _OPTIMIZER_CLASSES.match(tail):
+            return "optimizer"
+        if tail == "optimizers" and name.startswith("self."):
+            return "optimizer"
+        if _OPTIMIZER_FACTORY.search(tail) and not looks_like_scheduler(tail):
+            return "optimizer"
+        if _SCHEDULER_FACTORY.search(tail) and tail[:1].isupper() or "scheduler" in tail.lower():
+            return "scheduler"
+        if tail == "GradScaler" or tail == "ShardedGradScaler":
+            return "scaler"
+        if tail == "Accelerator":
+            return "accelerator"
+        if tail == "Fabric":
+            return "fabric"
+        if tail == "DataLoader":
+            return "dataloader"
+        if tail in ("DistributedDataParallel", "FullyShardedDataParallel", "DDP", "FSDP"):
+            return "ddp"
+        if _LOSS_CLASS.search(tail) and (name.startswith("torch.nn") or name.startswith("nn.")):
+            return "loss"
+        return None
+
+    def kind_of(self, expr: Optional[cst.BaseExpression]) -> Optional[str]:
+        """The role of an object expression, from its bindings, else its name."""
+        name = dotted(expr) if expr is not None else None
+        if name is None:
+            return None
+        if name not in self._cache:
+            self._cache[name] = self._kind_of_name(name)
+        return self._cache[name]
+
+    def _kind_of_name(self, name: str) -> Optional[str]:
+        if name.endswith("optimizers()"):
+            return "optimizer"
+        for binding in self.facts.values_of(name):
+            kind = self.built_kind(binding.value, binding.index)
+            if kind is not None:
+                return kind
+            if isinstance(binding.value, cst.Call) and binding.index is not None:
+                prepared = self._prepared_kind(binding)
+                if prepared is not None:
+                    return prepared
+        tail = last_part(name)
+        if looks_like_scheduler(name):
+            return "scheduler"
+        if looks_like_scaler(name):
+            return "scaler"
+        if looks_like_optimizer(name, self.optimizer_names):
+            return "optimizer"
+        if tail in ("accelerator",):
+            return "accelerator"
+        if tail == "fabric":
+            return "fabric"
+        if tail in ("model_engine", "engine", "ds_engine", "deepspeed_engine"):
+            return "engine"
+        return None
+
+    def _prepared_kind(self, binding) -> Optional[str]:
+        """`model, optimizer, ... = accelerator.prepare(model, optimizer, ...)`: the
+        element keeps the kind of the argument at the same position."""
+        call = binding.value
+        tail = last_part(call_name(call) or "")
+        if tail not in ("prepare", "setup", "initialize"):
+            return None
+        argument = positional(call, binding.index)
+        if argument is None or dotted(argument) == binding.target:
+            return None
+        return self.kind_of(argument)
+
+    def is_optimizer(self, expr: Optional[cst.BaseExpression]) -> bool:
+        return self.kind_of(expr) == "optimizer"
+
+    def accelerator(self, expr: Optional[cst.BaseExpression]) -> Optional[AcceleratorInfo]:
+        """The Accelerator behind `expr`, and whether its backward scales by 1/K."""
+        if self.kind_of(expr) != "accelerator":
+            return None
+        for binding in self.facts.values_of(dotted(expr)):
+            value = binding.value
+            if isinstance(value, cst.Call) and last_part(call_name(value) or "") == "Accelerator":
+                steps = keyword(value, "gradient_accumulation_steps")
+                plugin = keyword(value, "gradient_accumulation_plugin")
+                if steps is not None:
+                    literal = int_value(steps.value)
+                    return AcceleratorInfo(scales=literal is None or literal > 1, steps=steps.value)
+                if plugin is not None or has_star_kwargs(value):
+                    return AcceleratorInfo(scales=None, steps=None)
+                return AcceleratorInfo(scales=False, steps=None)
+        return AcceleratorInfo(scales=None, steps=None)
+
+    # -- what a call does ---------------------------------------------------------
+    def role(self, call: cst.Call) -> Optional[Role]:
+        func = call.func
+        if isinstance(func, cst.Name):
+            if func.value in _CLIP_FUNCTIONS and self.facts.qualified(func.value) != func.value:
+                return Role("clip", call)
+            return None
+        if not isinstance(func, cst.Attribute):
+            return None
+        method = func.attr.value
+        receiver = func.value
+        receiver_name = dotted(receiver)
+        qualified = self.facts.qualified(receiver_name) or ""
+        if method == "backward":
+            return self._backward(call, receiver, receiver_name, qualified)
+        if method == "manual_backward":
+            return Role("backward", call, receiver_name, positional(call, 0), "lightning")
+        if method == "step":
+            return self._step(call, receiver, receiver_name)
+        if method in _ZEROING_METHODS:
+            return Role("zero", call, receiver_name, receiver)
+        if method in ("zero_", "detach_") and _is_grad(receiver):
+            return Role("zero", call, receiver_name, receiver)
+        if method in _CLIP_FUNCTIONS:
+            return Role("clip", call, receiver_name)
+        kind = self.kind_of(receiver)
+        if kind == "scaler" and method in ("scale", "unscale_", "update"):
+            target = positional(call, 0)
+            return Role({"scale": "scale", "unscale_": "unscale", "update": "update"}[method], call,
+                        receiver_name, target)
+        if method in _SYNC_CONTEXTS:
+            return Role("sync", call, receiver_name)
+        return None
+
+    def _backward(self, call: cst.Call, receiver, receiver_name, qualified: str) -> Optional[Role]:
+        if qualified == "torch.autograd" or qualified.endswith("autograd"):
+            return Role("backward", call, receiver_name, positional(call, 0), "autograd")
+        kind = self.kind_of(receiver)
+        if kind == "accelerator":
+            return Role("backward", call, receiver_name, positional(call, 0), "accelerate")
+        if kind == "fabric":
+            return Role("backward", call, receiver_name, positional(call, 0), "fabric")
+        if kind == "engine":
+            return Role("backward", call, receiver_name, positional(call, 0), "deepspeed")
+        if receiver_name in ("self", "super()"):
+            return None
+        return Role("backward", call, receiver_name, receiver, "tensor")
+
+    def _step(self, call: cst.Call, receiver, receiver_name) -> Optional[Role]:
+        kind = self.kind_of(receiver)
+        if kind == "optimizer":
+            return Role("step", call, receiver_name, receiver)
+        if kind == "scaler":
+            return Role("step", call, receiver_name, positional(call, 0), "scaler")
+        if kind == "engine":
+            return Role("step", call, receiver_name, receiver, "engine")
+        if kind == "scheduler":
+            return Role("sched", call, receiver_name, receiver)
+        return None
+
+
+def _is_grad(node: cst.BaseExpression) -> bool:
+    """`p.grad` or `p.grad.data`."""
+    name = dotted(node) or ""
+    return name.endswith(".grad") or name.endswith(".grad.data")

@@ -1,0 +1,223 @@
+"""The accumulation window of a training loop: K, the gate, and who scales the loss.
+
+`Window` interprets a `TrainingLoop`: is it accumulating at all (a gated step,
+an inner micro-step loop, a loss divided by an accumulation count, gated
+zeroing, a framework's accumulate context), what K is, which gate closes the
+window and what a framework already does (Accelerate's and DeepSpeed's 1/K,
+steps that only act on sync steps).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+import libcst as cst
+
+from accumlint.model.facts import ModuleFacts
+from accumlint.model.gates import PLUS_ONE, ZERO, Gate
+from accumlint.model.loop import Event, Statement, TrainingLoop
+from accumlint.model.loss import LossFlow, LossReader, Scaling
+from accumlint.model.names import (
+    call_name,
+    dotted,
+    int_value,
+    last_part,
+    looks_like_accumulation,
+    normalized,
+    positional,
+)
+from accumlint.model.roles import Objects
+
+_RESCALE_CALLS = {"scale_grads", "scale_gradients", "multiply_grads", "rescale_gradients", "scale_grad", "_scale_grads"}
+
+
+@dataclass(eq=False)
+class Window:
+    loop: TrainingLoop
+    facts: ModuleFacts
+    objects: Objects
+    accumulation_names: tuple[str, ...] = ()
+    flows: list[LossFlow] = field(default_factory=list)
+
+    # -- the framework ------------------------------------------------------------
+    def accumulate_context(self, statement: Statement) -> bool:
+        """Inside `with accelerator.accumulate(model):` (steps act only on sync steps)."""
+        for item in statement.withs:
+            value = item.item
+            if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+                if value.func.attr.value == "accumulate" and self.objects.kind_of(value.func.value) == "accelerator":
+                    return True
+        return False
+
+    @property
+    def uses_accumulate_context(self) -> bool:
+        return any(self.accumulate_context(s) for s in self.loop.statements)
+
+    @property
+    def deepspeed(self) -> bool:
+        return any(e.role.flavor in ("deepspeed", "engine") for e in self.loop.events)
+
+    def framework_scales(self, flow: LossFlow) -> Optional[bool]:
+        """Whether the backward that `flow` reaches divides by K itself (None: unknown)."""
+        role = flow.backward.role
+        if role.flavor == "deepspeed":
+            return True
+        if role.flavor == "accelerate":
+            info = self.objects.accelerator(role.call.func.value)
+            return None if info is None else info.scales
+        return False
+
+    def framework_managed(self, event: Event) -> bool:
+        """A step/zero/scheduler call the framework turns into a no-op off the boundary."""
+        if event.role.flavor == "engine":
+            return True
+        return self.accumulate_context(event.statement)
+
+    # -- evidence and K -------------------------------------------------------------
+    @property
+    def optimizer_steps(self) -> list[Event]:
+        return [e for e in self.loop.steps if not self.framework_managed(e)]
+
+    @property
+    def step_gate(self) -> Optional[Gate]:
+        for event in self.optimizer_steps:
+            if event.gate is not None:
+                return event.gate
+        return None
+
+    @property
+    def micro_k(self) -> Optional[cst.BaseExpression]:
+        micro = self.loop.micro_loop
+        if isinstance(micro, cst.For) and isinstance(micro.iter, cst.Call):
+            if last_part(call_name(micro.iter) or "") == "range" and positional(micro.iter, 1) is None:
+                return positional(micro.iter, 0)
+        return None
+
+    @property
+    def k(self) -> Optional[cst.BaseExpression]:
+        gate = self.step_gate
+        if gate is not None and gate.k is not None:
+            return gate.k
+        if self.micro_k is not None:
+            return self.micro_k
+        for gate in self.loop.gates:
+            if gate.k is not None:
+                return gate.k
+        for flow in self.flows:
+            for scaling in flow.scalings:
+                if scaling.op == "div" and self.is_accumulation_name(scaling.factor):
+                    return scaling.factor
+        return None
+
+    def is_accumulation_name(self, node: cst.BaseExpression) -> bool:
+        name = dotted(node)
+        return name is not None and looks_like_accumulation(name, self.accumulation_names)
+
+    def is_k(self, node: cst.BaseExpression) -> bool:
+        """Whether an expression is this window's K (same text, or an accumulation name)."""
+        k = self.k
+        if k is not None and normalized(node) == normalized(k):
+            return True
+        return self.is_accumulation_name(node)
+
+    @property
+    def divides_by_accumulation(self) -> bool:
+        return any(
+            s.op == "div" and self.is_accumulation_name(s.factor) for flow in self.flows for s in flow.scalings
+        )
+
+    @property
+    def gated_step(self) -> bool:
+        return any(e.gate is not None for e in self.optimizer_steps)
+
+    @property
+    def gated_zeroing(self) -> bool:
+        return any(e.gate is not None for e in self.loop.of_kind("zero"))
+
+    @property
+    def has_micro_loop(self) -> bool:
+        return self.loop.micro_loop is not None
+
+    @property
+    def accumulates(self) -> bool:
+        return (
+            self.gated_step
+            or self.has_micro_loop
+            or self.divides_by_accumulation
+            or self.gated_zeroing
+            or self.uses_accumulate_context
+        )
+
+    def runs_every_micro_batch(self, statement: Statement) -> bool:
+        """The statement runs on each micro-batch: in the micro loop, or ungated at all."""
+        if self.loop.micro_loop is not None:
+            return self.loop.in_micro_loop(statement)
+        return statement.gate is None and not statement.conditional
+
+    # -- counters -------------------------------------------------------------------
+    def counter_base(self, gate: Gate, statement: Statement) -> Optional[int]:
+        """The counter's value on the first micro-batch, as the gate sees it (0 or 1)."""
+        if gate.counter is None:
+            return None
+        if gate.counter == self.loop.counter and statement.helper is None:
+            return self.loop.counter_base
+        increment = self.loop.increments.get(gate.counter)
+        if increment is None or statement.helper is not None:
+            return None
+        increment_statement = self.loop.statements[increment] if increment < len(self.loop.statements) else None
+        if increment_statement is None or increment_statement.gate is gate:
+            return None  # an optimizer-step counter: out of scope
+        initial = self._initial_value(gate.counter)
+        if initial is None:
+            return None
+        first_gated = min((s.order for s in self.loop.statements if s.gate is gate), default=None)
+        if first_gated is None:
+            return None
+        return initial + (1 if increment < first_gated else 0)
+
+    def _initial_value(self, name: str) -> Optional[int]:
+        values = {int_value(b.value) for b in self.facts.bindings.get(name, ())}
+        values.discard(None)
+        return values.pop() if len(values) == 1 else None
+
+    def off_by_one(self, gate: Gate, statement: Statement) -> bool:
+        return gate.form == ZERO and self.counter_base(gate, statement) == 0
+
+    def correct_boundary(self, gate: Gate, statement: Statement) -> bool:
+        base = self.counter_base(gate, statement)
+        return (gate.form == PLUS_ONE and base == 0) or (gate.form == ZERO and base == 1)
+
+    # -- boundary rescaling ------------------------------------------------------------
+    @property
+    def rescales_gradients(self) -> bool:
+        """Gradients divided or multiplied at the boundary (torchtune, fairseq shapes)."""
+        for statement in self.loop.statements:
+            text = statement.node
+            for small in text.body:
+                if isinstance(small, cst.AugAssign) and (dotted(small.target) or "").endswith("grad"):
+                    return True
+            for event_call in _calls_in(statement.node):
+                name = call_name(event_call) or ""
+                tail = last_part(name)
+                if tail in _RESCALE_CALLS:
+                    return True
+                if tail in ("div_", "mul_") and ".grad" in name:
+                    return True
+        return False
+
+
+def _calls_in(node: cst.CSTNode):
+    from accumlint.model.facts import walk
+
+    return [n for n in walk(node) if isinstance(n, cst.Call)]
+
+
+def build_window(loop: TrainingLoop, facts: ModuleFacts, objects: Objects, reader: LossReader,
+                 accumulation_names: tuple[str, ...] = ()) -> Window:
+    window = Window(loop, facts, objects, accumulation_names)
+    window.flows = reader.flows(loop)
+    return window
+
+
+__all__ = ["Window", "build_window", "Scaling"]

@@ -1,0 +1,220 @@
+"""GA2xx: how the loss reaching the backward is scaled by 1/K."""
+
+from __future__ import annotations
+
+from typing import Iterable, Optional
+
+import libcst as cst
+
+from accumlint.edits import Edit, divided, insert_before, remove, replace
+from accumlint.model.loss import MEAN, SUM, TOKEN, LossFlow, Scaling
+from accumlint.model.names import code, dotted, int_value, looks_like_batch_size, looks_like_token_count
+from accumlint.model.window import Window
+from accumlint.rules.base import Finding, k_text, movable, same_block
+
+
+def _structural_k(window: Window) -> bool:
+    """K known from the loop's structure (gate, inner micro-step loop, gated zeroing)."""
+    return window.k is not None and (window.gated_step or window.has_micro_loop or window.gated_zeroing)
+
+
+def missing_loss_scaling(window: Window) -> Iterable[Finding]:
+    if not window.accumulates or not _structural_k(window) or window.uses_accumulate_context:
+        return
+    if window.rescales_gradients:
+        return
+    for flow in window.flows:
+        if flow.scalings or flow.after or flow.reduction not in (MEAN, TOKEN):
+            continue
+        if window.framework_scales(flow) is not False:
+            continue
+        backward = flow.backward
+        edits: tuple[Edit, ...] = ()
+        if flow.target is not None and backward.statement.helper is None:
+            wrap = backward.role.flavor == "tensor" and flow.target is backward.role.target
+            edits = (replace(flow.target, divided(flow.target, window.k, wrap=wrap)),)
+        yield Finding(
+            "GA201",
+            backward.role.call,
+            f"the loss reaches backward undivided while gradients accumulate over `{k_text(window)}` "
+            "micro-batches, so the update is K times too large; backpropagate `loss / "
+            f"{k_text(window)}`",
+            edits,
+            f"Divide the loss by `{k_text(window)}` in the backward",
+        )
+
+
+def inverted_loss_scaling(window: Window) -> Iterable[Finding]:
+    for flow in window.flows:
+        if window.framework_scales(flow) is not False:
+            continue
+        for scaling in flow.scalings:
+            if scaling.op not in ("mul", "inverse") or not window.is_k(scaling.factor):
+                continue
+            if not window.accumulates and not window.is_accumulation_name(scaling.factor):
+                continue
+            yield Finding(
+                "GA202",
+                scaling.node,
+                f"the loss is multiplied by `{code(scaling.factor)}` instead of divided by it, so the "
+                f"update is K² times too large; divide by `{code(scaling.factor)}`",
+                _invert(scaling),
+                f"Divide the loss by `{code(scaling.factor)}`",
+            )
+
+
+def _invert(scaling: Scaling) -> tuple[Edit, ...]:
+    node = scaling.node
+    if isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.MultiplyAssign):
+        return (replace(node.operator, cst.DivideAssign(
+            whitespace_before=node.operator.whitespace_before, whitespace_after=node.operator.whitespace_after)),)
+    if isinstance(node, cst.AugAssign):
+        return (replace(node.value, scaling.factor),)
+    if isinstance(node, cst.BinaryOperation):
+        kept = node.left if node.right is scaling.factor or scaling.op == "inverse" else node.right
+        if scaling.op == "inverse":
+            return (replace(node.right, _parenthesized_factor(scaling.factor)),)
+        operation = divided(kept, scaling.factor, wrap=False)
+        return (replace(node, operation.with_changes(lpar=node.lpar, rpar=node.rpar)),)
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        return (replace(node.func.attr, cst.Name(node.func.attr.value.replace("mul", "div"))),)
+    return ()
+
+
+def _parenthesized_factor(factor: cst.BaseExpression) -> cst.BaseExpression:
+    from accumlint.edits import parenthesized
+
+    return parenthesized(factor)
+
+
+def scaling_after_backward(window: Window) -> Iterable[Finding]:
+    if not window.accumulates:
+        return
+    for flow in window.flows:
+        if flow.scalings:
+            continue
+        for scaling in flow.after:
+            if not window.is_k(scaling.factor):
+                continue
+            statement = scaling.statement
+            backward = flow.backward.statement
+            edits: tuple[Edit, ...] = ()
+            if statement is not None and movable(statement) and same_block(statement, backward.node):
+                edits = (remove(statement.node), insert_before(backward.node, statement.node))
+            yield Finding(
+                "GA203",
+                statement.node if statement is not None else scaling.node,
+                f"the loss is divided by `{code(scaling.factor)}` only after backward ran ({{related}}), so the "
+                "accumulated gradients are not scaled; divide before the backward",
+                edits,
+                "Move the division before the backward",
+                related=flow.backward.role.call,
+            )
+            break
+
+
+def double_loss_scaling(window: Window) -> Iterable[Finding]:
+    for flow in window.flows:
+        divisions = [s for s in flow.scalings if s.op == "div" and window.is_k(s.factor)]
+        framework = window.framework_scales(flow)
+        if framework is True and divisions:
+            extra, why = divisions[0], f"`{code(flow.backward.role.call.func)}` already divides the loss by K"
+        elif len(divisions) >= 2:
+            extra, why = divisions[0], f"the loss was already divided by `{code(divisions[-1].factor)}`"
+        else:
+            continue
+        yield Finding(
+            "GA204",
+            extra.node if not extra.whole_statement or extra.statement is None else extra.statement.node,
+            f"the division by `{code(extra.factor)}` is extra: {why}, so gradients are K times too small",
+            _remove_division(extra),
+            "Remove the extra division",
+        )
+
+
+def _remove_division(scaling: Scaling) -> tuple[Edit, ...]:
+    statement = scaling.statement
+    if scaling.whole_statement:
+        if statement is not None and movable(statement):
+            return (remove(statement.node),)
+        return ()
+    node = scaling.node
+    if isinstance(node, cst.BinaryOperation):
+        kept = node.left if node.right is scaling.factor or isinstance(node.operator, cst.Divide) else node.right
+        if isinstance(node.operator, cst.Multiply):
+            kept = node.right if _contains(node.left, scaling.factor) else node.left
+        return (replace(node, kept),)
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        return (replace(node, node.func.value),)
+    return ()
+
+
+def _contains(outer: cst.CSTNode, inner: cst.CSTNode) -> bool:
+    from accumlint.rules.base import contains
+
+    return contains(outer, inner)
+
+
+def mismatched_scaling_factor(window: Window) -> Iterable[Finding]:
+    if not _structural_k(window):
+        return
+    k = window.k
+    for flow in window.flows:
+        for scaling in flow.scalings:
+            if scaling.op != "div" or window.is_k(scaling.factor) or not _mismatched(window, scaling.factor, k):
+                continue
+            yield Finding(
+                "GA205",
+                scaling.node,
+                f"the loss is divided by `{code(scaling.factor)}` but the window accumulates "
+                f"`{code(k)}` micro-batches; divide by `{code(k)}`",
+            )
+
+
+def _mismatched(window: Window, factor: cst.BaseExpression, k: cst.BaseExpression) -> bool:
+    factor_value, k_value = _known_int(window, factor), _known_int(window, k)
+    if factor_value is not None and k_value is not None:
+        return factor_value != k_value
+    name = dotted(factor)
+    return name is not None and looks_like_batch_size(name) and not looks_like_token_count(name)
+
+
+def _known_int(window: Window, node: cst.BaseExpression) -> Optional[int]:
+    value = int_value(node)
+    if value is not None:
+        return value
+    name = dotted(node)
+    if name is None:
+        return None
+    values = {int_value(b.value) for b in window.facts.bindings.get(name, ())}
+    return values.pop() if len(values) == 1 else None
+
+
+def token_mean_bias(window: Window) -> Iterable[Finding]:
+    if not window.accumulates or not window.facts.padding_evidence or window.rescales_gradients:
+        return
+    for flow in window.flows:
+        if flow.reduction != TOKEN:
+            continue
+        divided_by_k = any(s.op == "div" and window.is_k(s.factor) for s in flow.scalings)
+        if not (divided_by_k or window.framework_scales(flow) is True):
+            continue
+        statement = flow.entry_statement or flow.origin_statement
+        if statement is None:
+            continue
+        yield Finding(
+            "GA206",
+            statement.node,
+            "this token-level loss is a mean over each micro-batch's real tokens, then divided by K, so "
+            "micro-batches with fewer tokens weigh more; sum over tokens and divide by the window's token count",
+        )
+
+
+RULES = {
+    "GA201": missing_loss_scaling,
+    "GA202": inverted_loss_scaling,
+    "GA203": scaling_after_backward,
+    "GA204": double_loss_scaling,
+    "GA205": mismatched_scaling_factor,
+    "GA206": token_mean_bias,
+}

@@ -1,0 +1,360 @@
+"""GA1xx: the structure of the accumulation window (zeroing, step, backward, gate)."""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable, Optional
+
+import libcst as cst
+
+from accumlint.edits import Edit, insert_before, move_after, parenthesized, remove, replace
+from accumlint.model.facts import walk
+from accumlint.model.gates import PLUS_ONE, ZERO
+from accumlint.model.loop import Event, Statement
+from accumlint.model.names import code, dotted, last_part, normalized
+from accumlint.model.window import Window
+from accumlint.rules.base import Finding, k_text, movable, same_block
+
+_ZEROING_TEXT = re.compile(r"zero_grad|\.grad\s*=\s*None|\.grad(\.data)?\.(zero_|detach_)|set_to_none|zero_gradients")
+
+
+def _position(event: Event) -> tuple[int, int]:
+    return (event.statement.order, event.statement.events.index(event))
+
+
+def steps_every_micro_batch(window: Window) -> list[Event]:
+    """GA102's steps: the loop accumulates (1/K or gated zeroing) but steps ungated."""
+    if window.has_micro_loop or window.gated_step or window.uses_accumulate_context:
+        return []
+    if not (window.divides_by_accumulation or window.gated_zeroing):
+        return []
+    return [e for e in window.optimizer_steps if not e.statement.conditional]
+
+
+def zeroing_before_step(window: Window) -> list[tuple[Event, Event]]:
+    """GA104's (zeroing, step) pairs: zeroing between a backward and the step it feeds."""
+    events = sorted(window.loop.events, key=_position)
+    optimizers = {normalized(e.role.target) for e in window.optimizer_steps if e.role.target is not None}
+    pairs = []
+    for index, step in enumerate(events):
+        if step.kind != "step" or window.framework_managed(step) or step.role.target is None:
+            continue
+        earlier = events[:index]
+        backwards = [i for i, e in enumerate(earlier) if e.kind == "backward"]
+        if not backwards:
+            continue
+        for zero in earlier[backwards[-1] + 1:]:
+            if zero.kind != "zero" or window.framework_managed(zero):
+                continue
+            target = zero.role.target
+            same = target is not None and normalized(target) == normalized(step.role.target)
+            model_zeroing = target is not None and window.objects.kind_of(target) != "optimizer"
+            if same or (model_zeroing and len(optimizers) == 1 and len(window.loop.backwards) == 1):
+                pairs.append((zero, step))
+    return pairs
+
+
+def zero_grad_every_micro_batch(window: Window) -> Iterable[Finding]:
+    if not (window.gated_step or window.has_micro_loop) or steps_every_micro_batch(window):
+        return
+    reported = {id(zero) for zero, _ in zeroing_before_step(window)}
+    anchor = _window_step(window)
+    for zero in window.loop.of_kind("zero"):
+        if id(zero) in reported or window.framework_managed(zero):
+            continue
+        if not window.runs_every_micro_batch(zero.statement):
+            continue
+        edits: tuple[Edit, ...] = ()
+        if anchor is not None and movable(zero.statement) and movable(anchor.statement):
+            edits = move_after(zero.statement.node, anchor.statement.node)
+            if not _zeroes_before_loop(window):
+                edits += (insert_before(window.loop.node, zero.statement.node.with_changes(leading_lines=())),)
+        yield Finding(
+            "GA101",
+            zero.role.call,
+            f"`{code(zero.role.call)}` runs on every micro-batch and erases the gradients accumulated "
+            f"since the window opened; zero once per window, after the optimizer step ({{related}})",
+            edits,
+            "Move the zeroing after the optimizer step, inside the window",
+            related=anchor.role.call if anchor is not None else None,
+        )
+
+
+def _window_step(window: Window) -> Optional[Event]:
+    for event in window.optimizer_steps:
+        if event.gate is not None or (window.has_micro_loop and not window.loop.in_micro_loop(event.statement)):
+            return event
+    return None
+
+
+def _zeroes_before_loop(window: Window) -> bool:
+    for statement in _statements_around(window.loop.site, before=True):
+        if _ZEROING_TEXT.search(code(statement)):
+            return True
+    return False
+
+
+def _statements_around(site, *, before: bool) -> list[cst.CSTNode]:
+    """Statements before (or after) the loop in each enclosing block, up to its function."""
+    found: list[cst.CSTNode] = []
+    child: cst.CSTNode = site.node
+    for ancestor in reversed(site.ancestors):
+        if isinstance(ancestor, (cst.IndentedBlock, cst.Module)):
+            body = list(ancestor.body)
+            index = next((i for i, s in enumerate(body) if s is child), None)
+            if index is not None:
+                found.extend(body[:index] if before else body[index + 1:])
+        if isinstance(ancestor, cst.FunctionDef):
+            break
+        child = ancestor
+    return found
+
+
+def step_every_micro_batch(window: Window) -> Iterable[Finding]:
+    steps = steps_every_micro_batch(window)
+    k = window.k
+    for step in steps:
+        edits = _gate_step_edits(window, step) if k is not None else ()
+        yield Finding(
+            "GA102",
+            step.role.call,
+            f"`{code(step.role.call)}` runs on every micro-batch although the loss is accumulated over "
+            f"`{k_text(window)}` micro-batches; step once per window",
+            edits,
+            f"Run the step (with its zeroing and scheduler) under `% {k_text(window)}` gate",
+        )
+
+
+def _gate_step_edits(window: Window, step: Event) -> tuple[Edit, ...]:
+    loop = window.loop.node
+    if not isinstance(loop, cst.For) or not movable(step.statement):
+        return ()
+    block = step.statement.block[-1]
+    last_backward = max((e.order for e in window.loop.backwards), default=-1)
+    related = []
+    for statement in window.loop.statements:
+        if statement.block[-1] is not block or statement.helper is not None or not statement.events:
+            continue
+        kinds = {e.kind for e in statement.events}
+        if not kinds <= {"step", "zero", "sched", "update", "unscale", "clip"} or not movable(statement):
+            continue
+        if "zero" in kinds or statement.order > last_backward:
+            related.append(statement)
+    zeroing = [s for s in related if {e.kind for e in s.events} == {"zero"}]
+    moved = [s for s in related if s not in zeroing] + zeroing
+    counter, base = window.loop.counter, window.loop.counter_base
+    edits: list[Edit] = []
+    if counter is None:
+        counter, base = _fresh_name(loop), 0
+        new_target = cst.Tuple([cst.Element(cst.Name(counter)), cst.Element(loop.target)], lpar=[], rpar=[])
+        edits.append(replace(loop.target, new_target))
+        edits.append(replace(loop.iter, cst.Call(cst.Name("enumerate"), args=[cst.Arg(loop.iter)])))
+    elif base not in (0, 1):
+        return ()
+    if not moved:
+        return ()
+    numerator = f"({counter} + 1)" if base == 0 else counter
+    test = cst.parse_expression(f"{numerator} % {code(parenthesized(window.k))} == 0")
+    first = moved[0].node
+    body = [first.with_changes(leading_lines=())] + [s.node for s in moved[1:]]
+    gate = cst.If(test=test, body=cst.IndentedBlock(body=body), leading_lines=first.leading_lines)
+    edits.append(replace(first, gate))
+    edits.extend(remove(s.node) for s in moved[1:])
+    return tuple(edits)
+
+
+def _fresh_name(loop: cst.For) -> str:
+    used = {n.value for n in walk(loop) if isinstance(n, cst.Name)}
+    for candidate in ("micro_step", "micro_index", "micro_i"):
+        if candidate not in used:
+            return candidate
+    return "accumlint_micro_step"
+
+
+def backward_after_step(window: Window) -> Iterable[Finding]:
+    for step in window.optimizer_steps:
+        gate_if = step.statement.gate_if
+        if step.gate is None or step.statement.helper is not None or not isinstance(gate_if, cst.If):
+            continue
+        before = [b for b in window.loop.backwards if b.order < step.order]
+        after = [b for b in window.loop.backwards if b.order > step.order and not b.statement.loops]
+        if before or not after:
+            continue
+        backward = after[0]
+        edits: tuple[Edit, ...] = ()
+        if movable(backward.statement) and same_block(backward.statement, gate_if):
+            edits = move_after(gate_if, backward.statement.node)
+        yield Finding(
+            "GA103",
+            backward.role.call,
+            "the backward runs after the gated optimizer step ({related}), so each window's last "
+            "micro-batch lands in the next window and the run's last window is never stepped",
+            edits,
+            "Move the gated step after the backward",
+            related=step.role.call,
+        )
+        return
+
+
+def zero_grad_before_step(window: Window) -> Iterable[Finding]:
+    for zero, step in zeroing_before_step(window):
+        edits: tuple[Edit, ...] = ()
+        if movable(zero.statement) and movable(step.statement):
+            edits = move_after(zero.statement.node, step.statement.node)
+        yield Finding(
+            "GA104",
+            zero.role.call,
+            f"`{code(zero.role.call)}` runs after the backward and before the optimizer step ({{related}}), "
+            "so the step applies zero gradients",
+            edits,
+            "Move the zeroing after the optimizer step",
+            related=step.role.call,
+        )
+
+
+def missing_zero_grad(window: Window) -> Iterable[Finding]:
+    steps = [e for e in window.optimizer_steps if window.objects.kind_of(e.role.target) == "optimizer"]
+    if not steps or window.loop.of_kind("zero") or window.deepspeed:
+        return
+    optimizers = {normalized(e.role.target) for e in steps}
+    texts = [code(window.loop.function or window.facts.module)]
+    owner = window.facts.class_of.get(window.loop.function) if window.loop.function is not None else None
+    if owner is not None:
+        texts.append(code(owner))
+    for statement in window.loop.statements:
+        if statement.helper is not None:
+            texts.append(code(statement.helper))
+        for item in statement.withs:
+            if "dist_autograd" in code(item.item) or "context" == last_part(dotted(item.item.func) if isinstance(item.item, cst.Call) else "" or ""):
+                return
+        for node in walk(statement.node):
+            if isinstance(node, cst.Call) and window.objects.role(node) is None:
+                name = (dotted(node.func) or "").lower()
+                if "zero" in name or "reset" in name:
+                    return
+                if any(dotted(arg.value) and normalized(arg.value) in optimizers for arg in node.args):
+                    return
+    if any(_ZEROING_TEXT.search(text) for text in texts):
+        return
+    backward = window.loop.backwards[0]
+    header = window.loop.node
+    if window.loop.micro_loop is not None and window.loop.in_micro_loop(backward.statement):
+        header = window.loop.micro_loop
+    yield Finding(
+        "GA105",
+        header,
+        f"nothing zeroes the gradients that `{code(steps[0].role.call)}` applies, so every update adds "
+        "all earlier gradients again; call `zero_grad()` once per window, after the step",
+    )
+
+
+def off_by_one_boundary(window: Window) -> Iterable[Finding]:
+    for gate, statement in _gates_with_steps(window):
+        if gate.kind != "modulo" or gate.has_condition or not window.off_by_one(gate, statement):
+            continue
+        if not any(b.order < statement.order for b in window.loop.backwards):
+            continue  # a gate before the backward is GA103's
+        numerator = gate.test.left.left if isinstance(gate.test, cst.Comparison) else None
+        edits: tuple[Edit, ...] = ()
+        if numerator is not None:
+            plus_one = cst.parse_expression(f"({code(numerator)} + 1)")
+            edits = (replace(numerator, plus_one),)
+        yield Finding(
+            "GA106",
+            gate.test,
+            f"`{gate.counter}` counts from 0, so `{code(gate.test)}` fires after the first micro-batch and "
+            f"every window is shifted by one; test `({gate.counter} + 1) % {code(gate.k)} == 0`",
+            edits,
+            f"Test `({gate.counter} + 1) % {code(gate.k)} == 0`",
+        )
+
+
+def _gates_with_steps(window: Window):
+    seen = set()
+    for step in window.optimizer_steps:
+        if step.gate is not None and id(step.gate.test) not in seen:
+            seen.add(id(step.gate.test))
+            yield step.gate, step.statement
+
+
+def dropped_tail_window(window: Window) -> Iterable[Finding]:
+    loop = window.loop
+    if loop.counter is None or loop.iterable is None or not _sized(window, loop.iterable):
+        return
+    for gate, statement in _gates_with_steps(window):
+        if gate.kind != "modulo" or gate.has_clause or gate.counter != loop.counter or statement.helper is not None:
+            continue
+        if not window.correct_boundary(gate, statement) or _flushes_after(window):
+            continue
+        iterable = code(loop.iterable)
+        edits: tuple[Edit, ...] = ()
+        if isinstance(gate.test, cst.Comparison):
+            positive = isinstance(gate.test.comparisons[0].operator, cst.Equal)
+            numerator = f"({loop.counter} + 1)" if loop.counter_base == 0 else loop.counter
+            clause = f"{numerator} == len({iterable})" if positive else f"{numerator} != len({iterable})"
+            joined = f"{code(gate.test)} {'or' if positive else 'and'} {clause}"
+            edits = (replace(gate.test, cst.parse_expression(joined).with_changes(
+                lpar=gate.test.lpar, rpar=gate.test.rpar)),)
+        yield Finding(
+            "GA107",
+            gate.test,
+            f"when `len({iterable})` is not a multiple of `{code(gate.k)}`, the last micro-batches never reach "
+            "an optimizer step; add a last-batch clause to the gate",
+            edits,
+            f"Also step on the last batch: `or ... == len({iterable})`",
+        )
+
+
+def _sized(window: Window, iterable: cst.BaseExpression) -> bool:
+    if isinstance(iterable, (cst.List, cst.Tuple, cst.ListComp)):
+        return True
+    name = dotted(iterable)
+    if name is None:
+        return False
+    if name in window.facts.len_arguments:
+        return True
+    for binding in window.facts.values_of(name):
+        value = binding.value
+        if isinstance(value, (cst.List, cst.Tuple, cst.ListComp)):
+            return True
+        if isinstance(value, cst.Call) and binding.index is None and last_part(dotted(value.func) or "") == "DataLoader":
+            return not _iterable_dataset(window, value)
+    return False
+
+
+def _iterable_dataset(window: Window, loader: cst.Call) -> bool:
+    from accumlint.model.names import keyword, positional
+
+    dataset = keyword(loader, "dataset")
+    dataset_expr = dataset.value if dataset is not None else positional(loader, 0)
+    if dataset_expr is None:
+        return True
+    texts = [code(dataset_expr)]
+    for binding in window.facts.values_of(dotted(dataset_expr)):
+        texts.append(code(binding.value))
+        if isinstance(binding.value, cst.Call):
+            owner = window.facts.classes.get(last_part(dotted(binding.value.func) or ""))
+            if owner is not None:
+                texts.append(" ".join(window.facts.class_bases(owner)))
+    return any(re.search(r"Iterable|Stream|streaming\s*=\s*True|IterDataPipe", t) for t in texts)
+
+
+def _flushes_after(window: Window) -> bool:
+    for statement in _statements_around(window.loop.site, before=False):
+        for node in walk(statement):
+            if isinstance(node, cst.Call):
+                role = window.objects.role(node)
+                if role is not None and role.kind == "step":
+                    return True
+    return False
+
+
+RULES = {
+    "GA101": zero_grad_every_micro_batch,
+    "GA102": step_every_micro_batch,
+    "GA103": backward_after_step,
+    "GA104": zero_grad_before_step,
+    "GA105": missing_zero_grad,
+    "GA106": off_by_one_boundary,
+    "GA107": dropped_tail_window,
+}
