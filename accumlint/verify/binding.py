@@ -1,0 +1,261 @@
+"""Binding a training function's parameters to roles, read from its source.
+
+The verifier calls the user's function with objects it builds itself (a model
+copy, a fresh optimizer, micro-batches, K), so it must know which parameter
+receives which. The role is inferred from how the parameter is *used* in the
+function body (LibCST, no import of the user's code and no torch), and the
+parameter's name is only a fallback: `train(net, opt, it, n, crit)` binds as
+well as the canonical `train(model, optimizer, loader, accum_steps, loss_fn)`.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+MODEL = "model"
+OPTIMIZER = "optimizer"
+LOADER = "loader"
+ACCUM_STEPS = "accum_steps"
+LOSS_FN = "loss_fn"
+ROLES = (MODEL, OPTIMIZER, LOADER, ACCUM_STEPS, LOSS_FN)
+
+# What a user may write after `--bind NAME=`; each maps to a role.
+ROLE_ALIASES = {
+    MODEL: MODEL,
+    "net": MODEL,
+    OPTIMIZER: OPTIMIZER,
+    "opt": OPTIMIZER,
+    "optim": OPTIMIZER,
+    LOADER: LOADER,
+    "data": LOADER,
+    "batches": LOADER,
+    ACCUM_STEPS: ACCUM_STEPS,
+    "accum": ACCUM_STEPS,
+    "accumulation_steps": ACCUM_STEPS,
+    "k": ACCUM_STEPS,
+    LOSS_FN: LOSS_FN,
+    "loss": LOSS_FN,
+    "criterion": LOSS_FN,
+}
+
+# Name patterns used when the body says nothing about a parameter.
+_NAME_PATTERNS = {
+    MODEL: ("model", "net", "network", "module"),
+    OPTIMIZER: ("optimizer", "opt", "optim"),
+    LOADER: ("loader", "dataloader", "data_loader", "*_loader", "*_dataloader", "batches", "data", "*_data"),
+    ACCUM_STEPS: (
+        "accum*",
+        "*accumulation_steps",
+        "grad_accum*",
+        "gradient_accumulation*",
+        "update_freq",
+        "micro_steps",
+    ),
+    LOSS_FN: ("loss_fn", "criterion", "loss_func", "loss_function", "loss"),
+}
+
+_OPTIMIZER_METHODS = {"step", "zero_grad", "add_param_group"}
+_MODEL_METHODS = {"parameters", "named_parameters", "train", "eval", "no_sync", "modules", "buffers"}
+_ITERATING_CALLS = {"enumerate", "iter", "zip", "next"}
+
+
+class BindingError(Exception):
+    """A parameter could not be given a role; the message says how to bind it."""
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One parameter of the function, as declared."""
+
+    name: str
+    has_default: bool
+    positional_only: bool = False
+
+
+@dataclass(frozen=True)
+class Binding:
+    """Which role each parameter receives; optional parameters may stay unbound."""
+
+    function: str
+    parameters: tuple[Parameter, ...]
+    roles: dict[str, str]
+    evidence: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def parameter_for(self, role: str) -> str | None:
+        """The first parameter bound to `role`, if any."""
+        return next((name for name, bound in self.roles.items() if bound == role), None)
+
+    def arguments(self, objects: dict[str, object]) -> tuple[list[object], dict[str, object]]:
+        """Positional and keyword arguments for a call, given an object per role."""
+        args: list[object] = []
+        kwargs: dict[str, object] = {}
+        for parameter in self.parameters:
+            role = self.roles.get(parameter.name)
+            if role is None:
+                continue
+            if parameter.positional_only:
+                args.append(objects[role])
+            else:
+                kwargs[parameter.name] = objects[role]
+        return args, kwargs
+
+
+def parse_role(text: str) -> str:
+    """The role named by `text` (as given to `--bind`), or BindingError."""
+    role = ROLE_ALIASES.get(text.strip().lower())
+    if role is None:
+        raise BindingError(f"unknown role {text!r}; use one of: {', '.join(ROLES)}")
+    return role
+
+
+def parse_bind_options(items: tuple[str, ...] | list[str]) -> dict[str, str]:
+    """`["net=model", ...]` -> `{"net": "model"}`, checking every role name."""
+    overrides: dict[str, str] = {}
+    for item in items:
+        name, sep, role = item.partition("=")
+        if not sep or not name.strip():
+            raise BindingError(f"--bind expects NAME=ROLE, got {item!r}")
+        overrides[name.strip()] = parse_role(role)
+    return overrides
+
+
+def bind_parameters(source: str, function: str, overrides: dict[str, str] | None = None) -> Binding:
+    """Bind `function` (a top-level or nested def in `source`) by role.
+
+    Explicit `overrides` win; then usage evidence; then the name. A parameter
+    without a default that gets no role is a BindingError naming it.
+    """
+    definition = _find_function(cst.parse_module(source), function)
+    if definition is None:
+        raise BindingError(f"no function named {function!r} in the source")
+    parameters = _parameters(definition)
+    names = {p.name for p in parameters}
+    overrides = dict(overrides or {})
+    unknown = sorted(set(overrides) - names)
+    if unknown:
+        raise BindingError(f"--bind names {', '.join(unknown)}, which {function}() does not take")
+
+    collector = _UsageCollector(names)
+    definition.body.visit(collector)
+    roles: dict[str, str] = {}
+    evidence: dict[str, tuple[str, ...]] = {}
+    for parameter in parameters:
+        name = parameter.name
+        if name in overrides:
+            roles[name] = overrides[name]
+            evidence[name] = ("--bind",)
+            continue
+        scores = collector.scores[name]
+        if scores:
+            best = max(ROLES, key=lambda role: scores[role])
+            roles[name] = best
+            evidence[name] = tuple(collector.reasons[name][best])
+            continue
+        by_name = _role_by_name(name)
+        if by_name is not None:
+            roles[name] = by_name
+            evidence[name] = ("its name",)
+        elif not parameter.has_default:
+            raise BindingError(
+                f"cannot tell what parameter {name!r} of {function}() receives; "
+                f"bind it with --bind {name}=ROLE (ROLE: {', '.join(ROLES)})"
+            )
+    return Binding(function=function, parameters=parameters, roles=roles, evidence=evidence)
+
+
+def _role_by_name(name: str) -> str | None:
+    lowered = name.lower()
+    for role, patterns in _NAME_PATTERNS.items():
+        if any(fnmatch.fnmatchcase(lowered, pattern) for pattern in patterns):
+            return role
+    return None
+
+
+def _find_function(module: cst.Module, name: str) -> cst.FunctionDef | None:
+    found: list[cst.FunctionDef] = []
+
+    class _Finder(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            if node.name.value == name and not found:
+                found.append(node)
+            return not found
+
+    module.visit(_Finder())
+    return found[0] if found else None
+
+
+def _parameters(definition: cst.FunctionDef) -> tuple[Parameter, ...]:
+    params = definition.params
+    result = [Parameter(p.name.value, p.default is not None, positional_only=True) for p in params.posonly_params]
+    result += [Parameter(p.name.value, p.default is not None) for p in params.params]
+    result += [Parameter(p.name.value, p.default is not None) for p in params.kwonly_params]
+    return tuple(result)
+
+
+def _name_of(node: cst.CSTNode) -> str | None:
+    return node.value if isinstance(node, cst.Name) else None
+
+
+class _UsageCollector(cst.CSTVisitor):
+    """Scores each (parameter, role) pair from what the body does with the name."""
+
+    def __init__(self, names: set[str]) -> None:
+        self.names = names
+        self.scores: dict[str, Counter] = defaultdict(Counter)
+        self.reasons: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+
+    def _note(self, node: cst.CSTNode | None, role: str, reason: str, weight: int = 2) -> None:
+        name = _name_of(node) if node is not None else None
+        if name in self.names:
+            self.scores[name][role] += weight
+            self.reasons[name][role].append(reason)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        positional = [arg.value for arg in node.args if arg.keyword is None and not arg.star]
+        if isinstance(func, cst.Attribute):
+            method = func.attr.value
+            if method in _OPTIMIZER_METHODS:
+                self._note(func.value, OPTIMIZER, f".{method}()")
+            elif method in _MODEL_METHODS:
+                self._note(func.value, MODEL, f".{method}()")
+            if method == "step" and positional:
+                self._note(positional[0], OPTIMIZER, "passed to .step()")
+            if method in {"div", "div_", "__truediv__"} and positional:
+                self._note(positional[0], ACCUM_STEPS, f"divides with .{method}()")
+            return
+        callee = _name_of(func)
+        if callee in self.names:
+            if len(positional) >= 2:
+                self._note(func, LOSS_FN, "called with (output, target)")
+            else:
+                self._note(func, MODEL, "called with a batch")
+        elif callee in _ITERATING_CALLS and positional:
+            for value in positional:
+                self._note(value, LOADER, f"passed to {callee}()")
+        elif callee == "range" and positional:
+            self._note(positional[-1] if len(positional) <= 2 else positional[1], ACCUM_STEPS, "bounds range()", 1)
+        elif callee == "len" and positional:
+            self._note(positional[0], LOADER, "passed to len()", 1)
+
+    def visit_For(self, node: cst.For) -> None:
+        self._note(node.iter, LOADER, "iterated by a for loop")
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        if isinstance(node.operator, cst.Modulo):
+            self._note(node.right, ACCUM_STEPS, "divisor of %")
+        elif isinstance(node.operator, (cst.Divide, cst.FloorDivide)):
+            self._note(node.right, ACCUM_STEPS, "divisor of the loss")
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        if isinstance(node.operator, cst.DivideAssign):
+            self._note(node.value, ACCUM_STEPS, "divisor of the loss")
+
+    def visit_Comparison(self, node: cst.Comparison) -> None:
+        for target in node.comparisons:
+            if isinstance(target.operator, (cst.Equal, cst.GreaterThanEqual, cst.GreaterThan)):
+                self._note(target.comparator, ACCUM_STEPS, "a counter is compared with it", 1)

@@ -1,0 +1,67 @@
+"""Importing the user's training function from `FILE::FUNCTION`.
+
+This is the one place accumlint runs a user's module: the file is imported
+(its top level executes) under a private module name, with its folder on
+`sys.path` so that its sibling imports resolve as they would for the user.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import os
+import sys
+import textwrap
+from typing import Any, Callable
+
+
+class LoadError(Exception):
+    """The target could not be imported or named no function."""
+
+
+def split_target(target: str) -> tuple[str, str]:
+    """`path/train.py::train` -> (path, function name)."""
+    path, sep, name = target.rpartition("::")
+    if not sep or not path or not name:
+        raise LoadError(f"expected FILE::FUNCTION, got {target!r}")
+    return path, name
+
+
+def load_function(target: str) -> Callable[..., Any]:
+    """Import the file of `target` and return its function."""
+    path, name = split_target(target)
+    if not os.path.isfile(path):
+        raise LoadError(f"no such file: {path}")
+    folder = os.path.dirname(os.path.abspath(path))
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    module_name = "_accumlint_verify_" + "".join(c if c.isalnum() else "_" for c in os.path.abspath(path))
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise LoadError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as error:  # noqa: BLE001 - the user's module may raise anything
+        sys.modules.pop(module_name, None)
+        raise LoadError(f"importing {path} raised {type(error).__name__}: {error}") from error
+    function = getattr(module, name, None)
+    if not callable(function):
+        raise LoadError(f"{path} defines no function {name!r}")
+    return function
+
+
+def function_source(function: Callable[..., Any]) -> str:
+    """The dedented source of `function` (for the role binding)."""
+    try:
+        return textwrap.dedent(inspect.getsource(function))
+    except (OSError, TypeError) as error:
+        raise LoadError(f"cannot read the source of {getattr(function, '__name__', function)!r}: {error}") from error
+
+
+def describe(function: Callable[..., Any]) -> str:
+    """`file::name` for a function object, as reports name their target."""
+    code = getattr(function, "__code__", None)
+    name = getattr(function, "__qualname__", getattr(function, "__name__", repr(function)))
+    return f"{code.co_filename}::{name}" if code is not None else name

@@ -1,0 +1,146 @@
+"""The verifier's answer: a plain-data report, rendered as text or JSON.
+
+Torch-free on purpose: the CLI and the pytest plugin format reports without
+paying for the torch import before a run is asked for.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Optional
+
+EQUIVALENT = "equivalent"
+NOT_EQUIVALENT = "not equivalent"
+COULD_NOT_RUN = "could not run"
+
+_EXIT_CODES = {EQUIVALENT: 0, NOT_EQUIVALENT: 1, COULD_NOT_RUN: 2}
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Why the runs differ: a rule code and name when it is a known mistake,
+    none for a known property of the setup (dropout, sum loss, ...)."""
+
+    summary: str
+    detail: str
+    code: Optional[str] = None
+    name: Optional[str] = None
+
+    def line(self) -> str:
+        head = f"{self.code} {self.name}: " if self.code else ""
+        return f"{head}{self.summary} {self.detail}".strip()
+
+
+@dataclass(frozen=True)
+class StepReport:
+    """The worst parameter of one comparison; `step` is 1-based, None for the
+    final parameters."""
+
+    step: Optional[int]
+    worst_parameter: str
+    max_abs_error: float
+    max_rel_error: float
+    ok: bool
+
+
+@dataclass
+class VerificationReport:
+    """The verdict, the runs' step counts, per-step worst parameters and the
+    explanations. `exit_code` is the CLI's: 0 equivalent, 1 not, 2 could not run."""
+
+    target: str
+    verdict: str
+    accum_steps: int
+    windows: int
+    reason: Optional[str] = None
+    steps_accumulated: Optional[int] = None
+    steps_full: Optional[int] = None
+    steps: list[StepReport] = field(default_factory=list)
+    final: Optional[StepReport] = None
+    explanations: list[Explanation] = field(default_factory=list)
+    dtype: Optional[str] = None
+    device: Optional[str] = None
+    tolerance: Optional[dict[str, float]] = None
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == EQUIVALENT
+
+    @property
+    def exit_code(self) -> int:
+        return _EXIT_CODES[self.verdict]
+
+    @property
+    def codes(self) -> list[str]:
+        """The rule codes the diagnosis names, in order."""
+        return [e.code for e in self.explanations if e.code]
+
+    @property
+    def worst(self) -> Optional[StepReport]:
+        """The first failing step, else the final parameters, else the last step."""
+        failing = next((s for s in self.steps if not s.ok), None)
+        return failing or self.final or (self.steps[-1] if self.steps else None)
+
+    @property
+    def worst_parameter(self) -> Optional[str]:
+        return self.worst.worst_parameter if self.worst else None
+
+    @property
+    def max_abs_error(self) -> Optional[float]:
+        return self.worst.max_abs_error if self.worst else None
+
+    @property
+    def max_rel_error(self) -> Optional[float]:
+        return self.worst.max_rel_error if self.worst else None
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data.update(
+            passed=self.passed,
+            exit_code=self.exit_code,
+            worst_parameter=self.worst_parameter,
+            max_abs_error=self.max_abs_error,
+            max_rel_error=self.max_rel_error,
+        )
+        return data
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    def format_text(self) -> str:
+        lines = [f"accumlint verify {self.target}"]
+        if self.dtype:
+            lines.append(
+                f"  {self.windows} windows of {self.accum_steps} micro-batches, {self.dtype} on {self.device}"
+            )
+        if self.steps_accumulated is not None:
+            lines.append(
+                f"  optimizer steps: {self.steps_accumulated} accumulated (K={self.accum_steps}), "
+                f"{self.steps_full} full batch"
+            )
+        for step in self.steps:
+            lines.append("  " + _format_step(f"step {step.step}", step))
+        if self.final is not None:
+            lines.append("  " + _format_step("final parameters", self.final))
+        lines.append(self._headline())
+        lines.extend(f"  {explanation.line()}" for explanation in self.explanations)
+        return "\n".join(lines)
+
+    def _headline(self) -> str:
+        if self.verdict == COULD_NOT_RUN:
+            return f"COULD NOT RUN: {self.reason}"
+        if self.verdict == EQUIVALENT:
+            return (
+                f"EQUIVALENT: {self.accum_steps} accumulated micro-batches match the full batch "
+                f"at every step (rtol={self.tolerance['rtol']:g}, atol={self.tolerance['atol']:g})"
+            )
+        return f"NOT EQUIVALENT: {self.reason}"
+
+
+def _format_step(label: str, step: StepReport) -> str:
+    status = "ok" if step.ok else "DIFFERS"
+    return (
+        f"{label}: worst {step.worst_parameter or '-'} max abs {step.max_abs_error:.3g} "
+        f"max rel {step.max_rel_error:.3g} {status}"
+    )
