@@ -1,0 +1,12 @@
+"""Shared test set-up: keep accumlint's result cache out of the checkout.
+
+Each test gets its own cache folder, so no test sees results cached by
+another (some tests replace the analysis with a fake).
+"""
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("ACCUMLINT_CACHE_DIR", str(tmp_path_factory.mktemp("accumlint_cache")))

@@ -1,0 +1,74 @@
+"""A stand-in for the analysis and the fixer, for tests of what surrounds them.
+
+It reports three patterns line by line (a safe fix, an unsafe fix, no fix),
+raises ParseFailure on code `compile` rejects and an exception on `BOOM`, so
+engine, report and CLI tests do not depend on what the real rules find.
+Use the `fake_analysis` fixture (import it into the test module).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import accumlint.analysis
+import accumlint.fixes
+from accumlint.analysis import AnalysisOptions, ParseFailure
+from accumlint.diagnostics import Diagnostic, FixInfo
+from accumlint.fixes import FixOutcome
+
+# pattern: (code, name, fix applicability or None, replacement)
+PATTERNS = {
+    "loss.backward()": ("GA201", "missing-loss-scaling", "safe", "(loss / 4).backward()"),
+    "optimizer.step()": ("GA102", "step-every-micro-batch", "unsafe", "step_when_due(optimizer)"),
+    "retain_graph=True": ("GA502", "retain-graph-in-loop", None, None),
+}
+
+
+class FakeAnalysis:
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.options: list[AnalysisOptions] = []
+
+    def analyze(self, text: str, path: str, options: AnalysisOptions = AnalysisOptions()) -> list[Diagnostic]:
+        self.calls.append(path)
+        self.options.append(options)
+        if "BOOM" in text:
+            raise RuntimeError("boom")
+        try:
+            compile(text, path, "exec")
+        except SyntaxError as error:
+            raise ParseFailure(error.lineno or 1, error.offset or 1, error.msg) from None
+        found = []
+        for number, line in enumerate(text.splitlines(), 1):
+            for pattern, (code, name, applicability, _) in PATTERNS.items():
+                column = line.find(pattern)
+                if column >= 0:
+                    fix = FixInfo(applicability, f"fix {code}") if applicability else None
+                    found.append(
+                        Diagnostic(path, number, column + 1, number, column + 1 + len(pattern), code, name,
+                                   f"fake finding {code}", fix)
+                    )
+        return found
+
+    def fix_text(self, text, path, options, *, unsafe, keep=lambda text, d: True) -> FixOutcome:
+        fixed: list[Diagnostic] = []
+        for _ in range(10):
+            found = [d for d in self.analyze(text, path, options) if keep(text, d)]
+            todo = [d for d in found if d.fix and (unsafe or d.fix.applicability == "safe")]
+            if not todo:
+                return FixOutcome(text, fixed, found, True)
+            lines = text.splitlines(keepends=True)
+            for d in todo:
+                pattern = next(p for p, rule in PATTERNS.items() if rule[0] == d.code)
+                lines[d.line - 1] = lines[d.line - 1].replace(pattern, PATTERNS[pattern][3], 1)
+            text = "".join(lines)
+            fixed += todo
+        return FixOutcome(text, fixed, found, False)
+
+
+@pytest.fixture
+def fake_analysis(monkeypatch) -> FakeAnalysis:
+    fake = FakeAnalysis()
+    monkeypatch.setattr(accumlint.analysis, "analyze", fake.analyze)
+    monkeypatch.setattr(accumlint.fixes, "fix_text", fake.fix_text)
+    return fake

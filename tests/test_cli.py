@@ -1,0 +1,393 @@
+"""The `accumlint` command line: exit codes, streams, selection, fixes, stdin, verify.
+
+Most tests replace the analysis with `fake_analysis` (they test what
+surrounds it); the end-to-end tests at the bottom run the real analysis.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import types
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from fake_analysis import fake_analysis  # noqa: F401 - fixture
+
+from accumlint.cli import cli
+
+BUGGY = "def train(loader):\n    for x in loader:\n        loss = x\n        loss.backward()\n"
+UNSAFE = "def train(loader):\n    for x in loader:\n        x.backward()\n        optimizer.step()\n"
+CLEAN = "def train(loader):\n    for x in loader:\n        pass\n"
+
+
+def run(*args: str, stdin: bytes | None = None):
+    return CliRunner().invoke(cli, list(args), input=stdin, catch_exceptions=False)
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def write(root: Path, name: str, text: str) -> Path:
+    path = root / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+# ---------------------------------------------------------------- exit codes and text
+
+
+def test_clean_tree_passes(project, fake_analysis):
+    write(project, "train.py", CLEAN + "# backward()\n")
+    result = run("check")
+    assert result.exit_code == 0
+    assert result.stdout == "All checks passed!\n"
+
+
+def test_finding_exits_1_with_ruff_like_line(project, fake_analysis):
+    write(project, "train.py", BUGGY)
+    result = run("check", "train.py")
+    assert result.exit_code == 1
+    lines = result.stdout.splitlines()
+    assert lines[0] == "train.py:4:9: GA201 missing-loss-scaling: fake finding GA201 [*]"
+    assert lines[1] == "Found 1 error."
+    assert lines[2] == "[*] 1 fixable with the `--fix` option."
+
+
+def test_exit_zero_turns_findings_into_success_but_not_errors(project, fake_analysis):
+    write(project, "train.py", BUGGY)
+    assert run("check", "--exit-zero").exit_code == 0
+    write(project, "broken.py", "def f(:\n    loss.backward()\n")
+    assert run("check", "--exit-zero").exit_code == 2
+
+
+def test_syntax_error_is_reported_and_other_files_still_checked(project, fake_analysis):
+    write(project, "a_broken.py", "def f(:\n    loss.backward()\n")
+    write(project, "b_train.py", BUGGY)
+    result = run("check")
+    assert result.exit_code == 2
+    assert result.stdout.startswith("a_broken.py:1:")
+    assert ": syntax error: " in result.stdout.splitlines()[0]
+    assert "b_train.py:4:9: GA201" in result.stdout
+    assert "Found 2 errors." in result.stdout
+
+
+def test_internal_error_in_one_file_names_it_and_the_run_goes_on(project, fake_analysis):
+    write(project, "a.py", "x = 'BOOM'  # backward(\n")
+    write(project, "b.py", BUGGY)
+    result = run("check")
+    assert result.exit_code == 2
+    assert "a.py:1:1: internal error: internal error while checking this file: RuntimeError: boom" in result.stdout
+    assert "b.py:4:9: GA201" in result.stdout
+
+
+def test_missing_file_is_an_error(project, fake_analysis):
+    result = run("check", "nope.py")
+    assert result.exit_code == 2
+    assert result.stdout.startswith("nope.py:1:1: syntax error: cannot read file: No such file or directory")
+
+
+def test_paths_are_printed_as_given(project, fake_analysis):
+    write(project, "pkg/sub/train.py", BUGGY)
+    assert run("check", "pkg").stdout.startswith("pkg/sub/train.py:4:9:")
+    assert run("check", "pkg/").stdout.startswith("pkg/sub/train.py:4:9:")
+    assert run("check", "./pkg/sub/train.py").stdout.startswith("./pkg/sub/train.py:4:9:")
+    assert run("check").stdout.startswith("pkg/sub/train.py:4:9:")
+
+
+def test_quiet_prints_only_findings(project, fake_analysis):
+    write(project, "train.py", BUGGY)
+    result = run("check", "-q")
+    assert result.stdout.splitlines() == ["train.py:4:9: GA201 missing-loss-scaling: fake finding GA201 [*]"]
+
+
+def test_verbose_reports_counts_on_stderr(project, fake_analysis):
+    write(project, "train.py", BUGGY)
+    write(project, "other.py", "x = 1\n")
+    result = run("check", "-v")
+    assert "2 files checked, 1 analysed" in result.stderr
+
+
+def test_show_source_draws_carets(project, fake_analysis):
+    write(project, "train.py", BUGGY)
+    out = run("check", "--show-source").stdout
+    assert "4 |         loss.backward()\n  |         ^^^^^^^^^^^^^^^\n" in out
+
+
+def test_statistics(project, fake_analysis):
+    write(project, "a.py", BUGGY)
+    write(project, "b.py", BUGGY + "        loss.backward(retain_graph=True)\n")
+    result = run("check", "--statistics")
+    assert result.exit_code == 1
+    assert result.stdout.splitlines() == ["2\tGA201\t[*] missing-loss-scaling", "1\tGA502\tretain-graph-in-loop"]
+
+
+def test_no_files_found_warns(project, fake_analysis):
+    result = run("check")
+    assert result.exit_code == 0
+    assert "no Python files" in result.stderr
+
+
+# ---------------------------------------------------------------- selection
+
+
+@pytest.mark.parametrize(
+    "args, codes",
+    [
+        ((), {"GA201", "GA102", "GA502"}),
+        (("--select", "GA2"), {"GA201"}),
+        (("--select", "GA2,GA5"), {"GA201", "GA502"}),
+        (("--select", "GA2", "--select", "GA5"), {"GA201", "GA502"}),
+        (("--ignore", "GA1"), {"GA201", "GA502"}),
+        (("--select", "GA", "--ignore", "GA20"), {"GA102", "GA502"}),
+        (("--select", "GA201", "--ignore", "GA2"), {"GA201"}),
+        (("--select", "GA1", "--extend-select", "GA502"), {"GA102", "GA502"}),
+    ],
+)
+def test_selection_by_code_and_prefix(project, fake_analysis, args, codes):
+    write(project, "train.py", BUGGY + "        optimizer.step()\n        loss.backward(retain_graph=True)\n")
+    found = json.loads(run("check", "--output-format", "json", *args).stdout)
+    assert {d["code"] for d in found} == codes
+
+
+def test_unknown_selector_is_a_usage_error(project, fake_analysis):
+    write(project, "train.py", BUGGY)
+    result = run("check", "--select", "XY9")
+    assert result.exit_code == 2
+    assert "unknown rule selector 'XY9'" in result.stderr
+
+
+# ---------------------------------------------------------------- fixes
+
+
+def test_fix_rewrites_and_reports(project, fake_analysis):
+    path = write(project, "train.py", BUGGY)
+    result = run("check", "--fix")
+    assert result.exit_code == 0
+    assert result.stdout == "Fixed 1 error.\n"
+    assert "(loss / 4).backward()" in path.read_text()
+    assert run("check", "--fix").stdout == "All checks passed!\n"
+
+
+def test_unsafe_fixes_are_hidden_until_asked(project, fake_analysis):
+    path = write(project, "train.py", UNSAFE)
+    result = run("check")
+    assert "GA102 step-every-micro-batch: fake finding GA102\n" in result.stdout
+    assert "No fixes available (1 hidden fix can be enabled with the `--unsafe-fixes` option)." in result.stdout
+    result = run("check", "--fix")
+    assert result.exit_code == 1 and path.read_text() == UNSAFE
+    result = run("check", "--unsafe-fixes")
+    assert "fake finding GA102 [*]" in result.stdout
+    result = run("check", "--fix", "--unsafe-fixes")
+    assert result.exit_code == 0 and "step_when_due(optimizer)" in path.read_text()
+
+
+def test_fix_with_remaining_findings(project, fake_analysis):
+    write(project, "train.py", BUGGY + "        loss.backward(retain_graph=True)\n")
+    result = run("check", "--fix")
+    assert result.exit_code == 1
+    assert "Found 2 errors (1 fixed, 1 remaining)." in result.stdout
+
+
+def test_diff_prints_and_changes_nothing(project, fake_analysis):
+    path = write(project, "train.py", BUGGY)
+    result = run("check", "--diff")
+    assert result.exit_code == 1
+    assert result.stdout.startswith("--- train.py\n+++ train.py\n")
+    assert "-        loss.backward()\n+        (loss / 4).backward()\n" in result.stdout
+    assert "Would fix 1 error (0 remaining)." in result.stderr
+    assert path.read_text() == BUGGY
+
+
+def test_diff_with_nothing_to_fix_exits_0(project, fake_analysis):
+    write(project, "train.py", CLEAN)
+    result = run("check", "--diff")
+    assert result.exit_code == 0 and result.stdout == ""
+
+
+# ---------------------------------------------------------------- stdin
+
+
+def test_stdin_with_filename(project, fake_analysis):
+    result = run("check", "-", "--stdin-filename", "src/train.py", stdin=BUGGY.encode())
+    assert result.exit_code == 1
+    assert result.stdout.startswith("src/train.py:4:9: GA201")
+
+
+def test_stdin_without_filename_is_dash(project, fake_analysis):
+    result = run("check", "-", stdin=BUGGY.encode())
+    assert result.stdout.startswith("-:4:9: GA201")
+
+
+def test_stdin_fix_prints_fixed_code(project, fake_analysis):
+    result = run("check", "--fix", "--stdin-filename", "t.py", stdin=BUGGY.encode())
+    assert result.exit_code == 0
+    assert result.stdout == BUGGY.replace("loss.backward()", "(loss / 4).backward()")
+    assert "Fixed 1 error." in result.stderr
+
+
+def test_stdin_cannot_mix_with_paths(project, fake_analysis):
+    assert run("check", "-", "a.py", stdin=b"").exit_code == 2
+
+
+# ---------------------------------------------------------------- jobs and cache
+
+
+def test_process_pool_gives_the_same_results(project, fake_analysis):
+    for index in range(6):
+        write(project, f"t{index}.py", BUGGY)
+    serial = run("check", "--jobs", "1", "--no-cache").stdout
+    parallel = run("check", "--jobs", "2", "--no-cache", "-v")
+    assert parallel.stdout == serial
+    assert "2 processes" in parallel.stderr
+
+
+def test_cache_serves_unchanged_files(project, fake_analysis):
+    path = write(project, "train.py", BUGGY)
+    first = run("check")
+    assert fake_analysis.calls == ["train.py"]
+    second = run("check", "-v")
+    assert fake_analysis.calls == ["train.py"] and "1 from cache" in second.stderr
+    assert second.stdout == first.stdout
+    assert json.loads(run("check", "--select", "GA5", "--output-format", "json").stdout) == []
+    path.write_text(BUGGY + "\n")
+    run("check")
+    assert len(fake_analysis.calls) == 2
+    run("check", "--no-cache")
+    assert len(fake_analysis.calls) == 3
+
+
+def test_cached_result_respects_noqa_added_later(project, fake_analysis):
+    path = write(project, "train.py", BUGGY)
+    run("check")
+    path.write_text(BUGGY.replace("loss.backward()", "loss.backward()  # noqa: GA201"))
+    assert run("check").exit_code == 0
+
+
+# ---------------------------------------------------------------- rules, explain, verify, help
+
+
+def test_rules_table_and_json():
+    text = run("rules").stdout.splitlines()
+    assert text[0].split() == ["code", "name", "fix", "summary"]
+    assert text[1].startswith("GA101  zero-grad-every-micro-batch")
+    rows = json.loads(run("rules", "--output-format", "json").stdout)
+    assert {"code": "GA201", "name": "missing-loss-scaling", "fix": "safe"}.items() <= rows[7].items()
+
+
+def test_explain_prints_the_document_and_rejects_unknown_codes():
+    pytest.importorskip("accumlint.docs")
+    result = run("explain", "ga201")
+    assert result.exit_code == 0 and "GA201" in result.stdout
+    result = run("explain", "GA999")
+    assert result.exit_code == 2
+    assert "unknown rule code 'GA999'" in result.stderr
+
+
+def test_version():
+    result = run("--version")
+    assert result.stdout.startswith("accumlint ")
+
+
+def test_help_lists_verify_without_importing_it():
+    code = "import sys; from accumlint.cli import main; sys.argv=['accumlint','--help']\ntry: main()\nexcept SystemExit: pass\nprint('torch' in sys.modules, 'accumlint.verify.command' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "verify" in out and out.strip().endswith("False False")
+
+
+def test_verify_needs_fix(project, fake_analysis):
+    result = run("check", "--verify")
+    assert result.exit_code == 2 and "--verify needs --fix" in result.stderr
+
+
+def test_fix_verify_reports_each_loop(project, fake_analysis, monkeypatch):
+    write(project, "train.py", BUGGY)
+    outcome = types.SimpleNamespace
+    fixcheck = types.ModuleType("accumlint.verify.fixcheck")
+    fixcheck.verify_fixed_file = lambda path, **_: [
+        outcome(function="train", status="verified", reason=None),
+        outcome(function="other", status="not verifiable", reason="no loader parameter"),
+    ]
+    monkeypatch.setitem(sys.modules, "accumlint.verify.fixcheck", fixcheck)
+    result = run("check", "--fix", "--verify")
+    assert result.exit_code == 0
+    assert "train.py::train: verified\n" in result.stdout
+    assert "train.py::other: not verifiable (no loader parameter)\n" in result.stdout
+
+
+def test_fix_verify_not_equivalent_fails(project, fake_analysis, monkeypatch):
+    write(project, "train.py", BUGGY)
+    fixcheck = types.ModuleType("accumlint.verify.fixcheck")
+    fixcheck.verify_fixed_file = lambda path, **_: [
+        types.SimpleNamespace(function="train", status="not equivalent", reason="ratio 4")
+    ]
+    monkeypatch.setitem(sys.modules, "accumlint.verify.fixcheck", fixcheck)
+    result = run("check", "--fix", "--verify")
+    assert result.exit_code == 1
+    assert "train.py::train: not equivalent" in result.stdout
+
+
+def test_fix_verify_without_the_verifier_says_so(project, fake_analysis, monkeypatch):
+    write(project, "train.py", BUGGY)
+    monkeypatch.setitem(sys.modules, "accumlint.verify.fixcheck", None)
+    result = run("check", "--fix", "--verify")
+    assert result.exit_code == 2 and "--verify is not available" in result.stderr
+
+
+# ---------------------------------------------------------------- end to end, real analysis
+
+MISSING_SCALING = textwrap.dedent(
+    """\
+    import torch
+    from torch import nn
+
+
+    def train(loader, accum_steps=4):
+        model = nn.Linear(8, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        criterion = nn.MSELoss()
+        optimizer.zero_grad()
+        for i, (x, y) in enumerate(loader):
+            loss = criterion(model(x), y)
+            loss.backward()
+            if (i + 1) % accum_steps == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+    """
+)
+
+
+def test_end_to_end_missing_loss_scaling(project):
+    write(project, "train.py", MISSING_SCALING)
+    result = run("check", "--no-cache", "train.py")
+    assert result.exit_code == 1
+    assert result.stdout.startswith("train.py:12:9: GA201 missing-loss-scaling: ")
+
+
+def test_end_to_end_fix_then_clean(project):
+    path = write(project, "train.py", MISSING_SCALING)
+    result = run("check", "--fix", "--no-cache", "train.py")
+    assert result.exit_code == 0, result.stdout
+    assert "accum_steps" in path.read_text().splitlines()[11]
+    assert run("check", "--no-cache", "train.py").exit_code == 0
+
+
+def test_end_to_end_json_and_noqa(project):
+    write(project, "train.py", MISSING_SCALING)
+    found = json.loads(run("check", "--output-format", "json", "train.py").stdout)
+    assert [(d["line"], d["code"], d["fix"]["applicability"]) for d in found] == [(12, "GA201", "safe")]
+    write(project, "train.py", MISSING_SCALING.replace("loss.backward()", "loss.backward()  # noqa: GA201"))
+    assert run("check", "train.py").exit_code == 0
+
+
+def test_end_to_end_correct_loop_is_silent(project):
+    write(project, "train.py", MISSING_SCALING.replace("loss.backward()", "(loss / accum_steps).backward()"))
+    result = run("check", "train.py")
+    assert result.exit_code == 0, result.stdout

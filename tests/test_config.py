@@ -1,0 +1,189 @@
+"""`[tool.accumlint]`: lookup, validation (errors name the key and file), selection, overrides."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from fake_analysis import fake_analysis  # noqa: F401 - fixture
+
+from accumlint.cli import cli
+from accumlint.config import (
+    ConfigError,
+    Overrides,
+    Resolver,
+    SelectionLayer,
+    VerifySettings,
+    load_config,
+    resolve_selection,
+)
+
+BUGGY = "def train(loader):\n    for x in loader:\n        loss.backward()\n        optimizer.step()\n"
+
+
+def run(*args: str):
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text(BUGGY)
+    return tmp_path
+
+
+def configure(root: Path, body: str) -> Path:
+    path = root / "pyproject.toml"
+    path.write_text("[project]\nname = 'x'\n\n[tool.accumlint]\n" + body)
+    return path
+
+
+def codes(*args: str) -> set[str]:
+    return {d["code"] for d in json.loads(run("check", "--output-format", "json", *args).stdout)}
+
+
+# ---------------------------------------------------------------- errors
+
+
+@pytest.mark.parametrize(
+    "body, expected",
+    [
+        ('selct = ["GA2"]\n', "unknown key `selct` in [tool.accumlint] (did you mean `select`?)"),
+        ('select = "GA2"\n', "`select` must be a list of strings"),
+        ("unsafe-fixes = 1\n", "`unsafe-fixes` must be true or false"),
+        ('ignore = ["GA9"]\n', "unknown rule selector 'GA9'"),
+        ('per-file-ignores = ["x"]\n', "`per-file-ignores` must be a table"),
+        ('[tool.accumlint.per-file-ignores]\n"tests/*" = "GA201"\n', "`per-file-ignores.tests/*` must be a list"),
+        ("[tool.accumlint.verify]\naccum-steps = 0\n", "`accum-steps` must be a positive integer"),
+        ('[tool.accumlint.verify]\ndevice = "tpu"\n', "`device` must be"),
+        ('[tool.accumlint.verify]\ndtype = "float16"\n', "`dtype` must be"),
+        ('[tool.accumlint.verify]\nsetup = "nocolon"\n', "`setup` must be a string 'module:factory'"),
+        ("[tool.accumlint.verify]\nsteps = 3\n", "unknown key `steps` in [tool.accumlint.verify]"),
+        ("select = [\n", "invalid TOML"),
+    ],
+)
+def test_bad_configuration_exits_2_naming_key_and_file(project, fake_analysis, body, expected):
+    path = configure(project, body)
+    result = run("check")
+    assert result.exit_code == 2
+    assert expected in result.stderr
+    assert str(path) in result.stderr
+
+
+def test_missing_config_file(project, fake_analysis):
+    result = run("check", "--config", "nope.toml")
+    assert result.exit_code == 2 and "nope.toml: configuration file not found" in result.stderr
+
+
+def test_verify_table_is_exposed(tmp_path):
+    path = configure(
+        tmp_path,
+        '[tool.accumlint.verify]\naccum-steps = 4\nsetup = "pkg.setup:make"\ndevice = "cuda:1"\n'
+        'dtype = "float64"\nwindows = 3\nmicro-batch = 2\nseed = 0\n',
+    )
+    assert load_config(path).verify == VerifySettings(4, "pkg.setup:make", "cuda:1", "float64", 3, 2, 0)
+
+
+def test_pyproject_without_table_is_skipped(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    assert load_config(tmp_path / "pyproject.toml") is None
+
+
+# ---------------------------------------------------------------- lookup and overrides
+
+
+def test_config_is_found_upwards_from_the_checked_path(project, fake_analysis):
+    configure(project, 'select = ["GA2"]\n')
+    (project / "src" / "deep").mkdir(parents=True)
+    (project / "src" / "deep" / "t.py").write_text(BUGGY)
+    assert codes("src/deep/t.py") == {"GA201"}
+    assert codes("src") == {"GA201"}
+
+
+def test_nearest_config_wins(project, fake_analysis):
+    configure(project, 'select = ["GA2"]\n')
+    (project / "sub").mkdir()
+    (project / "sub" / "t.py").write_text(BUGGY)
+    configure(project / "sub", 'select = ["GA1"]\n')
+    found = json.loads(run("check", "--output-format", "json").stdout)
+    assert {(d["path"], d["code"]) for d in found} == {("train.py", "GA201"), ("sub/t.py", "GA102")}
+
+
+def test_explicit_config_path(project, fake_analysis, tmp_path_factory):
+    elsewhere = tmp_path_factory.mktemp("cfg")
+    configure(project, 'select = ["GA2"]\n')
+    path = configure(elsewhere, 'select = ["GA1"]\n')
+    assert codes("--config", str(path)) == {"GA102"}
+
+
+def test_command_line_overrides_config(project, fake_analysis):
+    configure(project, 'select = ["GA2"]\nignore = ["GA201"]\n')
+    assert codes() == set()
+    assert codes("--select", "GA1") == {"GA102"}
+    assert codes("--extend-select", "GA201") == {"GA201"}
+
+
+def test_extend_select_and_ignore_in_config(project, fake_analysis):
+    configure(project, 'select = ["GA1"]\nextend-select = ["GA201"]\nignore = ["GA102"]\n')
+    assert codes() == {"GA201"}
+
+
+def test_per_file_ignores(project, fake_analysis):
+    configure(project, '[tool.accumlint.per-file-ignores]\n"tests/*" = ["GA2"]\n"train.py" = ["GA102"]\n')
+    (project / "tests").mkdir()
+    (project / "tests" / "t.py").write_text(BUGGY)
+    found = json.loads(run("check", "--output-format", "json").stdout)
+    assert {(d["path"], d["code"]) for d in found} == {("tests/t.py", "GA102"), ("train.py", "GA201")}
+
+
+def test_exclude(project, fake_analysis):
+    configure(project, 'exclude = ["generated/", "*_old.py"]\n')
+    for name in ("generated/t.py", "train_old.py", "keep/t.py"):
+        (project / name).parent.mkdir(exist_ok=True)
+        (project / name).write_text(BUGGY)
+    paths = {d["path"] for d in json.loads(run("check", "--output-format", "json").stdout)}
+    assert paths == {"train.py", "keep/t.py"}
+
+
+def test_unsafe_fixes_from_config_and_flag(project, fake_analysis):
+    configure(project, "unsafe-fixes = true\n")
+    assert "fake finding GA102 [*]" in run("check").stdout
+    assert "fake finding GA102 [*]" not in run("check", "--no-unsafe-fixes").stdout
+
+
+def test_names_reach_the_analysis(project, fake_analysis):
+    configure(project, 'optimizer-names = ["trainer_opt"]\naccumulation-names = ["n_micro"]\n')
+    run("check", "--no-cache")
+    assert fake_analysis.options[-1].optimizer_names == ("trainer_opt",)
+    assert fake_analysis.options[-1].accumulation_names == ("n_micro",)
+
+
+# ---------------------------------------------------------------- selection semantics
+
+
+def test_most_specific_selector_wins():
+    layer = SelectionLayer(select=("GA2",), ignore=("GA201",))
+    assert resolve_selection([(layer, "t")]) == {"GA202", "GA203", "GA204", "GA205", "GA206"}
+    assert resolve_selection([(SelectionLayer(select=("GA201",), ignore=("GA2",)), "t")]) == {"GA201"}
+    assert resolve_selection([(SelectionLayer(select=("ALL",), ignore=("ALL",)), "t")]) == set()
+
+
+def test_later_layer_select_replaces_earlier_one():
+    layers = [(SelectionLayer(select=("GA1",)), "config"), (SelectionLayer(select=("GA5",)), "cli")]
+    assert resolve_selection(layers) == {"GA501", "GA502"}
+
+
+def test_unknown_selector_raises():
+    with pytest.raises(ConfigError, match="unknown rule selector 'GA7'"):
+        resolve_selection([(SelectionLayer(ignore=("GA7",)), "t")])
+
+
+def test_resolver_reads_each_config_once(tmp_path):
+    configure(tmp_path, 'select = ["GA2"]\n')
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    resolver = Resolver(Overrides())
+    first = resolver.settings_for(str(tmp_path / "a" / "b" / "x.py"))
+    assert first is resolver.settings_for(str(tmp_path / "y.py"))
+    assert resolver.config_paths() == [tmp_path / "pyproject.toml"]

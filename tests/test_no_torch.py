@@ -1,0 +1,81 @@
+"""The checker never imports torch, and imports libcst only for files worth parsing.
+
+Run in fresh interpreters: what a module imports is only visible from a
+clean `sys.modules`.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+TRAIN = textwrap.dedent(
+    """\
+    import torch
+
+    def train(model, loader, optimizer, criterion, accum_steps=4):
+        for i, (x, y) in enumerate(loader):
+            loss = criterion(model(x), y)
+            loss.backward()
+            if (i + 1) % accum_steps == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+    """
+)
+
+
+def python(code: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, text=True
+    )
+
+
+def imported_after(code: str, cwd: Path) -> set[str]:
+    probe = code + "\nimport sys\nprint(' '.join(m for m in ('torch', 'libcst') if m in sys.modules))"
+    result = python(probe, cwd)
+    assert result.returncode == 0, result.stderr
+    return set(result.stdout.split())
+
+
+def run_cli(args: list[str]) -> str:
+    return (
+        "from click.testing import CliRunner\nfrom accumlint.cli import cli\n"
+        f"result = CliRunner().invoke(cli, {args!r})\nassert result.exit_code in (0, 1), result.output\n"
+    )
+
+
+def test_importing_the_cli_imports_neither_torch_nor_libcst(tmp_path):
+    assert imported_after("import accumlint.cli", tmp_path) == set()
+
+
+def test_help_and_rules_import_neither(tmp_path):
+    assert imported_after(run_cli(["--help"]) + run_cli(["rules"]), tmp_path) == set()
+
+
+def test_files_failing_the_prefilter_are_never_parsed(tmp_path):
+    (tmp_path / "plain.py").write_text("def add(a, b):\n    return a + b\n")
+    assert imported_after(run_cli(["check", "--no-cache", "plain.py"]), tmp_path) == set()
+
+
+def test_checking_training_code_imports_libcst_but_not_torch(tmp_path):
+    (tmp_path / "train.py").write_text(TRAIN)
+    assert imported_after(run_cli(["check", "--no-cache", "train.py"]), tmp_path) == {"libcst"}
+
+
+def test_check_and_fix_work_with_torch_unimportable(tmp_path):
+    blocker = tmp_path / "blocker"
+    blocker.mkdir()
+    (blocker / "torch.py").write_text("raise ImportError('torch must not be imported by accumlint check')\n")
+    (tmp_path / "train.py").write_text(TRAIN)
+    env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(blocker), os.environ.get("PYTHONPATH")]))}
+    command = "import sys\nfrom accumlint.cli import main\nsys.argv = ['accumlint'] + sys.argv[1:]\nmain()"
+    for args in (["check", "--no-cache", "train.py"], ["check", "--fix", "--no-cache", "train.py"]):
+        result = subprocess.run(
+            [sys.executable, "-c", command, *args], cwd=tmp_path, env={**os.environ, **env},
+            capture_output=True, text=True,
+        )
+        assert result.returncode in (0, 1), result.stdout + result.stderr
+        assert "torch must not be imported" not in result.stderr

@@ -1,0 +1,136 @@
+"""Notebooks: code cells only, IPython syntax masked, cell locations, fixes written back in place."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+from fake_analysis import fake_analysis  # noqa: F401 - fixture
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from accumlint.cli import cli
+from accumlint.notebooks import NotebookDocument
+from accumlint.sources import SourceError
+
+
+def code(source, outputs=None) -> dict:
+    return {"cell_type": "code", "execution_count": 1, "metadata": {"tags": ["x"]},
+            "outputs": outputs or [], "source": source}
+
+
+def notebook(*cells: dict, language: str = "python") -> bytes:
+    data = {
+        "cells": list(cells),
+        "metadata": {"kernelspec": {"language": language, "name": "k"}, "custom": {"é": 1}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    # nbformat's own layout: indent 1, sorted keys, UTF-8, final newline.
+    return (json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode()
+
+
+OUTPUT = {"name": "stdout", "output_type": "stream", "text": ["epoch 1\n"]}
+CELLS = (
+    {"cell_type": "markdown", "metadata": {}, "source": ["# Training\n"]},
+    code(["!pip install torch\n", "%matplotlib inline\n", "import torch"]),
+    code(["%%bash\n", "loss.backward()\n"]),
+    code(["for x in loader:\n", "    files = !ls\n", "    loss.backward()\n", "    optimizer.step()"], [OUTPUT]),
+)
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_virtual_module_masks_ipython_and_skips_other_cells():
+    document = NotebookDocument.from_bytes("nb.ipynb", notebook(*CELLS))
+    assert "!pip" not in document.text and "%matplotlib" not in document.text and "%%bash" not in document.text
+    assert "files = !ls" not in document.text
+    compile(document.text, "nb", "exec")
+    assert [cell.number for cell in document.cells] == [2, 4]
+
+
+def test_locations_name_the_cell(project, fake_analysis):
+    (project / "nb.ipynb").write_bytes(notebook(*CELLS))
+    result = CliRunner().invoke(cli, ["check"])
+    assert result.exit_code == 1
+    assert result.stdout.splitlines()[0] == "nb.ipynb:cell 4:line 3:col 5: GA201 missing-loss-scaling: fake finding GA201 [*]"
+    data = json.loads(CliRunner().invoke(cli, ["check", "--output-format", "json"]).stdout)
+    assert [(d["cell"], d["line"], d["code"]) for d in data] == [(4, 3, "GA201"), (4, 4, "GA102")]
+
+
+def test_fix_writes_back_only_the_fixed_cell(project, fake_analysis):
+    original = notebook(*CELLS)
+    (project / "nb.ipynb").write_bytes(original)
+    result = CliRunner().invoke(cli, ["check", "--fix", "--unsafe-fixes"])
+    assert result.exit_code == 0, result.output
+    fixed = (project / "nb.ipynb").read_bytes()
+    expected = json.loads(original)
+    expected["cells"][3]["source"] = [
+        "for x in loader:\n", "    files = !ls\n", "    (loss / 4).backward()\n", "    step_when_due(optimizer)"
+    ]
+    assert json.loads(fixed) == expected  # outputs, metadata, magics and other cells untouched
+    assert fixed == notebook(*expected["cells"])  # and laid out byte for byte as before
+
+
+def test_diff_shows_cells_and_writes_nothing(project, fake_analysis):
+    original = notebook(*CELLS)
+    (project / "nb.ipynb").write_bytes(original)
+    result = CliRunner().invoke(cli, ["check", "--diff"])
+    assert result.stdout.startswith("--- nb.ipynb:cell 4\n+++ nb.ipynb:cell 4\n")
+    assert "+    (loss / 4).backward()\n" in result.stdout
+    assert (project / "nb.ipynb").read_bytes() == original
+
+
+def test_noqa_in_a_cell(project, fake_analysis):
+    (project / "nb.ipynb").write_bytes(notebook(code("for x in y:\n    loss.backward()  # noqa: GA201\n")))
+    assert CliRunner().invoke(cli, ["check"]).exit_code == 0
+
+
+def test_syntax_error_in_a_cell(project, fake_analysis):
+    (project / "nb.ipynb").write_bytes(notebook(code("x = 1"), code("loss.backward()\ndef f(:\n    pass")))
+    result = CliRunner().invoke(cli, ["check"])
+    assert result.exit_code == 2
+    assert result.stdout.startswith("nb.ipynb:cell 2:line 2:col ")
+
+
+def test_non_python_notebook_is_skipped(project, fake_analysis):
+    (project / "nb.ipynb").write_bytes(notebook(code("loss.backward()"), language="R"))
+    assert CliRunner().invoke(cli, ["check"]).exit_code == 0
+
+
+def test_invalid_notebook_is_an_error(project, fake_analysis):
+    (project / "nb.ipynb").write_text("{not json")
+    result = CliRunner().invoke(cli, ["check"])
+    assert result.exit_code == 2 and "nb.ipynb:1:1: syntax error: not a valid notebook" in result.stdout
+
+
+def test_cells_that_cannot_be_mapped_back_are_refused():
+    document = NotebookDocument.from_bytes("nb.ipynb", notebook(code("a = 1"), code("b = 2")))
+    with pytest.raises(SourceError):
+        document.replaced(document.text.replace("# accumlint-cell 2", ""))
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    st.lists(
+        st.lists(
+            st.sampled_from(["x = 1", "%time f()", "!ls", "  y = !cat", "obj?", "", "for a in b:", "    pass", "é = 2"]),
+            max_size=5,
+        ).map("\n".join),
+        min_size=1,
+        max_size=4,
+    ),
+    st.booleans(),
+)
+def test_unchanged_round_trip_is_byte_exact(sources, as_lists):
+    cells = [code(s.splitlines(keepends=True) if as_lists else s) for s in sources]
+    raw = notebook(*cells)
+    document = NotebookDocument.from_bytes("nb.ipynb", raw)
+    again = document.replaced(document.text)
+    assert again.encoded() == raw
+    assert [c.text for c in again.cells] == [c.text for c in document.cells]

@@ -1,0 +1,122 @@
+"""Output formats: text summaries, JSON objects, SARIF 2.1.0 and GitHub annotations."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from accumlint.diagnostics import Diagnostic, FixInfo, syntax_error
+from accumlint.engine import FileResult, RunResult
+from accumlint.report import ReportOptions, render
+from accumlint.rules.catalog import RULES
+
+SAFE = Diagnostic("src/t.py", 3, 5, 3, 20, "GA201", "missing-loss-scaling", "divide by K", FixInfo("safe", "scale"))
+UNSAFE = Diagnostic("src/t.py", 7, 9, 7, 25, "GA102", "step-every-micro-batch", "gate it", FixInfo("unsafe", "gate"))
+NONE = Diagnostic("nb.ipynb", 2, 1, 2, 9, "GA502", "retain-graph-in-loop", "a, b: 100%", None, cell=3)
+ERROR = syntax_error("bad.py", 1, 7, "expected ':'")
+
+
+def run_of(*diagnostics: Diagnostic, unsafe: bool = False, fixed: int = 0) -> RunResult:
+    files: dict[str, FileResult] = {}
+    for d in diagnostics:
+        files.setdefault(d.path, FileResult(d.path, unsafe_fixes=unsafe)).diagnostics.append(d)
+    results = list(files.values()) or [FileResult("clean.py")]
+    results[0].fixed = [SAFE] * fixed
+    return RunResult(results)
+
+
+# ---------------------------------------------------------------- text
+
+
+def test_text_lines_and_summary():
+    out = render("text", run_of(SAFE, UNSAFE, NONE, ERROR)).splitlines()
+    assert out == [
+        "bad.py:1:7: syntax error: expected ':'",
+        "nb.ipynb:cell 3:line 2:col 1: GA502 retain-graph-in-loop: a, b: 100%",
+        "src/t.py:3:5: GA201 missing-loss-scaling: divide by K [*]",
+        "src/t.py:7:9: GA102 step-every-micro-batch: gate it",
+        "Found 4 errors.",
+        "[*] 1 fixable with the `--fix` option (1 hidden fix can be enabled with the `--unsafe-fixes` option).",
+    ]
+
+
+def test_text_with_unsafe_fixes_enabled():
+    out = render("text", run_of(UNSAFE, unsafe=True)).splitlines()
+    assert out == ["src/t.py:7:9: GA102 step-every-micro-batch: gate it [*]", "Found 1 error.",
+                   "[*] 1 fixable with the `--fix` option."]
+
+
+@pytest.mark.parametrize(
+    "diagnostics, fixed, summary",
+    [
+        ((), 0, ["All checks passed!"]),
+        ((), 2, ["Fixed 2 errors."]),
+        ((NONE,), 1, ["Found 2 errors (1 fixed, 1 remaining)."]),
+        ((UNSAFE,), 1, ["Found 2 errors (1 fixed, 1 remaining).",
+                        "No fixes available (1 hidden fix can be enabled with the `--unsafe-fixes` option)."]),
+    ],
+)
+def test_fix_mode_summaries(diagnostics, fixed, summary):
+    out = render("text", run_of(*diagnostics, fixed=fixed), ReportOptions(fix=True)).splitlines()
+    assert out[len(diagnostics):] == summary
+
+
+# ---------------------------------------------------------------- json
+
+
+def test_json_objects():
+    data = json.loads(render("json", run_of(SAFE, NONE, ERROR)))
+    assert data[0] == {
+        "path": "bad.py", "line": 1, "column": 7, "end_line": 1, "end_column": 7,
+        "code": "syntax-error", "name": "syntax-error", "message": "expected ':'", "fix": None,
+    }
+    assert data[1]["cell"] == 3 and data[1]["fix"] is None
+    assert data[2]["fix"] == {"applicability": "safe", "message": "scale"}
+    assert "cell" not in data[2]
+
+
+def test_json_statistics():
+    data = json.loads(render("json", run_of(SAFE, SAFE, NONE), ReportOptions(statistics=True)))
+    assert data == [
+        {"code": "GA201", "name": "missing-loss-scaling", "count": 2, "fixable": True},
+        {"code": "GA502", "name": "retain-graph-in-loop", "count": 1, "fixable": False},
+    ]
+
+
+# ---------------------------------------------------------------- sarif
+
+
+def test_sarif_document():
+    data = json.loads(render("sarif", run_of(SAFE, NONE, ERROR)))
+    assert data["version"] == "2.1.0" and data["$schema"].endswith("sarif-2.1.0.json")
+    (sarif_run,) = data["runs"]
+    driver = sarif_run["tool"]["driver"]
+    assert driver["name"] == "accumlint"
+    assert [rule["id"] for rule in driver["rules"]] == [rule.code for rule in RULES]
+    results = {result["ruleId"]: result for result in sarif_run["results"]}
+    ga201 = results["GA201"]
+    assert driver["rules"][ga201["ruleIndex"]]["id"] == "GA201"
+    location = ga201["locations"][0]["physicalLocation"]
+    assert location["artifactLocation"]["uri"] == "src/t.py"
+    assert location["region"] == {"startLine": 3, "startColumn": 5, "endLine": 3, "endColumn": 20}
+    assert results["GA502"]["properties"] == {"cell": 3}
+    assert "ruleIndex" not in results["syntax-error"]
+    assert results["syntax-error"]["message"]["text"] == "syntax error: expected ':'"
+
+
+# ---------------------------------------------------------------- github
+
+
+def test_github_annotations():
+    out = render("github", run_of(SAFE, NONE, ERROR)).splitlines()
+    assert out == [
+        "::error file=bad.py,line=1,col=7,endLine=1,endColumn=7,title=syntax error::syntax-error: expected ':'",
+        "::error file=nb.ipynb,title=GA502::retain-graph-in-loop: cell 3, line 2: a, b: 100%25",
+        "::error file=src/t.py,line=3,col=5,endLine=3,endColumn=20,title=GA201::missing-loss-scaling: divide by K",
+    ]
+
+
+def test_unknown_format():
+    with pytest.raises(ValueError):
+        render("xml", run_of())
