@@ -172,7 +172,7 @@ def check(
     report = ReportOptions(show_source=show_source, statistics=statistics, quiet=quiet, fix=fix or diff)
     findings = _print_results(run, output_format, report, diff=diff, fixed_to_stdout=from_stdin and fix)
     if verify:
-        findings |= _verify_fixes(run, to_stderr=output_format != "text")
+        findings |= _verify_fixes(run, resolver, to_stderr=output_format != "text")
     if verbose:
         _print_verbose(run, resolver, started)
     if any(_is_error(d) for d in run.diagnostics):
@@ -211,8 +211,11 @@ def _print_results(run, output_format: str, options, *, diff: bool, fixed_to_std
     return bool(run.diagnostics)
 
 
-def _verify_fixes(run, to_stderr: bool) -> bool:
-    """`--fix --verify`: run the verifier on every fixed file; True if a fix is not equivalent."""
+def _verify_fixes(run, resolver, to_stderr: bool) -> bool:
+    """`--fix --verify`: run the verifier on every fixed file; True if a fix is not equivalent.
+
+    `accum-steps` from `[tool.accumlint.verify]` is passed on when set.
+    """
     try:
         from accumlint.verify.fixcheck import verify_fixed_file
     except ImportError as error:
@@ -225,7 +228,8 @@ def _verify_fixes(run, to_stderr: bool) -> bool:
             click.echo(f"{result.path}: not verifiable (only .py files are verified)", err=to_stderr)
             continue
         try:
-            outcomes = verify_fixed_file(result.path)
+            accum_steps = resolver.settings_for(result.path).config.verify.accum_steps
+            outcomes = verify_fixed_file(result.path, **({"accum_steps": accum_steps} if accum_steps else {}))
         except Exception as error:  # noqa: BLE001 - the user's code runs here
             click.echo(f"{result.path}: not verifiable ({type(error).__name__}: {error})", err=to_stderr)
             continue

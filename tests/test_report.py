@@ -120,3 +120,8 @@ def test_github_annotations():
 def test_unknown_format():
     with pytest.raises(ValueError):
         render("xml", run_of())
+
+
+def test_plural_hidden_fixes():
+    out = render("text", run_of(UNSAFE, UNSAFE)).splitlines()
+    assert out[-1] == "No fixes available (2 hidden fixes can be enabled with the `--unsafe-fixes` option)."

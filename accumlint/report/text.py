@@ -14,8 +14,8 @@ from accumlint.engine import is_error
 from accumlint.report import ReportOptions, fix_applies, statistics
 
 
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}{'' if count == 1 else 's'}"
+def _plural(count: int, word: str, plural: str = "") -> str:
+    return f"{count} {word if count == 1 else plural or word + 's'}"
 
 
 def location(d) -> str:
@@ -57,7 +57,7 @@ def _summary(run, options: ReportOptions) -> list[str]:
         lines = [f"Found {_plural(fixed + remaining, 'error')} ({fixed} fixed, {remaining} remaining)."]
     else:
         lines = [f"Found {_plural(remaining, 'error')}."]
-    hint = f"{_plural(hidden, 'hidden fix')} can be enabled with the `--unsafe-fixes` option"
+    hint = f"{_plural(hidden, 'hidden fix', 'hidden fixes')} can be enabled with the `--unsafe-fixes` option"
     if applicable and not options.fix:
         lines.append(f"[*] {applicable} fixable with the `--fix` option" + (f" ({hint})." if hidden else "."))
     elif hidden:
