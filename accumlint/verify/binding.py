@@ -126,8 +126,9 @@ def parse_bind_options(items: tuple[str, ...] | list[str]) -> dict[str, str]:
 def bind_parameters(source: str, function: str, overrides: dict[str, str] | None = None) -> Binding:
     """Bind `function` (a top-level or nested def in `source`) by role.
 
-    Explicit `overrides` win; then usage evidence; then the name. A parameter
-    without a default that gets no role is a BindingError naming it.
+    Explicit `overrides` win; then usage evidence; then the name. Each role
+    goes to one parameter at most. A parameter without a default that gets no
+    role is a BindingError naming it.
     """
     definition = _find_function(cst.parse_module(source), function)
     if definition is None:
@@ -141,22 +142,27 @@ def bind_parameters(source: str, function: str, overrides: dict[str, str] | None
 
     collector = _UsageCollector(names)
     definition.body.visit(collector)
-    roles: dict[str, str] = {}
-    evidence: dict[str, tuple[str, ...]] = {}
+    roles = {name: role for name, role in overrides.items()}
+    evidence = {name: ("--bind",) for name in overrides}
+    # Usage first, strongest claim per role wins (so `range(epochs)` does not
+    # take the accumulation steps from the divisor of the loss).
+    claims = sorted(
+        ((scores[role], -index, name, role)
+         for index, parameter in enumerate(parameters)
+         if (name := parameter.name) not in roles and (scores := collector.scores[name])
+         for role in ROLES if scores[role]),
+        reverse=True,
+    )
+    for _score, _index, name, role in claims:
+        if name not in roles and role not in roles.values():
+            roles[name] = role
+            evidence[name] = tuple(collector.reasons[name][role])
     for parameter in parameters:
         name = parameter.name
-        if name in overrides:
-            roles[name] = overrides[name]
-            evidence[name] = ("--bind",)
-            continue
-        scores = collector.scores[name]
-        if scores:
-            best = max(ROLES, key=lambda role: scores[role])
-            roles[name] = best
-            evidence[name] = tuple(collector.reasons[name][best])
+        if name in roles:
             continue
         by_name = _role_by_name(name)
-        if by_name is not None:
+        if by_name is not None and by_name not in roles.values():
             roles[name] = by_name
             evidence[name] = ("its name",)
         elif not parameter.has_default:
