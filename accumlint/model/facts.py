@@ -47,7 +47,7 @@ class LoopSite:
 
 
 _PADDING_EVIDENCE = re.compile(
-    r"-\s*100\b|DataCollatorWithPadding|DataCollatorForSeq2Seq|DataCollatorForLanguageModeling"
+    r"(?<![\w/.-])-\s*100\b|DataCollatorWithPadding|DataCollatorForSeq2Seq|DataCollatorForLanguageModeling"
     r"|DataCollatorForTokenClassification|DataCollatorForWholeWordMask|padding\s*=\s*(True|['\"]longest['\"]|['\"]max_length['\"])"
     r"|pad_sequence|label_pad_token_id|\.masked_fill\([^)]*ignore_index|labels?\[[^]]*\]\s*=\s*ignore_index"
 )
@@ -65,6 +65,7 @@ class ModuleFacts:
     len_arguments: set[str] = field(default_factory=set)
     calls: list[cst.Call] = field(default_factory=list)
     padding_evidence: bool = False
+    trainer_accumulation: Optional[cst.BaseExpression] = None
 
     # -- names -------------------------------------------------------------
     def qualified(self, name: Optional[str]) -> Optional[str]:
@@ -119,7 +120,7 @@ def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
 
 def collect_facts(module: cst.Module, text: str) -> ModuleFacts:
     facts = ModuleFacts(module=module)
-    facts.padding_evidence = bool(_PADDING_EVIDENCE.search(text))
+    facts.padding_evidence = bool(_PADDING_EVIDENCE.search(re.sub(r"#[^\n]*", "", text)))
     stack: list[tuple[cst.CSTNode, tuple[cst.CSTNode, ...]]] = [(module, ())]
     while stack:
         node, ancestors = stack.pop()
@@ -136,6 +137,9 @@ def _record(facts: ModuleFacts, node: cst.CSTNode, ancestors: tuple[cst.CSTNode,
         facts.loops.append(LoopSite(node, ancestors))
     elif isinstance(node, cst.Call):
         facts.calls.append(node)
+        for arg in node.args:
+            if arg.keyword is not None and arg.keyword.value == "accumulate_grad_batches":
+                facts.trainer_accumulation = arg.value
         if isinstance(node.func, cst.Name) and node.func.value == "len" and node.args:
             name = dotted(node.args[0].value)
             if name is not None:

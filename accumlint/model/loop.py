@@ -13,11 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
+import re
+
 import libcst as cst
 
 from accumlint.model.facts import Function, Loop, LoopSite, ModuleFacts
 from accumlint.model.gates import Gate, parse_gate
-from accumlint.model.names import call_name, dotted, int_value, keyword, last_part, positional
+from accumlint.model.names import call_name, code as _code, dotted, int_value, keyword, last_part, looks_like_accumulation, positional
 from accumlint.model.roles import Objects, Role
 
 Block = Union[cst.IndentedBlock, cst.SimpleStatementSuite, cst.Module]
@@ -119,8 +121,10 @@ class TrainingLoop:
 class _Walker:
     """Walks one loop body into Statements (iteration order, gates, contexts)."""
 
-    def __init__(self, facts: ModuleFacts, objects: Objects, function: Optional[Function]) -> None:
+    def __init__(self, facts: ModuleFacts, objects: Objects, function: Optional[Function],
+                 accumulation_names: tuple[str, ...] = ()) -> None:
         self.facts = facts
+        self.accumulation_names = accumulation_names
         self.objects = objects
         self.function = function
         self.statements: list[Statement] = []
@@ -184,6 +188,8 @@ class _Walker:
 
     def _if(self, statement: cst.If, context) -> None:
         gate = parse_gate(statement.test, self.assigned.get)
+        if gate is not None and gate.kind == "count" and not self._counts_micro_batches(gate, statement):
+            gate = None
         path = context["path"] + (statement,)
         on_true = {**context, "conditional": True, "path": path}
         on_false = dict(on_true)
@@ -198,6 +204,16 @@ class _Walker:
             self._if(orelse, on_false)
         elif orelse is not None:
             self._block(orelse.body, **on_false)
+
+    def _counts_micro_batches(self, gate: Gate, statement: cst.If) -> bool:
+        """`micro == K` is a window gate when K is an accumulation count or the
+        gated block resets the counter (`micro = 0`); `len(memory) >= batch_size` is not."""
+        if gate.counter is None or gate.counter.endswith("()"):
+            return False
+        if looks_like_accumulation(dotted(gate.k) or "", self.accumulation_names):
+            return True
+        reset = re.compile(rf"(^|\W){re.escape(gate.counter)}\s*=\s*0\b")
+        return bool(reset.search(_code(statement.body)))
 
     def _simple(self, line: cst.SimpleStatementLine, context) -> None:
         record = Statement(
@@ -297,7 +313,7 @@ def build_loops(facts: ModuleFacts, objects: Objects) -> list[TrainingLoop]:
                 continue
         chosen.setdefault(node, None)
 
-    loops = []
+    loops = [*_lightning_steps(facts, objects)]
     for node, micro in chosen.items():
         site, statements, increments = walks[node]
         nested_training = {other for other in chosen if other is not node}
@@ -347,3 +363,35 @@ def unwrap_iterable(node: Optional[cst.BaseExpression]) -> Optional[cst.BaseExpr
     while isinstance(node, cst.Call) and last_part(call_name(node) or "") in ("tqdm", "track", "progress_bar"):
         node = positional(node, 0)
     return node
+
+
+def _lightning_steps(facts: ModuleFacts, objects: Objects) -> list[TrainingLoop]:
+    """`training_step` of a LightningModule: the body of a loop the Trainer runs.
+
+    Manual optimization (`self.manual_backward`) is an ordinary loop body whose
+    counter is `batch_idx`; under automatic optimization the returned loss is
+    what the Trainer backpropagates, so the `return` stands for the backward.
+    """
+    found = []
+    for owner in facts.classes.values():
+        if not any("LightningModule" in base for base in facts.class_bases(owner)):
+            continue
+        step = next((s for s in owner.body.body if isinstance(s, cst.FunctionDef)
+                     and s.name.value == "training_step"), None)
+        if step is None:
+            continue
+        statements = _Walker(facts, objects, step).walk(step.body)
+        loop = TrainingLoop(site=LoopSite(step, (owner, step)), statements=statements)
+        params = [p.name.value for p in step.params.params if p.name.value != "self"]
+        if any(e.kind == "backward" for e in loop.events):
+            loop.counter = params[1] if len(params) > 1 else None
+            loop.counter_base = 0
+            found.append(loop)
+        elif facts.trainer_accumulation is not None:
+            for statement in statements:
+                small = statement.small
+                if statement.helper is None and isinstance(small, cst.Return) and small.value is not None:
+                    role = Role("backward", small.value, "trainer", small.value, "lightning-auto")
+                    statement.events.append(Event(role, statement))
+            found.append(loop)
+    return found

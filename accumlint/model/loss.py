@@ -74,16 +74,16 @@ def split_scaling(expr: cst.BaseExpression, statement: Optional[Statement]) -> t
             inverse = _reciprocal(expr.right)
             if inverse is not None:
                 scalings.append(Scaling("inverse", inverse, expr, statement))
-            elif not _is_constant(expr.right):
+            elif code(expr.right) not in ("1", "1.0"):
                 scalings.append(Scaling("div", expr.right, expr, statement))
             expr = expr.left
         elif isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
             left_constant, right_constant = _is_constant(expr.left), _is_constant(expr.right)
-            if right_constant and not left_constant:
-                expr = expr.left
-                continue
-            if left_constant and not right_constant:
-                expr = expr.right
+            if left_constant != right_constant:
+                # a weight like `0.5 * loss`: some scaling, never K itself
+                factor, kept = (expr.left, expr.right) if left_constant else (expr.right, expr.left)
+                scalings.append(Scaling("const", factor, expr, statement))
+                expr = kept
                 continue
             factor, kept = (expr.right, expr.left)
             if _reciprocal(expr.left) is not None or _is_loss_like(expr.right) and not _is_loss_like(expr.left):
@@ -98,8 +98,9 @@ def split_scaling(expr: cst.BaseExpression, statement: Optional[Statement]) -> t
             "div", "div_", "mul", "mul_", "true_divide",
         ) and len(expr.args) == 1:
             op = "mul" if expr.func.attr.value.startswith("mul") else "div"
-            if not _is_constant(expr.args[0].value):
-                scalings.append(Scaling(op, expr.args[0].value, expr, statement))
+            if op == "mul" and _is_constant(expr.args[0].value):
+                op = "const"
+            scalings.append(Scaling(op, expr.args[0].value, expr, statement))
             expr = expr.func.value
         else:
             return expr, scalings
@@ -162,13 +163,15 @@ class LossReader:
                 if helper_result:
                     return
             if definition is None:
-                flow.origin = expr
-                flow.reduction = UNKNOWN
+                flow.origin, flow.origin_statement = expr, flow.origin_statement or before
+                flow.reduction = self.reduction(expr, loop.function, flow)
                 return
             statement, small = definition
             if isinstance(small, cst.AugAssign):
                 op = {cst.DivideAssign: "div", cst.MultiplyAssign: "mul"}.get(type(small.operator))
-                if op is not None and not _is_constant(small.value):
+                if op == "mul" and _is_constant(small.value):
+                    op = "const"
+                if op is not None:
                     inverse = _reciprocal(small.value) if op == "div" else None
                     flow.scalings.append(
                         Scaling("inverse" if inverse is not None else op, inverse or small.value, small, statement, True)
@@ -184,7 +187,8 @@ class LossReader:
             for scaling in scalings:
                 flow.scalings.append(Scaling(scaling.op, scaling.factor, scaling.node, statement,
                                              dotted(inner) == name))
-            if dotted(inner) == name:
+            inner_name = dotted(inner)
+            if inner_name is not None and not inner_name.endswith("()"):
                 self._trace(loop, statement, inner, flow, depth + 1)
                 return
             flow.origin, flow.origin_statement = inner, statement

@@ -63,10 +63,21 @@ class Window:
         role = flow.backward.role
         if role.flavor == "deepspeed":
             return True
+        if role.flavor == "lightning-auto":
+            steps = self.facts.trainer_accumulation
+            return steps is not None and int_value(steps) not in (0, 1)
         if role.flavor == "accelerate":
             info = self.objects.accelerator(role.call.func.value)
             return None if info is None else info.scales
         return False
+
+    def framework_name(self, flow: LossFlow) -> str:
+        """Who already divides the loss by K, for messages."""
+        if flow.backward.role.flavor == "lightning-auto":
+            return "Lightning's `accumulate_grad_batches`"
+        if flow.backward.role.flavor == "deepspeed":
+            return "DeepSpeed's `engine.backward`"
+        return "`accelerator.backward` (with `gradient_accumulation_steps`)"
 
     def framework_managed(self, event: Event) -> bool:
         """A step/zero/scheduler call the framework turns into a no-op off the boundary."""
@@ -115,11 +126,25 @@ class Window:
         return name is not None and looks_like_accumulation(name, self.accumulation_names)
 
     def is_k(self, node: cst.BaseExpression) -> bool:
-        """Whether an expression is this window's K (same text, or an accumulation name)."""
+        """Whether an expression is this window's K (same text, same known value, or an
+        accumulation name)."""
         k = self.k
         if k is not None and normalized(node) == normalized(k):
             return True
+        if k is not None and self.known_int(node) is not None and self.known_int(node) == self.known_int(k):
+            return True
         return self.is_accumulation_name(node)
+
+    def known_int(self, node: cst.BaseExpression) -> Optional[int]:
+        """An integer literal, or a name the module binds to one integer only."""
+        value = int_value(node)
+        if value is not None:
+            return value
+        name = dotted(node)
+        if name is None:
+            return None
+        values = {int_value(b.value) for b in self.facts.bindings.get(name, ())}
+        return values.pop() if len(values) == 1 else None
 
     @property
     def divides_by_accumulation(self) -> bool:

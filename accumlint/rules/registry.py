@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from accumlint.model.window import Window
-from accumlint.rules import scaling, window
+from accumlint.rules import distributed, memory, per_window, scaling, window
 from accumlint.rules.base import Finding, Rule
 
-RULES: dict[str, Rule] = {**window.RULES, **scaling.RULES}
+RULES: dict[str, Rule] = {
+    **window.RULES, **scaling.RULES, **per_window.RULES, **distributed.RULES, **memory.RULES,
+}
 
 
 def run_rules(windows: list[Window]) -> list[Finding]:

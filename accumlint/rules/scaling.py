@@ -8,7 +8,7 @@ import libcst as cst
 
 from accumlint.edits import Edit, divided, insert_before, remove, replace
 from accumlint.model.loss import MEAN, SUM, TOKEN, LossFlow, Scaling
-from accumlint.model.names import code, dotted, int_value, looks_like_batch_size, looks_like_token_count
+from accumlint.model.names import code, dotted, looks_like_batch_size, looks_like_token_count
 from accumlint.model.window import Window
 from accumlint.rules.base import Finding, k_text, movable, same_block
 
@@ -118,7 +118,7 @@ def double_loss_scaling(window: Window) -> Iterable[Finding]:
         divisions = [s for s in flow.scalings if s.op == "div" and window.is_k(s.factor)]
         framework = window.framework_scales(flow)
         if framework is True and divisions:
-            extra, why = divisions[0], f"`{code(flow.backward.role.call.func)}` already divides the loss by K"
+            extra, why = divisions[0], f"{window.framework_name(flow)} already divides the loss by K"
         elif len(divisions) >= 2:
             extra, why = divisions[0], f"the loss was already divided by `{code(divisions[-1].factor)}`"
         else:
@@ -172,22 +172,11 @@ def mismatched_scaling_factor(window: Window) -> Iterable[Finding]:
 
 
 def _mismatched(window: Window, factor: cst.BaseExpression, k: cst.BaseExpression) -> bool:
-    factor_value, k_value = _known_int(window, factor), _known_int(window, k)
+    factor_value, k_value = window.known_int(factor), window.known_int(k)
     if factor_value is not None and k_value is not None:
         return factor_value != k_value
     name = dotted(factor)
     return name is not None and looks_like_batch_size(name) and not looks_like_token_count(name)
-
-
-def _known_int(window: Window, node: cst.BaseExpression) -> Optional[int]:
-    value = int_value(node)
-    if value is not None:
-        return value
-    name = dotted(node)
-    if name is None:
-        return None
-    values = {int_value(b.value) for b in window.facts.bindings.get(name, ())}
-    return values.pop() if len(values) == 1 else None
 
 
 def token_mean_bias(window: Window) -> Iterable[Finding]:

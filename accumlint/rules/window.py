@@ -58,7 +58,7 @@ def zero_grad_every_micro_batch(window: Window) -> Iterable[Finding]:
     if not (window.gated_step or window.has_micro_loop) or steps_every_micro_batch(window):
         return
     reported = {id(zero) for zero, _ in zeroing_before_step(window)}
-    anchor = _window_step(window)
+    anchor = window_step(window)
     for zero in window.loop.of_kind("zero"):
         if id(zero) in reported or window.framework_managed(zero):
             continue
@@ -80,7 +80,7 @@ def zero_grad_every_micro_batch(window: Window) -> Iterable[Finding]:
         )
 
 
-def _window_step(window: Window) -> Optional[Event]:
+def window_step(window: Window) -> Optional[Event]:
     for event in window.optimizer_steps:
         if event.gate is not None or (window.has_micro_loop and not window.loop.in_micro_loop(event.statement)):
             return event

@@ -1,0 +1,114 @@
+"""GA5xx: memory that grows with every micro-batch."""
+
+from __future__ import annotations
+
+from typing import Iterable, Optional
+
+import libcst as cst
+
+from accumlint.edits import Edit, replace
+from accumlint.model.loop import Statement
+from accumlint.model.names import code, dotted, keyword, last_part
+from accumlint.model.window import Window
+from accumlint.rules.base import Finding
+
+_DETACHING = {"item", "detach", "tolist", "cpu", "numpy", "float", "data"}
+
+
+def graph_kept_alive(window: Window) -> Iterable[Finding]:
+    names = {flow.name for flow in window.flows if flow.name is not None and flow.reduction != "unknown" or
+             flow.name is not None and "loss" in flow.name}
+    if not names:
+        return
+    assigned_in_loop = _assigned_names(window)
+    for statement in window.loop.statements:
+        small = statement.small
+        added: Optional[cst.BaseExpression] = None
+        holder: Optional[str] = None
+        if isinstance(small, cst.AugAssign) and isinstance(small.operator, cst.AddAssign):
+            added, holder = small.value, dotted(small.target)
+        elif _self_sum(small) is not None:
+            holder, added = _self_sum(small)
+        elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+            call = small.value
+            if isinstance(call.func, cst.Attribute) and call.func.attr.value == "append" and len(call.args) == 1:
+                added, holder = call.args[0].value, dotted(call.func.value)
+        if added is None or holder is None or holder in assigned_in_loop.get(statement.helper, set()):
+            continue
+        name = dotted(added)
+        if name not in names or not _tensor_at(window, statement, name):
+            continue
+        yield Finding(
+            "GA501",
+            statement.node,
+            f"`{name}` is kept in `{holder}` with its autograd graph, so every micro-batch's graph stays alive; "
+            f"keep `{name}.detach()` (or `{name}.item()`)",
+            (replace(added, cst.parse_expression(f"{code(added)}.detach()")),),
+            f"Keep `{name}.detach()`",
+        )
+
+
+def _self_sum(small: cst.BaseSmallStatement):
+    """`total = total + loss` -> ("total", loss)."""
+    if not isinstance(small, cst.Assign) or len(small.targets) != 1:
+        return None
+    value, holder = small.value, dotted(small.targets[0].target)
+    if holder is None or not isinstance(value, cst.BinaryOperation) or not isinstance(value.operator, cst.Add):
+        return None
+    if dotted(value.left) == holder:
+        return holder, value.right
+    if dotted(value.right) == holder:
+        return holder, value.left
+    return None
+
+
+def _assigned_names(window: Window) -> dict:
+    """Names (re)bound by plain assignment inside the iteration, per scope: they do not outlive it."""
+    found: dict = {}
+    for statement in window.loop.statements:
+        for small in statement.node.body:
+            if isinstance(small, cst.Assign) and _self_sum(small) is None:
+                for target in small.targets:
+                    name = dotted(target.target)
+                    if name is not None:
+                        found.setdefault(statement.helper, set()).add(name)
+    return found
+
+
+def _tensor_at(window: Window, at: Statement, name: str) -> bool:
+    """The name's latest binding before `at` is not a detached value (`.item()`, `float(...)`)."""
+    latest = None
+    for statement in window.loop.statements:
+        if statement.order >= at.order:
+            break
+        for small in statement.node.body:
+            if isinstance(small, cst.Assign) and any(dotted(t.target) == name for t in small.targets):
+                latest = small.value
+    if isinstance(latest, cst.Call):
+        callee = last_part(dotted(latest.func) or "")
+        if callee in _DETACHING:
+            return False
+    return True
+
+
+def retain_graph_in_loop(window: Window) -> Iterable[Finding]:
+    if not window.accumulates or len(window.loop.backwards) != 1:
+        return
+    backward = window.loop.backwards[0]
+    if backward.role.flavor == "lightning-auto":
+        return
+    retain = keyword(backward.role.call, "retain_graph")
+    if retain is None or code(retain.value) != "True":
+        return
+    yield Finding(
+        "GA502",
+        backward.role.call,
+        "`retain_graph=True` keeps every micro-batch's graph alive although no second backward uses it; "
+        "memory grows with each micro-batch",
+    )
+
+
+RULES = {
+    "GA501": graph_kept_alive,
+    "GA502": retain_graph_in_loop,
+}

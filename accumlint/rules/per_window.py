@@ -1,0 +1,120 @@
+"""GA3xx: work that belongs once per window (LR schedule, clipping, AMP scaler)."""
+
+from __future__ import annotations
+
+from typing import Iterable, Optional
+
+import libcst as cst
+
+from accumlint.edits import Edit, insert_after, insert_before, remove
+from accumlint.model.loop import Event
+from accumlint.model.names import code, dotted, last_part
+from accumlint.model.window import Window
+from accumlint.rules.base import Finding, movable
+from accumlint.rules.window import steps_every_micro_batch, window_step
+
+_SELF_UNSCALING_CLIPS = ("accelerator", "fabric", "self", "engine", "model_engine")
+
+
+def _per_micro_batch(window: Window, kind: str) -> list[Event]:
+    """Events of `kind` that run on every micro-batch of a window whose step does not."""
+    if not window.accumulates or steps_every_micro_batch(window):
+        return []
+    if not (window.gated_step or window.has_micro_loop):
+        return []
+    return [
+        event for event in window.loop.of_kind(kind)
+        if not window.framework_managed(event) and window.runs_every_micro_batch(event.statement)
+    ]
+
+
+def _move(event: Event, anchor: Optional[Event], *, before: bool) -> tuple[Edit, ...]:
+    if anchor is None or not movable(event.statement) or not movable(anchor.statement):
+        return ()
+    place = insert_before if before else insert_after
+    return (remove(event.statement.node), place(anchor.statement.node, event.statement.node))
+
+
+def scheduler_every_micro_batch(window: Window) -> Iterable[Finding]:
+    anchor = window_step(window)
+    for event in _per_micro_batch(window, "sched"):
+        yield Finding(
+            "GA301",
+            event.role.call,
+            f"`{code(event.role.call)}` advances the LR schedule on every micro-batch while the optimizer "
+            "steps once per window ({related}), so the schedule runs K times too fast",
+            _move(event, anchor, before=False),
+            "Move the scheduler step after the optimizer step, inside the window",
+            related=anchor.role.call if anchor is not None else None,
+        )
+
+
+def clip_every_micro_batch(window: Window) -> Iterable[Finding]:
+    anchor = window_step(window)
+    for event in _per_micro_batch(window, "clip"):
+        yield Finding(
+            "GA302",
+            event.role.call,
+            "gradients are clipped on every micro-batch, on partial sums of the window; clip once, "
+            "right before the optimizer step ({related})",
+            _move(event, anchor, before=True),
+            "Move the clipping before the optimizer step, inside the window",
+            related=anchor.role.call if anchor is not None else None,
+        )
+
+
+def scaler_every_micro_batch(window: Window) -> Iterable[Finding]:
+    anchor = window_step(window)
+    gated_clip = next((e for e in window.loop.of_kind("clip") if e.gate is not None), None)
+    for event in _per_micro_batch(window, "update") + _per_micro_batch(window, "unscale"):
+        if event.kind == "update":
+            edits = _move(event, anchor, before=False)
+        else:
+            edits = _move(event, gated_clip or anchor, before=True)
+        yield Finding(
+            "GA303",
+            event.role.call,
+            f"`{code(event.role.call)}` runs on every micro-batch while the scaler steps once per window "
+            "({related}); it belongs inside the window",
+            edits,
+            "Move the scaler call inside the window",
+            related=anchor.role.call if anchor is not None else None,
+        )
+
+
+def clip_before_unscale(window: Window) -> Iterable[Finding]:
+    scales = window.loop.of_kind("scale")
+    if not scales:
+        return
+    scaler = scales[0].role.receiver
+    scaler_steps = [e for e in window.loop.steps if e.role.flavor == "scaler"]
+    for clip in window.loop.of_kind("clip"):
+        receiver = clip.role.receiver or ""
+        if receiver.split(".")[0] in _SELF_UNSCALING_CLIPS or last_part(receiver) in _SELF_UNSCALING_CLIPS:
+            continue
+        if any(u.order <= clip.order for u in window.loop.of_kind("unscale")):
+            continue
+        step = next((s for s in scaler_steps if s.order > clip.order), None)
+        if step is None:
+            continue
+        edits: tuple[Edit, ...] = ()
+        optimizer = step.role.target
+        if optimizer is not None and scaler is not None and movable(clip.statement):
+            unscale = cst.parse_statement(f"{scaler}.unscale_({code(optimizer)})\n")
+            edits = (insert_before(clip.statement.node, unscale),)
+        yield Finding(
+            "GA304",
+            clip.role.call,
+            "gradients are clipped while still multiplied by the GradScaler's scale, so the threshold "
+            f"applies to scaled gradients; call `{scaler}.unscale_(...)` first",
+            edits,
+            f"Insert `{scaler}.unscale_(...)` before the clip",
+        )
+
+
+RULES = {
+    "GA301": scheduler_every_micro_batch,
+    "GA302": clip_every_micro_batch,
+    "GA303": scaler_every_micro_batch,
+    "GA304": clip_before_unscale,
+}
