@@ -284,7 +284,7 @@ def test_missing_accumulation_parameter_is_explained(tmp_path):
 
 def test_too_few_micro_batches_in_the_setup():
     report = check_equivalence(target("correct_gated"), setup=make_setup(nn.Linear(8, 4), count=3))
-    assert report.verdict == COULD_NOT_RUN and "fewer than K = 4" in report.reason
+    assert report.verdict == COULD_NOT_RUN and "fewer than one window (4)" in report.reason
 
 
 def test_bad_setup_and_bad_target_are_reasons():

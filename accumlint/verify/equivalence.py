@@ -70,15 +70,14 @@ def check_equivalence(
                 "be varied; bind one with --bind NAME=accum_steps"
             )
         torch_dtype = _DTYPES[dtype] if isinstance(dtype, str) else dtype
-        the_setup = _resolve_setup(setup, accum_steps, windows, micro_batch, seed, device, torch_dtype)
-        _check_setup(the_setup, binding, accum_steps)
-        windows = report.windows = min(windows, len(the_setup.batches) // accum_steps)
+        the_setup = _resolve_setup(setup, accum_steps, windows * nproc, micro_batch, seed, device, torch_dtype)
+        _check_setup(the_setup, binding, accum_steps * nproc)
+        windows = report.windows = min(windows, len(the_setup.batches) // (accum_steps * nproc))
         if nproc > 1:
             from accumlint.verify.distributed import run_distributed
 
             accumulated, full = run_distributed(
-                function if isinstance(function, str) else callable_,
-                binding, the_setup, accum_steps=accum_steps, windows=windows,
+                callable_, binding, the_setup, accum_steps=accum_steps, windows=windows,
                 seed=seed, eval_mode=eval_mode, nproc=nproc,
             )
             oracle = None
@@ -126,13 +125,13 @@ def _resolve_setup(
     return place(the_setup, device=device, dtype=dtype)
 
 
-def _check_setup(setup: Setup, binding: Binding, accum_steps: int) -> None:
+def _check_setup(setup: Setup, binding: Binding, window: int) -> None:
     if binding.parameter_for(LOSS_FN) is not None and setup.loss_fn is None:
         raise _CannotRun(
             f"parameter {binding.parameter_for(LOSS_FN)!r} takes a loss function but the setup provides none"
         )
-    if len(setup.batches) < accum_steps:
-        raise _CannotRun(f"the setup has {len(setup.batches)} micro-batches, fewer than K = {accum_steps}")
+    if len(setup.batches) < window:
+        raise _CannotRun(f"the setup has {len(setup.batches)} micro-batches, fewer than one window ({window})")
 
 
 def _run_pair(

@@ -1,0 +1,35 @@
+"""`nproc=2`: both runs under torch.distributed (gloo, DDP) on CPU."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch.distributed as dist
+
+from accumlint.verify import check_equivalence
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "verify"
+
+pytestmark = pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(), reason="needs gloo")
+
+
+def check(name: str, **options):
+    return check_equivalence(f"{FIXTURES / name}.py::train", nproc=2, **options)
+
+
+def test_no_sync_loop_is_equivalent_under_ddp():
+    report = check("correct_no_sync", accum_steps=2, windows=2)
+    assert report.passed, report.format_text()
+    assert report.steps_accumulated == report.steps_full == 2
+
+
+def test_missing_scaling_is_diagnosed_under_ddp():
+    report = check("bug_missing_scaling", accum_steps=2, windows=2)
+    assert report.codes == ["GA201"], report.format_text()
+
+
+def test_user_error_in_a_worker_is_reported_with_its_location():
+    report = check("bug_backward_after_step", accum_steps=2, windows=1)
+    assert "bug_backward_after_step.py:12" in report.reason
+    assert report.codes == ["GA103"]
