@@ -66,6 +66,7 @@ class ModuleFacts:
     calls: list[cst.Call] = field(default_factory=list)
     padding_evidence: bool = False
     trainer_accumulation: Optional[cst.BaseExpression] = None
+    window_token_normalization: bool = False
 
     # -- names -------------------------------------------------------------
     def qualified(self, name: Optional[str]) -> Optional[str]:
@@ -120,6 +121,7 @@ def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
 
 def collect_facts(module: cst.Module, text: str) -> ModuleFacts:
     facts = ModuleFacts(module=module)
+    facts.window_token_normalization = "num_items_in_batch" in text
     facts.padding_evidence = bool(_PADDING_EVIDENCE.search(re.sub(r"#[^\n]*", "", text)))
     stack: list[tuple[cst.CSTNode, tuple[cst.CSTNode, ...]]] = [(module, ())]
     while stack:
@@ -149,7 +151,9 @@ def _record(facts: ModuleFacts, node: cst.CSTNode, ancestors: tuple[cst.CSTNode,
         # a method's parent chain is ClassDef -> IndentedBlock -> FunctionDef
         if len(ancestors) >= 2 and isinstance(ancestors[-2], cst.ClassDef):
             facts.class_of[node] = ancestors[-2]
-        elif isinstance(owner, cst.IndentedBlock) or isinstance(owner, cst.Module):
+        elif isinstance(owner, cst.Module):
+            # module-level only: a nested function is usually a closure handed to
+            # `optimizer.step(closure)`, a whole update of its own
             facts.functions.setdefault(node.name.value, node)
     elif isinstance(node, cst.ClassDef):
         facts.classes[node.name.value] = node

@@ -91,8 +91,9 @@ def _parse_boolean(test: cst.BooleanOperation, resolve: Resolver, depth: int) ->
     if gate is None:
         return None
     if left is not None and right is not None:
-        # `A % K == 0 or B % K == 0`: keep the first, the other acts as a clause
-        return replace(left, has_clause=left.has_clause or is_or, has_condition=left.has_condition or not is_or)
+        # `A % K == 0 or i == n - 1`: keep the modulo test, the other acts as a clause
+        preferred = left if left.kind == "modulo" or right.kind != "modulo" else right
+        return replace(preferred, has_clause=True)
     if gate.positive == is_or:
         # positive test `or` something: a last-batch clause; negative `and` something: the same, negated
         return replace(gate, has_clause=True)

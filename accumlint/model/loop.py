@@ -318,10 +318,22 @@ def build_loops(facts: ModuleFacts, objects: Objects) -> list[TrainingLoop]:
         site, statements, increments = walks[node]
         nested_training = {other for other in chosen if other is not node}
         kept = [s for s in statements if not any(loop in nested_training for loop in s.loops)]
+        _drop_update_gates(kept)
         loop = TrainingLoop(site=site, statements=kept, micro_loop=micro, increments=increments)
         _read_header(loop)
         loops.append(loop)
     return loops
+
+
+def _drop_update_gates(statements: list[Statement]) -> None:
+    """A `% K` test around a whole update (its own backward and step, as in TD3's
+    delayed actor update) is a schedule, not a window boundary."""
+    for gate in {id(s.gate): s.gate for s in statements if s.gate is not None}.values():
+        under = [e.kind for s in statements if s.gate is gate for e in s.events]
+        if "backward" in under and "step" in under:
+            for statement in statements:
+                if statement.gate is gate:
+                    statement.gate = None
 
 
 def _parent_loop(site: LoopSite) -> Optional[Loop]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Iterable, Optional
 
 import libcst as cst
@@ -36,7 +37,7 @@ def graph_kept_alive(window: Window) -> Iterable[Finding]:
         if added is None or holder is None or holder in assigned_in_loop.get(statement.helper, set()):
             continue
         name = dotted(added)
-        if name not in names or not _tensor_at(window, statement, name):
+        if name not in names or not _tensor_at(window, statement, name) or _backpropagated_later(window, holder):
             continue
         yield Finding(
             "GA501",
@@ -60,6 +61,15 @@ def _self_sum(small: cst.BaseSmallStatement):
     if dotted(value.right) == holder:
         return holder, value.left
     return None
+
+
+def _backpropagated_later(window: Window, holder: str) -> bool:
+    """The kept losses are a queue of graphs a later backward consumes (`sum(losses).backward()`)."""
+    from accumlint.rules.window import statements_around
+
+    pattern = re.compile(rf"\b{re.escape(holder)}\b")
+    later = [code(s) for s in statements_around(window.loop.site, before=False)]
+    return any(pattern.search(text) and "backward" in text for text in later)
 
 
 def _assigned_names(window: Window) -> dict:

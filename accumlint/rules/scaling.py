@@ -180,7 +180,10 @@ def _mismatched(window: Window, factor: cst.BaseExpression, k: cst.BaseExpressio
 
 
 def token_mean_bias(window: Window) -> Iterable[Finding]:
-    if not window.accumulates or not window.facts.padding_evidence or window.rescales_gradients:
+    facts = window.facts
+    if not window.accumulates or not facts.padding_evidence or facts.window_token_normalization:
+        return
+    if window.rescales_gradients:
         return
     for flow in window.flows:
         if flow.reduction != TOKEN:

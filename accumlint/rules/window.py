@@ -88,13 +88,13 @@ def window_step(window: Window) -> Optional[Event]:
 
 
 def _zeroes_before_loop(window: Window) -> bool:
-    for statement in _statements_around(window.loop.site, before=True):
+    for statement in statements_around(window.loop.site, before=True):
         if _ZEROING_TEXT.search(code(statement)):
             return True
     return False
 
 
-def _statements_around(site, *, before: bool) -> list[cst.CSTNode]:
+def statements_around(site, *, before: bool) -> list[cst.CSTNode]:
     """Statements before (or after) the loop in each enclosing block, up to its function."""
     found: list[cst.CSTNode] = []
     child: cst.CSTNode = site.node
@@ -146,7 +146,10 @@ def _gate_step_edits(window: Window, step: Event) -> tuple[Edit, ...]:
     edits: list[Edit] = []
     if counter is None:
         counter, base = _fresh_name(loop), 0
-        new_target = cst.Tuple([cst.Element(cst.Name(counter)), cst.Element(loop.target)], lpar=[], rpar=[])
+        inner = loop.target
+        if isinstance(inner, cst.Tuple) and not inner.lpar:
+            inner = inner.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+        new_target = cst.Tuple([cst.Element(cst.Name(counter)), cst.Element(inner)], lpar=[], rpar=[])
         edits.append(replace(loop.target, new_target))
         edits.append(replace(loop.iter, cst.Call(cst.Name("enumerate"), args=[cst.Arg(loop.iter)])))
     elif base not in (0, 1):
@@ -340,7 +343,7 @@ def _iterable_dataset(window: Window, loader: cst.Call) -> bool:
 
 
 def _flushes_after(window: Window) -> bool:
-    for statement in _statements_around(window.loop.site, before=False):
+    for statement in statements_around(window.loop.site, before=False):
         for node in walk(statement):
             if isinstance(node, cst.Call):
                 role = window.objects.role(node)
