@@ -4,6 +4,10 @@ Accumulating K micro-batches and backpropagating their concatenation add the
 same terms in a different order, so the results agree only up to rounding:
 the tolerance follows the dtype (float64 tight, float32 looser, half types
 loose). An element passes when |a - b| <= atol + rtol * max|b| over its tensor.
+Final parameters have passed through the optimizer, which may amplify
+rounding (Adam divides by the root of the second moment, so a near-zero
+gradient's rounding becomes an O(lr) update), so they get FINAL_LOOSENING
+times the tolerance; the per-step gradients carry the tight check.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ _TOLERANCES = {
     torch.float32: Tolerance(rtol=1e-4, atol=1e-6),
 }
 _HALF_TOLERANCE = Tolerance(rtol=2e-2, atol=1e-3)
+FINAL_LOOSENING = 10.0
 
 
 def tolerance_for(dtype: torch.dtype) -> Tolerance:
@@ -92,12 +97,13 @@ def compare_runs(accumulated: RunRecord, full: RunRecord) -> Comparison:
         StepDifference(index, compare_tensors(a.gradients, b.gradients))
         for index, (a, b) in enumerate(zip(accumulated.steps, full.steps))
     )
-    final = compare_tensors(accumulated.final, full.final) if accumulated.final else None
+    final = compare_tensors(accumulated.final, full.final, FINAL_LOOSENING) if accumulated.final else None
     return Comparison(len(accumulated.steps), len(full.steps), steps, final)
 
 
-def compare_tensors(actual: Tensors, expected: Tensors) -> Difference:
-    """The parameter furthest out of tolerance (a missing gradient counts as zeros)."""
+def compare_tensors(actual: Tensors, expected: Tensors, loosening: float = 1.0) -> Difference:
+    """The parameter furthest out of `loosening` times the dtype's tolerance
+    (a missing gradient counts as zeros)."""
     worst: Optional[tuple[float, Difference]] = None
     for name in expected.keys() | actual.keys():
         a, b = actual.get(name), expected.get(name)
@@ -106,9 +112,9 @@ def compare_tensors(actual: Tensors, expected: Tensors) -> Difference:
         a = torch.zeros_like(b) if a is None else a
         b = torch.zeros_like(a) if b is None else b
         tolerance = tolerance_for(b.dtype)
-        abs_error = float((a.double() - b.double()).abs().max()) if b.numel() else 0.0
-        scale = float(b.double().abs().max()) if b.numel() else 0.0
-        allowed = tolerance.atol + tolerance.rtol * scale
+        abs_error = float((a - b).abs().max()) if b.numel() else 0.0
+        scale = float(b.abs().max()) if b.numel() else 0.0
+        allowed = (tolerance.atol + tolerance.rtol * scale) * loosening
         difference = Difference(name, abs_error, abs_error / scale if scale else abs_error, abs_error <= allowed)
         excess = abs_error / allowed
         if worst is None or excess > worst[0]:

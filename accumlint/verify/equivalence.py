@@ -16,7 +16,7 @@ import torch
 
 from accumlint.verify.batches import concatenate, windows_of
 from accumlint.verify.binding import ACCUM_STEPS, LOSS_FN, Binding, BindingError, bind_parameters
-from accumlint.verify.compare import Comparison, compare_runs, tolerance_for
+from accumlint.verify.compare import FINAL_LOOSENING, Comparison, compare_runs, tolerance_for
 from accumlint.verify.diagnosis import GradientOracle, diagnose, diagnose_error
 from accumlint.verify.explanations import known_sources
 from accumlint.verify.loading import LoadError, describe, function_source, load_function
@@ -95,7 +95,7 @@ def check_equivalence(
     param_dtype = next(the_setup.model.parameters()).dtype
     report.dtype, report.device = str(param_dtype).replace("torch.", ""), device
     tolerance = tolerance_for(param_dtype)
-    report.tolerance = {"rtol": tolerance.rtol, "atol": tolerance.atol}
+    report.tolerance = {"rtol": tolerance.rtol, "atol": tolerance.atol, "final_loosening": FINAL_LOOSENING}
     _fill(report, accumulated, full, compare_runs(accumulated, full), the_setup, eval_mode, oracle)
     return report
 

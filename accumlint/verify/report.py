@@ -133,7 +133,8 @@ class VerificationReport:
         if self.verdict == EQUIVALENT:
             return (
                 f"EQUIVALENT: {self.accum_steps} accumulated micro-batches match the full batch "
-                f"at every step (rtol={self.tolerance['rtol']:g}, atol={self.tolerance['atol']:g})"
+                f"at every step (rtol={self.tolerance['rtol']:g}, atol={self.tolerance['atol']:g}; "
+                f"final parameters {self.tolerance['final_loosening']:g}x)"
             )
         return f"NOT EQUIVALENT: {self.reason}"
 

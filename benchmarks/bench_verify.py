@@ -1,0 +1,82 @@
+"""The verifier's overhead over the two plain training runs it performs.
+
+For each setup, times `check_equivalence` (load, bind, deep copies, hooks
+recording every step, comparison) against running run A and run B by hand
+(same function, model copies, fresh optimizers, no hooks), in the same
+process, and prints the ratio. Medians of several repeats, after a warm-up.
+
+    python benchmarks/bench_verify.py [--repeats 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import statistics
+import time
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from accumlint.verify import Setup, check_equivalence, synthetic_setup
+from accumlint.verify.batches import concatenate, windows_of
+from accumlint.verify.loading import load_function
+
+TARGET = str(Path(__file__).resolve().parents[1] / "fixtures" / "verify" / "correct_gated.py") + "::train"
+K, WINDOWS = 4, 8
+
+
+def wide_setup(width: int, batch: int) -> Setup:
+    """An MLP of `width` hidden units: big enough that recording costs show."""
+    generator = torch.Generator().manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, width), nn.Tanh(), nn.Linear(width, width), nn.Tanh(), nn.Linear(width, 10))
+    batches = [
+        (torch.randn(batch, 64, generator=generator), torch.randint(0, 10, (batch,), generator=generator))
+        for _ in range(K * WINDOWS)
+    ]
+    return Setup(model, lambda params: torch.optim.Adam(params, lr=1e-3), batches, nn.CrossEntropyLoss())
+
+
+def plain_runs(setup: Setup) -> None:
+    """Runs A and B as a user would, with no recording."""
+    train = load_function(TARGET)
+    groups = windows_of(setup.batches, K)
+    for batches, k in ((setup.batches, K), ([concatenate(g) for g in groups], 1)):
+        model = copy.deepcopy(setup.model)
+        torch.manual_seed(0)
+        train(model, setup.optimizer_factory(model.parameters()), batches, k, setup.loss_fn)
+
+
+def median_time(action, repeats: int) -> float:
+    action()
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        action()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    repeats = parser.parse_args().repeats
+    torch.set_num_threads(1)
+    setups = {
+        "synthetic 8-16-4, float64, b=4": lambda: synthetic_setup(accum_steps=K, windows=WINDOWS, micro_batch=4, seed=0),
+        "MLP 64-256-256-10, float32, b=32": lambda: wide_setup(256, 32),
+        "MLP 64-1024-1024-10, float32, b=32": lambda: wide_setup(1024, 32),
+    }
+    print(f"K={K}, {WINDOWS} windows, median of {repeats}, 1 thread")
+    print(f"{'setup':<38} {'plain A+B':>11} {'verify':>11} {'ratio':>7}")
+    for label, make in setups.items():
+        setup = make()
+        plain = median_time(lambda: plain_runs(setup), repeats)
+        verify = median_time(lambda: check_equivalence(TARGET, setup=setup, accum_steps=K, windows=WINDOWS), repeats)
+        assert check_equivalence(TARGET, setup=setup, accum_steps=K, windows=WINDOWS).passed
+        print(f"{label:<38} {plain * 1e3:>9.1f}ms {verify * 1e3:>9.1f}ms {verify / plain:>6.2f}x")
+
+
+if __name__ == "__main__":
+    main()
