@@ -80,6 +80,12 @@ def test_step_every_micro_batch_reports_the_step_counts():
     assert "different numbers of optimizer steps" in report.reason
 
 
+def test_step_count_diagnosis_is_not_hidden_by_known_sources():
+    model = nn.Sequential(nn.Linear(8, 16), nn.Dropout(0.3), nn.Linear(16, 4))
+    report = check_equivalence(target("bug_step_every_micro_batch"), setup=make_setup(model))
+    assert report.codes == ["GA102"]
+
+
 def test_zero_before_step_says_no_gradient_reached_a_step():
     report = check_equivalence(target("bug_zero_before_step"))
     assert report.reason == "no gradient reached any optimizer step"

@@ -156,7 +156,7 @@ def bind_parameters(source: str, function: str, overrides: dict[str, str] | None
     for _score, _index, name, role in claims:
         if name not in roles and role not in roles.values():
             roles[name] = role
-            evidence[name] = tuple(collector.reasons[name][role])
+            evidence[name] = tuple(dict.fromkeys(collector.reasons[name][role]))
     for parameter in parameters:
         name = parameter.name
         if name in roles:
@@ -170,7 +170,8 @@ def bind_parameters(source: str, function: str, overrides: dict[str, str] | None
                 f"cannot tell what parameter {name!r} of {function}() receives; "
                 f"bind it with --bind {name}=ROLE (ROLE: {', '.join(ROLES)})"
             )
-    return Binding(function=function, parameters=parameters, roles=roles, evidence=evidence)
+    in_order = {p.name: roles[p.name] for p in parameters if p.name in roles}
+    return Binding(function=function, parameters=parameters, roles=in_order, evidence=evidence)
 
 
 def _role_by_name(name: str) -> str | None:

@@ -64,6 +64,8 @@ def check_equivalence(
             raise _CannotRun("accum_steps, windows and micro_batch must all be at least 1")
         callable_ = load_function(function) if isinstance(function, str) else function
         binding = bind_parameters(function_source(callable_), callable_.__name__, bind)
+        report.binding = dict(binding.roles)
+        report.binding_evidence = {name: list(reasons) for name, reasons in binding.evidence.items()}
         if binding.parameter_for(ACCUM_STEPS) is None:
             raise _CannotRun(
                 f"no parameter of {callable_.__name__}() receives the accumulation steps, so they cannot "
@@ -195,7 +197,8 @@ def _fill(
         return
     report.verdict = NOT_EQUIVALENT
     report.reason = _reason(comparison, no_gradient)
-    if no_gradient:
+    if no_gradient or not comparison.same_step_count:
+        # No property of the model or data explains these: straight to the numbers.
         report.explanations = diagnose(accumulated, full, comparison, report.accum_steps)
         return
     used = setup.batches[: report.windows * report.accum_steps]

@@ -62,6 +62,8 @@ class VerificationReport:
     dtype: Optional[str] = None
     device: Optional[str] = None
     tolerance: Optional[dict[str, float]] = None
+    binding: dict[str, str] = field(default_factory=dict)
+    binding_evidence: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -110,6 +112,12 @@ class VerificationReport:
 
     def format_text(self) -> str:
         lines = [f"accumlint verify {self.target}"]
+        if self.binding:
+            bound = ", ".join(
+                f"{name} as {role} ({'; '.join(self.binding_evidence.get(name, []))})"
+                for name, role in self.binding.items()
+            )
+            lines.append(f"  bound {bound}")
         if self.dtype:
             lines.append(
                 f"  {self.windows} windows of {self.accum_steps} micro-batches, {self.dtype} on {self.device}"
