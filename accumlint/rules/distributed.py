@@ -99,7 +99,11 @@ def manual_gate_in_framework_accumulate(window: Window) -> Iterable[Finding]:
         seen.add(id(gate_if))
         framework = "DeepSpeed's engine" if step.role.flavor == "engine" else "`accelerator.accumulate()`"
         edits: tuple[Edit, ...] = ()
-        if isinstance(gate_if, cst.If) and gate_if.orelse is None and isinstance(gate_if.body, cst.IndentedBlock):
+        accelerator = _accelerator_of(step)
+        if accelerator is not None and isinstance(gate_if, cst.If) and gate_if.test is gate.whole_test:
+            # keep the block (it may count updates) but let accelerate say when a window closes
+            edits = (replace(gate_if.test, cst.parse_expression(f"{accelerator}.sync_gradients")),)
+        elif isinstance(gate_if, cst.If) and gate_if.orelse is None and isinstance(gate_if.body, cst.IndentedBlock):
             body = list(gate_if.body.body)
             body[0] = body[0].with_changes(leading_lines=[*gate_if.leading_lines, *body[0].leading_lines])
             edits = (replace(gate_if, cst.FlattenSentinel(body)),)
@@ -107,10 +111,18 @@ def manual_gate_in_framework_accumulate(window: Window) -> Iterable[Finding]:
             "GA402",
             gate.test,
             f"{framework} already steps once per window; this manual `{code(gate.test)}` gate on top of it "
-            "skips or delays optimizer steps; drop the manual gate",
+            "skips or delays optimizer steps; drop the manual gate (or test `accelerator.sync_gradients`)",
             edits,
-            "Drop the manual gate",
+            "Let the framework decide when the window closes",
         )
+
+
+def _accelerator_of(step) -> Optional[str]:
+    for item in step.statement.withs:
+        value = item.item
+        if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "accumulate":
+            return dotted(value.func.value)
+    return None
 
 
 RULES = {
