@@ -17,5 +17,5 @@ def windows_of(module: cst.Module, text: str, options) -> list[Window]:
     reader = LossReader(facts, objects)
     return [
         build_window(loop, facts, objects, reader, tuple(options.accumulation_names))
-        for loop in build_loops(facts, objects)
+        for loop in build_loops(facts, objects, tuple(options.accumulation_names))
     ]

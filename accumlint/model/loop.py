@@ -289,11 +289,11 @@ def _calls(node: cst.CSTNode) -> list[cst.Call]:
 # -- building the loops of a module ----------------------------------------------
 
 
-def build_loops(facts: ModuleFacts, objects: Objects) -> list[TrainingLoop]:
+def build_loops(facts: ModuleFacts, objects: Objects, accumulation_names: tuple[str, ...] = ()) -> list[TrainingLoop]:
     """Every training loop of the module, once each, with inner micro-step loops merged."""
     walks: dict[Loop, tuple[LoopSite, list[Statement], dict[str, int]]] = {}
     for site in facts.loops:
-        walker = _Walker(facts, objects, site.function)
+        walker = _Walker(facts, objects, site.function, accumulation_names)
         walks[site.node] = (site, walker.walk(site.node.body), walker.increments)
 
     def direct(statements: list[Statement], kind: str) -> list[Event]:
