@@ -49,7 +49,7 @@ def test_json_output():
     assert data["explanations"][0]["code"] == "GA101"
     assert data["steps_accumulated"] == data["steps_full"] == 3
     assert {"worst_parameter", "max_abs_error", "max_rel_error", "steps", "final"} <= data.keys()
-    assert data["binding"]["loader"] == "loader" and "iterated by a for loop" in data["binding_evidence"]["loader"]
+    assert data["binding"]["loader"] == "loader" and "passed to enumerate()" in data["binding_evidence"]["loader"]
 
 
 def test_bind_and_setup_options(tmp_path, monkeypatch):
