@@ -27,8 +27,9 @@ ERROR_CODES = frozenset({SYNTAX_ERROR, INTERNAL_ERROR})
 MAX_ANALYSED_CHARS = 2_000_000
 # Deeply nested (generated) code needs more than Python's default of 1000.
 RECURSION_LIMIT = 8_000
-# Fewer files than this are analysed in-process: starting workers would cost more.
-MIN_FILES_FOR_POOL = 4
+# Less code than this (about half a second of analysis) is analysed in-process
+# unless --jobs says otherwise: starting workers would cost more than they save.
+MIN_CHARS_FOR_POOL = 100_000
 
 
 def is_error(diagnostic: Diagnostic) -> bool:
@@ -141,15 +142,17 @@ def run_task(task: Task) -> TaskResult:
     return TaskResult([internal_error(task.path, message)])
 
 
-def _workers(jobs: Optional[int], count: int) -> int:
-    if jobs is not None and jobs > 0:
-        return min(jobs, count)
-    return min(os.cpu_count() or 1, count) if count >= MIN_FILES_FOR_POOL else 1
+def _workers(jobs: Optional[int], tasks: list[Task]) -> int:
+    if jobs is not None:
+        return max(min(jobs, len(tasks)), 1)
+    if sum(len(task.text) for task in tasks) < MIN_CHARS_FOR_POOL:
+        return 1
+    return min(os.cpu_count() or 1, len(tasks))
 
 
 def execute(tasks: list[Task], jobs: Optional[int]) -> tuple[list[TaskResult], int]:
     """Results in task order, and how many processes ran them."""
-    workers = _workers(jobs, len(tasks))
+    workers = _workers(jobs, tasks)
     if workers <= 1:
         return [run_task(task) for task in tasks], 1
     from concurrent.futures import ProcessPoolExecutor, as_completed

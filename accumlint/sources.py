@@ -111,7 +111,8 @@ def discover(
 
     Named files are always checked (unless `exclude` names them, so that
     pre-commit's file lists honor it); folders are walked, skipping tools'
-    folders, virtual environments, `.gitignore`d paths and `exclude`.
+    folders, virtual environments, `.gitignore`d paths and `exclude`. A
+    named folder that a .gitignore above it ignores is still walked.
     A path that does not exist is yielded so that reading it reports it.
     """
     ignores = _IgnoreFiles()
@@ -130,6 +131,8 @@ def discover(
             continue
         root = Path(os.path.abspath(given))
         stop = _repository_root(root)
+        if root != stop and ignores.ignored(root, True, stop):
+            stop = root  # an ignored folder named explicitly: only its own .gitignore files apply
         for directory, dirnames, filenames in os.walk(given):
             absolute = Path(os.path.abspath(directory))
             kept = []

@@ -52,6 +52,8 @@ def test_gitignore_root_nested_and_negated(tmp_path, monkeypatch):
     assert found(".") == ["a.py", "pkg/keep_gen.py", "pkg/ok.py"]
     # Rules from folders above the one checked apply too (up to the repository root).
     assert found("pkg") == ["pkg/keep_gen.py", "pkg/ok.py"]
+    # An ignored folder named explicitly is still walked.
+    assert found("ignored") == ["ignored/b.py"]
 
 
 def test_gitignore_outside_a_repository_applies_below_the_checked_folder(tmp_path, monkeypatch):
