@@ -194,6 +194,9 @@ def _print_results(run, output_format: str, options, *, diff: bool, fixed_to_std
 
     if not run.files and not options.quiet:
         click.echo("accumlint: warning: no Python files or notebooks found under the given paths", err=True)
+    for result in run.files:
+        if not result.converged:
+            click.echo(f"accumlint: warning: {result.path}: fixes did not settle; re-run to see what is left", err=True)
     if diff:
         diffs = [f.document.diff(f.original) for f in run.files if f.changed]
         click.echo("".join(diffs), nl=False)

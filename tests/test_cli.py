@@ -391,3 +391,52 @@ def test_end_to_end_correct_loop_is_silent(project):
     write(project, "train.py", MISSING_SCALING.replace("loss.backward()", "(loss / accum_steps).backward()"))
     result = run("check", "train.py")
     assert result.exit_code == 0, result.stdout
+
+
+# ---------------------------------------------------------------- robustness and integrations
+
+
+@pytest.mark.parametrize(
+    "error, message",
+    [(RecursionError, "exceeded the recursion limit"), (MemoryError, "ran out of memory")],
+)
+def test_recursion_and_memory_errors_are_per_file(project, monkeypatch, error, message):
+    def explode(text, path, options):
+        raise error()
+
+    monkeypatch.setattr("accumlint.analysis.analyze", explode)
+    write(project, "deep.py", BUGGY)
+    result = run("check")
+    assert result.exit_code == 2
+    assert result.stdout.startswith("deep.py:1:1: internal error: analysis " + message)
+
+
+def test_unsettled_fixes_are_reported(project, fake_analysis, monkeypatch):
+    from accumlint.fixes import FixOutcome
+
+    monkeypatch.setattr(
+        "accumlint.fixes.fix_text",
+        lambda text, path, options, *, unsafe, keep: FixOutcome(text + "#\n", [], [], converged=False),
+    )
+    write(project, "train.py", BUGGY)
+    result = run("check", "--fix")
+    assert "train.py: fixes did not settle" in result.stderr
+
+
+def test_ci_script_runs_the_readme_test_command():
+    root = Path(__file__).resolve().parent.parent
+    command = "pip install torch==2.13.0 && pip install -e '.[verify,test]' && python -m pytest -q"
+    assert command in (root / "README.md").read_text()
+    script = (root / ".ci" / "run").read_text()
+    assert "set -euo pipefail" in script and script.strip().endswith(command)
+    assert (root / ".ci" / "run").stat().st_mode & 0o111
+
+
+def test_pre_commit_hooks():
+    yaml = pytest.importorskip("yaml")
+    hooks = yaml.safe_load((Path(__file__).resolve().parent.parent / ".pre-commit-hooks.yaml").read_text())
+    by_id = {hook["id"]: hook for hook in hooks}
+    assert by_id["accumlint"]["entry"] == "accumlint check"
+    assert by_id["accumlint-fix"]["entry"] == "accumlint check --fix"
+    for hook in hooks:
+        assert hook["language"] == "python" and hook["types_or"] == ["python", "jupyter"]
