@@ -13,7 +13,8 @@ from accumlint.verify import check_equivalence
 from accumlint.verify.fixcheck import verify_fixed_file
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "verify"
-BUGGY = sorted(FIXTURES.glob("bug_*.py"))
+BUGGY = sorted(p for p in FIXTURES.glob("bug_*.py") if not p.name.endswith(".fixed.py"))
+REVIEWED = sorted(FIXTURES.glob("*.fixed.py"))
 
 
 @pytest.mark.parametrize("path", BUGGY, ids=lambda p: p.stem)
@@ -25,3 +26,9 @@ def test_fixed_fixture_is_equivalent(path, tmp_path):
     report = check_equivalence(f"{fixed}::train")
     assert report.passed, f"{outcome.text}\n{report.format_text()}"
     assert [v.status for v in verify_fixed_file(str(fixed))] == ["verified"]
+
+
+@pytest.mark.parametrize("path", REVIEWED, ids=lambda p: p.stem)
+def test_reviewed_fixed_forms_are_equivalent(path):
+    report = check_equivalence(f"{path}::train")
+    assert report.passed, report.format_text()
