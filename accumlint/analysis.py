@@ -59,7 +59,7 @@ def parse(text: str) -> "cst.Module":
     try:
         return libcst.parse_module(text)
     except libcst.ParserSyntaxError as error:
-        raise ParseFailure(error.raw_line, error.raw_column + 1, error.message) from None
+        raise ParseFailure(error.editor_line, error.editor_column, error.message) from None
     except RecursionError:
         raise ParseFailure(1, 1, "too deeply nested to parse") from None
 
