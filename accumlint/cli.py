@@ -11,7 +11,6 @@ parsed, a bad configuration, or an internal error (2 wins over 1).
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 from typing import Optional

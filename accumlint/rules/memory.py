@@ -7,7 +7,7 @@ from typing import Iterable, Optional
 
 import libcst as cst
 
-from accumlint.edits import Edit, replace
+from accumlint.edits import replace
 from accumlint.model.loop import Statement
 from accumlint.model.names import code, dotted, keyword, last_part
 from accumlint.model.window import Window

@@ -8,7 +8,7 @@ import libcst as cst
 
 from accumlint.edits import Edit, insert_after, insert_before, remove
 from accumlint.model.loop import Event
-from accumlint.model.names import code, dotted, last_part
+from accumlint.model.names import code, last_part
 from accumlint.model.window import Window
 from accumlint.rules.base import Finding, movable
 from accumlint.rules.window import steps_every_micro_batch, window_step

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Iterable, Optional
+from typing import Iterable
 
 import libcst as cst
 
 from accumlint.edits import Edit, divided, insert_before, remove, replace
-from accumlint.model.loss import MEAN, SUM, TOKEN, LossFlow, Scaling
+from accumlint.model.loss import MEAN, TOKEN, Scaling
 from accumlint.model.names import code, dotted, looks_like_batch_size, looks_like_token_count
 from accumlint.model.window import Window
 from accumlint.rules.base import Finding, k_text, movable, same_block

@@ -9,8 +9,7 @@ import libcst as cst
 
 from accumlint.edits import Edit, insert_before, move_after, parenthesized, remove, replace
 from accumlint.model.facts import walk
-from accumlint.model.gates import PLUS_ONE, ZERO
-from accumlint.model.loop import Event, Statement
+from accumlint.model.loop import Event
 from accumlint.model.names import code, dotted, last_part, normalized
 from accumlint.model.window import Window
 from accumlint.rules.base import Finding, k_text, movable, same_block
@@ -227,9 +226,8 @@ def missing_zero_grad(window: Window) -> Iterable[Finding]:
     for statement in window.loop.statements:
         if statement.helper is not None:
             texts.append(code(statement.helper))
-        for item in statement.withs:
-            if "dist_autograd" in code(item.item) or "context" == last_part(dotted(item.item.func) if isinstance(item.item, cst.Call) else "" or ""):
-                return
+        if any("dist_autograd" in code(item.item) for item in statement.withs):
+            return  # distributed autograd keeps gradients in its own context
         for node in walk(statement.node):
             if isinstance(node, cst.Call) and window.objects.role(node) is None:
                 name = (dotted(node.func) or "").lower()
