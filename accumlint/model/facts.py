@@ -45,6 +45,22 @@ class LoopSite:
                 return node
         return None
 
+    def siblings(self, *, before: bool) -> list[cst.CSTNode]:
+        """Statements before (or after) the loop in each enclosing block, up to its
+        function: where a zeroing before the loop or a flush step after it stands."""
+        found: list[cst.CSTNode] = []
+        child: cst.CSTNode = self.node
+        for ancestor in reversed(self.ancestors):
+            if isinstance(ancestor, (cst.IndentedBlock, cst.Module)):
+                body = list(ancestor.body)
+                index = next((i for i, s in enumerate(body) if s is child), None)
+                if index is not None:
+                    found.extend(body[:index] if before else body[index + 1:])
+            if isinstance(ancestor, cst.FunctionDef):
+                break
+            child = ancestor
+        return found
+
 
 _PADDING_EVIDENCE = re.compile(
     r"(?<![\w/.-])-\s*100\b|DataCollatorWithPadding|DataCollatorForSeq2Seq|DataCollatorForLanguageModeling"
@@ -101,6 +117,17 @@ class ModuleFacts:
             if isinstance(statement, cst.FunctionDef) and statement.name.value == name:
                 return statement
         return None
+
+    def helper(self, call: cst.Call, caller: Optional[Function]) -> Optional[Function]:
+        """The same-module function or method a call runs (`train_step(b)`, `self.train_step(b)`)."""
+        func = call.func
+        if isinstance(func, cst.Name):
+            target = self.functions.get(func.value)
+        elif isinstance(func, cst.Attribute) and dotted(func.value) == "self":
+            target = self.method(caller, func.attr.value)
+        else:
+            return None
+        return None if target is caller else target
 
     def class_bases(self, owner: cst.ClassDef) -> list[str]:
         return [self.qualified(dotted(base.value)) or "" for base in owner.bases]

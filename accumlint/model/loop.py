@@ -232,12 +232,12 @@ class _Walker:
         for small in line.body:
             self._remember(small)
         helpers: list[tuple[cst.Call, Function]] = []
-        for call in _calls(line):
+        for call in calls_in(line):
             role = self.objects.role(call)
             if role is not None:
                 record.events.append(Event(role, record))
                 continue
-            helper = self._helper(call) if context["helper"] is None else None
+            helper = self.facts.helper(call, self.function) if context["helper"] is None else None
             if helper is not None:
                 helpers.append((call, helper))
         for call, helper in helpers:
@@ -249,28 +249,14 @@ class _Walker:
             name = dotted(small.targets[0].target)
             if name is not None:
                 self.assigned[name] = small.value
-                if int_value(small.value) is not None:
-                    self.increments.setdefault(f"reset:{name}", len(self.statements) - 1)
         elif isinstance(small, cst.AugAssign) and isinstance(small.operator, cst.AddAssign):
             name = dotted(small.target)
             if name is not None and int_value(small.value) == 1:
                 self.increments.setdefault(name, len(self.statements) - 1)
 
-    def _helper(self, call: cst.Call) -> Optional[Function]:
-        """A same-module function or method the call runs (`self.train_step(batch)`)."""
-        func = call.func
-        if isinstance(func, cst.Name):
-            target = self.facts.functions.get(func.value)
-        elif isinstance(func, cst.Attribute) and dotted(func.value) == "self":
-            target = self.facts.method(self.function, func.attr.value)
-        else:
-            return None
-        if target is None or target is self.function:
-            return None
-        return target
 
 
-def _calls(node: cst.CSTNode) -> list[cst.Call]:
+def calls_in(node: cst.CSTNode) -> list[cst.Call]:
     """Calls inside a statement, innermost first (the order Python evaluates them)."""
     found: list[cst.Call] = []
 

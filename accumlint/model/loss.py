@@ -203,7 +203,7 @@ class LossReader:
         statement, small = definition
         if not isinstance(small, cst.Assign) or not isinstance(small.value, cst.Call):
             return False
-        helper = self._helper(small.value, loop.function)
+        helper = self.facts.helper(small.value, loop.function)
         if helper is None:
             return False
         for candidate in loop.statements:
@@ -274,7 +274,7 @@ class LossReader:
         text = code(call)
         if (qualified.startswith("torch.nn.functional.") or name.startswith("F.")) and _LOSS_FUNCTIONS.match(tail):
             return TOKEN if token and _FLATTEN.search(text) else MEAN
-        helper = self._helper(call, function)
+        helper = self.facts.helper(call, function)
         if helper is not None:
             return self._returned(helper, depth)
         callee = dotted(call.func)
@@ -300,14 +300,6 @@ class LossReader:
             if _MODEL_NAME.search(last_part(callee)):
                 return MEAN
         return UNKNOWN
-
-    def _helper(self, call: cst.Call, function: Optional[Function]) -> Optional[Function]:
-        func = call.func
-        if isinstance(func, cst.Name):
-            return self.facts.functions.get(func.value)
-        if isinstance(func, cst.Attribute) and dotted(func.value) == "self":
-            return self.facts.method(function, func.attr.value)
-        return None
 
     def _returned(self, helper: Function, depth: int) -> str:
         """The reduction of what a same-module helper returns."""

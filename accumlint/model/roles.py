@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Optional
 
 import libcst as cst
@@ -38,6 +39,7 @@ _OPTIMIZER_FACTORY = re.compile(r"optimi[sz]er", re.IGNORECASE)
 _SCHEDULER_FACTORY = re.compile(r"sched|(^|_)[A-Z]?\w*LR$|LR$|Scheduler", re.IGNORECASE)
 _LOSS_CLASS = re.compile(r"Loss$")
 _CLIP_FUNCTIONS = {"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "clip_gradients", "clip_grad"}
+_MODEL_NAME = re.compile(r"model|net|module", re.IGNORECASE)
 _ZEROING_METHODS = {"zero_grad", "zero_grad_"}
 _SYNC_CONTEXTS = {"no_sync", "no_backward_sync"}
 
@@ -157,6 +159,27 @@ class Objects:
         if argument is None or dotted(argument) == binding.target:
             return None
         return self.kind_of(argument)
+
+    @cached_property
+    def wrapped_model(self) -> Optional[str]:
+        """The name of a model the module wraps for data parallelism: explicitly with
+        DDP/FSDP, or through `accelerator.prepare` / `fabric.setup` (which wrap when
+        launched on several processes)."""
+        for name, bindings in self.facts.bindings.items():
+            for binding in bindings:
+                value = binding.value
+                if self.built_kind(value, binding.index) == "ddp":
+                    return name
+                if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)):
+                    continue
+                if binding.index is None or not _MODEL_NAME.search(last_part(name)):
+                    continue
+                method = value.func.attr.value
+                if method in ("prepare", "setup") and self.kind_of(value.func.value) in ("accelerator", "fabric"):
+                    argument = positional(value, binding.index)
+                    if argument is not None and _MODEL_NAME.search(dotted(argument) or ""):
+                        return name
+        return None
 
     def is_optimizer(self, expr: Optional[cst.BaseExpression]) -> bool:
         return self.kind_of(expr) == "optimizer"

@@ -10,14 +10,15 @@ steps that only act on sync steps).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Optional
 
 import libcst as cst
 
 from accumlint.model.facts import ModuleFacts
 from accumlint.model.gates import PLUS_ONE, ZERO, Gate
-from accumlint.model.loop import Event, Statement, TrainingLoop
-from accumlint.model.loss import LossFlow, LossReader, Scaling
+from accumlint.model.loop import Event, Statement, TrainingLoop, calls_in
+from accumlint.model.loss import LossFlow, LossReader
 from accumlint.model.names import (
     call_name,
     dotted,
@@ -50,11 +51,11 @@ class Window:
                     return True
         return False
 
-    @property
+    @cached_property
     def uses_accumulate_context(self) -> bool:
         return any(self.accumulate_context(s) for s in self.loop.statements)
 
-    @property
+    @cached_property
     def deepspeed(self) -> bool:
         return any(e.role.flavor in ("deepspeed", "engine") for e in self.loop.events)
 
@@ -86,18 +87,18 @@ class Window:
         return self.accumulate_context(event.statement)
 
     # -- evidence and K -------------------------------------------------------------
-    @property
+    @cached_property
     def optimizer_steps(self) -> list[Event]:
         return [e for e in self.loop.steps if not self.framework_managed(e)]
 
-    @property
+    @cached_property
     def step_gate(self) -> Optional[Gate]:
         for event in self.optimizer_steps:
             if event.gate is not None:
                 return event.gate
         return None
 
-    @property
+    @cached_property
     def micro_k(self) -> Optional[cst.BaseExpression]:
         micro = self.loop.micro_loop
         if isinstance(micro, cst.For) and isinstance(micro.iter, cst.Call):
@@ -105,7 +106,7 @@ class Window:
                 return positional(micro.iter, 0)
         return None
 
-    @property
+    @cached_property
     def k(self) -> Optional[cst.BaseExpression]:
         gate = self.step_gate
         if gate is not None and gate.k is not None:
@@ -146,17 +147,17 @@ class Window:
         values = {int_value(b.value) for b in self.facts.bindings.get(name, ())}
         return values.pop() if len(values) == 1 else None
 
-    @property
+    @cached_property
     def divides_by_accumulation(self) -> bool:
         return any(
             s.op == "div" and self.is_accumulation_name(s.factor) for flow in self.flows for s in flow.scalings
         )
 
-    @property
+    @cached_property
     def gated_step(self) -> bool:
         return any(e.gate is not None for e in self.optimizer_steps)
 
-    @property
+    @cached_property
     def gated_zeroing(self) -> bool:
         return any(e.gate is not None for e in self.loop.of_kind("zero"))
 
@@ -164,7 +165,7 @@ class Window:
     def has_micro_loop(self) -> bool:
         return self.loop.micro_loop is not None
 
-    @property
+    @cached_property
     def accumulates(self) -> bool:
         return (
             self.gated_step
@@ -214,15 +215,14 @@ class Window:
         return (gate.form == PLUS_ONE and base == 0) or (gate.form == ZERO and base == 1)
 
     # -- boundary rescaling ------------------------------------------------------------
-    @property
+    @cached_property
     def rescales_gradients(self) -> bool:
         """Gradients divided or multiplied at the boundary (torchtune, fairseq shapes)."""
         for statement in self.loop.statements:
-            text = statement.node
-            for small in text.body:
+            for small in statement.node.body:
                 if isinstance(small, cst.AugAssign) and (dotted(small.target) or "").endswith("grad"):
                     return True
-            for event_call in _calls_in(statement.node):
+            for event_call in calls_in(statement.node):
                 name = call_name(event_call) or ""
                 tail = last_part(name)
                 if tail in _RESCALE_CALLS:
@@ -232,17 +232,8 @@ class Window:
         return False
 
 
-def _calls_in(node: cst.CSTNode):
-    from accumlint.model.facts import walk
-
-    return [n for n in walk(node) if isinstance(n, cst.Call)]
-
-
 def build_window(loop: TrainingLoop, facts: ModuleFacts, objects: Objects, reader: LossReader,
                  accumulation_names: tuple[str, ...] = ()) -> Window:
     window = Window(loop, facts, objects, accumulation_names)
     window.flows = reader.flows(loop)
     return window
-
-
-__all__ = ["Window", "build_window", "Scaling"]

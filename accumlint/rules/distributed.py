@@ -9,40 +9,19 @@ import libcst as cst
 
 from accumlint.edits import Edit, replace
 from accumlint.model.gates import Gate
-from accumlint.model.names import code, dotted, last_part, positional
+from accumlint.model.names import code, dotted
 from accumlint.model.window import Window
 from accumlint.rules.base import Finding
 
 _SYNC_CONTROL = re.compile(
     r"no_sync|require_backward_grad_sync|set_requires_gradient_sync|no_backward_sync|skip_sync|sync_gradients"
 )
-_MODEL_NAME = re.compile(r"model|net|module", re.IGNORECASE)
-
-
-def wrapped_model(window: Window) -> Optional[str]:
-    """The name of a model the module wraps for data parallelism: explicitly with
-    DDP/FSDP, or through `accelerator.prepare` / `fabric.setup` (which wrap when
-    launched on several processes)."""
-    for name, bindings in window.facts.bindings.items():
-        for binding in bindings:
-            value = binding.value
-            kind = window.objects.built_kind(value, binding.index)
-            if kind == "ddp":
-                return name
-            if isinstance(value, cst.Call) and binding.index is not None and _MODEL_NAME.search(last_part(name)):
-                method = last_part(dotted(value.func) or "")
-                receiver = window.objects.kind_of(value.func.value) if isinstance(value.func, cst.Attribute) else None
-                if method in ("prepare", "setup") and receiver in ("accelerator", "fabric"):
-                    argument = positional(value, binding.index)
-                    if argument is not None and _MODEL_NAME.search(code(argument)):
-                        return name
-    return None
 
 
 def sync_every_micro_batch(window: Window) -> Iterable[Finding]:
     if not (window.gated_step or window.has_micro_loop) or window.uses_accumulate_context or window.deepspeed:
         return
-    model = wrapped_model(window)
+    model = window.objects.wrapped_model
     if model is None:
         return
     texts = [code(window.loop.node)] + [code(s.helper) for s in window.loop.statements if s.helper is not None]

@@ -65,10 +65,8 @@ def _self_sum(small: cst.BaseSmallStatement):
 
 def _backpropagated_later(window: Window, holder: str) -> bool:
     """The kept losses are a queue of graphs a later backward consumes (`sum(losses).backward()`)."""
-    from accumlint.rules.window import statements_around
-
     pattern = re.compile(rf"\b{re.escape(holder)}\b")
-    later = [code(s) for s in statements_around(window.loop.site, before=False)]
+    later = [code(s) for s in window.loop.site.siblings(before=False)]
     return any(pattern.search(text) and "backward" in text for text in later)
 
 

@@ -6,11 +6,11 @@ from typing import Iterable
 
 import libcst as cst
 
-from accumlint.edits import Edit, divided, insert_before, remove, replace
+from accumlint.edits import Edit, divided, insert_before, parenthesized, remove, replace
 from accumlint.model.loss import MEAN, TOKEN, Scaling
 from accumlint.model.names import code, dotted, looks_like_batch_size, looks_like_token_count
 from accumlint.model.window import Window
-from accumlint.rules.base import Finding, k_text, movable, same_block
+from accumlint.rules.base import Finding, contains, k_text, movable, same_block
 
 
 def _structural_k(window: Window) -> bool:
@@ -73,18 +73,12 @@ def _invert(scaling: Scaling) -> tuple[Edit, ...]:
     if isinstance(node, cst.BinaryOperation):
         kept = node.left if node.right is scaling.factor or scaling.op == "inverse" else node.right
         if scaling.op == "inverse":
-            return (replace(node.right, _parenthesized_factor(scaling.factor)),)
+            return (replace(node.right, parenthesized(scaling.factor)),)
         operation = divided(kept, scaling.factor, wrap=False)
         return (replace(node, operation.with_changes(lpar=node.lpar, rpar=node.rpar)),)
     if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
         return (replace(node.func.attr, cst.Name(node.func.attr.value.replace("mul", "div"))),)
     return ()
-
-
-def _parenthesized_factor(factor: cst.BaseExpression) -> cst.BaseExpression:
-    from accumlint.edits import parenthesized
-
-    return parenthesized(factor)
 
 
 def scaling_after_backward(window: Window) -> Iterable[Finding]:
@@ -142,17 +136,11 @@ def _remove_division(scaling: Scaling) -> tuple[Edit, ...]:
     if isinstance(node, cst.BinaryOperation):
         kept = node.left if node.right is scaling.factor or isinstance(node.operator, cst.Divide) else node.right
         if isinstance(node.operator, cst.Multiply):
-            kept = node.right if _contains(node.left, scaling.factor) else node.left
+            kept = node.right if contains(node.left, scaling.factor) else node.left
         return (replace(node, kept),)
     if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
         return (replace(node, node.func.value),)
     return ()
-
-
-def _contains(outer: cst.CSTNode, inner: cst.CSTNode) -> bool:
-    from accumlint.rules.base import contains
-
-    return contains(outer, inner)
 
 
 def mismatched_scaling_factor(window: Window) -> Iterable[Finding]:

@@ -87,26 +87,10 @@ def window_step(window: Window) -> Optional[Event]:
 
 
 def _zeroes_before_loop(window: Window) -> bool:
-    for statement in statements_around(window.loop.site, before=True):
+    for statement in window.loop.site.siblings(before=True):
         if _ZEROING_TEXT.search(code(statement)):
             return True
     return False
-
-
-def statements_around(site, *, before: bool) -> list[cst.CSTNode]:
-    """Statements before (or after) the loop in each enclosing block, up to its function."""
-    found: list[cst.CSTNode] = []
-    child: cst.CSTNode = site.node
-    for ancestor in reversed(site.ancestors):
-        if isinstance(ancestor, (cst.IndentedBlock, cst.Module)):
-            body = list(ancestor.body)
-            index = next((i for i, s in enumerate(body) if s is child), None)
-            if index is not None:
-                found.extend(body[:index] if before else body[index + 1:])
-        if isinstance(ancestor, cst.FunctionDef):
-            break
-        child = ancestor
-    return found
 
 
 def step_every_micro_batch(window: Window) -> Iterable[Finding]:
@@ -341,7 +325,7 @@ def _iterable_dataset(window: Window, loader: cst.Call) -> bool:
 
 
 def _flushes_after(window: Window) -> bool:
-    for statement in statements_around(window.loop.site, before=False):
+    for statement in window.loop.site.siblings(before=False):
         for node in walk(statement):
             if isinstance(node, cst.Call):
                 role = window.objects.role(node)
