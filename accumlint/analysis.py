@@ -87,10 +87,12 @@ def _locate(module: "cst.Module", findings: list["Finding"], path: str) -> list[
     located = []
     for finding in findings:
         where = positions[finding.node]
-        message = finding.message
+        related_line = None
         if finding.related is not None and finding.related in positions:
-            message = message.replace("{related}", f"line {positions[finding.related].start.line}")
-        message = message.replace("{related}", "the window's step")
+            related_line = positions[finding.related].start.line
+        related = f"line {related_line}" if related_line is not None else "the window's step"
+        message = finding.message.replace("{related}", related)
+        help_text = finding.help.replace("{related}", related)
         info = rule(finding.code)
         fix = None
         if finding.edits and info.fix != "none":
@@ -105,6 +107,8 @@ def _locate(module: "cst.Module", findings: list["Finding"], path: str) -> list[
             name=info.name,
             message=message,
             fix=fix,
+            help=help_text,
+            related_line=related_line if related_line is not None and related in message + help_text else None,
         )))
     located.sort(key=lambda item: item.diagnostic.sort_key())
     return located

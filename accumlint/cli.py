@@ -11,6 +11,8 @@ parsed, a bad configuration, or an internal error (2 wins over 1).
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 from pathlib import Path
 from typing import Optional
@@ -95,14 +97,21 @@ def _selectors(values: tuple[str, ...]) -> Optional[tuple[str, ...]]:
 @click.option("--extend-select", multiple=True, metavar="CODES", help="Enable these on top of the selection.")
 @click.option(
     "--output-format",
-    type=click.Choice(["text", "json", "sarif", "github"]),
-    default="text",
+    type=click.Choice(["concise", "full", "text", "json", "sarif", "github"]),
+    default="concise",
     show_default=True,
-    help="How findings are printed.",
+    help="How findings are printed (`full`: with source lines, help and fix; `text` is `concise`).",
+)
+@click.option(
+    "--color",
+    type=click.Choice(["auto", "always", "never"]),
+    default="auto",
+    show_default=True,
+    help="Colour the terminal output (auto: on a terminal, unless NO_COLOR is set; FORCE_COLOR forces it).",
 )
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even if findings remain (errors still exit 2).")
 @click.option("--statistics", is_flag=True, help="Print counts per rule instead of the findings.")
-@click.option("--show-source", is_flag=True, help="Show the source line under each finding.")
+@click.option("--show-source", is_flag=True, help="Same as --output-format full.")
 @click.option("--config", "config_path", type=click.Path(path_type=Path), help="Use this pyproject.toml.")
 @click.option("-q", "--quiet", is_flag=True, help="Print only the findings.")
 @click.option("-v", "--verbose", is_flag=True, help="Also print what was checked, and timings, on stderr.")
@@ -120,6 +129,7 @@ def check(
     ignore: tuple[str, ...],
     extend_select: tuple[str, ...],
     output_format: str,
+    color: str,
     exit_zero: bool,
     statistics: bool,
     show_source: bool,
@@ -137,6 +147,7 @@ def check(
     from accumlint.config import ConfigError, Overrides, Resolver, SelectionLayer
     from accumlint.engine import Request
     from accumlint.engine import check as run_engine
+    from accumlint.report.progress import ProgressBar
 
     if verify and (diff or not fix):
         raise fail("--verify needs --fix (and cannot be used with --diff)")
@@ -156,7 +167,12 @@ def check(
             prefilter=not no_prefilter,
             jobs=jobs,
         )
-        run = run_engine(request, resolver)
+        progress = ProgressBar(color=_use_color(color, sys.stderr)) if not quiet else None
+        try:
+            run = run_engine(request, resolver, progress) if progress else run_engine(request, resolver)
+        finally:
+            if progress:
+                progress.close()
     except ConfigError as error:
         raise fail(str(error)) from None
     except Exception as error:  # noqa: BLE001 - a bug must still exit 2, with a trace under -v
@@ -168,15 +184,36 @@ def check(
 
     from accumlint.report import ReportOptions
 
-    report = ReportOptions(show_source=show_source, statistics=statistics, quiet=quiet, fix=fix or diff)
+    if show_source and output_format in ("concise", "text"):
+        output_format = "full"
+    report = ReportOptions(
+        statistics=statistics,
+        quiet=quiet,
+        fix=fix or diff,
+        color=_use_color(color, sys.stderr if from_stdin and fix else sys.stdout),
+    )
     findings = _print_results(run, output_format, report, diff=diff, fixed_to_stdout=from_stdin and fix)
     if verify:
-        findings |= _verify_fixes(run, resolver, to_stderr=output_format != "text")
+        findings |= _verify_fixes(run, resolver, to_stderr=output_format not in ("concise", "full", "text"))
     if verbose:
         _print_verbose(run, resolver, started)
     if any(_is_error(d) for d in run.diagnostics):
         raise click.exceptions.Exit(EXIT_ERROR)
     raise click.exceptions.Exit(EXIT_FINDINGS if findings and not exit_zero else EXIT_OK)
+
+
+def _use_color(choice: str, stream) -> bool:
+    """Colour for a stream: `--color`, else NO_COLOR / FORCE_COLOR, else whether it is a terminal."""
+    if choice != "auto":
+        return choice == "always"
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def _is_error(diagnostic) -> bool:
@@ -186,7 +223,7 @@ def _is_error(diagnostic) -> bool:
 
 
 def _print_results(run, output_format: str, options, *, diff: bool, fixed_to_stdout: bool) -> bool:
-    """Print findings, diffs or fixed code on the right streams; True if findings remain or a diff was shown."""
+    """Print findings, diffs or fixed code on the right streams; True if findings remain (or, with --diff, fixes)."""
     from dataclasses import replace
 
     from accumlint.report import render
@@ -199,17 +236,17 @@ def _print_results(run, output_format: str, options, *, diff: bool, fixed_to_std
     if diff:
         diffs = [f.document.diff(f.original) for f in run.files if f.changed]
         click.echo("".join(diffs), nl=False)
-        click.echo(render("text", run, replace(options, quiet=True, statistics=False)), nl=False, err=True)
+        click.echo(render("text", run, replace(options, quiet=True, statistics=False, color=False)), nl=False, err=True)
         fixed = sum(len(f.fixed) for f in run.files)
         if not options.quiet:
             remaining = len(run.diagnostics)
             click.echo(f"Would fix {fixed} error{'s' * (fixed != 1)} ({remaining} remaining).", err=True)
-        return bool(diffs) or bool(run.diagnostics)
+        return bool(diffs)  # like ruff: exit 1 only when there is something to fix
     if fixed_to_stdout:
         document = run.files[0].document
         if document is not None:
             click.get_binary_stream("stdout").write(document.encoded())
-    click.echo(render(output_format, run, options), nl=False, err=fixed_to_stdout)
+    click.echo(render(output_format, run, options), nl=False, err=fixed_to_stdout, color=options.color)
     return bool(run.diagnostics)
 
 

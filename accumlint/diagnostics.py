@@ -37,6 +37,8 @@ class Diagnostic:
     message: str
     fix: Optional[FixInfo] = None
     cell: Optional[int] = None
+    help: str = ""  # why it matters and what to do; `message` stays one short line
+    related_line: Optional[int] = None  # the line named as "line N" in the message or help
 
     @property
     def is_syntax_error(self) -> bool:

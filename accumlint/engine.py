@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass, field, replace
-from typing import Optional, Union
+from typing import Callable, Optional, Union
 
 from accumlint.analysis import AnalysisOptions, ParseFailure, might_hold_training_code
 from accumlint.config import Resolver, Settings
@@ -30,6 +30,9 @@ RECURSION_LIMIT = 8_000
 # Less code than this (about half a second of analysis) is analysed in-process
 # unless --jobs says otherwise: starting workers would cost more than they save.
 MIN_CHARS_FOR_POOL = 100_000
+
+# Told (analyses done, analyses in all) as files are analysed: the command line's progress bar.
+Progress = Callable[[int, int], None]
 
 
 def is_error(diagnostic: Diagnostic) -> bool:
@@ -150,11 +153,22 @@ def _workers(jobs: Optional[int], tasks: list[Task]) -> int:
     return min(os.cpu_count() or 1, len(tasks))
 
 
-def execute(tasks: list[Task], jobs: Optional[int]) -> tuple[list[TaskResult], int]:
-    """Results in task order, and how many processes ran them."""
+def _no_progress(done: int, total: int) -> None:
+    pass
+
+
+def execute(
+    tasks: list[Task], jobs: Optional[int], progress: Progress = _no_progress
+) -> tuple[list[TaskResult], int]:
+    """Results in task order, and how many processes ran them; `progress(done, total)` after each."""
     workers = _workers(jobs, tasks)
+    progress(0, len(tasks))
     if workers <= 1:
-        return [run_task(task) for task in tasks], 1
+        done = []
+        for task in tasks:
+            done.append(run_task(task))
+            progress(len(done), len(tasks))
+        return done, 1
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     import accumlint.fixes  # noqa: F401 - imported once here, inherited by forked workers
@@ -169,6 +183,7 @@ def execute(tasks: list[Task], jobs: Optional[int]) -> tuple[list[TaskResult], i
                 results[index] = future.result()
             except Exception as error:  # noqa: BLE001 - e.g. a worker killed for memory
                 results[index] = TaskResult([internal_error(tasks[index].path, f"worker failed: {error}")])
+            progress(sum(result is not None for result in results), len(tasks))
     return results, workers
 
 
@@ -216,8 +231,8 @@ def _sources(request: Request, resolver: Resolver):
         yield source.display, resolver.settings_for(source.display), data
 
 
-def check(request: Request, resolver: Resolver) -> RunResult:
-    """Check (and fix) every file the request names."""
+def check(request: Request, resolver: Resolver, progress: Progress = _no_progress) -> RunResult:
+    """Check (and fix) every file the request names; `progress` hears how many analyses are done."""
     from accumlint.cache import open_cache
 
     cache = open_cache() if request.use_cache else None
@@ -257,7 +272,7 @@ def check(request: Request, resolver: Resolver) -> RunResult:
         pending.append(item)
         tasks.append(Task(path, document.text, options, enabled, request.fix, settings.unsafe_fixes))
 
-    outcomes, workers = execute(tasks, request.jobs)
+    outcomes, workers = execute(tasks, request.jobs, progress)
     for item, outcome in zip(pending, outcomes):
         _finish(item, outcome, cache, request)
     return RunResult(files, analysed=len(tasks), cache_hits=cache.hits if cache else 0, workers=workers)

@@ -136,12 +136,12 @@ class NotebookDocument:
         end_line = max(diagnostic.end_line - start + 1, line) if self._cell_at(diagnostic.end_line) == index else line
         return replace(diagnostic, line=line, end_line=end_line, cell=self._numbers[index])
 
-    def line(self, diagnostic: Diagnostic) -> Optional[str]:
+    def lines(self, diagnostic: Diagnostic) -> list[str]:
+        """The lines of the diagnostic's cell (its line numbers count inside the cell)."""
         for cell in self.cells:
             if cell.number == diagnostic.cell:
-                lines = cell.text.split("\n")
-                return lines[diagnostic.line - 1] if 0 < diagnostic.line <= len(lines) else None
-        return None
+                return cell.text.split("\n")
+        return []
 
     # -- fixes
 

@@ -217,9 +217,9 @@ class PythonDocument:
     def locate(self, diagnostic: Diagnostic) -> Diagnostic:
         return diagnostic
 
-    def line(self, diagnostic: Diagnostic) -> Optional[str]:
-        lines = self.text.splitlines()
-        return lines[diagnostic.line - 1] if 0 < diagnostic.line <= len(lines) else None
+    def lines(self, diagnostic: Diagnostic) -> list[str]:
+        """The lines a diagnostic's line numbers count (the whole file), for source snippets."""
+        return self.text.splitlines()
 
     def diff(self, before: "PythonDocument") -> str:
         return unified_diff(before.text, self.text, self.path)

@@ -46,7 +46,7 @@ class FakeAnalysis:
                     fix = FixInfo(applicability, f"fix {code}") if applicability else None
                     found.append(
                         Diagnostic(path, number, column + 1, number, column + 1 + len(pattern), code, name,
-                                   f"fake finding {code}", fix)
+                                   f"fake finding {code}", fix, help=f"fake help {code}")
                     )
         return found
 

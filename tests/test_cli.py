@@ -115,18 +115,83 @@ def test_verbose_reports_counts_on_stderr(project, fake_analysis):
     assert "2 files checked, 1 analysed" in result.stderr
 
 
-def test_show_source_draws_carets(project, fake_analysis):
+FULL_BLOCK = """\
+train.py:4:9: GA201 missing-loss-scaling: fake finding GA201 [*]
+  |
+2 |     for x in loader:
+3 |         loss = x
+4 |         loss.backward()
+  |         ^^^^^^^^^^^^^^^ GA201
+  |
+  = help: fake help GA201
+  = fix: fix GA201 (safe fix)
+  = docs: accumlint explain GA201
+
+Found 1 error.
+"""
+
+
+@pytest.mark.parametrize("options", [("--output-format", "full"), ("--show-source",)])
+def test_full_format_shows_context_carets_help_and_fix(project, fake_analysis, options):
     write(project, "train.py", BUGGY)
-    out = run("check", "--show-source").stdout
-    assert "4 |         loss.backward()\n  |         ^^^^^^^^^^^^^^^\n" in out
+    out = run("check", *options).stdout
+    assert out.startswith(FULL_BLOCK)
 
 
-def test_statistics(project, fake_analysis):
+def test_full_format_marks_unsafe_fixes_that_need_the_flag(project, fake_analysis):
+    write(project, "train.py", UNSAFE)
+    out = run("check", "--output-format", "full").stdout
+    assert "  = fix: fix GA102 (unsafe fix, needs --unsafe-fixes)\n" in out
+    out = run("check", "--output-format", "full", "--unsafe-fixes").stdout
+    assert "  = fix: fix GA102 (unsafe fix)\n" in out
+
+
+def test_statistics_are_aligned_with_a_total(project, fake_analysis):
     write(project, "a.py", BUGGY)
-    write(project, "b.py", BUGGY + "        loss.backward(retain_graph=True)\n")
+    write(project, "b.py", BUGGY + "        loss.backward(retain_graph=True)\n" * 9)
     result = run("check", "--statistics")
     assert result.exit_code == 1
-    assert result.stdout.splitlines() == ["2\tGA201\t[*] missing-loss-scaling", "1\tGA502\tretain-graph-in-loop"]
+    assert result.stdout.splitlines() == [
+        " 9  GA502  [ ] retain-graph-in-loop",
+        " 2  GA201  [*] missing-loss-scaling",
+        "11  total",
+    ]
+
+
+ANSI = "\x1b["
+
+
+def test_no_colour_when_not_a_terminal(project, fake_analysis, monkeypatch):
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    write(project, "train.py", BUGGY)
+    assert ANSI not in run("check").stdout
+
+
+@pytest.mark.parametrize(
+    "environment, flag, coloured",
+    [
+        ({"FORCE_COLOR": "1"}, (), True),
+        ({}, ("--color", "always"), True),
+        ({"FORCE_COLOR": "1"}, ("--color", "never"), False),
+        ({"NO_COLOR": "1", "FORCE_COLOR": "1"}, (), False),
+        ({"NO_COLOR": "1"}, ("--color", "always"), True),
+    ],
+)
+def test_colour_flags_and_environment(project, fake_analysis, monkeypatch, environment, flag, coloured):
+    for name in ("NO_COLOR", "FORCE_COLOR"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    write(project, "train.py", BUGGY)
+    out = run("check", *flag).stdout
+    assert (ANSI in out) is coloured
+    plain = out.replace("\x1b[0m", "")
+    assert "GA201" in plain
+
+
+def test_colour_never_reaches_json(project, fake_analysis):
+    write(project, "train.py", BUGGY)
+    assert json.loads(run("check", "--output-format", "json", "--color", "always").stdout)[0]["code"] == "GA201"
 
 
 def test_no_files_found_warns(project, fake_analysis):
@@ -210,6 +275,13 @@ def test_diff_with_nothing_to_fix_exits_0(project, fake_analysis):
     write(project, "train.py", CLEAN)
     result = run("check", "--diff")
     assert result.exit_code == 0 and result.stdout == ""
+
+
+def test_diff_exits_0_when_findings_remain_but_nothing_is_fixable(project, fake_analysis):
+    write(project, "train.py", BUGGY.replace("loss.backward()", "loss.backward(retain_graph=True)"))
+    result = run("check", "--diff")
+    assert result.exit_code == 0 and result.stdout == ""
+    assert "GA502" in result.stderr
 
 
 # ---------------------------------------------------------------- stdin

@@ -33,7 +33,7 @@ def test_text_lines_and_summary():
     out = render("text", run_of(SAFE, UNSAFE, NONE, ERROR)).splitlines()
     assert out == [
         "bad.py:1:7: syntax error: expected ':'",
-        "nb.ipynb:cell 3:line 2:col 1: GA502 retain-graph-in-loop: a, b: 100%",
+        "nb.ipynb:cell 3:2:1: GA502 retain-graph-in-loop: a, b: 100%",
         "src/t.py:3:5: GA201 missing-loss-scaling: divide by K [*]",
         "src/t.py:7:9: GA102 step-every-micro-batch: gate it",
         "Found 4 errors.",

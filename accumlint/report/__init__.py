@@ -1,32 +1,38 @@
 """Output formats: one module per format, each a function from a run to text.
 
 Formatters only read diagnostics and the run's totals; they know nothing of
-rules' internals. `render` picks the module by name and imports only it.
+rules' internals. `render` picks the module by name and imports only it;
+`concise` and `full` (and `text`, the name of `concise` in SPEC revision 2)
+are the terminal format, with or without source snippets.
 """
 
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-FORMATS = ("text", "json", "sarif", "github")
+FORMATS = ("concise", "full", "text", "json", "sarif", "github")
+_MODULES = {"concise": "text", "full": "text"}
 
 
 @dataclass(frozen=True)
 class ReportOptions:
     """How the user asked to see the results."""
 
-    show_source: bool = False
+    full: bool = False  # source lines, carets, help and fix under each finding
     statistics: bool = False
     quiet: bool = False
     fix: bool = False
+    color: bool = False
 
 
 def render(output_format: str, run, options: ReportOptions = ReportOptions()) -> str:
     """The whole report of a run (`run` is an `accumlint.engine.RunResult`)."""
     if output_format not in FORMATS:
         raise ValueError(f"unknown output format {output_format!r}")
-    module = importlib.import_module(f"accumlint.report.{output_format}")
+    if output_format == "full":
+        options = replace(options, full=True)
+    module = importlib.import_module(f"accumlint.report.{_MODULES.get(output_format, output_format)}")
     return module.render(run, options)
 
 

@@ -1,46 +1,115 @@
-"""`--output-format text` (the default): one line per finding and a summary, like ruff.
+"""`--output-format concise|full` (the default `text` is `concise`): findings and a summary, like ruff.
 
     train.py:12:9: GA201 missing-loss-scaling: <message> [*]
-    nb.ipynb:cell 3:line 4:col 9: GA101 zero-grad-every-micro-batch: <message>
+    nb.ipynb:cell 3:4:9: GA101 zero-grad-every-micro-batch: <message>
     train.py:1:1: syntax error: <message>
 
 `[*]` marks a finding that `--fix` fixes with the current flags; fixes
-that need `--unsafe-fixes` are counted in the summary instead.
+that need `--unsafe-fixes` are counted in the summary instead. `full` adds,
+under each finding, the source lines around it with carets under the
+reported node, the `help:` (why it matters, what to do) and the fix.
+
+Colour comes from `click.style` and only when the command line asked for it
+(`ReportOptions.color`, decided from the terminal, NO_COLOR/FORCE_COLOR and
+`--color`); the same text without colour is what pipes and files get.
 """
 
 from __future__ import annotations
 
+from typing import Optional
+
+import click
+
 from accumlint.engine import is_error
 from accumlint.report import ReportOptions, fix_applies, statistics
+
+CONTEXT_LINES = 2  # source lines shown before and after a finding (ruff shows 2)
+
+
+class _Style:
+    """Named styles (ruff's palette); a no-op when colour is off."""
+
+    def __init__(self, color: bool) -> None:
+        self.color = color
+
+    def __call__(self, text: str, **style) -> str:
+        return click.style(text, **style) if self.color else text
+
+    def path(self, text: str) -> str:
+        return self(text, bold=True)
+
+    def separator(self, text: str = ":") -> str:
+        return self(text, fg="cyan")
+
+    def code(self, text: str) -> str:
+        return self(text, fg="red", bold=True)
+
+    def marker(self, text: str) -> str:
+        return self(text, fg="cyan")
+
+    def gutter(self, text: str) -> str:
+        return self(text, fg="blue", bold=True)
 
 
 def _plural(count: int, word: str, plural: str = "") -> str:
     return f"{count} {word if count == 1 else plural or word + 's'}"
 
 
-def location(d) -> str:
+def location(d, style: Optional[_Style] = None) -> str:
+    """`path:line:col`, or `nb.ipynb:cell 3:line:col` (ruff's form, which editors follow)."""
+    style = style or _Style(False)
+    sep = style.separator()
+    where = f"{d.line}{sep}{d.column}"
     if d.cell is not None:
-        return f"{d.path}:cell {d.cell}:line {d.line}:col {d.column}"
-    return f"{d.path}:{d.line}:{d.column}"
+        where = f"cell {d.cell}{sep}{where}"
+    return f"{style.path(d.path)}{sep}{where}"
 
 
-def line(d, unsafe_fixes: bool) -> str:
+def line(d, unsafe_fixes: bool, style: Optional[_Style] = None) -> str:
     """The one-line form of a diagnostic."""
+    style = style or _Style(False)
+    sep = style.separator()
     if is_error(d):
-        return f"{location(d)}: {d.name.replace('-', ' ')}: {d.message}"
-    marker = " [*]" if fix_applies(d, unsafe_fixes) else ""
-    return f"{location(d)}: {d.code} {d.name}: {d.message}{marker}"
+        return f"{location(d, style)}{sep} {style.code(d.name.replace('-', ' '))}{sep} {d.message}"
+    marker = " " + style.marker("[*]") if fix_applies(d, unsafe_fixes) else ""
+    return f"{location(d, style)}{sep} {style.code(d.code)} {d.name}{sep} {d.message}{marker}"
 
 
-def _snippet(d, document) -> str:
-    source = document.line(d) if document is not None else None
-    if source is None:
+def _snippet(d, document, style: _Style) -> str:
+    """Source lines around the finding, carets under the reported node (its first line)."""
+    source = document.lines(d) if document is not None else []
+    if not 0 < d.line <= len(source):
         return ""
-    number = str(d.line)
-    pad = " " * len(number)
-    width = d.end_column - d.column if d.end_line == d.line else len(source) - d.column + 1
-    carets = " " * (d.column - 1) + "^" * max(width, 1)
-    return f"{pad} |\n{number} | {source}\n{pad} | {carets}\n"
+    first = max(d.line - CONTEXT_LINES, 1)
+    last = min(d.line + CONTEXT_LINES, len(source))
+    width = len(str(last))
+    pad = " " * width
+    out = [f"{pad} {style.gutter('|')}\n"]
+    for number in range(first, last + 1):
+        text = source[number - 1].rstrip("\r")
+        out.append(f"{style.gutter(f'{number:>{width}} |')} {text}\n".replace(" \n", "\n"))
+        if number == d.line:
+            end = d.end_column if d.end_line == d.line else len(text) + 1
+            carets = "^" * max(end - d.column, 1)
+            out.append(f"{pad} {style.gutter('|')} {' ' * (d.column - 1)}{style.code(carets + ' ' + d.code)}\n")
+    out.append(f"{pad} {style.gutter('|')}\n")
+    return "".join(out)
+
+
+def _notes(d, unsafe_fixes: bool, style: _Style) -> str:
+    """The `= help:` line (why, what to do) and the fix, under a full-format finding."""
+    pad = " " * 2
+    out = []
+    if d.help:
+        out.append(f"{pad}{style.gutter('=')} {style('help', bold=True)}: {d.help}\n")
+    if d.fix is not None:
+        kind = "safe fix" if d.fix.applicability == "safe" else "unsafe fix"
+        if not fix_applies(d, unsafe_fixes):
+            kind += ", needs --unsafe-fixes"
+        out.append(f"{pad}{style.gutter('=')} {style('fix', bold=True)}: {d.fix.description} ({kind})\n")
+    if not is_error(d):
+        out.append(f"{pad}{style.gutter('=')} {style('docs', bold=True)}: accumlint explain {d.code}\n")
+    return "".join(out)
 
 
 def _summary(run, options: ReportOptions) -> list[str]:
@@ -65,28 +134,36 @@ def _summary(run, options: ReportOptions) -> list[str]:
     return lines
 
 
-def _statistics(run) -> str:
+def _statistics(run, style: _Style) -> str:
+    """Counts per rule in aligned columns, most frequent first, and their total."""
     rows = statistics(run)
     if not rows:
         return ""
-    width = max(len(str(row["count"])) for row in rows)
+    total = sum(row["count"] for row in rows)
+    width = len(str(total))
     code_width = max(len(row["code"]) for row in rows)
-    return "".join(
-        f"{row['count']:>{width}}\t{row['code']:<{code_width}}\t{'[*] ' if row['fixable'] else ''}{row['name']}\n"
-        for row in rows
-    )
+    out = []
+    for row in rows:
+        code = style.code(row["code"].ljust(code_width))
+        fixable = style.marker("[*]") if row["fixable"] else "[ ]"
+        out.append(f"{row['count']:>{width}}  {code}  {fixable} {row['name']}\n")
+    out.append(f"{total:>{width}}  total\n")
+    return "".join(out)
 
 
 def render(run, options: ReportOptions) -> str:
+    style = _Style(options.color)
     if options.statistics:
-        return _statistics(run)
+        return _statistics(run, style)
     documents = {f.path: (f.document, f.unsafe_fixes) for f in run.files}
     out = []
     for d in run.diagnostics:
         document, unsafe = documents.get(d.path, (None, False))
-        out.append(line(d, unsafe) + "\n")
-        if options.show_source:
-            out.append(_snippet(d, document))
+        out.append(line(d, unsafe, style) + "\n")
+        if options.full:
+            out.append(_snippet(d, document, style))
+            out.append(_notes(d, unsafe, style))
+            out.append("\n")
     if not options.quiet:
         out.extend(summary + "\n" for summary in _summary(run, options))
     return "".join(out)

@@ -21,7 +21,10 @@ class Finding:
     message: str
     edits: tuple[Edit, ...] = ()
     fix_description: str = ""
-    related: Optional[cst.CSTNode] = None  # `{related}` in the message becomes "line N"
+    related: Optional[cst.CSTNode] = None  # `{related}` in the message or help becomes "line N"
+    # Why it matters and what to do, shown under the finding (`--output-format full`, editors):
+    # `message` says what is wrong in a line short enough to read in a terminal.
+    help: str = ""
 
 
 Rule = Callable[[Window], Iterable[Finding]]

@@ -33,10 +33,10 @@ def sync_every_micro_batch(window: Window) -> Iterable[Finding]:
     yield Finding(
         "GA401",
         backward.role.call,
-        f"`{model}` is wrapped for data parallelism and all-reduces gradients on every micro-batch; "
-        f"only the window's last micro-batch needs it: run the others under `{model}.no_sync()`",
+        f"`{model}` all-reduces gradients on every micro-batch",
         _sync_edits(window, model),
         "Synchronize gradients only on the window's last micro-batch",
+        help=f"only the window's last micro-batch needs the sync: run the others under `{model}.no_sync()`",
     )
 
 
@@ -89,10 +89,10 @@ def manual_gate_in_framework_accumulate(window: Window) -> Iterable[Finding]:
         yield Finding(
             "GA402",
             gate.test,
-            f"{framework} already steps once per window; this manual `{code(gate.test)}` gate on top of it "
-            "skips or delays optimizer steps; drop the manual gate (or test `accelerator.sync_gradients`)",
+            f"manual gate `{code(gate.test)}` inside {framework}, which already steps once per window",
             edits,
             "Let the framework decide when the window closes",
+            help="the extra gate skips or delays optimizer steps; drop it (or test `accelerator.sync_gradients`)",
         )
 
 

@@ -42,10 +42,10 @@ def graph_kept_alive(window: Window) -> Iterable[Finding]:
         yield Finding(
             "GA501",
             statement.node,
-            f"`{name}` is kept in `{holder}` with its autograd graph, so every micro-batch's graph stays alive; "
-            f"keep `{name}.detach()` (or `{name}.item()`)",
+            f"`{name}` is kept in `{holder}` with its autograd graph",
             (replace(added, cst.parse_expression(f"{code(added)}.detach()")),),
             f"Keep `{name}.detach()`",
+            help=f"every micro-batch's graph stays alive; keep `{name}.detach()` (or `{name}.item()`)",
         )
 
 
@@ -111,8 +111,8 @@ def retain_graph_in_loop(window: Window) -> Iterable[Finding]:
     yield Finding(
         "GA502",
         backward.role.call,
-        "`retain_graph=True` keeps every micro-batch's graph alive although no second backward uses it; "
-        "memory grows with each micro-batch",
+        "`retain_graph=True` with no second backward over the graph",
+        help="every micro-batch's graph stays alive, so memory grows with each one; drop `retain_graph=True`",
     )
 
 

@@ -41,10 +41,11 @@ def scheduler_every_micro_batch(window: Window) -> Iterable[Finding]:
         yield Finding(
             "GA301",
             event.role.call,
-            f"`{code(event.role.call)}` advances the LR schedule on every micro-batch while the optimizer "
-            "steps once per window ({related}), so the schedule runs K times too fast",
+            f"`{code(event.role.call)}` advances the LR schedule on every micro-batch",
             _move(event, anchor, before=False),
             "Move the scheduler step after the optimizer step, inside the window",
+            help="the optimizer steps once per window ({related}), so the schedule runs K times too fast; "
+            "step the scheduler after the optimizer",
             related=anchor.role.call if anchor is not None else None,
         )
 
@@ -55,10 +56,10 @@ def clip_every_micro_batch(window: Window) -> Iterable[Finding]:
         yield Finding(
             "GA302",
             event.role.call,
-            "gradients are clipped on every micro-batch, on partial sums of the window; clip once, "
-            "right before the optimizer step ({related})",
+            "gradients are clipped on every micro-batch, on partial sums",
             _move(event, anchor, before=True),
             "Move the clipping before the optimizer step, inside the window",
+            help="clip once per window, right before the optimizer step ({related})",
             related=anchor.role.call if anchor is not None else None,
         )
 
@@ -74,10 +75,10 @@ def scaler_every_micro_batch(window: Window) -> Iterable[Finding]:
         yield Finding(
             "GA303",
             event.role.call,
-            f"`{code(event.role.call)}` runs on every micro-batch while the scaler steps once per window "
-            "({related}); it belongs inside the window",
+            f"`{code(event.role.call)}` runs on every micro-batch",
             edits,
             "Move the scaler call inside the window",
+            help="the scaler steps once per window ({related}); this call belongs inside the window",
             related=anchor.role.call if anchor is not None else None,
         )
 
@@ -105,10 +106,10 @@ def clip_before_unscale(window: Window) -> Iterable[Finding]:
         yield Finding(
             "GA304",
             clip.role.call,
-            "gradients are clipped while still multiplied by the GradScaler's scale, so the threshold "
-            f"applies to scaled gradients; call `{scaler}.unscale_(...)` first",
+            "gradients are clipped while still scaled by the GradScaler",
             edits,
             f"Insert `{scaler}.unscale_(...)` before the clip",
+            help=f"the threshold applies to scaled gradients; call `{scaler}.unscale_(...)` first",
         )
 
 

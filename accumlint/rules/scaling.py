@@ -36,11 +36,10 @@ def missing_loss_scaling(window: Window) -> Iterable[Finding]:
         yield Finding(
             "GA201",
             backward.role.call,
-            f"the loss reaches backward undivided while gradients accumulate over `{k_text(window)}` "
-            "micro-batches, so the update is K times too large; backpropagate `loss / "
-            f"{k_text(window)}`",
+            f"the loss reaches backward undivided while gradients accumulate over `{k_text(window)}`",
             edits,
             f"Divide the loss by `{k_text(window)}` in the backward",
+            help=f"the update is K times too large; backpropagate `loss / {k_text(window)}`",
         )
 
 
@@ -56,10 +55,10 @@ def inverted_loss_scaling(window: Window) -> Iterable[Finding]:
             yield Finding(
                 "GA202",
                 scaling.node,
-                f"the loss is multiplied by `{code(scaling.factor)}` instead of divided by it, so the "
-                f"update is K² times too large; divide by `{code(scaling.factor)}`",
+                f"the loss is multiplied by `{code(scaling.factor)}` instead of divided by it",
                 _invert(scaling),
                 f"Divide the loss by `{code(scaling.factor)}`",
+                help=f"the update is K² times too large; divide by `{code(scaling.factor)}`",
             )
 
 
@@ -98,10 +97,10 @@ def scaling_after_backward(window: Window) -> Iterable[Finding]:
             yield Finding(
                 "GA203",
                 statement.node if statement is not None else scaling.node,
-                f"the loss is divided by `{code(scaling.factor)}` only after backward ran ({{related}}), so the "
-                "accumulated gradients are not scaled; divide before the backward",
+                f"the loss is divided by `{code(scaling.factor)}` only after backward ran ({{related}})",
                 edits,
                 "Move the division before the backward",
+                help="the accumulated gradients are not scaled; divide before the backward",
                 related=flow.backward.role.call,
             )
             break
@@ -120,9 +119,10 @@ def double_loss_scaling(window: Window) -> Iterable[Finding]:
         yield Finding(
             "GA204",
             extra.node if not extra.whole_statement or extra.statement is None else extra.statement.node,
-            f"the division by `{code(extra.factor)}` is extra: {why}, so gradients are K times too small",
+            f"the division by `{code(extra.factor)}` is extra",
             _remove_division(extra),
             "Remove the extra division",
+            help=f"{why}, so gradients are K times too small; remove this division",
         )
 
 
@@ -154,8 +154,8 @@ def mismatched_scaling_factor(window: Window) -> Iterable[Finding]:
             yield Finding(
                 "GA205",
                 scaling.node,
-                f"the loss is divided by `{code(scaling.factor)}` but the window accumulates "
-                f"`{code(k)}` micro-batches; divide by `{code(k)}`",
+                f"the loss is divided by `{code(scaling.factor)}`, not by the window's `{code(k)}`",
+                help=f"the window accumulates `{code(k)}` micro-batches; divide by `{code(k)}`",
             )
 
 
@@ -185,8 +185,9 @@ def token_mean_bias(window: Window) -> Iterable[Finding]:
         yield Finding(
             "GA206",
             statement.node,
-            "this token-level loss is a mean over each micro-batch's real tokens, then divided by K, so "
-            "micro-batches with fewer tokens weigh more; sum over tokens and divide by the window's token count",
+            "a token-level loss is averaged per micro-batch, then divided by K",
+            help="micro-batches with fewer real tokens weigh more; sum over tokens and divide by the "
+            "window's token count",
         )
 
 

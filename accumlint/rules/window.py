@@ -71,10 +71,10 @@ def zero_grad_every_micro_batch(window: Window) -> Iterable[Finding]:
         yield Finding(
             "GA101",
             zero.role.call,
-            f"`{code(zero.role.call)}` runs on every micro-batch and erases the gradients accumulated "
-            f"since the window opened; zero once per window, after the optimizer step ({{related}})",
+            f"`{code(zero.role.call)}` runs on every micro-batch, erasing the window's gradients",
             edits,
             "Move the zeroing after the optimizer step, inside the window",
+            help="zero once per window, after the optimizer step ({related})",
             related=anchor.role.call if anchor is not None else None,
         )
 
@@ -101,10 +101,11 @@ def step_every_micro_batch(window: Window) -> Iterable[Finding]:
         yield Finding(
             "GA102",
             step.role.call,
-            f"`{code(step.role.call)}` runs on every micro-batch although the loss is accumulated over "
-            f"`{k_text(window)}` micro-batches; step once per window",
+            f"`{code(step.role.call)}` runs on every micro-batch although the loss accumulates over "
+            f"`{k_text(window)}`",
             edits,
             f"Run the step (with its zeroing and scheduler) under `% {k_text(window)}` gate",
+            help=f"step once per window of `{k_text(window)}` micro-batches",
         )
 
 
@@ -173,10 +174,11 @@ def backward_after_step(window: Window) -> Iterable[Finding]:
         yield Finding(
             "GA103",
             backward.role.call,
-            "the backward runs after the gated optimizer step ({related}), so each window's last "
-            "micro-batch lands in the next window and the run's last window is never stepped",
+            "the backward runs after the gated optimizer step ({related})",
             edits,
             "Move the gated step after the backward",
+            help="each window's last micro-batch lands in the next window and the run's last window is never "
+            "stepped; backpropagate before the gate",
             related=step.role.call,
         )
         return
@@ -190,10 +192,10 @@ def zero_grad_before_step(window: Window) -> Iterable[Finding]:
         yield Finding(
             "GA104",
             zero.role.call,
-            f"`{code(zero.role.call)}` runs after the backward and before the optimizer step ({{related}}), "
-            "so the step applies zero gradients",
+            f"`{code(zero.role.call)}` runs between the backward and the optimizer step ({{related}})",
             edits,
             "Move the zeroing after the optimizer step",
+            help="the step applies zero gradients; zero after the step",
             related=step.role.call,
         )
 
@@ -228,8 +230,8 @@ def missing_zero_grad(window: Window) -> Iterable[Finding]:
     yield Finding(
         "GA105",
         header,
-        f"nothing zeroes the gradients that `{code(steps[0].role.call)}` applies, so every update adds "
-        "all earlier gradients again; call `zero_grad()` once per window, after the step",
+        f"nothing zeroes the gradients that `{code(steps[0].role.call)}` applies",
+        help="every update adds all earlier gradients again; call `zero_grad()` once per window, after the step",
     )
 
 
@@ -247,10 +249,10 @@ def off_by_one_boundary(window: Window) -> Iterable[Finding]:
         yield Finding(
             "GA106",
             gate.test,
-            f"`{gate.counter}` counts from 0, so `{code(gate.test)}` fires after the first micro-batch and "
-            f"every window is shifted by one; test `({gate.counter} + 1) % {code(gate.k)} == 0`",
+            f"`{code(gate.test)}` fires after the first micro-batch: `{gate.counter}` counts from 0",
             edits,
             f"Test `({gate.counter} + 1) % {code(gate.k)} == 0`",
+            help=f"every window is shifted by one; test `({gate.counter} + 1) % {code(gate.k)} == 0`",
         )
 
 
@@ -283,10 +285,11 @@ def dropped_tail_window(window: Window) -> Iterable[Finding]:
         yield Finding(
             "GA107",
             gate.test,
-            f"when `len({iterable})` is not a multiple of `{code(gate.k)}`, the last micro-batches never reach "
-            "an optimizer step; add a last-batch clause to the gate",
+            f"the last partial window of `{iterable}` never reaches an optimizer step",
             edits,
             f"Also step on the last batch: `or ... == len({iterable})`",
+            help=f"when `len({iterable})` is not a multiple of `{code(gate.k)}`, the last micro-batches are "
+            "dropped; add a last-batch clause to the gate",
         )
 
 
