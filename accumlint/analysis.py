@@ -79,11 +79,11 @@ def analyze(text: str, path: str, options: AnalysisOptions = AnalysisOptions()) 
 
 
 def _locate(module: "cst.Module", findings: list["Finding"], path: str) -> list[Located]:
-    from libcst.metadata import MetadataWrapper, PositionProvider
-
+    from accumlint.model.positions import positions_of
     from accumlint.rules.catalog import rule
 
-    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    wanted = [finding.node for finding in findings] + [f.related for f in findings if f.related is not None]
+    positions = positions_of(module, wanted)
     located = []
     for finding in findings:
         where = positions[finding.node]

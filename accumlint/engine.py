@@ -204,12 +204,11 @@ def _fixable(diagnostics: list[Diagnostic], unsafe: bool) -> bool:
 
 def _select(document, diagnostics: list[Diagnostic], enabled: frozenset[str]) -> list[Diagnostic]:
     """Enabled, unsuppressed findings of the final text, located (cells) and sorted."""
-    text_rules = suppressions(document.text)
-    kept = [
-        document.locate(d)
-        for d in diagnostics
-        if is_error(d) or (d.code in enabled and not text_rules.suppresses(d))
-    ]
+    findings = [d for d in diagnostics if not is_error(d) and d.code in enabled]
+    if findings:  # only a file with findings is searched for suppressions
+        text_rules = suppressions(document.text)
+        findings = [d for d in findings if not text_rules.suppresses(d)]
+    kept = [document.locate(d) for d in diagnostics if is_error(d)] + [document.locate(d) for d in findings]
     return sorted(kept, key=Diagnostic.sort_key)
 
 

@@ -75,12 +75,12 @@ def _applies(diagnostic: Diagnostic, unsafe: bool) -> bool:
 
 def _non_overlapping(candidates: list[Located]) -> list[Located]:
     """Greedy in source order: a fix is taken if no earlier taken fix edits its subtree."""
-    from accumlint.model.facts import walk
+    from accumlint.model.tree import walk_all
 
     taken: list[Located] = []
     claimed: set[int] = set()
     for item in candidates:
-        span = {id(node) for edit in item.finding.edits for node in walk(edit.target)}
+        span = {id(node) for edit in item.finding.edits for node in walk_all(edit.target)}
         if span & claimed:
             continue
         claimed |= span

@@ -19,6 +19,8 @@ _CODES = r"[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0-9]+)*"
 _LINE = re.compile(rf"#\s*noqa(?::\s*(?P<codes>{_CODES}))?", re.IGNORECASE)
 _FILE = re.compile(rf"#\s*accumlint\s*:\s*noqa(?::\s*(?P<codes>{_CODES}))?", re.IGNORECASE)
 
+_MENTION = re.compile("noqa", re.IGNORECASE)
+
 ALL = None  # a suppression that covers every code
 
 
@@ -64,6 +66,8 @@ class Suppressions:
         lines: dict[int, Optional[frozenset[str]]] = {}
         file_codes: Optional[frozenset[str]] = frozenset()
         file_wide = False
+        if _MENTION.search(text) is None:  # no suppression anywhere: skip tokenizing
+            return cls(lines, file_codes, file_wide)
         for number, comment in _comments(text):
             whole_file = _FILE.search(comment)
             if whole_file:

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Iterator, Optional, Union
+from typing import Callable, Optional, Union
 
 import libcst as cst
 
 from accumlint.model.names import dotted
+from accumlint.model.tree import children
 
 Loop = Union[cst.For, cst.While]
 Function = cst.FunctionDef
@@ -133,19 +134,6 @@ class ModuleFacts:
         return [self.qualified(dotted(base.value)) or "" for base in owner.bases]
 
 
-def _children(node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
-    return tuple(node.children)
-
-
-def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """Every node below `node`, pre-order, without recursion (deep trees exist)."""
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        stack.extend(reversed(_children(current)))
-
-
 def collect_facts(module: cst.Module, text: str) -> ModuleFacts:
     facts = ModuleFacts(module=module)
     facts.window_token_normalization = "num_items_in_batch" in text
@@ -153,46 +141,80 @@ def collect_facts(module: cst.Module, text: str) -> ModuleFacts:
     stack: list[tuple[cst.CSTNode, tuple[cst.CSTNode, ...]]] = [(module, ())]
     while stack:
         node, ancestors = stack.pop()
-        _record(facts, node, ancestors)
+        recorder = _RECORDERS.get(type(node))
+        if recorder is not None:
+            recorder(facts, node, ancestors)
         path = ancestors + (node,)
-        if isinstance(node, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
+        if type(node) in _STRINGS:
             continue
-        stack.extend((child, path) for child in reversed(_children(node)))
+        stack.extend((child, path) for child in reversed(children(node)))
     return facts
 
 
-def _record(facts: ModuleFacts, node: cst.CSTNode, ancestors: tuple[cst.CSTNode, ...]) -> None:
-    if isinstance(node, (cst.For, cst.While)):
-        facts.loops.append(LoopSite(node, ancestors))
-    elif isinstance(node, cst.Call):
-        facts.calls.append(node)
-        for arg in node.args:
-            if arg.keyword is not None and arg.keyword.value == "accumulate_grad_batches":
-                facts.trainer_accumulation = arg.value
-        if isinstance(node.func, cst.Name) and node.func.value == "len" and node.args:
-            name = dotted(node.args[0].value)
-            if name is not None:
-                facts.len_arguments.add(name)
-    elif isinstance(node, cst.FunctionDef):
-        owner = ancestors[-1] if ancestors else None
-        # a method's parent chain is ClassDef -> IndentedBlock -> FunctionDef
-        if len(ancestors) >= 2 and isinstance(ancestors[-2], cst.ClassDef):
-            facts.class_of[node] = ancestors[-2]
-        elif isinstance(owner, cst.Module):
-            # module-level only: a nested function is usually a closure handed to
-            # `optimizer.step(closure)`, a whole update of its own
-            facts.functions.setdefault(node.name.value, node)
-    elif isinstance(node, cst.ClassDef):
-        facts.classes[node.name.value] = node
-    elif isinstance(node, cst.Assign):
-        for target in node.targets:
-            _bind(facts, target.target, node.value, node)
-    elif isinstance(node, cst.AnnAssign) and node.value is not None:
+def _record_loop(facts: ModuleFacts, node: Loop, ancestors: tuple[cst.CSTNode, ...]) -> None:
+    facts.loops.append(LoopSite(node, ancestors))
+
+
+def _record_call(facts: ModuleFacts, node: cst.Call, ancestors: tuple[cst.CSTNode, ...]) -> None:
+    facts.calls.append(node)
+    for arg in node.args:
+        if arg.keyword is not None and arg.keyword.value == "accumulate_grad_batches":
+            facts.trainer_accumulation = arg.value
+    if isinstance(node.func, cst.Name) and node.func.value == "len" and node.args:
+        name = dotted(node.args[0].value)
+        if name is not None:
+            facts.len_arguments.add(name)
+
+
+def _record_function(facts: ModuleFacts, node: Function, ancestors: tuple[cst.CSTNode, ...]) -> None:
+    owner = ancestors[-1] if ancestors else None
+    # a method's parent chain is ClassDef -> IndentedBlock -> FunctionDef
+    if len(ancestors) >= 2 and isinstance(ancestors[-2], cst.ClassDef):
+        facts.class_of[node] = ancestors[-2]
+    elif isinstance(owner, cst.Module):
+        # module-level only: a nested function is usually a closure handed to
+        # `optimizer.step(closure)`, a whole update of its own
+        facts.functions.setdefault(node.name.value, node)
+
+
+def _record_class(facts: ModuleFacts, node: cst.ClassDef, ancestors: tuple[cst.CSTNode, ...]) -> None:
+    facts.classes[node.name.value] = node
+
+
+def _record_assign(facts: ModuleFacts, node: cst.Assign, ancestors: tuple[cst.CSTNode, ...]) -> None:
+    for target in node.targets:
+        _bind(facts, target.target, node.value, node)
+
+
+def _record_annotated(facts: ModuleFacts, node: cst.AnnAssign, ancestors: tuple[cst.CSTNode, ...]) -> None:
+    if node.value is not None:
         _bind(facts, node.target, node.value, node)
-    elif isinstance(node, (cst.Import, cst.ImportFrom)):
-        _record_import(facts, node)
-    elif isinstance(node, cst.WithItem) and node.asname is not None:
+
+
+def _record_with_item(facts: ModuleFacts, node: cst.WithItem, ancestors: tuple[cst.CSTNode, ...]) -> None:
+    if node.asname is not None:
         _bind(facts, node.asname.name, node.item, node)
+
+
+def _record_import_node(facts: ModuleFacts, node: Union[cst.Import, cst.ImportFrom], ancestors: tuple[cst.CSTNode, ...]) -> None:
+    _record_import(facts, node)
+
+
+# Exact-type dispatch: one dict look-up per node instead of a chain of
+# isinstance checks against LibCST's ABCs (each a Python-level __instancecheck__).
+_RECORDERS: dict[type, Callable[[ModuleFacts, cst.CSTNode, tuple[cst.CSTNode, ...]], None]] = {
+    cst.For: _record_loop,
+    cst.While: _record_loop,
+    cst.Call: _record_call,
+    cst.FunctionDef: _record_function,
+    cst.ClassDef: _record_class,
+    cst.Assign: _record_assign,
+    cst.AnnAssign: _record_annotated,
+    cst.Import: _record_import_node,
+    cst.ImportFrom: _record_import_node,
+    cst.WithItem: _record_with_item,
+}
+_STRINGS = frozenset({cst.SimpleString, cst.ConcatenatedString, cst.FormattedString})
 
 
 def _bind(facts: ModuleFacts, target: cst.BaseExpression, value: cst.BaseExpression, statement: cst.CSTNode) -> None:

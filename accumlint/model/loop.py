@@ -21,6 +21,7 @@ from accumlint.model.facts import Function, Loop, LoopSite, ModuleFacts
 from accumlint.model.gates import Gate, parse_gate
 from accumlint.model.names import call_name, code as _code, dotted, int_value, keyword, last_part, looks_like_accumulation, positional
 from accumlint.model.roles import Objects, Role
+from accumlint.model.tree import children
 
 Block = Union[cst.IndentedBlock, cst.SimpleStatementSuite, cst.Module]
 
@@ -257,19 +258,25 @@ class _Walker:
 
 
 def calls_in(node: cst.CSTNode) -> list[cst.Call]:
-    """Calls inside a statement, innermost first (the order Python evaluates them)."""
+    """Calls inside a statement, innermost first (the order Python evaluates them);
+    nested functions, lambdas and classes are not entered (they run elsewhere)."""
     found: list[cst.Call] = []
-
-    def visit(current: cst.CSTNode) -> None:
-        if isinstance(current, (cst.Lambda, cst.FunctionDef, cst.ClassDef)):
-            return
-        for child in current.children:
-            visit(child)
-        if isinstance(current, cst.Call):
-            found.append(current)
-
-    visit(node)
+    # post-order without recursion: (node, children already pushed?)
+    stack: list[tuple[cst.CSTNode, bool]] = [(node, False)]
+    while stack:
+        current, expanded = stack.pop()
+        if expanded:
+            if type(current) is cst.Call:
+                found.append(current)
+            continue
+        if type(current) in _OPAQUE:
+            continue
+        stack.append((current, True))
+        stack.extend((child, False) for child in reversed(children(current)))
     return found
+
+
+_OPAQUE = frozenset({cst.Lambda, cst.FunctionDef, cst.ClassDef})
 
 
 # -- building the loops of a module ----------------------------------------------

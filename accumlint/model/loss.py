@@ -303,7 +303,7 @@ class LossReader:
 
     def _returned(self, helper: Function, depth: int) -> str:
         """The reduction of what a same-module helper returns."""
-        from accumlint.model.facts import walk
+        from accumlint.model.tree import walk
 
         for node in walk(helper.body):
             if isinstance(node, cst.Return) and node.value is not None:

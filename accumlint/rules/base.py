@@ -8,7 +8,7 @@ from typing import Callable, Iterable, Optional
 import libcst as cst
 
 from accumlint.edits import Edit
-from accumlint.model.facts import walk
+from accumlint.model.tree import walk
 from accumlint.model.loop import Statement
 from accumlint.model.names import code
 from accumlint.model.window import Window

@@ -8,7 +8,7 @@ from typing import Iterable, Optional
 import libcst as cst
 
 from accumlint.edits import Edit, insert_before, move_after, parenthesized, remove, replace
-from accumlint.model.facts import walk
+from accumlint.model.tree import walk
 from accumlint.model.loop import Event
 from accumlint.model.names import code, dotted, last_part, normalized
 from accumlint.model.window import Window

@@ -1,0 +1,107 @@
+"""Fast iteration over the nodes of a LibCST tree that the model reads.
+
+`CSTNode.children` rebuilds a copy of the node on every access (it runs the
+node's `_visit_and_replace_children` with a collecting visitor), and most of
+what it returns is whitespace, punctuation and operator tokens that no rule
+reads. The model's walks instead read a node's fields directly: only the
+fields that can hold expressions, statements or names ("content" fields), in
+the order LibCST itself visits them, so a walk meets nodes in source order
+exactly as `children` would, minus the tokens.
+
+Tokens are never yielded: whitespace, comments and empty lines, parentheses,
+brackets, commas, colons, dots, `=` and every operator (`BinaryOperation.
+operator`, `Comparison`'s `ComparisonTarget.operator`...). Code that needs an
+operator reads it from its parent (`node.operator`), which is how the model
+always does it. Anything that must see every node (the fixer's overlap test)
+uses `walk_all`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Iterator
+
+import libcst as cst
+
+# Field names that hold only tokens (or plain strings and flags) in every node type.
+_TOKEN_FIELDS = frozenset({
+    "lpar", "rpar", "comma", "semicolon", "leading_lines", "lines_after_decorators", "header", "footer",
+    "colon", "equal", "first_colon", "second_colon", "lbrace", "rbrace", "lbracket", "rbracket", "dot",
+    "operator", "asynchronous", "newline", "trailing_whitespace", "leading_whitespace", "indent", "star",
+    "default_indent", "default_newline", "encoding", "has_trailing_newline", "trailing_comma", "relative",
+    "posonly_ind", "whitespace", "first_line", "empty_lines", "last_line", "comment",
+})
+
+# Node types whose content fields LibCST visits in another order than it declares
+# them (tests/test_tree.py derives this table from LibCST's own source and fails
+# when a LibCST release changes it). Every other type visits in declaration order.
+_VISIT_ORDER: dict[str, tuple[str, ...]] = {
+    "Arg": ("keyword", "value"),
+    "ClassDef": ("decorators", "name", "type_parameters", "bases", "keywords", "body"),
+    "ExceptHandler": ("type", "name", "body"),
+    "ExceptStarHandler": ("type", "name", "body"),
+    "FunctionDef": ("decorators", "name", "type_parameters", "params", "returns", "body"),
+    "IfExp": ("body", "test", "orelse"),
+    "MatchCase": ("pattern", "guard", "body"),
+    "Parameters": ("posonly_params", "params", "star_arg", "kwonly_params", "star_kwarg"),
+    "TypeAlias": ("name", "type_parameters", "value"),
+}
+
+_fields_of: dict[type, tuple[str, ...]] = {}
+_is_node: dict[type, bool] = {}
+_SEQUENCES = (tuple, list)
+
+
+def is_token_field(name: str) -> bool:
+    """A field that never holds anything but tokens, strings or flags."""
+    return name in _TOKEN_FIELDS or name.startswith("whitespace")
+
+
+def content_fields(kind: type) -> tuple[str, ...]:
+    """The content fields of a node type, in LibCST's visiting order."""
+    fields = _fields_of.get(kind)
+    if fields is None:
+        fields = _VISIT_ORDER.get(kind.__name__) or tuple(
+            field.name for field in dataclasses.fields(kind) if not is_token_field(field.name)
+        )
+        _fields_of[kind] = fields
+    return fields
+
+
+def _node_type(kind: type) -> bool:
+    known = _is_node.get(kind)
+    if known is None:
+        known = _is_node[kind] = issubclass(kind, cst.CSTNode)
+    return known
+
+
+def children(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """The content children of a node, in source order (tokens left out)."""
+    found: list[cst.CSTNode] = []
+    for name in content_fields(type(node)):
+        value = getattr(node, name)
+        kind = type(value)
+        if kind in _SEQUENCES:
+            found.extend(value)
+        elif _node_type(kind):
+            found.append(value)
+    return found
+
+
+def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """Every content node below `node` (itself first), pre-order, without recursion
+    (deeply nested generated code exists)."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(reversed(children(current)))
+
+
+def walk_all(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """Every node below `node`, tokens included, pre-order (slow: `children` copies)."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(reversed(tuple(current.children)))

@@ -1,0 +1,92 @@
+"""The model's fast tree walk against LibCST's own `children`.
+
+`accumlint.model.tree` reads node fields in a table of LibCST's visiting
+order instead of calling the slow `CSTNode.children`. These tests derive that
+order from LibCST's source, so a LibCST release that changes it fails here
+rather than silently reordering what the model sees.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import re
+from pathlib import Path
+
+import libcst as cst
+import pytest
+
+from accumlint.model.tree import children, content_fields, is_token_field, walk, walk_all
+
+REPO = Path(__file__).resolve().parent.parent
+NODE_TYPES = sorted(
+    (
+        kind
+        for kind in vars(cst).values()
+        if isinstance(kind, type) and issubclass(kind, cst.CSTNode) and not inspect.isabstract(kind)
+        and dataclasses.is_dataclass(kind) and hasattr(kind, "_visit_and_replace_children")
+    ),
+    key=lambda kind: kind.__name__,
+)
+
+
+def _libcst_visit_order(kind: type) -> list[str]:
+    """The node-holding fields in the order LibCST's `_visit_and_replace_children`
+    visits them (each `visit_*(self, "field", ...)` call names its field)."""
+    source = inspect.getsource(kind._visit_and_replace_children)
+    order: list[str] = []
+    for name in re.findall(r'visit_\w+\(\s*self,\s*"(\w+)"', source):
+        if name not in order and not is_token_field(name):
+            order.append(name)
+    return order
+
+
+def _holds_nodes(kind: type, name: str) -> bool:
+    """A field declared as a node or nodes (`Name.value: str` holds none)."""
+    declared = next(field.type for field in dataclasses.fields(kind) if field.name == name)
+    return re.search(r"\b(str|bool|Literal)\b", str(declared)) is None
+
+
+@pytest.mark.parametrize("kind", NODE_TYPES, ids=lambda kind: kind.__name__)
+def test_content_fields_follow_libcst_visiting_order(kind: type) -> None:
+    assert [name for name in content_fields(kind) if _holds_nodes(kind, name)] == _libcst_visit_order(kind)
+
+
+def _fixture_modules() -> list[cst.Module]:
+    """Every fifth fixture (all themes; `children` is slow on the rest)."""
+    paths = sorted((REPO / "fixtures").rglob("*.py"))[::5]
+    return [cst.parse_module(path.read_text()) for path in paths]
+
+
+def test_children_are_libcst_children_without_tokens() -> None:
+    modules = _fixture_modules()
+    assert len(modules) > 40
+    compared = 0
+    for module in modules:
+        for node in walk_all(module):
+            expected = [child for child in node.children if not _is_token(child)]
+            assert children(node) == expected, f"{type(node).__name__}: {children(node)} != {expected}"
+            compared += 1
+    assert compared > 10_000
+
+
+def _is_token(node: cst.CSTNode) -> bool:
+    return isinstance(node, _TOKEN_TYPES)
+
+
+# What the fast walk leaves out: nodes that are nothing but tokens.
+_TOKEN_TYPES = (
+    cst.BaseParenthesizableWhitespace, cst.EmptyLine, cst.TrailingWhitespace, cst.Newline, cst.Comment,
+    cst.Comma, cst.Dot, cst.Colon, cst.Semicolon, cst.AssignEqual, cst.LeftParen, cst.RightParen,
+    cst.LeftSquareBracket, cst.RightSquareBracket, cst.LeftCurlyBrace, cst.RightCurlyBrace,
+    cst.BaseBinaryOp, cst.BaseBooleanOp, cst.BaseCompOp, cst.BaseUnaryOp, cst.BaseAugOp,
+    cst.ImportStar, cst.Asynchronous, cst.ParamSlash, cst.ParamStar,
+)
+
+
+def test_walk_is_preorder_source_order_and_iterative() -> None:
+    module = cst.parse_module("x = f(a, g(b))\n")
+    names = [node.value for node in walk(module) if isinstance(node, cst.Name)]
+    assert names == ["x", "f", "a", "g", "b"]
+    deep = cst.parse_module("y = " + "(" * 400 + "1" + ")" * 400 + "\n")
+    assert sum(1 for _ in walk(deep)) > 3  # no RecursionError on deep trees
