@@ -67,7 +67,21 @@ _PADDING_EVIDENCE = re.compile(
     r"(?<![\w/.-])-\s*100\b|DataCollatorWithPadding|DataCollatorForSeq2Seq|DataCollatorForLanguageModeling"
     r"|DataCollatorForTokenClassification|DataCollatorForWholeWordMask|padding\s*=\s*(True|['\"]longest['\"]|['\"]max_length['\"])"
     r"|pad_sequence|label_pad_token_id|\.masked_fill\([^)]*ignore_index|labels?\[[^]]*\]\s*=\s*ignore_index"
+    # an ignore_index that names padding (`PAD_IDX`, `pad_id`, `tokenizer.pad_token_id`): padded targets
+    r"|ignore_index\s*=\s*(?:[A-Za-z_]\w*\.)*\w*(?i:pad)\w*"
 )
+# `ignore_index=-100` or `IGNORE_INDEX = -100` alone says which label a loss would skip,
+# not that any label is skipped: it is not evidence that token counts differ.
+_IGNORE_INDEX_DEFAULT = re.compile(
+    r"ignore_index\s*=\s*-\s*100\b|^[ \t]*(?:self\.)?_?[A-Z_]*IGNORE[A-Z_]*\s*=\s*-\s*100\b", re.MULTILINE
+)
+
+
+def padding_evidence(text: str) -> bool:
+    """Whether the module shows that token counts differ between micro-batches (padding,
+    labels set to -100, padding collators, an ignore_index that names padding)."""
+    text = _IGNORE_INDEX_DEFAULT.sub("", re.sub(r"#[^\n]*", "", text))
+    return bool(_PADDING_EVIDENCE.search(text))
 
 
 @dataclass(eq=False)
@@ -137,7 +151,7 @@ class ModuleFacts:
 def collect_facts(module: cst.Module, text: str) -> ModuleFacts:
     facts = ModuleFacts(module=module)
     facts.window_token_normalization = "num_items_in_batch" in text
-    facts.padding_evidence = bool(_PADDING_EVIDENCE.search(re.sub(r"#[^\n]*", "", text)))
+    facts.padding_evidence = padding_evidence(text)
     stack: list[tuple[cst.CSTNode, tuple[cst.CSTNode, ...]]] = [(module, ())]
     while stack:
         node, ancestors = stack.pop()

@@ -17,12 +17,10 @@ from typing import Optional
 import libcst as cst
 
 from accumlint.model.facts import ModuleFacts
+from accumlint.model.frameworks import AcceleratorInfo, Frameworks
 from accumlint.model.names import (
     call_name,
     dotted,
-    has_star_kwargs,
-    int_value,
-    keyword,
     last_part,
     looks_like_optimizer,
     looks_like_scaler,
@@ -59,14 +57,6 @@ class Role:
     receiver: Optional[str] = None
     target: Optional[cst.BaseExpression] = None
     flavor: str = ""
-
-
-@dataclass(frozen=True)
-class AcceleratorInfo:
-    """An `Accelerator(...)`: whether its backward divides the loss by K (None: unknown)."""
-
-    scales: Optional[bool]
-    steps: Optional[cst.BaseExpression]
 
 
 class Objects:
@@ -184,22 +174,14 @@ class Objects:
     def is_optimizer(self, expr: Optional[cst.BaseExpression]) -> bool:
         return self.kind_of(expr) == "optimizer"
 
+    @cached_property
+    def frameworks(self) -> Frameworks:
+        """Accelerate, data-parallel and sync-control facts of this module."""
+        return Frameworks(self.facts, self)
+
     def accelerator(self, expr: Optional[cst.BaseExpression]) -> Optional[AcceleratorInfo]:
-        """The Accelerator behind `expr`, and whether its backward scales by 1/K."""
-        if self.kind_of(expr) != "accelerator":
-            return None
-        for binding in self.facts.values_of(dotted(expr)):
-            value = binding.value
-            if isinstance(value, cst.Call) and last_part(call_name(value) or "") == "Accelerator":
-                steps = keyword(value, "gradient_accumulation_steps")
-                plugin = keyword(value, "gradient_accumulation_plugin")
-                if steps is not None:
-                    literal = int_value(steps.value)
-                    return AcceleratorInfo(scales=literal is None or literal > 1, steps=steps.value)
-                if plugin is not None or has_star_kwargs(value):
-                    return AcceleratorInfo(scales=None, steps=None)
-                return AcceleratorInfo(scales=False, steps=None)
-        return AcceleratorInfo(scales=None, steps=None)
+        """The Accelerator behind `expr` (see `Frameworks.accelerator`)."""
+        return self.frameworks.accelerator(expr)
 
     # -- what a call does ---------------------------------------------------------
     def role(self, call: cst.Call) -> Optional[Role]:

@@ -9,18 +9,23 @@ steps that only act on sync steps).
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Optional
 
 import libcst as cst
 
+from accumlint.model import scopes
 from accumlint.model.facts import ModuleFacts
+from accumlint.model.frameworks import SYNC_CONTROL_TEXT, SyncControl
 from accumlint.model.gates import PLUS_ONE, ZERO, Gate
 from accumlint.model.loop import Event, Statement, TrainingLoop, calls_in
 from accumlint.model.loss import LossFlow, LossReader
 from accumlint.model.names import (
     call_name,
+    code,
     dotted,
     int_value,
     last_part,
@@ -29,6 +34,8 @@ from accumlint.model.names import (
     positional,
 )
 from accumlint.model.roles import Objects
+
+_MODEL_NAME = re.compile(r"model|net|module|policy|unet|transformer|encoder|decoder", re.IGNORECASE)
 
 _RESCALE_CALLS = {"scale_grads", "scale_gradients", "multiply_grads", "rescale_gradients", "scale_grad", "_scale_grads"}
 
@@ -42,18 +49,88 @@ class Window:
     flows: list[LossFlow] = field(default_factory=list)
 
     # -- the framework ------------------------------------------------------------
+    def accumulate_call(self, statement: Statement) -> Optional[cst.Call]:
+        """The `accelerator.accumulate(...)` call whose `with` holds the statement."""
+        return self.objects.frameworks.accumulate_item(statement)
+
     def accumulate_context(self, statement: Statement) -> bool:
-        """Inside `with accelerator.accumulate(model):` (steps act only on sync steps)."""
-        for item in statement.withs:
-            value = item.item
-            if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
-                if value.func.attr.value == "accumulate" and self.objects.kind_of(value.func.value) == "accelerator":
-                    return True
-        return False
+        """Inside `with accelerator.accumulate(model):` (prepared objects act only on sync steps)."""
+        return self.accumulate_call(statement) is not None
 
     @cached_property
     def uses_accumulate_context(self) -> bool:
         return any(self.accumulate_context(s) for s in self.loop.statements)
+
+    @cached_property
+    def accumulate_k(self) -> Optional[cst.BaseExpression]:
+        """K of the Accelerator whose `accumulate()` the loop enters: with it, the loop
+        accumulates and `accelerator.sync_gradients` is its window boundary."""
+        for statement in self.loop.statements:
+            call = self.accumulate_call(statement)
+            if call is not None:
+                k = self.objects.frameworks.accumulate_k(call)
+                if k is not None:
+                    return k
+        return None
+
+    def accumulate_block(self, statement: Statement) -> list[Statement]:
+        """The statements of the iteration inside the same `accumulate()` as `statement`."""
+        call = self.accumulate_call(statement)
+        return [s for s in self.loop.statements if call is not None and self.accumulate_call(s) is call]
+
+    def unmanaged_in_accumulate(self, event: Event) -> bool:
+        """A call inside `accumulate()` that accelerate does not hold back off the sync
+        step, so it runs on every micro-batch: model or parameter zeroing
+        (`model.zero_grad()`, `p.grad = None`), a scheduler that `accelerator.prepare`
+        did not return, and clipping."""
+        if event.kind == "clip":
+            return True
+        if event.kind == "sched":
+            return self.objects.frameworks.prepared(event.role.target) is False
+        if event.kind == "zero":
+            return self.zeroes_model(event)
+        return False
+
+    def zeroes_model(self, event: Event) -> bool:
+        """Zeroing of a model or of parameters' `.grad` (not an optimizer's `zero_grad`)."""
+        target = event.role.target
+        if target is None or self.objects.kind_of(target) == "optimizer":
+            return False
+        name = dotted(target) or ""
+        if name.endswith(".grad") or name.endswith(".grad.data"):
+            return True
+        call = self.accumulate_call(event.statement)
+        accumulated = {dotted(arg.value) for arg in call.args} if call is not None else set()
+        return name in accumulated or bool(_MODEL_NAME.search(last_part(name)))
+
+    def zeroes_on_window_entry(self, event: Event) -> bool:
+        """An optimizer's zeroing inside `accumulate()` before the block's first backward
+        (and before any step): accumulate sets `sync_gradients` on entry, so on the
+        window's last micro-batch it erases the gradients of the whole window."""
+        if event.kind != "zero" or self.accumulate_k is None or not self.framework_managed(event):
+            return False
+        block = self.accumulate_block(event.statement)
+        first_backward = min((e.order for s in block for e in s.events if e.kind == "backward"), default=None)
+        first_step = min((e.order for s in block for e in s.events if e.kind == "step"), default=None)
+        if first_backward is None or event.order >= first_backward:
+            return False
+        return first_step is None or event.order < first_step
+
+    def managed_step(self, statement: Statement) -> Optional[Event]:
+        """The last optimizer step in the same `accumulate()` block as `statement`."""
+        steps = [e for s in self.accumulate_block(statement) for e in s.events if e.kind == "step"]
+        return steps[-1] if steps else None
+
+    @cached_property
+    def controls_sync(self) -> bool:
+        """The loop (or a helper it calls) decides somewhere when gradients all-reduce."""
+        texts = [code(self.loop.node)] + [code(s.helper) for s in self.loop.statements if s.helper is not None]
+        return any(SYNC_CONTROL_TEXT.search(text) for text in texts)
+
+    @cached_property
+    def sync_controls(self) -> list[SyncControl]:
+        """The loop's sync controls, each with the statements it governs."""
+        return self.objects.frameworks.sync_controls(self.loop.statements)
 
     @cached_property
     def deepspeed(self) -> bool:
@@ -84,7 +161,7 @@ class Window:
         """A step/zero/scheduler call the framework turns into a no-op off the boundary."""
         if event.role.flavor == "engine":
             return True
-        return self.accumulate_context(event.statement)
+        return self.accumulate_context(event.statement) and not self.unmanaged_in_accumulate(event)
 
     # -- evidence and K -------------------------------------------------------------
     @cached_property
@@ -121,6 +198,25 @@ class Window:
                 if scaling.op == "div" and self.is_accumulation_name(scaling.factor):
                     return scaling.factor
         return None
+
+    def k_in_scope(self, statement: Statement) -> Optional[cst.BaseExpression]:
+        """K as the code at `statement` can spell it (None: not in scope there).
+
+        In the loop's own code, K itself. In a same-module helper, K when every name it
+        reads is a module-level name the helper does not rebind and the helper has one
+        caller; else the helper's parameter that every call passes K to."""
+        k, helper = self.k, statement.helper
+        if k is None or helper is None:
+            return k
+        sites = scopes.call_sites(self.facts, helper)
+        reads = scopes.free_names(k)
+        if len(sites) == 1 and reads <= scopes.module_names(self.facts.module) - scopes.local_names(helper):
+            return k
+        call = statement.call_site
+        parameter = scopes.parameter_receiving(helper, call, k) if call is not None else None
+        if parameter is None or not all(scopes.passes(helper, site, parameter) for site in sites):
+            return None
+        return cst.Name(parameter)
 
     def is_accumulation_name(self, node: cst.BaseExpression) -> bool:
         name = dotted(node)
@@ -164,6 +260,12 @@ class Window:
     @property
     def has_micro_loop(self) -> bool:
         return self.loop.micro_loop is not None
+
+    @cached_property
+    def steps_once_per_window(self) -> bool:
+        """The optimizer steps once per window: under a gate, after an inner micro-step
+        loop, or inside `accumulate()` on an Accelerator with K."""
+        return self.gated_step or self.has_micro_loop or self.accumulate_k is not None
 
     @cached_property
     def accumulates(self) -> bool:

@@ -9,7 +9,7 @@ import libcst as cst
 
 from accumlint.edits import Edit
 from accumlint.model.tree import walk
-from accumlint.model.loop import Statement
+from accumlint.model.loop import Event, Statement
 from accumlint.model.names import code
 from accumlint.model.window import Window
 
@@ -49,3 +49,15 @@ def same_block(statement: Statement, node: cst.CSTNode) -> bool:
 
 def contains(outer: cst.CSTNode, inner: cst.CSTNode) -> bool:
     return any(node is inner for node in walk(outer))
+
+
+def sync_gated(window: Window, event: Event, anchor: Event) -> Optional[cst.If]:
+    """`event`'s statement under `if accelerator.sync_gradients:`, for a call inside
+    `accumulate()` that accelerate does not hold back (None when the anchor already
+    runs on sync steps only, or outside `accumulate()`)."""
+    call = window.accumulate_call(event.statement)
+    if call is None or not isinstance(call.func, cst.Attribute) or anchor.statement.gate is not None:
+        return None
+    test = cst.parse_expression(f"{code(call.func.value)}.sync_gradients")
+    body = cst.IndentedBlock(body=[event.statement.node.with_changes(leading_lines=())])
+    return cst.If(test=test, body=body, leading_lines=event.statement.node.leading_lines)

@@ -2,65 +2,149 @@
 
 from __future__ import annotations
 
-import re
 from typing import Iterable, Optional
 
 import libcst as cst
 
-from accumlint.edits import Edit, replace
+from accumlint.edits import Edit, insert_after, insert_before, parenthesized, remove, replace
 from accumlint.model.gates import Gate
 from accumlint.model.names import code, dotted
 from accumlint.model.window import Window
-from accumlint.rules.base import Finding
+from accumlint.model.tree import walk
+from accumlint.rules.base import Finding, contains
 
-_SYNC_CONTROL = re.compile(
-    r"no_sync|require_backward_grad_sync|set_requires_gradient_sync|no_backward_sync|skip_sync|sync_gradients"
-)
+_REPORTED_WRAPS = ("ddp", "apex", "accelerate", "fabric")
 
 
 def sync_every_micro_batch(window: Window) -> Iterable[Finding]:
     if not (window.gated_step or window.has_micro_loop) or window.uses_accumulate_context or window.deepspeed:
         return
     model = window.objects.wrapped_model
-    if model is None:
-        return
-    texts = [code(window.loop.node)] + [code(s.helper) for s in window.loop.statements if s.helper is not None]
-    if any(_SYNC_CONTROL.search(text) for text in texts):
+    kind = window.objects.frameworks.parallel_kind(model)
+    if model is None or kind not in _REPORTED_WRAPS or window.controls_sync:
         return
     backward = window.loop.backwards[0]
     if backward.role.flavor not in ("tensor", "accelerate", "fabric"):
         return
+    advice = _advice(window, model, kind)
     yield Finding(
         "GA401",
         backward.role.call,
         f"`{model}` all-reduces gradients on every micro-batch",
-        _sync_edits(window, model),
-        "Synchronize gradients only on the window's last micro-batch",
-        help=f"only the window's last micro-batch needs the sync: run the others under `{model}.no_sync()`",
+        _sync_edits(window, model, kind),
+        "Run non-boundary micro-batches under the framework's no-sync context",
+        help=f"`{model}` is wrapped in DistributedDataParallel; only the window's last micro-batch needs the sync: {advice}",
     )
 
 
-def _sync_edits(window: Window, model: str) -> tuple[Edit, ...]:
-    """Set `require_backward_grad_sync` first thing in each micro-step (DDP reads it in forward)."""
-    loop = window.loop
-    if window.has_micro_loop:
-        micro = loop.micro_loop
-        k = window.micro_k
-        if not isinstance(micro, cst.For) or k is None or dotted(micro.target) is None:
-            return ()
-        boundary = f"{dotted(micro.target)} == {code(k)} - 1"
-        body = micro.body
-    else:
-        gate = window.step_gate
-        if gate is None or gate.whole_test is None or not _inline(gate) or not isinstance(loop.node, cst.For):
-            return ()
-        boundary = code(gate.whole_test)
-        body = loop.node.body
-    if not isinstance(body, cst.IndentedBlock) or not body.body:
+def _advice(window: Window, model: str, kind: str) -> str:
+    """What to do, in the framework's own form."""
+    owner = window.objects.frameworks.wrapper(model)
+    if kind == "apex":
+        return f"call `{model}.disable_allreduce()` before the other micro-batches and `enable_allreduce()` before the last"
+    if kind == "accelerate" and owner is not None:
+        return f"run the others under `with {code(owner)}.no_sync({model}):`"
+    if kind == "fabric" and owner is not None:
+        return f"run them under `with {code(owner)}.no_backward_sync({model}, enabled=<not at the boundary>):`"
+    return f"run the others under `with {model}.no_sync():`"
+
+
+def _sync_edits(window: Window, model: str, kind: str) -> tuple[Edit, ...]:
+    """Wrap the micro-step's forward and backward in the framework's no-sync context,
+    active off the boundary (DDP decides at the forward whether the backward syncs)."""
+    boundary = _boundary(window)
+    body = window.loop.micro_loop.body if window.has_micro_loop else window.loop.node.body
+    owner = window.objects.frameworks.wrapper(model)
+    if boundary is None or not isinstance(body, cst.IndentedBlock) or kind == "apex":
         return ()
-    first = body.body[0]
-    statement = cst.parse_statement(f"{model}.require_backward_grad_sync = ({boundary})\n")
-    return (replace(first, cst.FlattenSentinel([statement, first])),)
+    if kind in ("accelerate", "fabric") and owner is None:
+        return ()
+    statements = list(body.body)
+    backward = window.loop.backwards[0].role.call
+    last = next((i for i, statement in enumerate(statements) if contains(statement, backward)), None)
+    if last is None or _rebinds(statements, boundary):
+        return ()
+    edits: list[Edit] = []
+    if kind == "fabric":
+        item = f"{code(owner)}.no_backward_sync({model}, enabled={_negated(boundary)})"
+    else:
+        context = _nullcontext(window, edits)
+        if context is None:
+            return ()
+        off = f"{code(owner)}.no_sync({model})" if kind == "accelerate" else f"{model}.no_sync()"
+        item = f"{context}() if {code(boundary)} else {off}"
+    wrapped = statements[: last + 1]
+    first = wrapped[0]
+    block = cst.IndentedBlock(body=[first.with_changes(leading_lines=()), *wrapped[1:]])
+    with_node = cst.With(items=[cst.WithItem(cst.parse_expression(item))], body=block,
+                         leading_lines=first.leading_lines)
+    edits.append(replace(first, with_node))
+    edits.extend(remove(statement) for statement in wrapped[1:])
+    return tuple(edits)
+
+
+def _boundary(window: Window) -> Optional[cst.BaseExpression]:
+    """The test that is true on the micro-batch that closes a window."""
+    if window.has_micro_loop:
+        micro, k = window.loop.micro_loop, window.micro_k
+        if not isinstance(micro, cst.For) or k is None or dotted(micro.target) is None:
+            return None
+        return cst.parse_expression(f"{dotted(micro.target)} == {code(parenthesized(k))} - 1")
+    gate = window.step_gate
+    if gate is None or not gate.positive or gate.whole_test is None or not _inline(gate):
+        return None
+    return gate.whole_test if isinstance(window.loop.node, cst.For) else None
+
+
+def _rebinds(statements: list[cst.CSTNode], boundary: cst.BaseExpression) -> bool:
+    """A name the boundary test reads is (re)bound inside the loop body: the copied test
+    would read it at the wrong time."""
+    names = {node.value for node in walk(boundary) if isinstance(node, cst.Name)}
+    for statement in statements:
+        for node in walk(statement):
+            if isinstance(node, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For, cst.WithItem)):
+                target = node.target if not isinstance(node, cst.WithItem) else node.asname
+                bound = {n.value for n in walk(target) if isinstance(n, cst.Name)} if target is not None else set()
+                if bound & names:
+                    return True
+            if isinstance(node, cst.NamedExpr) and dotted(node.target) in names:
+                return True
+    return False
+
+
+def _negated(test: cst.BaseExpression) -> str:
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and not test.lpar:
+        if isinstance(test.comparisons[0].operator, cst.Equal):
+            return f"{code(test.left)} != {code(test.comparisons[0].comparator)}"
+    return f"not ({code(test)})"
+
+
+def _nullcontext(window: Window, edits: list[Edit]) -> Optional[str]:
+    """How the module spells `contextlib.nullcontext`, adding the import if it has none."""
+    imports = window.facts.imports
+    for local, full in imports.items():
+        if full == "contextlib.nullcontext":
+            return local
+    for local, full in imports.items():
+        if full == "contextlib":
+            return f"{local}.nullcontext"
+    anchor = _first_import(window.facts.module)
+    if anchor is None:
+        return None
+    statement = cst.parse_statement("from contextlib import nullcontext\n")
+    future = isinstance(anchor.body[0], cst.ImportFrom) and dotted(anchor.body[0].module) == "__future__"
+    edits.append(insert_after(anchor, statement) if future else insert_before(anchor, statement))
+    return "nullcontext"
+
+
+def _first_import(module: cst.Module) -> Optional[cst.SimpleStatementLine]:
+    """The module's first import line, or its last `from __future__` import."""
+    lines = [s for s in module.body if isinstance(s, cst.SimpleStatementLine)
+             and isinstance(s.body[0], (cst.Import, cst.ImportFrom))]
+    futures = [s for s in lines if isinstance(s.body[0], cst.ImportFrom) and dotted(s.body[0].module) == "__future__"]
+    if futures:
+        return futures[-1]
+    return lines[0] if lines else None
 
 
 def _inline(gate: Gate) -> bool:

@@ -71,9 +71,13 @@ def _backpropagated_later(window: Window, holder: str) -> bool:
 
 
 def _assigned_names(window: Window) -> dict:
-    """Names (re)bound by plain assignment inside the iteration, per scope: they do not outlive it."""
+    """Names rebound by plain assignment on every iteration, per scope: they do not
+    outlive it. A reset under a gate or another condition (`running_loss = 0` at the
+    window boundary) does: the sum keeps every graph until then."""
     found: dict = {}
     for statement in window.loop.statements:
+        if statement.gate is not None or statement.conditional:
+            continue
         for small in statement.node.body:
             if isinstance(small, cst.Assign) and _self_sum(small) is None:
                 for target in small.targets:

@@ -10,7 +10,7 @@ from accumlint.edits import Edit, insert_after, insert_before, remove
 from accumlint.model.loop import Event
 from accumlint.model.names import code, last_part
 from accumlint.model.window import Window
-from accumlint.rules.base import Finding, movable
+from accumlint.rules.base import Finding, movable, sync_gated
 from accumlint.rules.window import steps_every_micro_batch, window_step
 
 _SELF_UNSCALING_CLIPS = ("accelerator", "fabric", "self", "engine", "model_engine")
@@ -20,7 +20,7 @@ def _per_micro_batch(window: Window, kind: str) -> list[Event]:
     """Events of `kind` that run on every micro-batch of a window whose step does not."""
     if not window.accumulates or steps_every_micro_batch(window):
         return []
-    if not (window.gated_step or window.has_micro_loop):
+    if not window.steps_once_per_window:
         return []
     return [
         event for event in window.loop.of_kind(kind)
@@ -28,21 +28,24 @@ def _per_micro_batch(window: Window, kind: str) -> list[Event]:
     ]
 
 
-def _move(event: Event, anchor: Optional[Event], *, before: bool) -> tuple[Edit, ...]:
+def _move(window: Window, event: Event, anchor: Optional[Event], *, before: bool) -> tuple[Edit, ...]:
+    """Move the statement next to the window's step (inside `accumulate()`, under
+    `if accelerator.sync_gradients:`)."""
     if anchor is None or not movable(event.statement) or not movable(anchor.statement):
         return ()
     place = insert_before if before else insert_after
-    return (remove(event.statement.node), place(anchor.statement.node, event.statement.node))
+    moved = sync_gated(window, event, anchor) or event.statement.node
+    return (remove(event.statement.node), place(anchor.statement.node, moved))
 
 
 def scheduler_every_micro_batch(window: Window) -> Iterable[Finding]:
-    anchor = window_step(window)
     for event in _per_micro_batch(window, "sched"):
+        anchor = window_step(window, event)
         yield Finding(
             "GA301",
             event.role.call,
             f"`{code(event.role.call)}` advances the LR schedule on every micro-batch",
-            _move(event, anchor, before=False),
+            _move(window, event, anchor, before=False),
             "Move the scheduler step after the optimizer step, inside the window",
             help="the optimizer steps once per window ({related}), so the schedule runs K times too fast; "
             "step the scheduler after the optimizer",
@@ -51,13 +54,13 @@ def scheduler_every_micro_batch(window: Window) -> Iterable[Finding]:
 
 
 def clip_every_micro_batch(window: Window) -> Iterable[Finding]:
-    anchor = window_step(window)
     for event in _per_micro_batch(window, "clip"):
+        anchor = window_step(window, event)
         yield Finding(
             "GA302",
             event.role.call,
             "gradients are clipped on every micro-batch, on partial sums",
-            _move(event, anchor, before=True),
+            _move(window, event, anchor, before=True),
             "Move the clipping before the optimizer step, inside the window",
             help="clip once per window, right before the optimizer step ({related})",
             related=anchor.role.call if anchor is not None else None,
@@ -69,9 +72,9 @@ def scaler_every_micro_batch(window: Window) -> Iterable[Finding]:
     gated_clip = next((e for e in window.loop.of_kind("clip") if e.gate is not None), None)
     for event in _per_micro_batch(window, "update") + _per_micro_batch(window, "unscale"):
         if event.kind == "update":
-            edits = _move(event, anchor, before=False)
+            edits = _move(window, event, anchor, before=False)
         else:
-            edits = _move(event, gated_clip or anchor, before=True)
+            edits = _move(window, event, gated_clip or anchor, before=True)
         yield Finding(
             "GA303",
             event.role.call,

@@ -30,9 +30,10 @@ def missing_loss_scaling(window: Window) -> Iterable[Finding]:
             continue
         backward = flow.backward
         edits: tuple[Edit, ...] = ()
-        if flow.target is not None and backward.statement.helper is None:
+        k_here = window.k_in_scope(backward.statement)
+        if flow.target is not None and k_here is not None:
             wrap = backward.role.flavor == "tensor" and flow.target is backward.role.target
-            edits = (replace(flow.target, divided(flow.target, window.k, wrap=wrap)),)
+            edits = (replace(flow.target, divided(flow.target, k_here, wrap=wrap)),)
         yield Finding(
             "GA201",
             backward.role.call,

@@ -7,12 +7,12 @@ from typing import Iterable, Optional
 
 import libcst as cst
 
-from accumlint.edits import Edit, insert_before, move_after, parenthesized, remove, replace
+from accumlint.edits import Edit, insert_after, insert_before, move_after, parenthesized, remove, replace
 from accumlint.model.tree import walk
 from accumlint.model.loop import Event
 from accumlint.model.names import code, dotted, last_part, normalized
 from accumlint.model.window import Window
-from accumlint.rules.base import Finding, k_text, movable, same_block
+from accumlint.rules.base import Finding, k_text, movable, same_block, sync_gated
 
 _ZEROING_TEXT = re.compile(r"zero_grad|\.grad\s*=\s*None|\.grad(\.data)?\.(zero_|detach_)|set_to_none|zero_gradients")
 
@@ -54,24 +54,31 @@ def zeroing_before_step(window: Window) -> list[tuple[Event, Event]]:
 
 
 def zero_grad_every_micro_batch(window: Window) -> Iterable[Finding]:
-    if not (window.gated_step or window.has_micro_loop) or steps_every_micro_batch(window):
+    if not window.steps_once_per_window or steps_every_micro_batch(window):
         return
     reported = {id(zero) for zero, _ in zeroing_before_step(window)}
-    anchor = window_step(window)
     for zero in window.loop.of_kind("zero"):
-        if id(zero) in reported or window.framework_managed(zero):
+        if id(zero) in reported:
             continue
-        if not window.runs_every_micro_batch(zero.statement):
+        if window.zeroes_on_window_entry(zero):
+            yield _zero_on_entry(window, zero)
             continue
+        if window.framework_managed(zero) or not window.runs_every_micro_batch(zero.statement):
+            continue
+        anchor = window_step(window, zero)
         edits: tuple[Edit, ...] = ()
         if anchor is not None and movable(zero.statement) and movable(anchor.statement):
             edits = move_after(zero.statement.node, anchor.statement.node)
+            moved = sync_gated(window, zero, anchor)
+            if moved is not None:
+                edits = (remove(zero.statement.node), insert_after(anchor.statement.node, moved))
             if not _zeroes_before_loop(window):
                 edits += (insert_before(window.loop.node, zero.statement.node.with_changes(leading_lines=())),)
+        where = " inside `accelerator.accumulate()` (never held back)" if window.accumulate_context(zero.statement) else ""
         yield Finding(
             "GA101",
             zero.role.call,
-            f"`{code(zero.role.call)}` runs on every micro-batch, erasing the window's gradients",
+            f"`{code(zero.role.call)}` runs on every micro-batch{where}, erasing the window's gradients",
             edits,
             "Move the zeroing after the optimizer step, inside the window",
             help="zero once per window, after the optimizer step ({related})",
@@ -79,10 +86,32 @@ def zero_grad_every_micro_batch(window: Window) -> Iterable[Finding]:
         )
 
 
-def window_step(window: Window) -> Optional[Event]:
+def _zero_on_entry(window: Window, zero: Event) -> Finding:
+    """A prepared optimizer's zeroing before the backward inside `accumulate()` (accelerate #616)."""
+    anchor = window.managed_step(zero.statement)
+    edits: tuple[Edit, ...] = ()
+    if anchor is not None and movable(zero.statement) and movable(anchor.statement):
+        edits = move_after(zero.statement.node, anchor.statement.node)
+    return Finding(
+        "GA101",
+        zero.role.call,
+        f"`{code(zero.role.call)}` runs before the backward inside `accelerator.accumulate()`",
+        edits,
+        "Move the zeroing after the optimizer step",
+        help="`accumulate()` sets `sync_gradients` on entry, so on each window's last micro-batch this erases "
+        "the gradients of the whole window; zero after the optimizer step ({related})",
+        related=anchor.role.call if anchor is not None else None,
+    )
+
+
+def window_step(window: Window, near: Optional[Event] = None) -> Optional[Event]:
+    """The step that closes the window: gated, after the micro-step loop, or (for a call
+    inside `accumulate()`) the managed step of the same block."""
     for event in window.optimizer_steps:
         if event.gate is not None or (window.has_micro_loop and not window.loop.in_micro_loop(event.statement)):
             return event
+    if near is not None and window.accumulate_k is not None:
+        return window.managed_step(near.statement)
     return None
 
 

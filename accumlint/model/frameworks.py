@@ -1,0 +1,291 @@
+"""What training frameworks do to a loop: Accelerate, data-parallel wraps, sync controls.
+
+One home for the facts several rules share:
+
+- an `Accelerator(...)`: its K (`gradient_accumulation_steps`, a
+  `GradientAccumulationPlugin(num_steps=...)`), whether its backward divides
+  the loss by K, and whether it shards (DeepSpeed / FSDP plugins);
+- objects returned by `accelerator.prepare(...)`: a prepared optimizer only
+  zeroes and steps on sync steps, a prepared scheduler only steps on them;
+  anything else inside `accumulate()` runs on every micro-batch;
+- the `with accelerator.accumulate(...)` context around a statement;
+- what wraps a model for data parallelism (DDP, apex DDP, FSDP, DeepSpeed,
+  Accelerate, Fabric) and so whether gradients all-reduce on every backward;
+- the sync controls that skip that all-reduce (`no_sync()`,
+  `accelerator.no_sync(model)`, `fabric.no_backward_sync(...)`,
+  `require_backward_grad_sync = ...`, `set_requires_gradient_sync(...)`,
+  apex `disable_allreduce()` / `enable_allreduce()`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable, Optional
+
+import libcst as cst
+
+from accumlint.model.facts import ModuleFacts
+from accumlint.model.tree import walk
+from accumlint.model.names import call_name, dotted, has_star_kwargs, int_value, keyword, last_part, string_value
+
+if TYPE_CHECKING:
+    from accumlint.model.loop import Statement
+    from accumlint.model.roles import Objects
+
+# Text that means a loop controls gradient synchronisation somewhere (a helper
+# like `maybe_no_sync(...)` included): GA401 stays silent on any of it.
+SYNC_CONTROL_TEXT = re.compile(
+    r"no_sync|require_backward_grad_sync|set_requires_gradient_sync|no_backward_sync|skip_sync|sync_gradients"
+    r"|disable_allreduce|enable_allreduce|trigger_sync_in_backward"
+)
+_SYNC_CONTEXT_METHODS = {"no_sync", "no_backward_sync"}
+_SYNC_CALL_METHODS = {"set_requires_gradient_sync", "disable_allreduce", "enable_allreduce"}
+_SYNC_FLAG = "require_backward_grad_sync"
+_PREPARE_METHODS = {"prepare", "prepare_model", "prepare_optimizer", "prepare_scheduler"}
+_SHARDING_STRATEGY = re.compile(r"fsdp|deepspeed|FSDPStrategy|DeepSpeedStrategy|ModelParallelStrategy", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class AcceleratorInfo:
+    """An `Accelerator(...)`: whether its backward divides the loss by K (None: unknown),
+    the K it accumulates over (None: none or unknown), and what it shards with."""
+
+    scales: Optional[bool]
+    steps: Optional[cst.BaseExpression]
+    sharded: Optional[str] = None  # "deepspeed" | "fsdp" when a plugin says so
+
+
+@dataclass(frozen=True, eq=False)
+class SyncControl:
+    """One place where a loop decides whether the next backward all-reduces.
+
+    kind: "context" (`with model.no_sync():`, `with accelerator.no_sync(model):`,
+    `with fabric.no_backward_sync(model, enabled=...)`, a conditional
+    `nullcontext() if ... else model.no_sync()`), "flag"
+    (`model.require_backward_grad_sync = ...`) or "call"
+    (`model.set_requires_gradient_sync(...)`, apex `disable_allreduce()`).
+    node: the `with` item, the assignment or the call.
+    model: the model it concerns; condition: `enabled=`, the assigned value or
+    the call's argument (None when unconditional).
+    statements: the statements of the iteration it governs (for a context, the
+    ones inside it; otherwise the one that holds it).
+    """
+
+    kind: str
+    node: cst.CSTNode
+    model: Optional[cst.BaseExpression]
+    condition: Optional[cst.BaseExpression]
+    statements: tuple["Statement", ...]
+
+
+class Frameworks:
+    """Answers framework questions for one module (built once, on `Objects`)."""
+
+    def __init__(self, facts: ModuleFacts, objects: "Objects") -> None:
+        self.facts = facts
+        self.objects = objects
+
+    # -- Accelerate ------------------------------------------------------------------
+    def accelerator(self, expr: Optional[cst.BaseExpression]) -> Optional[AcceleratorInfo]:
+        """The Accelerator behind `expr`: K, whether its backward scales by 1/K, sharding."""
+        if self.objects.kind_of(expr) != "accelerator":
+            return None
+        for binding in self.facts.values_of(dotted(expr)):
+            value = binding.value
+            if isinstance(value, cst.Call) and last_part(call_name(value) or "") == "Accelerator":
+                return self._accelerator_call(value)
+        return AcceleratorInfo(scales=None, steps=None)
+
+    def _accelerator_call(self, call: cst.Call) -> AcceleratorInfo:
+        sharded = None
+        if keyword(call, "deepspeed_plugin") is not None or keyword(call, "deepspeed_plugins") is not None:
+            sharded = "deepspeed"
+        elif keyword(call, "fsdp_plugin") is not None:
+            sharded = "fsdp"
+        steps = keyword(call, "gradient_accumulation_steps")
+        if steps is not None:
+            literal = int_value(steps.value)
+            return AcceleratorInfo(scales=literal is None or literal > 1, steps=steps.value, sharded=sharded)
+        plugin = keyword(call, "gradient_accumulation_plugin")
+        if plugin is not None:
+            num_steps = self._plugin_steps(plugin.value)
+            return AcceleratorInfo(scales=None, steps=num_steps, sharded=sharded)
+        if has_star_kwargs(call):
+            return AcceleratorInfo(scales=None, steps=None, sharded=sharded)
+        return AcceleratorInfo(scales=False, steps=None, sharded=sharded)
+
+    def _plugin_steps(self, plugin: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+        """`GradientAccumulationPlugin(num_steps=K)`, inline or bound to a name."""
+        candidates = [plugin] + [b.value for b in self.facts.values_of(dotted(plugin))]
+        for value in candidates:
+            if isinstance(value, cst.Call) and last_part(call_name(value) or "") == "GradientAccumulationPlugin":
+                num_steps = keyword(value, "num_steps")
+                return num_steps.value if num_steps is not None else None
+        return None
+
+    def accumulate_item(self, statement: "Statement") -> Optional[cst.Call]:
+        """The innermost `accelerator.accumulate(...)` call whose `with` holds the statement."""
+        for item in reversed(statement.withs):
+            value = item.item
+            if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+                if value.func.attr.value == "accumulate" and self.objects.kind_of(value.func.value) == "accelerator":
+                    return value
+        return None
+
+    def accumulate_k(self, call: cst.Call) -> Optional[cst.BaseExpression]:
+        """K of the Accelerator an `accumulate(...)` call belongs to (None: no K or unknown).
+        An Accelerator with K is evidence that the loop accumulates."""
+        info = self.accelerator(call.func.value) if isinstance(call.func, cst.Attribute) else None
+        if info is None or info.steps is None or int_value(info.steps) in (0, 1):
+            return None
+        return info.steps
+
+    def prepared(self, expr: Optional[cst.BaseExpression]) -> Optional[bool]:
+        """Whether an object was returned by `accelerator.prepare(...)`: True, False (every
+        binding in the module builds it directly), or None (unknown: a parameter, another
+        module's helper)."""
+        name = dotted(expr) if expr is not None else None
+        if name is None:
+            return None
+        bindings = self.facts.bindings.get(name, [])
+        if not bindings:
+            return None
+        for binding in bindings:
+            value = binding.value
+            if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+                if value.func.attr.value in _PREPARE_METHODS:
+                    return True
+        if all(self.objects.built_kind(b.value, b.index) is not None for b in bindings):
+            return False
+        return None
+
+    # -- data parallelism ----------------------------------------------------------
+    def parallel_kind(self, model: Optional[str]) -> Optional[str]:
+        """How a model name is wrapped for data parallelism: "ddp" (torch DDP), "apex"
+        (apex DDP), "accelerate" / "fabric" (DDP when launched on several processes),
+        "sharded" (FSDP, `fully_shard`, DeepSpeed: syncing every micro-batch is their
+        memory-saving choice), or None."""
+        if model is None:
+            return None
+        if self._shards_in_place():
+            return "sharded"
+        found: Optional[str] = None
+        for binding in self.facts.values_of(model):
+            kind = self._wrap_of(binding.value)
+            if kind == "sharded":
+                return kind
+            found = found or kind
+        return found
+
+    def wrapper(self, model: Optional[str]) -> Optional[cst.BaseExpression]:
+        """The Accelerator or Fabric whose `prepare` / `setup` returned the model."""
+        for binding in self.facts.values_of(model):
+            value = binding.value
+            if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+                if self.objects.kind_of(value.func.value) in ("accelerator", "fabric"):
+                    return value.func.value
+        return None
+
+    def _shards_in_place(self) -> bool:
+        """`fully_shard(model)` (FSDP2) shards in place and returns nothing to bind."""
+        for call in self.facts.calls:
+            if last_part(call_name(call) or "") == "fully_shard":
+                return True
+        return False
+
+    def _wrap_of(self, value: cst.BaseExpression) -> Optional[str]:
+        if not isinstance(value, cst.Call):
+            return None
+        name = self.facts.qualified(call_name(value)) or ""
+        tail = last_part(name)
+        if tail in ("FullyShardedDataParallel", "FSDP", "fully_shard") or "deepspeed" in name:
+            return "sharded"
+        if tail in ("DistributedDataParallel", "DDP"):
+            return "apex" if name.startswith("apex") else "ddp"
+        if not isinstance(value.func, cst.Attribute) or value.func.attr.value not in ("prepare", "prepare_model", "setup", "setup_module"):
+            return None
+        owner = value.func.value
+        kind = self.objects.kind_of(owner)
+        if kind == "accelerator":
+            info = self.accelerator(owner)
+            return "sharded" if info is not None and info.sharded else "accelerate"
+        if kind == "fabric":
+            return "sharded" if self._fabric_shards(owner) else "fabric"
+        return None
+
+    def _fabric_shards(self, fabric: cst.BaseExpression) -> bool:
+        for binding in self.facts.values_of(dotted(fabric)):
+            value = binding.value
+            if isinstance(value, cst.Call) and last_part(call_name(value) or "") == "Fabric":
+                strategy = keyword(value, "strategy")
+                if strategy is None:
+                    return False
+                value = strategy.value
+                if isinstance(value, cst.SimpleString):
+                    text = string_value(value)
+                else:
+                    text = call_name(value) if isinstance(value, cst.Call) else dotted(value)
+                # an unknown strategy (`strategy=args.strategy`) may shard: stay silent
+                return text is None or bool(_SHARDING_STRATEGY.search(text))
+        return False
+
+    # -- sync controls ---------------------------------------------------------------
+    def sync_controls(self, statements: Iterable["Statement"]) -> list[SyncControl]:
+        """Every sync control among an iteration's statements, in order."""
+        statements = list(statements)
+        found: list[SyncControl] = []
+        seen: set[int] = set()
+        for statement in statements:
+            for item in statement.withs:
+                if id(item) in seen:
+                    continue
+                call = _sync_context_call(item.item)
+                if call is None:
+                    continue
+                seen.add(id(item))
+                governed = tuple(s for s in statements if any(w is item for w in s.withs))
+                found.append(SyncControl("context", item, _sync_model(call), _enabled(call, item.item), governed))
+            for small in statement.node.body:
+                control = _flag_or_call(small, statement)
+                if control is not None:
+                    found.append(control)
+        return found
+
+
+def _sync_context_call(item: cst.BaseExpression) -> Optional[cst.Call]:
+    """The `no_sync` / `no_backward_sync` call of a `with` item, also in `a if c else b`."""
+    for node in walk(item):
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            if node.func.attr.value in _SYNC_CONTEXT_METHODS:
+                return node
+    return None
+
+
+def _sync_model(call: cst.Call) -> Optional[cst.BaseExpression]:
+    """`model.no_sync()` -> model; `accelerator.no_sync(model)` / `fabric.no_backward_sync(model)` -> model."""
+    if call.args and call.args[0].keyword is None:
+        return call.args[0].value
+    return call.func.value if isinstance(call.func, cst.Attribute) else None
+
+
+def _enabled(call: cst.Call, item: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    enabled = keyword(call, "enabled")
+    if enabled is not None:
+        return enabled.value
+    if isinstance(item, cst.IfExp):
+        return item.test
+    return None
+
+
+def _flag_or_call(small: cst.BaseSmallStatement, statement: "Statement") -> Optional[SyncControl]:
+    if isinstance(small, cst.Assign) and len(small.targets) == 1:
+        target = small.targets[0].target
+        if isinstance(target, cst.Attribute) and target.attr.value == _SYNC_FLAG:
+            return SyncControl("flag", small, target.value, small.value, (statement,))
+    if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+        call = small.value
+        if isinstance(call.func, cst.Attribute) and call.func.attr.value in _SYNC_CALL_METHODS:
+            condition = call.args[0].value if call.args else None
+            return SyncControl("call", call, call.func.value, condition, (statement,))
+    return None
