@@ -20,7 +20,7 @@ from typing import Optional
 import click
 
 import accumlint
-from accumlint.rules.catalog import RULES, RULES_BY_CODE
+from accumlint.rules.catalog import ALL_RULES, RULES, RULES_BY_CODE, RULES_BY_NAME, SUPPRESSION_RULES
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -117,6 +117,10 @@ def _selectors(values: tuple[str, ...]) -> Optional[tuple[str, ...]]:
 @click.option("-v", "--verbose", is_flag=True, help="Also print what was checked, and timings, on stderr.")
 @click.option("--jobs", type=click.IntRange(min=1), help="Worker processes (default: all cores for many files).")
 @click.option("--no-cache", is_flag=True, help="Do not read or write the cache of results.")
+@click.option("--cache-dir", type=click.Path(file_okay=False), help="Keep the cache here (default: the project root's .accumlint_cache).")
+@click.option("--add-noqa", is_flag=True, help="Add `# noqa: CODE` to every line with a finding; change nothing else.")
+@click.option("--show-settings", is_flag=True, help="Print the settings that apply to the first path, and exit.")
+@click.option("--show-files", is_flag=True, help="Print the files that would be checked, and exit.")
 @click.option("--stdin-filename", help="The file name to report (and configure) for code read from stdin.")
 @click.option("--verify", is_flag=True, help="With --fix: run the runtime verifier on each fixed file (imports torch).")
 @click.option("--no-prefilter", is_flag=True, hidden=True, help="Parse every file (for benchmarks).")
@@ -138,6 +142,10 @@ def check(
     verbose: bool,
     jobs: Optional[int],
     no_cache: bool,
+    cache_dir: Optional[str],
+    add_noqa: bool,
+    show_settings: bool,
+    show_files: bool,
     stdin_filename: Optional[str],
     verify: bool,
     no_prefilter: bool,
@@ -154,9 +162,14 @@ def check(
     from_stdin = "-" in paths or (not paths and stdin_filename is not None)
     if from_stdin and len(paths) > 1:
         raise fail("`-` (stdin) cannot be combined with other paths")
+    if add_noqa and (fix or diff or from_stdin):
+        raise fail("--add-noqa cannot be combined with --fix, --diff or stdin")
     selection = SelectionLayer(_selectors(select), _selectors(ignore) or (), _selectors(extend_select) or ())
     try:
         resolver = Resolver(Overrides(selection, unsafe_fixes, config_path))
+        if show_settings or show_files:
+            _show(paths or (".",), resolver, cache_dir, settings=show_settings)
+            return
         request = Request(
             paths=paths or (".",),
             stdin=click.get_binary_stream("stdin").read() if from_stdin else None,
@@ -166,6 +179,7 @@ def check(
             use_cache=not no_cache,
             prefilter=not no_prefilter,
             jobs=jobs,
+            cache_dir=cache_dir,
         )
         progress = ProgressBar(color=_use_color(color, sys.stderr)) if not quiet else None
         try:
@@ -182,6 +196,8 @@ def check(
             traceback.print_exc()
         raise fail(f"internal error: {type(error).__name__}: {error}") from None
 
+    if add_noqa:
+        _add_noqa(run, quiet)
     from accumlint.report import ReportOptions
 
     if show_source and output_format in ("concise", "text"):
@@ -200,6 +216,40 @@ def check(
     if any(_is_error(d) for d in run.diagnostics):
         raise click.exceptions.Exit(EXIT_ERROR)
     raise click.exceptions.Exit(EXIT_FINDINGS if findings and not exit_zero else EXIT_OK)
+
+
+def _show(paths: tuple[str, ...], resolver, cache_dir: Optional[str], *, settings: bool) -> None:
+    """`--show-settings` (for the first path) or `--show-files` (every file a check would read)."""
+    from accumlint.adoption import settings_lines
+    from accumlint.cache import cache_directory
+    from accumlint.engine import discovered
+
+    if settings:
+        first = paths[0] if paths[0] != "-" else "."
+        for line in settings_lines(first, resolver.settings_for(first), cache_directory(cache_dir, paths)):
+            click.echo(line)
+        return
+    for source in sorted(discovered(paths, resolver), key=lambda source: source.display):
+        click.echo(source.display)
+
+
+def _add_noqa(run, quiet: bool) -> None:
+    """`--add-noqa`: write the comments, say how many, and exit (0, or 2 if a file could not be checked)."""
+    from accumlint.adoption import add_noqa_to_run
+
+    outcome = add_noqa_to_run(run)
+    for where in outcome.skipped:
+        click.echo(f"accumlint: warning: {where}: no `# noqa` added (the line ends inside a string or a continuation)", err=True)
+    for error in outcome.errors:
+        click.echo(f"accumlint: error: {error}", err=True)
+    for d in run.diagnostics:
+        if _is_error(d):
+            click.echo(f"{d.path}:{d.line}:{d.column}: {d.name.replace('-', ' ')}: {d.message}", err=True)
+    if not quiet:
+        count = outcome.added
+        click.echo(f"Added {count} noqa directive{'s' * (count != 1)} in {outcome.files} file{'s' * (outcome.files != 1)}.", err=True)
+    failed = outcome.errors or any(_is_error(d) for d in run.diagnostics)
+    raise click.exceptions.Exit(EXIT_ERROR if failed else EXIT_OK)
 
 
 def _use_color(choice: str, stream) -> bool:
@@ -294,7 +344,7 @@ def _print_verbose(run, resolver, started: float) -> None:
 @cli.command()
 @click.option("--output-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def rules(output_format: str) -> None:
-    """List the rules: code, name, fix kind and summary."""
+    """List the rules: code, name, fix kind and summary (then the checks of noqa comments)."""
     if output_format == "json":
         import json
 
@@ -304,28 +354,46 @@ def rules(output_format: str) -> None:
         ]
         click.echo(json.dumps(rows, indent=2))
         return
-    name_width = max(len(r.name) for r in RULES)
+    name_width = max(len(r.name) for r in ALL_RULES)
     click.echo(f"{'code':<6} {'name':<{name_width}} {'fix':<6} summary")
     for r in RULES:
+        click.echo(f"{r.code:<6} {r.name:<{name_width}} {r.fix:<6} {r.summary}")
+    click.echo("\nChecks of the suppression comments (not counted among the rules above):")
+    for r in SUPPRESSION_RULES:
         click.echo(f"{r.code:<6} {r.name:<{name_width}} {r.fix:<6} {r.summary}")
 
 
 @cli.command()
-@click.argument("code")
-def explain(code: str) -> None:
-    """Print a rule's document: what, why, an example and its fix."""
-    code = code.strip().upper()
-    if code not in RULES_BY_CODE:
-        raise fail(f"unknown rule code {code!r}; `accumlint rules` lists them")
+@click.argument("rule")
+def explain(rule: str) -> None:
+    """Print a rule's document (by code, GA201, or name, missing-loss-scaling): what, why, an example and its fix."""
+    key = rule.strip()
+    info = RULES_BY_CODE.get(key.upper()) or RULES_BY_NAME.get(key.lower())
+    if info is None:
+        raise fail(f"unknown rule {key!r}; `accumlint rules` lists their codes and names")
     try:
         from accumlint.docs import rule_document
     except ImportError as error:
         raise fail(f"rule documents are not available in this installation ({error})") from None
     try:
-        document = rule_document(code)
+        document = rule_document(info.code)
     except (OSError, KeyError, LookupError) as error:
-        raise fail(f"no document for {code} ({error})") from None
+        raise fail(f"no document for {info.code} ({error})") from None
     click.echo(document.rstrip("\n"))
+
+
+@cli.command()
+@click.option("--cache-dir", type=click.Path(file_okay=False), help="The cache to remove (default: the project root's).")
+def clean(cache_dir: Optional[str]) -> None:
+    """Remove the cache of results (for the project of the current folder)."""
+    from accumlint.cache import cache_directory
+    from accumlint.cache import clean as remove_cache
+
+    directory = cache_directory(cache_dir)
+    if remove_cache(directory):
+        click.echo(f"Removed {directory}")
+    else:
+        click.echo(f"No accumlint cache at {directory}")
 
 
 def main() -> None:

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
 
-from accumlint.rules.catalog import RULES, codes_matching
+from accumlint.rules.catalog import ALL_RULES, codes_matching
 
-ALL_CODES: tuple[str, ...] = tuple(rule.code for rule in RULES)
+ALL_CODES: tuple[str, ...] = tuple(rule.code for rule in ALL_RULES)
 
 PYPROJECT = "pyproject.toml"
 

@@ -57,6 +57,7 @@ class Request:
     use_cache: bool = True
     prefilter: bool = True
     jobs: Optional[int] = None
+    cache_dir: Optional[str] = None
 
 
 @dataclass
@@ -114,9 +115,16 @@ class TaskResult:
     cacheable: bool = False
 
 
-def _keeper(enabled: frozenset[str]):
+def _keeper(enabled: frozenset[str], suppressed: dict):
+    """What the fixer may fix; what a comment silenced is kept aside, per text, for AL002."""
+
     def keep(text: str, diagnostic: Diagnostic) -> bool:
-        return diagnostic.code in enabled and not suppressions(text).suppresses(diagnostic)
+        if diagnostic.code not in enabled:
+            return False
+        if suppressions(text).suppresses(diagnostic):
+            suppressed.setdefault(text, {})[diagnostic] = None
+            return False
+        return True
 
     return keep
 
@@ -129,8 +137,11 @@ def run_task(task: Task) -> TaskResult:
         if task.fix:
             from accumlint.fixes import fix_text
 
-            outcome = fix_text(task.text, task.path, task.options, unsafe=task.unsafe, keep=_keeper(task.enabled))
-            return TaskResult(outcome.remaining, outcome.text, list(outcome.fixed), outcome.converged)
+            suppressed: dict[str, dict[Diagnostic, None]] = {}
+            keep = _keeper(task.enabled, suppressed)
+            outcome = fix_text(task.text, task.path, task.options, unsafe=task.unsafe, keep=keep)
+            raw = outcome.remaining + list(suppressed.get(outcome.text, ()))
+            return TaskResult(raw, outcome.text, list(outcome.fixed), outcome.converged)
         from accumlint.analysis import analyze
 
         return TaskResult(analyze(task.text, task.path, task.options), cacheable=True)
@@ -203,13 +214,29 @@ def _fixable(diagnostics: list[Diagnostic], unsafe: bool) -> bool:
 
 
 def _select(document, diagnostics: list[Diagnostic], enabled: frozenset[str]) -> list[Diagnostic]:
-    """Enabled, unsuppressed findings of the final text, located (cells) and sorted."""
-    findings = [d for d in diagnostics if not is_error(d) and d.code in enabled]
-    if findings:  # only a file with findings is searched for suppressions
-        text_rules = suppressions(document.text)
-        findings = [d for d in findings if not text_rules.suppresses(d)]
-    kept = [document.locate(d) for d in diagnostics if is_error(d)] + [document.locate(d) for d in findings]
+    """Enabled, unsuppressed findings of the final text (and of its noqa comments), located and sorted.
+
+    `diagnostics` are the raw findings, suppressed ones included: a comment that
+    silences none of them is an unused one (AL002).
+    """
+    text_rules = suppressions(document.text)
+    if not any(is_error(d) for d in diagnostics):
+        diagnostics = diagnostics + text_rules.check(document.path, diagnostics, enabled)
+    kept = [
+        document.locate(d)
+        for d in diagnostics
+        if is_error(d) or (d.code in enabled and not text_rules.suppresses(d))
+    ]
     return sorted(kept, key=Diagnostic.sort_key)
+
+
+def discovered(paths: tuple[str, ...], resolver: Resolver):
+    """The files a run over `paths` checks (`discover` under each file's `exclude`)."""
+
+    def excluded(path: str, is_dir: bool) -> bool:
+        return resolver.settings_for(path).is_excluded(path, is_dir)
+
+    return discover(list(paths), excluded)
 
 
 def _sources(request: Request, resolver: Resolver):
@@ -219,10 +246,7 @@ def _sources(request: Request, resolver: Resolver):
         yield display, resolver.settings_for(request.stdin_filename or "."), request.stdin
         return
 
-    def excluded(path: str, is_dir: bool) -> bool:
-        return resolver.settings_for(path).is_excluded(path, is_dir)
-
-    for source in discover(list(request.paths), excluded):
+    for source in discovered(request.paths, resolver):
         try:
             data: Union[bytes, SourceError] = read_bytes(source.display)
         except SourceError as error:
@@ -234,7 +258,7 @@ def check(request: Request, resolver: Resolver, progress: Progress = _no_progres
     """Check (and fix) every file the request names; `progress` hears how many analyses are done."""
     from accumlint.cache import open_cache
 
-    cache = open_cache() if request.use_cache else None
+    cache = open_cache(request.cache_dir, request.paths) if request.use_cache else None
     files: list[FileResult] = []
     pending: list[_Pending] = []
     tasks: list[Task] = []
@@ -274,6 +298,8 @@ def check(request: Request, resolver: Resolver, progress: Progress = _no_progres
     outcomes, workers = execute(tasks, request.jobs, progress)
     for item, outcome in zip(pending, outcomes):
         _finish(item, outcome, cache, request)
+    if cache is not None:
+        cache.prune()
     return RunResult(files, analysed=len(tasks), cache_hits=cache.hits if cache else 0, workers=workers)
 
 

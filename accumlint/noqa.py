@@ -1,7 +1,18 @@
 """Suppression comments: `# noqa`, `# noqa: GA201, GA101` and `# accumlint: noqa`.
 
 Comments are found with `tokenize`, so `"# noqa"` inside a string silences
-nothing. Only files with findings are tokenized.
+nothing; a text without the word `noqa` is not tokenized at all.
+
+The comments are checked too, under codes of their own (ruff's PGH004 and
+RUF100), kept apart from the GA rules of the loop model:
+
+- AL001 `malformed-noqa`: `# noqa GA106` (no colon) or `# noqa:` naming no
+  code. A list without its colon silences only the codes it names (what was
+  meant), never every code as a bare `# noqa` would.
+- AL002 `unused-noqa`: a code of accumlint's (`GA...`, `AL...`) named in a
+  comment that silences nothing, because no enabled finding with that code
+  is reported there. Codes of other tools (`E501`, `F401`) and bare `# noqa`
+  are never reported: other linters may need them.
 """
 
 from __future__ import annotations
@@ -11,87 +22,229 @@ import io
 import re
 import tokenize
 from dataclasses import dataclass
-from typing import Optional
+from typing import Iterable, Iterator, Optional
 
 from accumlint.diagnostics import Diagnostic
 
-_CODES = r"[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0-9]+)*"
-_LINE = re.compile(rf"#\s*noqa(?::\s*(?P<codes>{_CODES}))?", re.IGNORECASE)
-_FILE = re.compile(rf"#\s*accumlint\s*:\s*noqa(?::\s*(?P<codes>{_CODES}))?", re.IGNORECASE)
+MALFORMED, UNUSED = "AL001", "AL002"
+NAMES = {MALFORMED: "malformed-noqa", UNUSED: "unused-noqa"}
+
+_CODE = r"[A-Za-z]+[0-9]+"
+_CODES = rf"{_CODE}(?:[\s,]+{_CODE})*"
+# The directive, then what follows it: `: codes`, ` codes` (no colon: malformed), `:` alone (malformed).
+_DIRECTIVE = re.compile(
+    rf"#\s*(?P<file>accumlint\s*:\s*)?noqa\b(?:(?P<colon>:)\s*(?P<codes>{_CODES})?|\s+(?P<bare_codes>{_CODES})\b)?",
+    re.IGNORECASE,
+)
+_OWN_CODE = re.compile(r"^(GA|AL)\d{3}$")
 
 _MENTION = re.compile("noqa", re.IGNORECASE)
 
 ALL = None  # a suppression that covers every code
 
 
-def _codes(match: re.Match) -> Optional[frozenset[str]]:
-    codes = match.group("codes")
-    return ALL if codes is None else frozenset(code.upper() for code in re.split(r"[\s,]+", codes) if code)
+@dataclass(frozen=True)
+class Directive:
+    """One suppression comment, where it is and what it silences."""
+
+    line: int
+    column: int  # 1-based, the `#` of the directive
+    end_column: int
+    codes: Optional[frozenset[str]]  # ALL (None) for a bare `# noqa`
+    file_wide: bool
+    problem: str = ""  # why it is malformed (AL001), or empty
+
+    def covers(self, code: str) -> bool:
+        return self.codes is ALL or code in self.codes
 
 
-def _comments(text: str) -> list[tuple[int, str]]:
-    """(line, comment) pairs; a file tokenize rejects is scanned line by line instead."""
+def _comments(text: str) -> list[tuple[int, int, str]]:
+    """(line, 0-based column, comment) triples; a text tokenize rejects is scanned line by line instead."""
     try:
         return [
-            (token.start[0], token.string)
+            (token.start[0], token.start[1], token.string)
             for token in tokenize.generate_tokens(io.StringIO(text).readline)
             if token.type == tokenize.COMMENT
         ]
     except (tokenize.TokenError, SyntaxError):
         return [
-            (number, line[line.index("#"):])
+            (number, line.index("#"), line[line.index("#"):])
             for number, line in enumerate(text.splitlines(), 1)
             if "#" in line
         ]
 
 
-def _merge(current: Optional[frozenset[str]], new: Optional[frozenset[str]], present: bool):
-    if not present:
-        return new
-    if current is ALL or new is ALL:
-        return ALL
-    return current | new
+def _split(codes: str) -> frozenset[str]:
+    return frozenset(code.upper() for code in re.split(r"[\s,]+", codes) if code)
+
+
+def _directives(line: int, column: int, comment: str) -> Iterator[Directive]:
+    """Every directive in one comment (`# why  # noqa: GA201` holds one; tokenize gives one comment)."""
+    for match in _DIRECTIVE.finditer(comment):
+        yield _directive(line, column, match)
+
+
+def _directive(line: int, column: int, match: re.Match) -> Directive:
+    start, end = column + match.start() + 1, column + match.end() + 1
+    file_wide = match.group("file") is not None
+    if match.group("bare_codes"):
+        codes = _split(match.group("bare_codes"))
+        return Directive(line, start, end, codes, file_wide, "the codes need a colon after `noqa`")
+    if match.group("colon") and not match.group("codes"):
+        return Directive(line, start, end, ALL, file_wide, "`noqa:` names no code")
+    codes = _split(match.group("codes")) if match.group("codes") else ALL
+    return Directive(line, start, end, codes, file_wide)
 
 
 @dataclass(frozen=True)
 class Suppressions:
     """The suppression comments of one text."""
 
-    lines: dict[int, Optional[frozenset[str]]]
-    file: Optional[frozenset[str]]
-    file_wide: bool
+    directives: tuple[Directive, ...]
 
     @classmethod
     def parse(cls, text: str) -> "Suppressions":
-        lines: dict[int, Optional[frozenset[str]]] = {}
-        file_codes: Optional[frozenset[str]] = frozenset()
-        file_wide = False
         if _MENTION.search(text) is None:  # no suppression anywhere: skip tokenizing
-            return cls(lines, file_codes, file_wide)
-        for number, comment in _comments(text):
-            whole_file = _FILE.search(comment)
-            if whole_file:
-                file_codes = _merge(file_codes, _codes(whole_file), file_wide)
-                file_wide = True
-                continue
-            match = _LINE.search(comment)
-            if match:
-                lines[number] = _merge(lines.get(number), _codes(match), number in lines)
-        return cls(lines, file_codes, file_wide)
+            return cls(())
+        return cls(tuple(directive for comment in _comments(text) for directive in _directives(*comment)))
+
+    @functools.cached_property
+    def _by_line(self) -> dict[int, list[Directive]]:
+        lines: dict[int, list[Directive]] = {}
+        for directive in self.directives:
+            if not directive.file_wide:
+                lines.setdefault(directive.line, []).append(directive)
+        return lines
+
+    def _file_wide(self) -> Iterable[Directive]:
+        return (directive for directive in self.directives if directive.file_wide)
 
     def suppresses(self, diagnostic: Diagnostic) -> bool:
         """Whether a comment silences this finding (syntax errors are never silenced)."""
         if diagnostic.is_syntax_error:
             return False
-        if self.file_wide and (self.file is ALL or diagnostic.code in self.file):
+        if any(directive.covers(diagnostic.code) for directive in self._file_wide()):
             return True
-        if diagnostic.line not in self.lines:
-            return False
-        codes = self.lines[diagnostic.line]
-        return codes is ALL or diagnostic.code in codes
+        on_line = self._by_line.get(diagnostic.line, ())
+        if diagnostic.code in NAMES:  # a comment's own finding: only a comment naming its code silences it
+            return any(d.codes is not ALL and diagnostic.code in d.codes for d in on_line)
+        return any(directive.covers(diagnostic.code) for directive in on_line)
+
+    def check(self, path: str, raw: list[Diagnostic], enabled: frozenset[str]) -> list[Diagnostic]:
+        """AL001/AL002 findings of these comments, given every raw finding of the text."""
+        found = []
+        for directive in self.directives:
+            if directive.problem:
+                found.append(_finding(path, directive, MALFORMED, f"malformed `noqa`: {directive.problem}", _fix_help(directive)))
+                continue
+            unused = sorted(
+                code for code in directive.codes or ()
+                if _OWN_CODE.match(code) and (code in enabled or _unknown(code)) and not _used(directive, code, raw)
+            )
+            if unused:
+                names = ", ".join(f"`{code}`" for code in unused)
+                whole = set(unused) == set(directive.codes or ())
+                message = f"unused `noqa` directive ({names})" if whole else f"unused `noqa` code{'s' * (len(unused) > 1)}: {names}"
+                help_text = (
+                    "nothing it names is reported here; remove it"
+                    if whole else f"nothing reports {names} here; remove {'them' if len(unused) > 1 else 'it'} from the comment"
+                )
+                found.append(_finding(path, directive, UNUSED, message, help_text))
+        return found
+
+
+def _unknown(code: str) -> bool:
+    """A code of accumlint's shape that no rule has is always unused (a typo, or a removed rule)."""
+    from accumlint.rules.catalog import RULES_BY_CODE
+
+    return code not in RULES_BY_CODE
+
+
+def _used(directive: Directive, code: str, raw: list[Diagnostic]) -> bool:
+    return any(d.code == code and (directive.file_wide or d.line == directive.line) for d in raw)
+
+
+def _fix_help(directive: Directive) -> str:
+    if directive.codes is ALL:
+        return "name the codes it silences (`# noqa: GA201`), or write a bare `# noqa`"
+    codes = ", ".join(sorted(directive.codes))
+    return f"write `# noqa: {codes}`; without the colon other tools read it as a bare `# noqa`"
+
+
+def _finding(path: str, directive: Directive, code: str, message: str, help_text: str) -> Diagnostic:
+    return Diagnostic(
+        path=path,
+        line=directive.line,
+        column=directive.column,
+        end_line=directive.line,
+        end_column=directive.end_column,
+        code=code,
+        name=NAMES[code],
+        message=message,
+        help=help_text,
+    )
 
 
 @functools.lru_cache(maxsize=8)
 def suppressions(text: str) -> Suppressions:
     """Suppressions of a text, parsed once per distinct text (fix rounds ask often)."""
     return Suppressions.parse(text)
+
+
+# ---------------------------------------------------------------- --add-noqa
+
+
+def _closed_lines(text: str) -> Optional[set[int]]:
+    """Lines that end outside any token (a comment can go at their end); None if tokenize fails.
+
+    A line that a multi-line string, f-string part or backslash continuation
+    carries on past its end cannot take a comment without changing the code.
+    """
+    lines = text.splitlines()
+    open_lines: set[int] = {n for n, line in enumerate(lines, 1) if line.endswith("\\")}
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.start[0] < token.end[0] and token.type not in (tokenize.NEWLINE, tokenize.NL):
+                open_lines.update(range(token.start[0], token.end[0]))
+    except (tokenize.TokenError, SyntaxError):
+        return None
+    return set(range(1, len(lines) + 1)) - open_lines
+
+
+def add_noqa(text: str, wanted: dict[int, set[str]]) -> tuple[str, int, list[int]]:
+    """`text` with `# noqa: CODES` on each wanted line: (new text, codes added, lines left alone).
+
+    An existing directive on the line is rewritten with the union of its codes
+    (a malformed one is corrected on the way); otherwise the comment goes at
+    the end of the line, after any other comment. Running it again on its own
+    output adds nothing: the findings are suppressed by then.
+    """
+    closed = _closed_lines(text)
+    if closed is None:
+        return text, 0, sorted(wanted)
+    directives: dict[int, Directive] = {}
+    for directive in Suppressions.parse(text).directives:
+        if not directive.file_wide:
+            directives.setdefault(directive.line, directive)
+    lines = text.splitlines(keepends=True)
+    added, skipped = 0, []
+    for number, codes in sorted(wanted.items()):
+        if number not in closed or number > len(lines):
+            skipped.append(number)
+            continue
+        line = lines[number - 1]
+        body = line.rstrip("\r\n")
+        ending = line[len(body):]
+        existing = directives.get(number)
+        if existing is not None and existing.codes is ALL and not existing.problem:
+            continue  # a bare `# noqa` already covers everything
+        if existing is not None:
+            merged = set(existing.codes or ()) | codes
+            start, end = existing.column - 1, existing.end_column - 1
+            body = f"{body[:start]}# noqa: {', '.join(sorted(merged))}{body[end:]}"
+            added += len(merged - set(existing.codes or ()))
+        else:
+            body = body.rstrip(" \t") + f"  # noqa: {', '.join(sorted(codes))}"
+            added += len(codes)
+        lines[number - 1] = body + ending
+    return "".join(lines), added, skipped

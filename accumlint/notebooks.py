@@ -136,6 +136,12 @@ class NotebookDocument:
         end_line = max(diagnostic.end_line - start + 1, line) if self._cell_at(diagnostic.end_line) == index else line
         return replace(diagnostic, line=line, end_line=end_line, cell=self._numbers[index])
 
+    def text_line(self, diagnostic: Diagnostic) -> int:
+        """The line of the virtual module a located (cell-relative) diagnostic is on."""
+        if diagnostic.cell not in self._numbers:
+            return diagnostic.line
+        return self._starts[self._numbers.index(diagnostic.cell)] + diagnostic.line - 1
+
     def lines(self, diagnostic: Diagnostic) -> list[str]:
         """The lines of the diagnostic's cell (its line numbers count inside the cell)."""
         for cell in self.cells:

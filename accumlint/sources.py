@@ -217,6 +217,10 @@ class PythonDocument:
     def locate(self, diagnostic: Diagnostic) -> Diagnostic:
         return diagnostic
 
+    def text_line(self, diagnostic: Diagnostic) -> int:
+        """The line of `text` a located diagnostic is on (the same line, for a file)."""
+        return diagnostic.line
+
     def lines(self, diagnostic: Diagnostic) -> list[str]:
         """The lines a diagnostic's line numbers count (the whole file), for source snippets."""
         return self.text.splitlines()

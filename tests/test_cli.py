@@ -360,7 +360,23 @@ def test_explain_prints_the_document_and_rejects_unknown_codes():
     assert result.exit_code == 0 and "GA201" in result.stdout
     result = run("explain", "GA999")
     assert result.exit_code == 2
-    assert "unknown rule code 'GA999'" in result.stderr
+    assert "unknown rule 'GA999'" in result.stderr
+
+
+def test_explain_by_rule_name_and_suppression_codes():
+    pytest.importorskip("accumlint.docs")
+    by_name = run("explain", "missing-loss-scaling")
+    assert by_name.exit_code == 0 and by_name.stdout == run("explain", "GA201").stdout
+    assert run("explain", "unused-noqa").stdout.startswith("# AL002 unused-noqa\n")
+    assert run("explain", "no-such-rule").exit_code == 2
+
+
+def test_rules_lists_suppression_checks_apart():
+    text = run("rules").stdout
+    rules_part, suppression_part = text.split("\n\nChecks of the suppression comments")
+    assert "AL00" not in rules_part
+    assert "AL001  malformed-noqa" in suppression_part and "AL002  unused-noqa" in suppression_part
+    assert all(row["code"].startswith("GA") for row in json.loads(run("rules", "--output-format", "json").stdout))
 
 
 def test_version():

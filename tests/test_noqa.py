@@ -65,7 +65,10 @@ def test_noqa_through_the_command_line(tmp_path, monkeypatch, fake_analysis):
         "    loss.backward()  # noqa\n"
     )
     result = CliRunner().invoke(cli, ["check", "-q"])
-    assert result.stdout.splitlines() == ["t.py:3:19: GA502 retain-graph-in-loop: fake finding GA502"]
+    assert result.stdout.splitlines() == [
+        "t.py:3:19: GA502 retain-graph-in-loop: fake finding GA502",
+        "t.py:3:39: AL002 unused-noqa: unused `noqa` directive (`GA201`)",
+    ]
 
 
 def test_noqa_is_evaluated_on_the_text_being_fixed(tmp_path, monkeypatch, fake_analysis):
@@ -74,3 +77,79 @@ def test_noqa_is_evaluated_on_the_text_being_fixed(tmp_path, monkeypatch, fake_a
     (tmp_path / "t.py").write_text(original)
     CliRunner().invoke(cli, ["check", "--fix", "--unsafe-fixes"])
     assert (tmp_path / "t.py").read_text() == original.replace("optimizer.step()", "step_when_due(optimizer)")
+
+
+# ---------------------------------------------------------------- AL001 / AL002
+
+
+def checked(text: str, raw=(), enabled=frozenset({"GA201", "GA101", "GA106", "AL001", "AL002"})) -> list[tuple]:
+    return [(d.line, d.column, d.code, d.message) for d in Suppressions.parse(text).check("t.py", list(raw), enabled)]
+
+
+def test_codes_without_colon_silence_only_those_codes_and_are_malformed():
+    text = "if i % k == 0:  # noqa GA106\n"
+    assert silenced(text, 1, "GA106") and not silenced(text, 1, "GA201")
+    assert checked(text, [finding(1, "GA106")]) == [
+        (1, 17, "AL001", "malformed `noqa`: the codes need a colon after `noqa`")
+    ]
+
+
+def test_colon_without_codes_is_malformed_and_still_silences_all():
+    text = "a()  # noqa:\n"
+    assert silenced(text, 1, "GA201")
+    assert [code for _, _, code, _ in checked(text, [finding(1)])] == ["AL001"]
+
+
+def test_file_level_codes_without_colon_are_malformed():
+    text = "# accumlint: noqa GA201\na()\n"
+    assert silenced(text, 2, "GA201") and not silenced(text, 2, "GA101")
+    assert [code for _, _, code, _ in checked(text, [finding(2)])] == ["AL001"]
+
+
+def test_a_remark_after_a_bare_noqa_is_not_a_code_list():
+    assert checked("a()  # noqa because it is fine\n") == []
+
+
+def test_unused_codes_are_reported_used_ones_are_not():
+    text = "a()  # noqa: GA201, GA101\nb()  # noqa: GA201\n"
+    assert checked(text, [finding(1, "GA201"), finding(2, "GA201")]) == [
+        (1, 6, "AL002", "unused `noqa` code: `GA101`")
+    ]
+    assert checked(text, [finding(2, "GA201")]) == [(1, 6, "AL002", "unused `noqa` directive (`GA101`, `GA201`)")]
+
+
+def test_other_tools_codes_bare_noqa_and_disabled_codes_are_never_unused():
+    text = "a()  # noqa: E501, F401\nb()  # noqa\nc()  # noqa: GA502\n"
+    assert checked(text) == []
+
+
+def test_unknown_accumlint_codes_are_unused():
+    assert [code for _, _, code, _ in checked("a()  # noqa: GA999\n")] == ["AL002"]
+
+
+def test_file_level_code_is_used_anywhere_in_the_file():
+    text = "# accumlint: noqa: GA201\na()\n"
+    assert checked(text, [finding(2)]) == []
+    assert [code for _, _, code, _ in checked(text)] == ["AL002"]
+
+
+def test_suppression_findings_are_silenced_only_by_their_own_code():
+    text = "a()  # noqa:\nb()  # noqa GA201  # noqa: AL001\n"
+    rules = Suppressions.parse(text)
+    assert not rules.suppresses(Diagnostic("t.py", 1, 6, 1, 12, "AL001", "malformed-noqa", "m"))
+    assert rules.suppresses(Diagnostic("t.py", 2, 6, 2, 12, "AL001", "malformed-noqa", "m"))
+
+
+def test_unused_noqa_in_fix_mode_sees_the_suppressed_findings(tmp_path, monkeypatch, fake_analysis):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t.py").write_text("for x in y:\n    loss.backward()  # noqa: GA201\n    optimizer.step()\n")
+    result = CliRunner().invoke(cli, ["check", "--fix", "--unsafe-fixes", "-q"])
+    assert result.stdout == ""
+    assert result.exit_code == 0
+
+
+def test_suppression_codes_can_be_ignored(tmp_path, monkeypatch, fake_analysis):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t.py").write_text("for x in y:\n    loss.backward(retain_graph=True)  # noqa: GA201\n")
+    assert "AL002" in CliRunner().invoke(cli, ["check", "-q"]).stdout
+    assert "AL002" not in CliRunner().invoke(cli, ["check", "-q", "--ignore", "AL"]).stdout

@@ -18,9 +18,10 @@ import pytest
 from accumlint import docs
 from accumlint.analysis import AnalysisOptions, analyze
 from accumlint.fixes import fix_text
-from accumlint.rules.catalog import RULES, RULES_BY_CODE
+from accumlint.rules.catalog import RULES, RULES_BY_CODE, SUPPRESSION_RULES
 
 CODES = [rule.code for rule in RULES]
+SUPPRESSION_CODES = [rule.code for rule in SUPPRESSION_RULES]
 PATH = "example.py"
 
 
@@ -37,7 +38,7 @@ def _codes(text: str) -> list[str]:
 
 
 def test_every_catalog_code_has_a_document_and_nothing_else_does() -> None:
-    assert docs.documented_codes() == sorted(CODES)
+    assert docs.documented_codes() == sorted(CODES + SUPPRESSION_CODES)
 
 
 def test_documents_load_through_importlib_resources() -> None:
@@ -149,3 +150,33 @@ def test_rule_without_fix_leaves_the_example_alone(code: str) -> None:
     outcome = fix_text(example, PATH, AnalysisOptions(), unsafe=True)
     assert outcome.text == example
     assert [d.code for d in outcome.remaining] == [code]
+
+
+# --- the suppression checks (AL codes): their examples through the command line --
+
+
+def _checked(text: str) -> list[str]:
+    import json
+
+    from click.testing import CliRunner
+
+    from accumlint.cli import cli
+
+    args = ["check", "-", "--stdin-filename", PATH, "--output-format", "json", "--no-cache"]
+    result = CliRunner().invoke(cli, args, input=text)
+    return [d["code"] for d in json.loads(result.stdout)]
+
+
+@pytest.mark.parametrize("code", SUPPRESSION_CODES)
+def test_suppression_document_header_and_sections(code: str) -> None:
+    text = docs.rule_document(code)
+    assert text.splitlines()[0] == f"# {code} {RULES_BY_CODE[code].name}"
+    assert f"**Fix**: {RULES_BY_CODE[code].fix} · **Applies to**: suppression comments · " in text
+    assert [m.group(1) for m in re.finditer(r"^## +(.+?)\s*$", text, re.MULTILINE)] == list(docs.REQUIRED_SECTIONS)
+
+
+@pytest.mark.parametrize("code", SUPPRESSION_CODES)
+def test_suppression_examples_are_what_the_check_reports(code: str) -> None:
+    examples = docs.rule_examples(code)
+    assert _checked(examples.invalid) == [code]
+    assert _checked(examples.valid) == []

@@ -72,7 +72,18 @@ RULES: tuple[RuleInfo, ...] = (
              "`backward(retain_graph=True)` in a loop with no second backward over the graph."),
 )
 
-RULES_BY_CODE: dict[str, RuleInfo] = {rule.code: rule for rule in RULES}
+# Checks of the suppression comments themselves (ruff's PGH004 and RUF100): not rules of the loop
+# model, so `accumlint rules` lists them apart and they never count among the GA rules.
+SUPPRESSION_RULES: tuple[RuleInfo, ...] = (
+    RuleInfo("AL001", "malformed-noqa", "none",
+             "A `# noqa` comment lists codes without the colon, or has a colon and no code."),
+    RuleInfo("AL002", "unused-noqa", "none",
+             "A `# noqa` comment names an accumlint code that is not reported on its line."),
+)
+
+ALL_RULES: tuple[RuleInfo, ...] = RULES + SUPPRESSION_RULES
+RULES_BY_CODE: dict[str, RuleInfo] = {rule.code: rule for rule in ALL_RULES}
+RULES_BY_NAME: dict[str, RuleInfo] = {rule.name: rule for rule in ALL_RULES}
 
 
 def rule(code: str) -> RuleInfo:
@@ -80,8 +91,8 @@ def rule(code: str) -> RuleInfo:
 
 
 def codes_matching(selector: str) -> list[str]:
-    """Codes selected by a code or a prefix (`GA2`, `GA20`, `GA201`, `ALL`)."""
+    """Codes selected by a code or a prefix (`GA2`, `GA20`, `GA201`, `AL`, `ALL`)."""
     selector = selector.strip().upper()
     if selector == "ALL":
-        return [r.code for r in RULES]
-    return [r.code for r in RULES if r.code.startswith(selector)]
+        return [r.code for r in ALL_RULES]
+    return [r.code for r in ALL_RULES if r.code.startswith(selector)]
