@@ -66,10 +66,10 @@ def parse(text: str) -> "cst.Module":
 
 def find(module: "cst.Module", text: str, path: str, options: AnalysisOptions) -> list[Located]:
     """All findings of a parsed module, deduplicated, with their diagnostics."""
-    from accumlint.model.build import windows_of
+    from accumlint.model.build import model_of
     from accumlint.rules.registry import run_rules
 
-    findings = run_rules(windows_of(module, text, options))
+    findings = run_rules(model_of(module, text, options))
     return _locate(module, findings, path) if findings else []
 
 

@@ -2,20 +2,38 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import libcst as cst
 
-from accumlint.model.facts import collect_facts
+from accumlint.model.facts import ModuleFacts, collect_facts
 from accumlint.model.loop import build_loops
 from accumlint.model.loss import LossReader
 from accumlint.model.roles import Objects
 from accumlint.model.window import Window, build_window
 
 
-def windows_of(module: cst.Module, text: str, options) -> list[Window]:
+@dataclass(frozen=True, eq=False)
+class ModuleModel:
+    """Everything the rules may ask about one module: its facts, what its objects
+    are, and the window of every training loop (a module may have none: an HF
+    `Trainer` subclass's `compute_loss` is checked without a loop)."""
+
+    facts: ModuleFacts
+    objects: Objects
+    windows: list[Window]
+
+
+def model_of(module: cst.Module, text: str, options) -> ModuleModel:
     facts = collect_facts(module, text)
     objects = Objects(facts, tuple(options.optimizer_names))
     reader = LossReader(facts, objects)
-    return [
+    windows = [
         build_window(loop, facts, objects, reader, tuple(options.accumulation_names))
         for loop in build_loops(facts, objects, tuple(options.accumulation_names))
     ]
+    return ModuleModel(facts, objects, windows)
+
+
+def windows_of(module: cst.Module, text: str, options) -> list[Window]:
+    return model_of(module, text, options).windows

@@ -40,6 +40,17 @@ _CLIP_FUNCTIONS = {"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "cli
 _MODEL_NAME = re.compile(r"model|net|module", re.IGNORECASE)
 _ZEROING_METHODS = {"zero_grad", "zero_grad_"}
 _SYNC_CONTEXTS = {"no_sync", "no_backward_sync"}
+# weight averages: diffusers EMAModel, timm ModelEma*, ultralytics ModelEMA,
+# ema_pytorch EMA, torch_ema ExponentialMovingAverage, torch.optim.swa_utils.AveragedModel
+_EMA_CLASSES = re.compile(r"^(EMAModel|ModelEma(V2|V3)?|ModelEMA|EMA|ExponentialMovingAverage|AveragedModel|EMAHelper)$")
+_EMA_NAME = re.compile(r"(?i:(^|_)ema($|_|\d))|^ema[A-Z]|[a-z]EMA($|[A-Z_\d])")
+_EMA_METHODS = {"update", "step", "update_parameters"}
+# logging calls whose arguments are what a run reports
+_LOG_RECEIVERS = re.compile(r"^(logging|logger|log|LOGGER|_logger|LOG)$")
+_LOG_METHODS = {"info", "debug", "warning", "error", "log", "critical"}
+_METRIC_METHODS = {"add_scalar", "add_scalars", "set_postfix", "set_postfix_str", "set_description",
+                   "log_metric", "log_metrics", "log_dict"}
+_LOG_FRAMEWORKS = {"wandb", "accelerator", "fabric", "self", "mlflow", "run", "experiment"}
 
 
 @dataclass(frozen=True)
@@ -93,6 +104,8 @@ class Objects:
             return "scaler"
         if tail == "Accelerator":
             return "accelerator"
+        if _EMA_CLASSES.match(tail):
+            return "ema"
         if tail == "Fabric":
             return "fabric"
         if tail == "DataLoader":
@@ -136,6 +149,8 @@ class Objects:
             return "fabric"
         if tail in ("model_engine", "engine", "ds_engine", "deepspeed_engine"):
             return "engine"
+        if _EMA_NAME.search(tail):
+            return "ema"
         return None
 
     def _prepared_kind(self, binding) -> Optional[str]:
@@ -189,6 +204,8 @@ class Objects:
         if isinstance(func, cst.Name):
             if func.value in _CLIP_FUNCTIONS and self.facts.qualified(func.value) != func.value:
                 return Role("clip", call)
+            if func.value == "print":
+                return Role("log", call)
             return None
         if not isinstance(func, cst.Attribute):
             return None
@@ -200,8 +217,12 @@ class Objects:
             return self._backward(call, receiver, receiver_name, qualified)
         if method == "manual_backward":
             return Role("backward", call, receiver_name, positional(call, 0), "lightning")
+        if method in _EMA_METHODS and self.kind_of(receiver) == "ema":
+            return Role("ema", call, receiver_name, receiver)
         if method == "step":
             return self._step(call, receiver, receiver_name)
+        if _is_logging(method, receiver_name):
+            return Role("log", call, receiver_name)
         if method in _ZEROING_METHODS:
             return Role("zero", call, receiver_name, receiver)
         if method in ("zero_", "detach_") and _is_grad(receiver):
@@ -242,6 +263,18 @@ class Objects:
         if kind == "scheduler":
             return Role("sched", call, receiver_name, receiver)
         return None
+
+
+def _is_logging(method: str, receiver: Optional[str]) -> bool:
+    """`logger.info(...)`, `wandb.log(...)`, `writer.add_scalar(...)`, `pbar.set_postfix(...)`."""
+    if receiver is None:
+        return False
+    head, tail = receiver.split(".")[0], last_part(receiver)
+    if method in _METRIC_METHODS:
+        return True
+    if method in _LOG_METHODS and (_LOG_RECEIVERS.match(tail) or _LOG_RECEIVERS.match(head)):
+        return True
+    return method in ("log", "log_dict") and (head in _LOG_FRAMEWORKS or tail in _LOG_FRAMEWORKS)
 
 
 def _is_grad(node: cst.BaseExpression) -> bool:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterable, Optional
+from typing import TYPE_CHECKING, Callable, Iterable, Optional
 
 import libcst as cst
 
@@ -12,6 +12,9 @@ from accumlint.model.tree import walk
 from accumlint.model.loop import Event, Statement
 from accumlint.model.names import code
 from accumlint.model.window import Window
+
+if TYPE_CHECKING:
+    from accumlint.model.build import ModuleModel
 
 
 @dataclass(frozen=True, eq=False)
@@ -28,6 +31,7 @@ class Finding:
 
 
 Rule = Callable[[Window], Iterable[Finding]]
+ModuleRule = Callable[["ModuleModel"], Iterable[Finding]]
 
 
 def k_text(window: Window) -> str:

@@ -61,6 +61,10 @@ RULES: tuple[RuleInfo, ...] = (
              "The AMP GradScaler updates or unscales on every micro-batch."),
     RuleInfo("GA304", "clip-before-unscale", "safe",
              "Gradients are clipped while still multiplied by the GradScaler's scale.", any_loop=True),
+    RuleInfo("GA305", "schedule-counts-micro-batches", "unsafe",
+             "An LR schedule's length counts micro-batches while it steps once per window."),
+    RuleInfo("GA306", "ema-every-micro-batch", "safe",
+             "An EMA of the weights updates on every micro-batch while the optimizer steps every K."),
     RuleInfo("GA401", "sync-every-micro-batch", "unsafe",
              "A DDP/FSDP model all-reduces gradients on every micro-batch."),
     RuleInfo("GA402", "manual-gate-in-framework-accumulate", "unsafe",
@@ -70,6 +74,8 @@ RULES: tuple[RuleInfo, ...] = (
              any_loop=True),
     RuleInfo("GA502", "retain-graph-in-loop", "none",
              "`backward(retain_graph=True)` in a loop with no second backward over the graph."),
+    RuleInfo("GA601", "logged-loss-scaled", "unsafe",
+             "The logged training loss is the loss divided by K, so it reads K times too small."),
 )
 
 # Checks of the suppression comments themselves (ruff's PGH004 and RUF100): not rules of the loop

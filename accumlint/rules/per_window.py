@@ -7,10 +7,12 @@ from typing import Iterable, Optional
 import libcst as cst
 
 from accumlint.edits import Edit, insert_after, insert_before, remove
+from accumlint.model.cadence import accumulates_with_k, every_micro_batch
 from accumlint.model.loop import Event
 from accumlint.model.names import code, last_part
 from accumlint.model.window import Window
 from accumlint.rules.base import Finding, movable, sync_gated
+from accumlint.rules.placement import once_per_window
 from accumlint.rules.window import steps_every_micro_batch, window_step
 
 _SELF_UNSCALING_CLIPS = ("accelerator", "fabric", "self", "engine", "model_engine")
@@ -116,9 +118,34 @@ def clip_before_unscale(window: Window) -> Iterable[Finding]:
         )
 
 
+def ema_every_micro_batch(window: Window) -> Iterable[Finding]:
+    """GA306: the weight average moves on every micro-batch while the weights move once per window."""
+    if not window.accumulates or steps_every_micro_batch(window):
+        return
+    manual = window.gated_step or window.has_micro_loop
+    if not manual and not (window.uses_accumulate_context and accumulates_with_k(window)):
+        return
+    anchor = window_step(window) if manual else None
+    if manual and anchor is None:
+        return
+    for event in window.loop.of_kind("ema"):
+        if not every_micro_batch(window, event.statement):
+            continue
+        yield Finding(
+            "GA306",
+            event.role.call,
+            f"`{code(event.role.call)}` updates the weight average on every micro-batch while the optimizer "
+            "steps once per window ({related}): the average decays K times too fast, over unchanged weights",
+            once_per_window(window, event.statement, anchor.statement if anchor is not None else None),
+            "Move the EMA update after the optimizer step, inside the window",
+            related=anchor.role.call if anchor is not None else None,
+        )
+
+
 RULES = {
     "GA301": scheduler_every_micro_batch,
     "GA302": clip_every_micro_batch,
     "GA303": scaler_every_micro_batch,
     "GA304": clip_before_unscale,
+    "GA306": ema_every_micro_batch,
 }

@@ -1,25 +1,40 @@
-"""Every rule implementation by code, and running them over a module's windows."""
+"""Every rule implementation by code, and running them over a module's model.
+
+Most rules ask about one loop's window; a few (a `Trainer` subclass's
+`compute_loss`, an `Accelerator` built without K) ask about the module as a
+whole and run once per module, loops or not.
+"""
 
 from __future__ import annotations
 
-from accumlint.model.window import Window
-from accumlint.rules import distributed, memory, per_window, scaling, window
-from accumlint.rules.base import Finding, Rule
+from accumlint.model.build import ModuleModel
+from accumlint.rules import distributed, memory, per_window, reporting, scaling, schedule, window
+from accumlint.rules.base import Finding, ModuleRule, Rule
 
 RULES: dict[str, Rule] = {
-    **window.RULES, **scaling.RULES, **per_window.RULES, **distributed.RULES, **memory.RULES,
+    **window.RULES, **scaling.RULES, **per_window.RULES, **schedule.RULES, **distributed.RULES,
+    **memory.RULES, **reporting.RULES,
 }
 
+MODULE_RULES: dict[str, ModuleRule] = {}
 
-def run_rules(windows: list[Window]) -> list[Finding]:
+
+def run_rules(model: ModuleModel) -> list[Finding]:
     """Findings of all rules; a node inside a helper shared by several loops is reported once."""
     seen: set[tuple[str, int]] = set()
     findings = []
-    for loop_window in windows:
-        for code, check in RULES.items():
+
+    def keep(finding: Finding) -> None:
+        key = (finding.code, id(finding.node))
+        if key not in seen:
+            seen.add(key)
+            findings.append(finding)
+
+    for loop_window in model.windows:
+        for check in RULES.values():
             for finding in check(loop_window):
-                key = (code, id(finding.node))
-                if key not in seen:
-                    seen.add(key)
-                    findings.append(finding)
+                keep(finding)
+    for module_check in MODULE_RULES.values():
+        for finding in module_check(model):
+            keep(finding)
     return findings

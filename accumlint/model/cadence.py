@@ -1,0 +1,89 @@
+"""How often a statement runs in an accumulating loop: on every micro-batch, or once per window.
+
+`Window.runs_every_micro_batch` treats any condition as "not every micro-batch".
+Work such as an EMA update or a step counter is usually wrapped in a
+configuration test (`if args.use_ema:`, `if model_ema is not None:`) that is
+true for the whole run; those tests do not change how often it runs. Any other
+condition (an `else` arm, an `except` handler, a comparison) leaves the
+cadence unknown, and unknown is silent.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from accumlint.model.loop import Statement
+from accumlint.model.names import dotted
+from accumlint.model.window import Window
+
+
+def every_micro_batch(window: Window, statement: Statement) -> bool:
+    """The statement runs on each micro-batch (configuration flags aside)."""
+    if statement.gate is not None:
+        return False
+    if window.loop.micro_loop is not None:
+        return window.loop.in_micro_loop(statement) and _only_flags(statement, after=window.loop.micro_loop)
+    return not statement.conditional or _only_flags(statement)
+
+
+def accumulate_accelerator(window: Window) -> Optional[cst.BaseExpression]:
+    """The Accelerator whose `accumulate(...)` the loop enters (its receiver expression)."""
+    for statement in window.loop.statements:
+        found = accumulate_item(statement)
+        if found is not None:
+            return found.func.value
+    return None
+
+
+def accumulate_item(statement: Statement) -> Optional[cst.Call]:
+    """The `accelerator.accumulate(...)` call of a `with` around the statement."""
+    for item in statement.withs:
+        value = item.item
+        if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "accumulate":
+            return value
+    return None
+
+
+def accumulates_with_k(window: Window) -> bool:
+    """The loop enters `accumulate()` on an Accelerator built with K (> 1 or a name)."""
+    accelerator = accumulate_accelerator(window)
+    if accelerator is None or window.objects.kind_of(accelerator) != "accelerator":
+        return False
+    info = window.objects.accelerator(accelerator)
+    return info is not None and info.scales is True
+
+
+def _only_flags(statement: Statement, after: Optional[cst.CSTNode] = None) -> bool:
+    path = list(statement.block)
+    if after is not None:
+        if after not in path:
+            return False
+        path = path[path.index(after) + 1:]
+    for index, node in enumerate(path):
+        following = path[index + 1] if index + 1 < len(path) else None
+        if isinstance(node, cst.If):
+            if following is not node.body or not is_flag(node.test):
+                return False
+        elif isinstance(node, (cst.Try, cst.TryStar)):
+            if following is not node.body:
+                return False
+    return True
+
+
+def is_flag(test: cst.BaseExpression) -> bool:
+    """`args.use_ema`, `model_ema is not None`, `not args.no_ema`, and `and` of those."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return is_flag(test.expression)
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return is_flag(test.left) and is_flag(test.right)
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        target = test.comparisons[0]
+        return (
+            isinstance(target.operator, (cst.IsNot, cst.Is))
+            and isinstance(target.comparator, cst.Name) and target.comparator.value == "None"
+            and dotted(test.left) is not None
+        )
+    name = dotted(test)
+    return name is not None and not name.endswith("()") and not name.endswith("sync_gradients")

@@ -1,0 +1,165 @@
+"""LR schedules built in the module, and where their lengths come from.
+
+A scheduler's total or warmup length (`num_training_steps`, `T_max`,
+`total_steps`...) is an expression, often through variables
+(`max_train_steps = epochs * num_update_steps_per_epoch`). Following those
+bindings tells whether the length counts micro-batches (`len(loader)` and
+nothing divides it by K) or optimizer steps (a division by K on the way).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable, Iterator, Optional
+
+import libcst as cst
+
+from accumlint.model.facts import ModuleFacts
+from accumlint.model.names import call_name, dotted, last_part, positional
+from accumlint.model.roles import Objects
+
+LENGTH_KEYWORDS = (
+    "num_training_steps", "num_warmup_steps", "T_max", "total_steps", "total_iters", "max_steps",
+    "steps_per_epoch", "warmup_steps", "T_0", "decay_steps", "max_iters", "warmup_iters",
+)
+_LOADER_NAME = re.compile(r"loader|(^|_)dl($|_)|batches", re.IGNORECASE)
+
+IsK = Callable[[cst.BaseExpression], bool]
+
+
+@dataclass(frozen=True, eq=False)
+class MicroBatchLength:
+    """A scheduler length computed from `len(loader)` with no division by K.
+
+    argument: the scheduler's length argument; carrier: where `len(loader)`
+    is written (the argument itself, or the assignment that computes it);
+    length: the `len(loader)` call.
+    """
+
+    argument: cst.BaseExpression
+    carrier: cst.CSTNode
+    length: cst.Call
+
+
+def scheduler_constructors(facts: ModuleFacts, objects: Objects, name: Optional[str]) -> list[cst.Call]:
+    """The calls that built the scheduler bound to `name` in this module."""
+    return [
+        binding.value for binding in facts.values_of(name)
+        if isinstance(binding.value, cst.Call) and objects.built_kind(binding.value, binding.index) == "scheduler"
+    ]
+
+
+def length_arguments(call: cst.Call) -> list[cst.BaseExpression]:
+    """The arguments of a scheduler constructor that carry a length in steps."""
+    found = [arg.value for arg in call.args if arg.keyword is not None and arg.keyword.value in LENGTH_KEYWORDS]
+    tail = last_part(call_name(call) or "")
+    positions: tuple[int, ...] = ()
+    if tail == "get_scheduler":
+        positions = (2, 3)
+    elif tail.startswith("get_") and "with_warmup" in tail:
+        positions = (1, 2)
+    elif tail == "CosineAnnealingLR":
+        positions = (1,)
+    for index in positions:
+        value = positional(call, index)
+        if value is not None:
+            found.append(value)
+    return found
+
+
+def micro_batch_length(facts: ModuleFacts, objects: Objects, argument: cst.BaseExpression,
+                       is_k: IsK) -> Optional[MicroBatchLength]:
+    """Where `argument` counts micro-batches, or None (divided by K somewhere, or not from a loader)."""
+    found: list[tuple[cst.CSTNode, cst.Call]] = []
+    if _trace(facts, objects, argument, argument, is_k, found, set(), 0) == "divided" or not found:
+        return None
+    carrier, length = found[0]
+    return MicroBatchLength(argument, carrier, length)
+
+
+def divides_by_k(expr: cst.CSTNode, is_k: IsK) -> bool:
+    return any(
+        isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Divide, cst.FloorDivide))
+        and is_k(node.right)
+        for node in _expression_nodes(expr)
+    )
+
+
+def optimizer_step_value(facts: ModuleFacts, expr: cst.BaseExpression, is_k: IsK, depth: int = 0,
+                         seen: Optional[set] = None) -> bool:
+    """The value is computed in optimizer steps: divided by K here or in a binding it reads."""
+    seen = set() if seen is None else seen
+    if divides_by_k(expr, is_k):
+        return True
+    if depth > 4:
+        return False
+    for name in referenced_names(expr):
+        if name in seen:
+            continue
+        seen.add(name)
+        if any(optimizer_step_value(facts, b.value, is_k, depth + 1, seen) for b in facts.bindings.get(name, ())):
+            return True
+    return False
+
+
+def _trace(facts, objects, expr, carrier, is_k, found, seen, depth) -> Optional[str]:
+    if divides_by_k(expr, is_k):
+        return "divided"
+    length = _loader_length(objects, expr)
+    if length is not None:
+        found.append((carrier, length))
+    if depth > 4:
+        return None
+    for name in referenced_names(expr):
+        if name in seen:
+            continue
+        seen.add(name)
+        for binding in facts.bindings.get(name, ()):
+            if binding.index is not None:
+                continue
+            if _trace(facts, objects, binding.value, binding.statement, is_k, found, seen, depth + 1) == "divided":
+                return "divided"
+    return None
+
+
+def _loader_length(objects: Objects, expr: cst.CSTNode) -> Optional[cst.Call]:
+    for node in _expression_nodes(expr):
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "len":
+            argument = positional(node, 0)
+            name = dotted(argument)
+            if name is not None and (objects.kind_of(argument) == "dataloader" or _LOADER_NAME.search(last_part(name))):
+                return node
+    return None
+
+
+def referenced_names(expr: cst.CSTNode) -> list[str]:
+    """Dotted names an expression reads (`args.max_train_steps`), not the functions it calls."""
+    names: list[str] = []
+    stack: list[cst.CSTNode] = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (cst.Name, cst.Attribute)):
+            name = dotted(node)
+            if name is not None:
+                names.append(name)
+                continue
+        if isinstance(node, cst.Call):
+            stack.extend(arg.value for arg in node.args)
+            if isinstance(node.func, cst.Attribute):
+                stack.append(node.func.value)
+            continue
+        if isinstance(node, (cst.Lambda, cst.SimpleString, cst.FormattedString)):
+            continue
+        stack.extend(node.children)
+    return names
+
+
+def _expression_nodes(expr: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    stack: list[cst.CSTNode] = [expr]
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, cst.Lambda):
+            continue
+        stack.extend(node.children)

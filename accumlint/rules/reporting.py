@@ -1,0 +1,126 @@
+"""GA6xx: what the run reports. GA601: the logged loss is the loss already divided by K."""
+
+from __future__ import annotations
+
+from typing import Iterable, Optional
+
+import libcst as cst
+
+from accumlint.edits import Edit, parenthesized, replace
+from accumlint.model.loop import Event, Statement
+from accumlint.model.loss import LossFlow, Scaling
+from accumlint.model.names import code, dotted
+from accumlint.model.window import Window
+from accumlint.rules.base import Finding
+
+
+
+def logged_loss_scaled(window: Window) -> Iterable[Finding]:
+    if not window.accumulates:
+        return
+    for flow in window.flows:
+        scaling = _rebinding_division(window, flow)
+        if scaling is None or scaling.statement is None:
+            continue
+        for log in _logs_after(window, scaling.statement, flow.name):
+            scaled = _unrestored(window, log.role.call, flow.name)
+            if not scaled:
+                continue
+            yield Finding(
+                "GA601",
+                log.role.call,
+                f"`{flow.name}` was divided by `{code(scaling.factor)}` ({{related}}) before it is logged here, so "
+                f"the reported training loss is K times too small; log `{flow.name}.item() * {code(scaling.factor)}`",
+                _restore(scaled, scaling.factor),
+                f"Log the loss multiplied back by `{code(scaling.factor)}`",
+                related=scaling.node,
+            )
+
+
+def _rebinding_division(window: Window, flow: LossFlow) -> Optional[Scaling]:
+    """`loss = loss / K` (or `loss = criterion(...) / K`, `loss /= K`): the loss's own name now
+    holds the scaled value. Silent when the division is extra (GA204) or the framework scales."""
+    if flow.name is None or window.framework_scales(flow) is not False:
+        return None
+    divisions = [s for s in flow.scalings if s.op == "div" and window.is_k(s.factor)]
+    if len(divisions) != 1:
+        return None
+    scaling = divisions[0]
+    statement = scaling.statement
+    if statement is None or statement is flow.backward.statement or not _assigns(statement, flow.name):
+        return None
+    return scaling
+
+
+def _assigns(statement: Statement, name: str) -> bool:
+    for small in statement.node.body:
+        if isinstance(small, cst.Assign) and any(dotted(t.target) == name for t in small.targets):
+            return True
+        if isinstance(small, cst.AugAssign) and dotted(small.target) == name:
+            return True
+    return False
+
+
+def _logs_after(window: Window, scaled_at: Statement, name: str) -> list[Event]:
+    """Logging calls of the iteration after the scaling, while `name` still holds the scaled loss."""
+    found = []
+    for statement in window.loop.statements:
+        if statement.order <= scaled_at.order or statement.helper is not scaled_at.helper:
+            continue
+        found.extend(event for event in statement.events if event.kind == "log")
+        if _assigns(statement, name):
+            break
+    return found
+
+
+def _unrestored(window: Window, call: cst.Call, name: str) -> list[cst.BaseExpression]:
+    """The expressions (`loss.item()`, `loss`) in the logging call that read the scaled loss
+    without multiplying it back by K; each is the whole `loss.x().y()` chain."""
+    found: list[cst.BaseExpression] = []
+    stack: list[tuple[cst.CSTNode, tuple[cst.CSTNode, ...]]] = [(arg.value, ()) for arg in call.args]
+    while stack:
+        node, parents = stack.pop()
+        if isinstance(node, (cst.Name, cst.Attribute)) and dotted(node) == name:
+            if not any(_multiplies_back(window, parent) for parent in parents):
+                found.append(_chain(node, parents))
+            continue
+        if isinstance(node, cst.Lambda):
+            continue
+        children = [node.value] if isinstance(node, cst.Arg) else node.children  # not `loss=` keywords
+        stack.extend((child, parents + (node,)) for child in children)
+    return found
+
+
+def _multiplies_back(window: Window, node: cst.CSTNode) -> bool:
+    return isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply) and (
+        window.is_k(node.left) or window.is_k(node.right)
+    )
+
+
+def _chain(node: cst.BaseExpression, parents: tuple[cst.CSTNode, ...]) -> cst.BaseExpression:
+    """`loss` -> `loss.detach().item()`: climb through attribute access and calls on it."""
+    top = node
+    for parent in reversed(parents):
+        if isinstance(parent, cst.Attribute) and parent.value is top:
+            top = parent
+        elif isinstance(parent, cst.Call) and parent.func is top:
+            top = parent
+        else:
+            break
+    return top
+
+
+def _restore(expressions: list[cst.BaseExpression], k: cst.BaseExpression) -> tuple[Edit, ...]:
+    edits = []
+    for expression in expressions:
+        product = cst.BinaryOperation(
+            left=expression,
+            operator=cst.Multiply(whitespace_before=cst.SimpleWhitespace(" "),
+                                  whitespace_after=cst.SimpleWhitespace(" ")),
+            right=parenthesized(k),
+        )
+        edits.append(replace(expression, product))
+    return tuple(edits)
+
+
+RULES = {"GA601": logged_loss_scaled}
