@@ -18,6 +18,7 @@ import libcst as cst
 from accumlint.model.facts import ModuleFacts
 from accumlint.model.names import call_name, dotted, last_part, positional
 from accumlint.model.roles import Objects
+from accumlint.model.tree import children
 
 LENGTH_KEYWORDS = (
     "num_training_steps", "num_warmup_steps", "T_max", "total_steps", "total_iters", "max_steps",
@@ -151,7 +152,7 @@ def referenced_names(expr: cst.CSTNode) -> list[str]:
             continue
         if isinstance(node, (cst.Lambda, cst.SimpleString, cst.FormattedString)):
             continue
-        stack.extend(node.children)
+        stack.extend(children(node))
     return names
 
 
@@ -162,4 +163,4 @@ def _expression_nodes(expr: cst.CSTNode) -> Iterator[cst.CSTNode]:
         yield node
         if isinstance(node, cst.Lambda):
             continue
-        stack.extend(node.children)
+        stack.extend(children(node))

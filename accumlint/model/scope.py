@@ -12,7 +12,8 @@ from typing import Optional
 
 import libcst as cst
 
-from accumlint.model.facts import Function, ModuleFacts, walk
+from accumlint.model.facts import Function, ModuleFacts
+from accumlint.model.tree import walk
 from accumlint.model.names import dotted, int_value
 
 

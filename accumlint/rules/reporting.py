@@ -10,6 +10,7 @@ from accumlint.edits import Edit, parenthesized, replace
 from accumlint.model.loop import Event, Statement
 from accumlint.model.loss import LossFlow, Scaling
 from accumlint.model.names import code, dotted
+from accumlint.model.tree import children
 from accumlint.model.window import Window
 from accumlint.rules.base import Finding
 
@@ -29,10 +30,11 @@ def logged_loss_scaled(window: Window) -> Iterable[Finding]:
             yield Finding(
                 "GA601",
                 log.role.call,
-                f"`{flow.name}` was divided by `{code(scaling.factor)}` ({{related}}) before it is logged here, so "
-                f"the reported training loss is K times too small; log `{flow.name}.item() * {code(scaling.factor)}`",
+                f"the logged `{flow.name}` was already divided by `{code(scaling.factor)}` ({{related}})",
                 _restore(scaled, scaling.factor),
                 f"Log the loss multiplied back by `{code(scaling.factor)}`",
+                help=f"the reported training loss is K times too small and not comparable with a run without "
+                f"accumulation; log `{flow.name}.item() * {code(scaling.factor)}`",
                 related=scaling.node,
             )
 
@@ -86,8 +88,8 @@ def _unrestored(window: Window, call: cst.Call, name: str) -> list[cst.BaseExpre
             continue
         if isinstance(node, cst.Lambda):
             continue
-        children = [node.value] if isinstance(node, cst.Arg) else node.children  # not `loss=` keywords
-        stack.extend((child, parents + (node,)) for child in children)
+        inner = [node.value] if isinstance(node, cst.Arg) else children(node)  # not `loss=` keywords
+        stack.extend((child, parents + (node,)) for child in inner)
     return found
 
 

@@ -33,11 +33,11 @@ def schedule_counts_micro_batches(window: Window) -> Iterable[Finding]:
                 yield Finding(
                     "GA305",
                     length.carrier,
-                    f"the schedule's length counts micro-batches (`len({loader})`) but `{code(event.role.call)}` "
-                    f"steps once per window of `{k_text}`: warmup lasts K times too long and the decay never "
-                    f"finishes; use `math.ceil(len({loader}) / {k_text})`",
+                    f"the schedule's length counts micro-batches (`len({loader})`), not optimizer steps",
                     _edits(window, length.length, k),
                     f"Count optimizer steps: `math.ceil(len({loader}) / {k_text})`",
+                    help=f"`{code(event.role.call)}` steps once per window of `{k_text}`: warmup lasts K times too "
+                    f"long and the decay never finishes; use `math.ceil(len({loader}) / {k_text})`",
                 )
 
 
