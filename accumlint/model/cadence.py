@@ -31,28 +31,10 @@ def every_micro_batch(window: Window, statement: Statement) -> bool:
 def accumulate_accelerator(window: Window) -> Optional[cst.BaseExpression]:
     """The Accelerator whose `accumulate(...)` the loop enters (its receiver expression)."""
     for statement in window.loop.statements:
-        found = accumulate_item(statement)
-        if found is not None:
-            return found.func.value
+        call = window.accumulate_call(statement)
+        if call is not None and isinstance(call.func, cst.Attribute):
+            return call.func.value
     return None
-
-
-def accumulate_item(statement: Statement) -> Optional[cst.Call]:
-    """The `accelerator.accumulate(...)` call of a `with` around the statement."""
-    for item in statement.withs:
-        value = item.item
-        if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "accumulate":
-            return value
-    return None
-
-
-def accumulates_with_k(window: Window) -> bool:
-    """The loop enters `accumulate()` on an Accelerator built with K (> 1 or a name)."""
-    accelerator = accumulate_accelerator(window)
-    if accelerator is None or window.objects.kind_of(accelerator) != "accelerator":
-        return False
-    info = window.objects.accelerator(accelerator)
-    return info is not None and info.scales is True
 
 
 def _only_flags(statement: Statement, after: Optional[cst.CSTNode] = None) -> bool:

@@ -7,7 +7,7 @@ from typing import Iterable, Optional
 import libcst as cst
 
 from accumlint.edits import Edit, insert_after, insert_before, remove
-from accumlint.model.cadence import accumulates_with_k, every_micro_batch
+from accumlint.model.cadence import every_micro_batch
 from accumlint.model.loop import Event
 from accumlint.model.names import code, last_part
 from accumlint.model.window import Window
@@ -123,7 +123,7 @@ def ema_every_micro_batch(window: Window) -> Iterable[Finding]:
     if not window.accumulates or steps_every_micro_batch(window):
         return
     manual = window.gated_step or window.has_micro_loop
-    if not manual and not (window.uses_accumulate_context and accumulates_with_k(window)):
+    if not manual and window.accumulate_k is None:
         return
     anchor = window_step(window) if manual else None
     if manual and anchor is None:

@@ -7,9 +7,8 @@ from typing import Iterable, Optional
 import libcst as cst
 
 from accumlint.edits import Edit, insert_before, replace
-from accumlint.model.cadence import accumulates_with_k, accumulate_accelerator
 from accumlint.model.loop import Event
-from accumlint.model.names import code, dotted, last_part
+from accumlint.model.names import code, dotted
 from accumlint.model.schedules import length_arguments, micro_batch_length, scheduler_constructors
 from accumlint.model.scope import in_scope
 from accumlint.model.window import Window
@@ -42,11 +41,7 @@ def schedule_counts_micro_batches(window: Window) -> Iterable[Finding]:
 
 
 def _k(window: Window) -> Optional[cst.BaseExpression]:
-    if window.k is not None:
-        return window.k
-    accelerator = accumulate_accelerator(window)
-    info = window.objects.accelerator(accelerator) if accelerator is not None else None
-    return info.steps if info is not None else None
+    return window.k if window.k is not None else window.accumulate_k
 
 
 def _once_per_window(window: Window, event: Event) -> bool:
@@ -55,18 +50,9 @@ def _once_per_window(window: Window, event: Event) -> bool:
     if window.has_micro_loop:
         return not window.loop.in_micro_loop(event.statement)
     if event.gate is not None:
-        return event.gate.kind != "sync" or accumulates_with_k(window)
+        return event.gate.kind != "sync" or window.accumulate_k is not None
     if window.accumulate_context(event.statement):
-        return accumulates_with_k(window) and _prepared(window, event.role.receiver)
-    return False
-
-
-def _prepared(window: Window, name: Optional[str]) -> bool:
-    for binding in window.facts.bindings.get(name or "", ()):
-        value = binding.value
-        if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "prepare":
-            if window.objects.kind_of(value.func.value) == "accelerator":
-                return True
+        return window.accumulate_k is not None and window.objects.frameworks.prepared(event.role.target) is True
     return False
 
 
