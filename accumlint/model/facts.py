@@ -16,7 +16,7 @@ from typing import Callable, Optional, Union
 import libcst as cst
 
 from accumlint.model.names import dotted
-from accumlint.model.tree import children
+from accumlint.model.tree import calls_in, children
 
 Loop = Union[cst.For, cst.While]
 Function = cst.FunctionDef
@@ -98,6 +98,15 @@ class ModuleFacts:
     padding_evidence: bool = False
     trainer_accumulation: Optional[cst.BaseExpression] = None
     window_token_normalization: bool = False
+    _calls_of: dict[cst.CSTNode, list[cst.Call]] = field(default_factory=dict, repr=False)
+
+    def calls_in(self, statement: cst.CSTNode) -> list[cst.Call]:
+        """`tree.calls_in`, once per statement: outer loops, helpers called from
+        several sites and window questions all ask again for the same lines."""
+        found = self._calls_of.get(statement)
+        if found is None:
+            found = self._calls_of[statement] = calls_in(statement)
+        return found
 
     # -- names -------------------------------------------------------------
     def qualified(self, name: Optional[str]) -> Optional[str]:

@@ -21,7 +21,6 @@ from accumlint.model.facts import Function, Loop, LoopSite, ModuleFacts
 from accumlint.model.gates import Gate, parse_gate
 from accumlint.model.names import call_name, code as _code, dotted, int_value, keyword, last_part, looks_like_accumulation, positional
 from accumlint.model.roles import Objects, Role
-from accumlint.model.tree import children
 
 Block = Union[cst.IndentedBlock, cst.SimpleStatementSuite, cst.Module]
 
@@ -233,7 +232,7 @@ class _Walker:
         for small in line.body:
             self._remember(small)
         helpers: list[tuple[cst.Call, Function]] = []
-        for call in calls_in(line):
+        for call in self.facts.calls_in(line):
             role = self.objects.role(call)
             if role is not None:
                 record.events.append(Event(role, record))
@@ -255,28 +254,6 @@ class _Walker:
             if name is not None and int_value(small.value) == 1:
                 self.increments.setdefault(name, len(self.statements) - 1)
 
-
-
-def calls_in(node: cst.CSTNode) -> list[cst.Call]:
-    """Calls inside a statement, innermost first (the order Python evaluates them);
-    nested functions, lambdas and classes are not entered (they run elsewhere)."""
-    found: list[cst.Call] = []
-    # post-order without recursion: (node, children already pushed?)
-    stack: list[tuple[cst.CSTNode, bool]] = [(node, False)]
-    while stack:
-        current, expanded = stack.pop()
-        if expanded:
-            if type(current) is cst.Call:
-                found.append(current)
-            continue
-        if type(current) in _OPAQUE:
-            continue
-        stack.append((current, True))
-        stack.extend((child, False) for child in reversed(children(current)))
-    return found
-
-
-_OPAQUE = frozenset({cst.Lambda, cst.FunctionDef, cst.ClassDef})
 
 
 # -- building the loops of a module ----------------------------------------------

@@ -105,3 +105,25 @@ def walk_all(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         current = stack.pop()
         yield current
         stack.extend(reversed(tuple(current.children)))
+
+
+def calls_in(node: cst.CSTNode) -> list[cst.Call]:
+    """Calls inside a statement, innermost first (the order Python evaluates them);
+    nested functions, lambdas and classes are not entered (they run elsewhere)."""
+    found: list[cst.Call] = []
+    # post-order without recursion: (node, children already pushed?)
+    stack: list[tuple[cst.CSTNode, bool]] = [(node, False)]
+    while stack:
+        current, expanded = stack.pop()
+        if expanded:
+            if type(current) is cst.Call:
+                found.append(current)
+            continue
+        if type(current) in _OPAQUE:
+            continue
+        stack.append((current, True))
+        stack.extend((child, False) for child in reversed(children(current)))
+    return found
+
+
+_OPAQUE = frozenset({cst.Lambda, cst.FunctionDef, cst.ClassDef})

@@ -21,7 +21,7 @@ from accumlint.model import scopes
 from accumlint.model.facts import ModuleFacts
 from accumlint.model.frameworks import SYNC_CONTROL_TEXT, SyncControl
 from accumlint.model.gates import PLUS_ONE, ZERO, Gate
-from accumlint.model.loop import Event, Statement, TrainingLoop, calls_in
+from accumlint.model.loop import Event, Statement, TrainingLoop
 from accumlint.model.loss import LossFlow, LossReader
 from accumlint.model.names import (
     call_name,
@@ -324,7 +324,7 @@ class Window:
             for small in statement.node.body:
                 if isinstance(small, cst.AugAssign) and (dotted(small.target) or "").endswith("grad"):
                     return True
-            for event_call in calls_in(statement.node):
+            for event_call in self.facts.calls_in(statement.node):
                 name = call_name(event_call) or ""
                 tail = last_part(name)
                 if tail in _RESCALE_CALLS:
