@@ -2,10 +2,15 @@
 
 The analysis needs the whole notebook at once (the optimizer is built in one
 cell, the loop runs in another), so the code cells are joined into one
-"virtual" module. Each cell starts with a marker comment, and each IPython
-line (`%magic`, `!shell`, `x = !cmd`, `obj?`) becomes a placeholder comment:
-LibCST keeps comments through fixes, so the fixed module splits back into
-cells and the magics come back exactly as they were.
+"virtual" module. Each cell starts with a marker *statement* (an inert
+string), and each IPython line (`%magic`, `!shell`, `x = !cmd`, `obj?`)
+becomes a placeholder comment: LibCST keeps both through fixes, so the fixed
+module splits back into cells and the magics come back exactly as they were.
+The marker is a statement, not a comment, because LibCST attaches a comment
+to the statement below it: a fix that inserts code before a cell's first
+statement (GA101's zeroing before the loop) would land above the marker, at
+the end of the previous cell, and a fix that moves that statement would take
+the marker along.
 
 The notebook is read and written with the stdlib `json` module, not nbformat:
 nbformat validates, upgrades and normalizes the whole document (minor
@@ -25,10 +30,11 @@ from typing import Any, Optional
 from accumlint.diagnostics import Diagnostic
 from accumlint.sources import SourceError, unified_diff
 
-_CELL = "# accumlint-cell {}"
+_CELL = "'accumlint-cell {}'"
 _MAGIC = "# accumlint-magic {}"
-_CELL_LINE = re.compile(r"# accumlint-cell (\d+)")
+_CELL_LINE = re.compile(r"'accumlint-cell (\d+)'")
 _MAGIC_LINE = re.compile(r"\s*# accumlint-magic (\d+)\s*")
+_SOURCE_KEY = re.compile(r'^\s*"source"\s*:')  # a cell's `"source":` key, on its own line (nbformat's layout)
 
 # `%magic`, `!shell`, `x = %magic` / `x = !shell`, and `obj?` / `obj??` help lines.
 _IPYTHON_LINE = re.compile(r"\s*(?:[%!]|[\w.]+\s*=\s*[%!])|\s*[\w.]+\?\??\s*$")
@@ -127,14 +133,56 @@ class NotebookDocument:
         return max(bisect.bisect_right(self._starts, line) - 1, 0)
 
     def locate(self, diagnostic: Diagnostic) -> Diagnostic:
-        """The diagnostic with its line counted inside its cell, and the cell number."""
+        """The diagnostic with its line counted inside its cell, and the cell number.
+
+        A line named in the message ("after the optimizer step (line 17)") is
+        counted inside its cell too, and names the cell when it is another one.
+        """
         if not self._starts:
             return diagnostic
         index = self._cell_at(diagnostic.line)
         start = self._starts[index]
         line = max(diagnostic.line - start + 1, 1)
         end_line = max(diagnostic.end_line - start + 1, line) if self._cell_at(diagnostic.end_line) == index else line
-        return replace(diagnostic, line=line, end_line=end_line, cell=self._numbers[index])
+        located = replace(diagnostic, line=line, end_line=end_line, cell=self._numbers[index])
+        if diagnostic.related_line is None:
+            return located
+        related_index = self._cell_at(diagnostic.related_line)
+        related_line = max(diagnostic.related_line - self._starts[related_index] + 1, 1)
+        named = f"line {related_line}"
+        if related_index != index:
+            named = f"cell {self._numbers[related_index]}, {named}"
+        old = f"line {diagnostic.related_line}"
+        return replace(
+            located,
+            message=diagnostic.message.replace(old, named),
+            help=diagnostic.help.replace(old, named),
+            related_line=related_line,
+        )
+
+    def file_line(self, diagnostic: Diagnostic) -> Optional[int]:
+        """The line of the `.ipynb` file (its JSON) that holds a located diagnostic's source line.
+
+        CI viewers (GitHub annotations, code scanning) show a notebook as its
+        JSON text, so that is where a finding must point. Known when the file
+        lays out each cell's `source` list one line per element (nbformat and
+        Jupyter write it so); else the line of the cell's `"source"` key; None
+        when even that cannot be told apart.
+        """
+        raw = self.original.decode("utf-8-sig", "replace").split("\n")
+        keys = [number for number, text in enumerate(raw) if _SOURCE_KEY.search(text)]
+        cells = self.data.get("cells") or []
+        if len(keys) != len(cells) or diagnostic.cell is None or not 0 < diagnostic.cell <= len(cells):
+            return None
+        key_line = keys[diagnostic.cell - 1]
+        source = cells[diagnostic.cell - 1].get("source")
+        if isinstance(source, list) and 0 < diagnostic.line <= len(source):
+            candidate = key_line + diagnostic.line
+            element = source[diagnostic.line - 1]
+            forms = {json.dumps(element, ensure_ascii=False), json.dumps(element)}
+            if candidate < len(raw) and raw[candidate].strip().rstrip(",") in forms:
+                return candidate + 1
+        return key_line + 1
 
     def text_line(self, diagnostic: Diagnostic) -> int:
         """The line of the virtual module a located (cell-relative) diagnostic is on."""

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from accumlint.cli import cli
+from accumlint.diagnostics import Diagnostic
 from accumlint.notebooks import NotebookDocument
 from accumlint.sources import SourceError
 
@@ -112,7 +113,7 @@ def test_invalid_notebook_is_an_error(project, fake_analysis):
 def test_cells_that_cannot_be_mapped_back_are_refused():
     document = NotebookDocument.from_bytes("nb.ipynb", notebook(code("a = 1"), code("b = 2")))
     with pytest.raises(SourceError):
-        document.replaced(document.text.replace("# accumlint-cell 2", ""))
+        document.replaced(document.text.replace("'accumlint-cell 2'", ""))
 
 
 @settings(max_examples=50, deadline=None)
@@ -134,3 +135,74 @@ def test_unchanged_round_trip_is_byte_exact(sources, as_lists):
     again = document.replaced(document.text)
     assert again.encoded() == raw
     assert [c.text for c in again.cells] == [c.text for c in document.cells]
+
+
+# ---------------------------------------------------------------- cells in the real analysis
+
+SETUP_CELL = (
+    "import torch\nmodel = torch.nn.Linear(2, 1)\n"
+    "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\naccum_steps = 4\n"
+)
+LOOP_CELL = (
+    "for i, (x, y) in enumerate(loader):\n"
+    "    optimizer.zero_grad()\n"
+    "    loss = torch.nn.functional.mse_loss(model(x), y) / accum_steps\n"
+    "    loss.backward()\n"
+    "    if (i + 1) % accum_steps == 0:\n"
+    "        optimizer.step()\n"
+)
+
+
+def _training_notebook(project) -> bytes:
+    data = notebook(
+        {"cell_type": "markdown", "metadata": {}, "source": ["# Training\n"]},
+        code(SETUP_CELL.splitlines(keepends=True)),
+        code(LOOP_CELL.splitlines(keepends=True)),
+    )
+    (project / "nb.ipynb").write_bytes(data)
+    return data
+
+
+def test_findings_and_the_lines_they_name_are_counted_in_their_cell(project):
+    _training_notebook(project)
+    result = CliRunner().invoke(cli, ["check", "--no-cache", "--output-format", "full"])
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("nb.ipynb:cell 3:2:5: GA101 zero-grad-every-micro-batch: ")
+    assert "  = help: zero once per window, after the optimizer step (line 6)" in lines
+    assert "2 |     optimizer.zero_grad()" in lines
+
+
+def test_a_line_in_another_cell_is_named_with_its_cell():
+    document = NotebookDocument.from_bytes("nb.ipynb", notebook(code(["a = 1\n", "b = 2"]), code(["c = 3\n", "d = 4"])))
+    first, second = document._starts  # virtual lines of each cell's first line
+    raw = Diagnostic("nb.ipynb", second + 1, 1, second + 1, 2, "GA101", "n",
+                     f"see (line {first + 1})", help=f"after line {first + 1}", related_line=first + 1)
+    located = document.locate(raw)
+    assert (located.cell, located.line) == (2, 2)
+    assert located.message == "see (cell 1, line 2)" and located.help == "after cell 1, line 2"
+
+
+def test_a_fix_before_a_cells_first_statement_lands_in_that_cell(project):
+    _training_notebook(project)
+    result = CliRunner().invoke(cli, ["check", "--no-cache", "--fix"])
+    assert result.exit_code == 0, result.stdout
+    cells = json.loads((project / "nb.ipynb").read_text())["cells"]
+    assert "".join(cells[1]["source"]) == SETUP_CELL  # the previous cell is untouched
+    fixed = "".join(cells[2]["source"])
+    assert fixed.startswith("optimizer.zero_grad()\nfor i, (x, y) in enumerate(loader):\n")
+    assert fixed.endswith("        optimizer.step()\n        optimizer.zero_grad()\n")
+
+
+@pytest.mark.parametrize("output_format", ["sarif", "github"])
+def test_ci_formats_point_at_the_notebooks_json_line(project, output_format):
+    raw = _training_notebook(project).decode().split("\n")
+    out = CliRunner().invoke(cli, ["check", "--no-cache", "--output-format", output_format]).stdout
+    if output_format == "sarif":
+        (result,) = json.loads(out)["runs"][0]["results"]
+        line = result["locations"][0]["physicalLocation"]["region"]["startLine"]
+        assert result["properties"] == {"cell": 3, "cellLine": 2, "cellColumn": 5}
+        assert result["message"]["text"].startswith("cell 3, line 2: ")
+    else:
+        line = int(out.split(",line=")[1].split(",")[0])
+        assert "cell 3, line 2: " in out
+    assert raw[line - 1].strip() == '"    optimizer.zero_grad()\\n",'

@@ -9,7 +9,7 @@ import pytest
 from accumlint.diagnostics import Diagnostic, FixInfo, syntax_error
 from accumlint.engine import FileResult, RunResult
 from accumlint.report import ReportOptions, render
-from accumlint.rules.catalog import RULES
+from accumlint.rules.catalog import RULES, SUPPRESSION_RULES
 
 SAFE = Diagnostic("src/t.py", 3, 5, 3, 20, "GA201", "missing-loss-scaling", "divide by K", FixInfo("safe", "scale"))
 UNSAFE = Diagnostic("src/t.py", 7, 9, 7, 25, "GA102", "step-every-micro-batch", "gate it", FixInfo("unsafe", "gate"))
@@ -93,14 +93,21 @@ def test_sarif_document():
     (sarif_run,) = data["runs"]
     driver = sarif_run["tool"]["driver"]
     assert driver["name"] == "accumlint"
-    assert [rule["id"] for rule in driver["rules"]] == [rule.code for rule in RULES]
+    assert [rule["id"] for rule in driver["rules"]] == [rule.code for rule in RULES + SUPPRESSION_RULES]
+    ga201_rule = driver["rules"][[rule["id"] for rule in driver["rules"]].index("GA201")]
+    assert ga201_rule["help"]["markdown"].startswith("# GA201 missing-loss-scaling\n")
+    assert "## Why is this bad?" in ga201_rule["help"]["text"]
     results = {result["ruleId"]: result for result in sarif_run["results"]}
     ga201 = results["GA201"]
     assert driver["rules"][ga201["ruleIndex"]]["id"] == "GA201"
     location = ga201["locations"][0]["physicalLocation"]
     assert location["artifactLocation"]["uri"] == "src/t.py"
     assert location["region"] == {"startLine": 3, "startColumn": 5, "endLine": 3, "endColumn": 20}
-    assert results["GA502"]["properties"] == {"cell": 3}
+    assert results["GA502"]["properties"] == {"cell": 3, "cellLine": 2, "cellColumn": 1}
+    assert results["GA502"]["message"]["text"] == "cell 3, line 2: a, b: 100%"
+    assert results["GA502"]["locations"][0]["logicalLocations"] == [
+        {"name": "cell 3", "fullyQualifiedName": "nb.ipynb:cell 3"}
+    ]
     assert "ruleIndex" not in results["syntax-error"]
     assert results["syntax-error"]["message"]["text"] == "syntax error: expected ':'"
 
