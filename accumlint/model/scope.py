@@ -14,6 +14,7 @@ import libcst as cst
 
 from accumlint.model import scopes
 from accumlint.model.facts import Function, ModuleFacts
+from accumlint.model.names import dotted
 from accumlint.model.tree import walk
 
 
@@ -28,17 +29,28 @@ def enclosing_function(facts: ModuleFacts, node: cst.CSTNode) -> Optional[Functi
     return found
 
 
-def in_scope(facts: ModuleFacts, expr: cst.BaseExpression, at: cst.CSTNode, origin: Optional[Function]) -> bool:
-    """Whether `expr` (as written in function `origin`) means the same thing at node `at`."""
+def in_scope(facts: ModuleFacts, expr: cst.BaseExpression, at: cst.CSTNode) -> bool:
+    """Whether `expr` means the same thing at node `at` (`self.k` only when it is set
+    earlier in the same method)."""
     function = enclosing_function(facts, at)
     bound = scopes.module_names(facts.module) | set(facts.imports)
     if function is not None:
         bound |= set(scopes.parameters(function)) | scopes.local_names(function)
     for name in scopes.free_names(expr):
         if name == "self":
-            same_class = function is not None and facts.class_of.get(function) is facts.class_of.get(origin)
-            if not same_class or function not in facts.class_of:
+            if function is None or function not in facts.class_of or not _bound_before(facts, expr, function, at):
                 return False
         elif name not in bound:
             return False
     return True
+
+
+def _bound_before(facts: ModuleFacts, expr: cst.BaseExpression, function: Function, at: cst.CSTNode) -> bool:
+    """`self.k` is assigned in `function` before `at` (so the copy reads a set attribute)."""
+    statements = {id(binding.statement) for binding in facts.bindings.get(dotted(expr) or "", ())}
+    for node in walk(function.body):
+        if node is at:
+            return False
+        if id(node) in statements:
+            return True
+    return False

@@ -8,15 +8,26 @@ whole and run once per module, loops or not.
 from __future__ import annotations
 
 from accumlint.model.build import ModuleModel
-from accumlint.rules import distributed, memory, per_window, reporting, scaling, schedule, window
+from accumlint.rules import (
+    accumulate_context,
+    counters,
+    distributed,
+    memory,
+    micro_loop,
+    per_window,
+    reporting,
+    scaling,
+    schedule,
+    window,
+)
 from accumlint.rules.base import Finding, ModuleRule, Rule
 
 RULES: dict[str, Rule] = {
-    **window.RULES, **scaling.RULES, **per_window.RULES, **schedule.RULES, **distributed.RULES,
-    **memory.RULES, **reporting.RULES,
+    **window.RULES, **micro_loop.RULES, **counters.RULES, **scaling.RULES, **per_window.RULES,
+    **schedule.RULES, **distributed.RULES, **accumulate_context.RULES, **memory.RULES, **reporting.RULES,
 }
 
-MODULE_RULES: dict[str, ModuleRule] = {}
+MODULE_RULES: dict[str, ModuleRule] = {**accumulate_context.MODULE_RULES}
 
 
 def run_rules(model: ModuleModel) -> list[Finding]:

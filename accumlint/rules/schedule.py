@@ -57,7 +57,7 @@ def _once_per_window(window: Window, event: Event) -> bool:
 
 
 def _edits(window: Window, length: cst.Call, k: Optional[cst.BaseExpression]) -> tuple[Edit, ...]:
-    if k is None or not in_scope(window.facts, k, length, window.loop.function):
+    if k is None or not in_scope(window.facts, k, length):
         return ()
     ceil = cst.parse_expression(f"math.ceil({code(length)} / {code(k)})")
     edits: tuple[Edit, ...] = (replace(length, ceil),)

@@ -10,6 +10,7 @@ import libcst as cst
 from accumlint.edits import Edit, insert_after, insert_before, move_after, parenthesized, remove, replace
 from accumlint.model.tree import walk
 from accumlint.model.loop import Event
+from accumlint.model.micro import lost_micro_losses
 from accumlint.model.names import code, dotted, last_part, normalized
 from accumlint.model.window import Window
 from accumlint.rules.base import Finding, k_text, movable, same_block, sync_gated
@@ -22,8 +23,12 @@ def _position(event: Event) -> tuple[int, int]:
 
 
 def steps_every_micro_batch(window: Window) -> list[Event]:
-    """GA102's steps: the loop accumulates (1/K or gated zeroing) but steps ungated."""
+    """GA102's steps: the loop accumulates (1/K or gated zeroing) but steps ungated.
+    A backward after a micro-step loop that only sees its last loss is GA110 alone:
+    gating that step would break the code further."""
     if window.has_micro_loop or window.gated_step or window.uses_accumulate_context:
+        return []
+    if lost_micro_losses(window):
         return []
     if not (window.divides_by_accumulation or window.gated_zeroing):
         return []

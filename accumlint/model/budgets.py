@@ -1,0 +1,90 @@
+"""Step counters and the budgets they are compared with.
+
+A counter of optimizer steps (`completed_steps`, `global_step`, `num_updates`)
+is only meaningful against a budget in the same unit. The module says a
+budget is in optimizer steps when the value (or a binding it reads) is divided
+by K, `max_train_steps = epochs * ceil(len(loader) / K)`, or when it is the
+length of a scheduler that is not itself sized in micro-batches.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+import libcst as cst
+
+from accumlint.model.loop import Statement
+from accumlint.model.names import dotted, int_value, looks_like_accumulation
+from accumlint.model.schedules import (
+    IsK,
+    length_arguments,
+    micro_batch_length,
+    optimizer_step_value,
+    referenced_names,
+)
+from accumlint.model.tree import walk
+from accumlint.model.window import Window
+
+_STEP_COUNTER = re.compile(r"(?i)(^|_)(step|update)s?(_(count|num|idx))?$|^n?_?updates$")
+_ORDERING = (cst.GreaterThanEqual, cst.GreaterThan, cst.Equal, cst.LessThan, cst.LessThanEqual)
+
+
+@dataclass(frozen=True, eq=False)
+class Increment:
+    """`counter += 1` in an iteration."""
+
+    counter: str
+    statement: Statement
+
+
+def step_counter_increments(window: Window) -> list[Increment]:
+    """`+= 1` on names that mean optimizer steps (not micro-steps, not accumulation counts)."""
+    found = []
+    for statement in window.loop.statements:
+        for small in statement.node.body:
+            if not (isinstance(small, cst.AugAssign) and isinstance(small.operator, cst.AddAssign)):
+                continue
+            name = dotted(small.target)
+            if name is None or int_value(small.value) != 1:
+                continue
+            tail = name.rsplit(".", 1)[-1]
+            if _STEP_COUNTER.search(tail) and "micro" not in tail.lower() and not looks_like_accumulation(tail):
+                found.append(Increment(name, statement))
+    return found
+
+
+def step_budget(window: Window, counter: str, is_k: IsK) -> Optional[cst.Comparison]:
+    """A comparison of `counter` with a value in optimizer steps, anywhere in the module."""
+    for node in walk(window.facts.module):
+        if not isinstance(node, cst.Comparison) or len(node.comparisons) != 1:
+            continue
+        target = node.comparisons[0]
+        if not isinstance(target.operator, _ORDERING):
+            continue
+        sides = (node.left, target.comparator)
+        for index, side in enumerate(sides):
+            if dotted(side) == counter and _in_optimizer_steps(window, sides[1 - index], is_k):
+                return node
+    return None
+
+
+def _in_optimizer_steps(window: Window, value: cst.BaseExpression, is_k: IsK) -> bool:
+    if int_value(value) is not None:
+        return False
+    if optimizer_step_value(window.facts, value, is_k):
+        return True
+    names = set(referenced_names(value))
+    for name in list(names):  # `self.total_updates = total_updates`: either spelling
+        for binding in window.facts.bindings.get(name, ()):
+            names |= set(referenced_names(binding.value))
+    if not names:
+        return False
+    for call in window.facts.calls:
+        if window.objects.built_kind(call, None) != "scheduler":
+            continue
+        for argument in length_arguments(call):
+            if names & set(referenced_names(argument)):
+                return micro_batch_length(window.facts, window.objects, argument, is_k) is None
+    return False

@@ -1,0 +1,154 @@
+"""`accelerator.accumulate()` used wrongly: without K (GA108), or entered twice per iteration (GA404)."""
+
+from __future__ import annotations
+
+from typing import Iterable, Optional
+
+import libcst as cst
+
+from accumlint.edits import Edit, replace
+from accumlint.model.arms import exclusive
+from accumlint.model.build import ModuleModel
+from accumlint.model.loop import Statement
+from accumlint.model.names import call_name, code, dotted, has_star_kwargs, keyword, last_part
+from accumlint.model.scope import in_scope
+from accumlint.model.window import Window
+from accumlint.rules.base import Finding
+
+
+def repeated_accumulate_context(window: Window) -> Iterable[Finding]:
+    """Two `accumulate(...)` entries on one Accelerator in one iteration (two items of one
+    `with`, nested, or one after the other, never in exclusive arms)."""
+    if window.accumulate_k is None:
+        return
+    entries: list[tuple[cst.Call, Statement]] = []
+    seen: set[int] = set()
+    for statement in window.loop.statements:
+        for item in statement.withs:
+            call = item.item
+            if id(item) in seen or not _accumulate(window, call):
+                continue
+            seen.add(id(item))
+            entries.append((call, statement))
+    for index, (call, statement) in enumerate(entries):
+        owner = dotted(call.func.value)
+        earlier = next((
+            first for first, first_statement in entries[:index]
+            if dotted(first.func.value) == owner and not exclusive(first_statement, statement)
+        ), None)
+        if earlier is None:
+            continue
+        yield Finding(
+            "GA404",
+            call,
+            f"`{owner}.accumulate(...)` is entered a second time in this iteration ({{related}})",
+            related=earlier,
+            help="each entry advances accelerate's micro-batch counter, so windows close after K/2 "
+            f"micro-batches while the loss is still divided by K; pass every model to one "
+            f"`{owner}.accumulate({', '.join(_models(entries, owner))})`",
+        )
+
+
+def _accumulate(window: Window, node: cst.BaseExpression) -> bool:
+    return (
+        isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "accumulate"
+        and window.objects.kind_of(node.func.value) == "accelerator"
+    )
+
+
+def _models(entries: list[tuple[cst.Call, Statement]], owner: str) -> list[str]:
+    models: list[str] = []
+    for call, _ in entries:
+        if dotted(call.func.value) == owner:
+            models.extend(code(arg.value) for arg in call.args if code(arg.value) not in models)
+    return models
+
+
+RULES = {"GA404": repeated_accumulate_context}
+
+
+_CARRIES_K = ("gradient_accumulation_steps", "gradient_accumulation_plugin", "deepspeed_plugin", "deepspeed_plugins")
+
+
+def accumulate_without_steps(model: ModuleModel) -> Iterable[Finding]:
+    """GA108: `accumulate()` on an Accelerator built in the module without K, in a module
+    that divides the loss by an accumulation count or gates on one."""
+    k = _module_k(model)
+    if k is None:
+        return
+    facts = model.facts
+    for window in model.windows:
+        seen: set[int] = set()
+        for statement in window.loop.statements:
+            for item in statement.withs:
+                call = item.item
+                if id(item) in seen or not _accumulate(window, call):
+                    continue
+                seen.add(id(item))
+                owner = dotted(call.func.value)
+                constructors = _constructors(model, owner)
+                if not constructors or any(_carries_k(c) for c in constructors):
+                    continue
+                if facts.bindings.get(f"{owner}.gradient_accumulation_steps"):
+                    continue
+                edits: tuple[Edit, ...] = ()
+                if len(constructors) == 1 and in_scope(facts, k, constructors[0]):
+                    edits = (replace(constructors[0], _with_steps(constructors[0], k)),)
+                yield Finding(
+                    "GA108",
+                    call,
+                    f"`{owner}` was built without `gradient_accumulation_steps` ({{related}}), so "
+                    "`accumulate()` syncs and steps on every micro-batch",
+                    edits,
+                    f"Pass `gradient_accumulation_steps={code(k)}` to the Accelerator",
+                    related=constructors[0],
+                    help=f"the loss is divided by (or gated on) `{code(k)}`, but accelerate only accumulates "
+                    f"when it knows K; build it with `Accelerator(gradient_accumulation_steps={code(k)})`",
+                )
+
+
+def _module_k(model: ModuleModel) -> Optional[cst.BaseExpression]:
+    """The accumulation count the module divides the loss by or gates on."""
+    for window in model.windows:
+        for gate in window.loop.gates:
+            if gate.k is not None and window.is_accumulation_name(gate.k):
+                return gate.k
+        for flow in window.flows:
+            for scaling in flow.scalings:
+                if scaling.op == "div" and window.is_accumulation_name(scaling.factor):
+                    return scaling.factor
+    return None
+
+
+def _constructors(model: ModuleModel, owner: Optional[str]) -> list[cst.Call]:
+    return [
+        binding.value for binding in model.facts.values_of(owner)
+        if isinstance(binding.value, cst.Call) and last_part(call_name(binding.value) or "") == "Accelerator"
+    ]
+
+
+def _carries_k(call: cst.Call) -> bool:
+    """K given, or possibly given (a plugin, a DeepSpeed config, `**kwargs`)."""
+    return has_star_kwargs(call) or any(keyword(call, name) is not None for name in _CARRIES_K)
+
+
+def _with_steps(call: cst.Call, k: cst.BaseExpression) -> cst.Call:
+    """`Accelerator(...)` with `gradient_accumulation_steps=K` appended in the call's own layout."""
+    new = cst.Arg(
+        keyword=cst.Name("gradient_accumulation_steps"),
+        value=k.with_changes(lpar=[], rpar=[]) if isinstance(k, (cst.Name, cst.Attribute)) else k,
+        equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")),
+    )
+    args = list(call.args)
+    if not args:
+        return call.with_changes(args=[new])
+    last = args[-1]
+    if isinstance(last.comma, cst.Comma):  # a trailing comma: one argument per line
+        new = new.with_changes(comma=last.comma)
+        args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=call.whitespace_before_args))
+    else:
+        args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    return call.with_changes(args=[*args, new])
+
+
+MODULE_RULES = {"GA108": accumulate_without_steps}

@@ -1,0 +1,45 @@
+"""GA109: a counter of optimizer steps that counts micro-batches."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from accumlint.model.budgets import step_budget, step_counter_increments
+from accumlint.model.cadence import every_micro_batch
+from accumlint.model.names import code
+from accumlint.model.window import Window
+from accumlint.rules.base import Finding
+from accumlint.rules.placement import once_per_window
+from accumlint.rules.window import steps_every_micro_batch, window_step
+
+
+def step_counter_counts_micro_batches(window: Window) -> Iterable[Finding]:
+    if not window.steps_once_per_window or steps_every_micro_batch(window):
+        return
+    anchor = window_step(window)
+    if anchor is None and window.accumulate_k is None:
+        return
+    gate_counters = {gate.counter for gate in window.loop.gates}
+    for increment in step_counter_increments(window):
+        if not every_micro_batch(window, increment.statement):
+            continue
+        budget = step_budget(window, increment.counter, window.is_k)
+        if budget is None:
+            continue
+        edits = ()
+        if increment.counter not in gate_counters:
+            edits = once_per_window(window, increment.statement, anchor.statement if anchor is not None else None)
+        yield Finding(
+            "GA109",
+            increment.statement.node,
+            f"`{increment.counter}` counts micro-batches but is compared with a budget in optimizer steps "
+            "({related})",
+            edits,
+            f"Increment `{increment.counter}` once per window, with the optimizer step",
+            help=f"`{code(budget)}` is computed in optimizer steps (divided by K), so training stops, saves, "
+            "evaluates or logs K times too early; increment the counter under the gate",
+            related=budget,
+        )
+
+
+RULES = {"GA109": step_counter_counts_micro_batches}
