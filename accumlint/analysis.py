@@ -66,11 +66,12 @@ def parse(text: str) -> "cst.Module":
 
 def find(module: "cst.Module", text: str, path: str, options: AnalysisOptions) -> list[Located]:
     """All findings of a parsed module, deduplicated, with their diagnostics."""
+    from accumlint.fixguard import guarded
     from accumlint.model.build import model_of
     from accumlint.rules.registry import run_rules
 
     findings = run_rules(model_of(module, text, options))
-    return _locate(module, findings, path) if findings else []
+    return _locate(module, guarded(module, findings), path) if findings else []
 
 
 def analyze(text: str, path: str, options: AnalysisOptions = AnalysisOptions()) -> list[Diagnostic]:

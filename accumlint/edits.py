@@ -85,6 +85,35 @@ def apply_edits(module: cst.Module, edits: Sequence[Edit]) -> cst.Module:
     return module.visit(_Applier(edits))
 
 
+class _Fill(cst.CSTTransformer):
+    def __init__(self, nodes: dict[str, cst.BaseExpression]) -> None:
+        super().__init__()
+        self.nodes = nodes
+
+    def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.BaseExpression:
+        node = self.nodes.get(original_node.value)
+        if node is None:
+            return updated_node
+        if original_node.lpar:
+            return node.with_changes(lpar=original_node.lpar, rpar=original_node.rpar)
+        return node
+
+
+def filled_expression(template: str, **nodes: cst.BaseExpression) -> cst.BaseExpression:
+    """`template` parsed, each placeholder name replaced by the given node itself.
+
+    New code that repeats an expression of the file holds that very node (not a
+    re-parsed copy of its text), so the fixer sees which nodes a fix repeats: a
+    fix that repeats a gate must wait for the fix that corrects the gate.
+    """
+    return cst.parse_expression(template).visit(_Fill(nodes))
+
+
+def filled_statement(template: str, **nodes: cst.BaseExpression) -> cst.BaseStatement:
+    """`filled_expression` for a statement (`template` ends with a newline)."""
+    return cst.parse_statement(template).visit(_Fill(nodes))
+
+
 def parenthesized(node: cst.BaseExpression) -> cst.BaseExpression:
     """`node` wrapped in parentheses unless it binds tighter than any operator."""
     if isinstance(node, (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer, cst.Float)) or node.lpar:

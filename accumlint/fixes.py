@@ -1,16 +1,24 @@
 """Applying fixes: non-overlapping edits per round, re-checking until stable.
 
 Each round parses the current text, asks the rules for findings, applies the
-fixes of the enabled ones whose edits do not touch the same subtree, and starts
-again on the new text: one fix can reveal or remove another finding (a gate
-fixed for GA106 may then need GA107's last-batch clause). A fix whose result
-would not parse is dropped, never written.
+fixes of the enabled ones that do not touch the same nodes, and starts again
+on the new text: one fix can reveal or remove another finding (a gate fixed for
+GA106 may then need GA107's last-batch clause). Fixes compose: a fix whose new
+code holds a node that another fix of the round changes (GA401's
+`require_backward_grad_sync = (<gate>)` and GA106's correction of that gate)
+waits for the next round, which re-analyses the corrected text.
+
+Nothing is written that would break the file: a round whose result does not
+parse, reads a name where it is not bound, or changes lines outside the
+statements its edits name is dropped; a file LibCST cannot reproduce exactly
+is not fixed at all.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Optional
 
 from accumlint.analysis import AnalysisOptions, Located, ParseFailure, find, parse
 from accumlint.diagnostics import Diagnostic
@@ -49,6 +57,9 @@ def fix_text(
     for _ in range(MAX_ROUNDS):
         module = parse(text)
         enabled = [item for item in find(module, text, path, options) if keep(text, item.diagnostic)]
+        if module.code != text:
+            # LibCST would not write this text back as it is: refuse rather than change other lines
+            return FixOutcome(text, fixed, [dataclasses.replace(item.diagnostic, fix=None) for item in enabled], True)
         candidates = [
             item for item in enabled
             if _applies(item.diagnostic, unsafe) and (item.diagnostic.code, item.diagnostic.message) not in refused
@@ -56,10 +67,10 @@ def fix_text(
         if not candidates:
             return FixOutcome(text, fixed, [item.diagnostic for item in enabled], True)
         chosen = _non_overlapping(candidates)
-        new_text = _apply(module, chosen)
+        new_text = _apply(module, text, chosen)
         if new_text is None and len(chosen) > 1:
             chosen = chosen[:1]
-            new_text = _apply(module, chosen)
+            new_text = _apply(module, text, chosen)
         if new_text is None or new_text == text:
             refused.update((item.diagnostic.code, item.diagnostic.message) for item in chosen)
             continue
@@ -74,27 +85,65 @@ def _applies(diagnostic: Diagnostic, unsafe: bool) -> bool:
 
 
 def _non_overlapping(candidates: list[Located]) -> list[Located]:
-    """Greedy in source order: a fix is taken if no earlier taken fix edits its subtree."""
-    from accumlint.model.tree import walk_all
-
+    """Greedy in source order: a fix is taken if no earlier taken fix changes a node it
+    changes or repeats (a node its new code holds), nor repeats a node it changes."""
     taken: list[Located] = []
-    claimed: set[int] = set()
+    changed: set[int] = set()
+    held: set[int] = set()
     for item in candidates:
-        span = {id(node) for edit in item.finding.edits for node in walk_all(edit.target)}
-        if span & claimed:
+        edits = item.finding.edits
+        changes = _changed_nodes(edits)
+        holds = _held_nodes(edits)
+        if changes & (changed | held) or holds & changed:
             continue
-        claimed |= span
+        changed |= changes
+        held |= holds
         taken.append(item)
     return taken
 
 
-def _apply(module, chosen: list[Located]):
+def _changed_nodes(edits) -> set[int]:
+    """Nodes an edit replaces or removes (with all below them), or inserts beside."""
+    from accumlint.edits import AFTER, BEFORE
+    from accumlint.model.tree import walk_all as walk
+
+    found: set[int] = set()
+    for edit in edits:
+        if edit.action in (BEFORE, AFTER):
+            found.add(id(edit.target))
+        else:
+            found.update(id(node) for node in walk(edit.target))
+    return found
+
+
+def _held_nodes(edits) -> set[int]:
+    """Nodes of the file that an edit's new code holds (moved statements, repeated gates)."""
+    from accumlint.model.tree import walk_all as walk
+
+    import libcst as cst
+
+    found: set[int] = set()
+    for edit in edits:
+        for new in edit.nodes:
+            placed = new.nodes if isinstance(new, cst.FlattenSentinel) else (new,)
+            found.update(id(node) for root in placed for node in walk(root))
+    return found
+
+
+def _apply(module, text: str, chosen: list[Located]) -> Optional[str]:
+    """The text with the chosen fixes applied, or None when the result would break the
+    file (no parse, a name read where it is not bound, unrelated lines changed)."""
     from accumlint.edits import apply_edits
+    from accumlint.fixguard import guard_for, touches_only_edited_lines
 
     edits = [edit for item in chosen for edit in item.finding.edits]
+    if len(chosen) > 1 and not guard_for(module).allows(edits):
+        return None
     try:
-        text = apply_edits(module, edits).code
-        parse(text)
+        fixed = apply_edits(module, edits).code
+        parse(fixed)
     except (ParseFailure, Exception):  # a fix that breaks the file is never written
         return None
-    return text
+    if not touches_only_edited_lines(text, module, edits, fixed):
+        return None
+    return fixed

@@ -6,7 +6,7 @@ from typing import Iterable, Optional
 
 import libcst as cst
 
-from accumlint.edits import Edit, insert_after, insert_before, parenthesized, remove, replace
+from accumlint.edits import Edit, filled_expression, insert_after, insert_before, parenthesized, remove, replace
 from accumlint.model.gates import Gate
 from accumlint.model.names import code, dotted
 from accumlint.model.window import Window
@@ -65,19 +65,19 @@ def _sync_edits(window: Window, model: str, kind: str) -> tuple[Edit, ...]:
     if last is None or _rebinds(statements, boundary):
         return ()
     edits: list[Edit] = []
+    # the new code holds the boundary test's nodes: a fix of the gate in the same round makes it wait
     if kind == "fabric":
-        item = f"{code(owner)}.no_backward_sync({model}, enabled={_negated(boundary)})"
+        item = filled_expression(f"{code(owner)}.no_backward_sync({model}, enabled=__off__)", __off__=_negated(boundary))
     else:
         context = _nullcontext(window, edits)
         if context is None:
             return ()
         off = f"{code(owner)}.no_sync({model})" if kind == "accelerate" else f"{model}.no_sync()"
-        item = f"{context}() if {code(boundary)} else {off}"
+        item = filled_expression(f"{context}() if __boundary__ else {off}", __boundary__=boundary)
     wrapped = statements[: last + 1]
     first = wrapped[0]
     block = cst.IndentedBlock(body=[first.with_changes(leading_lines=()), *wrapped[1:]])
-    with_node = cst.With(items=[cst.WithItem(cst.parse_expression(item))], body=block,
-                         leading_lines=first.leading_lines)
+    with_node = cst.With(items=[cst.WithItem(item)], body=block, leading_lines=first.leading_lines)
     edits.append(replace(first, with_node))
     edits.extend(remove(statement) for statement in wrapped[1:])
     return tuple(edits)
@@ -89,7 +89,7 @@ def _boundary(window: Window) -> Optional[cst.BaseExpression]:
         micro, k = window.loop.micro_loop, window.micro_k
         if not isinstance(micro, cst.For) or k is None or dotted(micro.target) is None:
             return None
-        return cst.parse_expression(f"{dotted(micro.target)} == {code(parenthesized(k))} - 1")
+        return filled_expression(f"{dotted(micro.target)} == __k__ - 1", __k__=parenthesized(k))
     gate = window.step_gate
     if gate is None or not gate.positive or gate.whole_test is None or not _inline(gate):
         return None
@@ -112,11 +112,12 @@ def _rebinds(statements: list[cst.CSTNode], boundary: cst.BaseExpression) -> boo
     return False
 
 
-def _negated(test: cst.BaseExpression) -> str:
+def _negated(test: cst.BaseExpression) -> cst.BaseExpression:
+    """`a != b` for `a == b`, else `not (test)`; holding the test's own nodes."""
     if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and not test.lpar:
         if isinstance(test.comparisons[0].operator, cst.Equal):
-            return f"{code(test.left)} != {code(test.comparisons[0].comparator)}"
-    return f"not ({code(test)})"
+            return filled_expression("__left__ != __right__", __left__=test.left, __right__=test.comparisons[0].comparator)
+    return filled_expression("not (__test__)", __test__=test.with_changes(lpar=[], rpar=[]))
 
 
 def _nullcontext(window: Window, edits: list[Edit]) -> Optional[str]:

@@ -7,7 +7,7 @@ from typing import Iterable, Optional
 
 import libcst as cst
 
-from accumlint.edits import replace
+from accumlint.edits import filled_expression, parenthesized, replace
 from accumlint.model.loop import Statement
 from accumlint.model.names import code, dotted, keyword, last_part
 from accumlint.model.window import Window
@@ -43,7 +43,7 @@ def graph_kept_alive(window: Window) -> Iterable[Finding]:
             "GA501",
             statement.node,
             f"`{name}` is kept in `{holder}` with its autograd graph",
-            (replace(added, cst.parse_expression(f"{code(added)}.detach()")),),
+            (replace(added, filled_expression("__added__.detach()", __added__=parenthesized(added))),),
             f"Keep `{name}.detach()`",
             help=f"every micro-batch's graph stays alive; keep `{name}.detach()` (or `{name}.item()`)",
         )

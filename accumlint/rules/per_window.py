@@ -6,7 +6,7 @@ from typing import Iterable, Optional
 
 import libcst as cst
 
-from accumlint.edits import Edit, insert_after, insert_before, remove
+from accumlint.edits import Edit, filled_statement, insert_after, insert_before, remove
 from accumlint.model.cadence import every_micro_batch
 from accumlint.model.loop import Event
 from accumlint.model.names import code, last_part
@@ -106,7 +106,7 @@ def clip_before_unscale(window: Window) -> Iterable[Finding]:
         edits: tuple[Edit, ...] = ()
         optimizer = step.role.target
         if optimizer is not None and scaler is not None and movable(clip.statement):
-            unscale = cst.parse_statement(f"{scaler}.unscale_({code(optimizer)})\n")
+            unscale = filled_statement(f"{scaler}.unscale_(__optimizer__)\n", __optimizer__=optimizer)
             edits = (insert_before(clip.statement.node, unscale),)
         yield Finding(
             "GA304",

@@ -7,7 +7,8 @@ from typing import Iterable, Optional
 
 import libcst as cst
 
-from accumlint.edits import Edit, insert_after, insert_before, move_after, parenthesized, remove, replace
+from accumlint.edits import Edit, filled_expression, insert_after, insert_before, move_after, parenthesized, remove, replace
+from accumlint.fixguard import guard_for
 from accumlint.model.tree import walk
 from accumlint.model.loop import Event
 from accumlint.model.micro import lost_micro_losses
@@ -71,20 +72,12 @@ def zero_grad_every_micro_batch(window: Window) -> Iterable[Finding]:
         if window.framework_managed(zero) or not window.runs_every_micro_batch(zero.statement):
             continue
         anchor = window_step(window, zero)
-        edits: tuple[Edit, ...] = ()
-        if anchor is not None and movable(zero.statement) and movable(anchor.statement):
-            edits = move_after(zero.statement.node, anchor.statement.node)
-            moved = sync_gated(window, zero, anchor)
-            if moved is not None:
-                edits = (remove(zero.statement.node), insert_after(anchor.statement.node, moved))
-            if not _zeroes_before_loop(window):
-                edits += (insert_before(window.loop.node, zero.statement.node.with_changes(leading_lines=())),)
         where = " inside `accelerator.accumulate()` (never held back)" if window.accumulate_context(zero.statement) else ""
         yield Finding(
             "GA101",
             zero.role.call,
             f"`{code(zero.role.call)}` runs on every micro-batch{where}, erasing the window's gradients",
-            edits,
+            _zeroing_after_step(window, zero, anchor),
             "Move the zeroing after the optimizer step, inside the window",
             help="zero once per window, after the optimizer step ({related})",
             related=anchor.role.call if anchor is not None else None,
@@ -94,19 +87,46 @@ def zero_grad_every_micro_batch(window: Window) -> Iterable[Finding]:
 def _zero_on_entry(window: Window, zero: Event) -> Finding:
     """A prepared optimizer's zeroing before the backward inside `accumulate()` (accelerate #616)."""
     anchor = window.managed_step(zero.statement)
-    edits: tuple[Edit, ...] = ()
-    if anchor is not None and movable(zero.statement) and movable(anchor.statement):
-        edits = move_after(zero.statement.node, anchor.statement.node)
     return Finding(
         "GA101",
         zero.role.call,
         f"`{code(zero.role.call)}` runs before the backward inside `accelerator.accumulate()`",
-        edits,
+        _move_zeroing_after(window, zero, anchor),
         "Move the zeroing after the optimizer step",
         help="`accumulate()` sets `sync_gradients` on entry, so on each window's last micro-batch this erases "
         "the gradients of the whole window; zero after the optimizer step ({related})",
         related=anchor.role.call if anchor is not None else None,
     )
+
+
+def _zeroing_after_step(window: Window, zero: Event, anchor: Optional[Event]) -> tuple[Edit, ...]:
+    """GA101's fix: move the zeroing after the window's step, and zero once before
+    the loop where nothing does yet and every name the zeroing uses is bound there
+    (not before a Lightning `training_step`, not before the loop that creates the
+    optimizer)."""
+    moved = _move_zeroing_after(window, zero, anchor)
+    gated = sync_gated(window, zero, anchor) if len(moved) == 2 and anchor is not None else None
+    if gated is not None:  # inside `accumulate()`, where accelerate does not hold a model's zeroing back
+        moved = (remove(zero.statement.node), insert_after(anchor.statement.node, gated))
+    if len(moved) < 2 or _zeroes_before_loop(window) or not isinstance(window.loop.node, (cst.For, cst.While)):
+        return moved
+    once = moved + (insert_before(window.loop.node, zero.statement.node.with_changes(leading_lines=())),)
+    return once if guard_for(window.facts.module).allows(once) else moved
+
+
+def _move_zeroing_after(window: Window, zero: Event, step: Optional[Event]) -> tuple[Edit, ...]:
+    """Move a zeroing after `step`; only remove it when a zeroing already follows the step."""
+    if step is None or not movable(zero.statement) or not movable(step.statement):
+        return ()
+    block = step.statement.block[-1]
+    target = normalized(zero.role.target) if zero.role.target is not None else None
+    if target is not None and any(
+        other is not zero and other.statement.block[-1] is block and other.order > step.order
+        and other.role.target is not None and normalized(other.role.target) == target
+        for other in window.loop.of_kind("zero")
+    ):
+        return (remove(zero.statement.node),)
+    return move_after(zero.statement.node, step.statement.node)
 
 
 def window_step(window: Window, near: Optional[Event] = None) -> Optional[Event]:
@@ -175,7 +195,7 @@ def _gate_step_edits(window: Window, step: Event) -> tuple[Edit, ...]:
     if not moved:
         return ()
     numerator = f"({counter} + 1)" if base == 0 else counter
-    test = cst.parse_expression(f"{numerator} % {code(parenthesized(window.k))} == 0")
+    test = filled_expression(f"{numerator} % __k__ == 0", __k__=parenthesized(window.k))
     first = moved[0].node
     body = [first.with_changes(leading_lines=())] + [s.node for s in moved[1:]]
     gate = cst.If(test=test, body=cst.IndentedBlock(body=body), leading_lines=first.leading_lines)
@@ -220,9 +240,7 @@ def backward_after_step(window: Window) -> Iterable[Finding]:
 
 def zero_grad_before_step(window: Window) -> Iterable[Finding]:
     for zero, step in zeroing_before_step(window):
-        edits: tuple[Edit, ...] = ()
-        if movable(zero.statement) and movable(step.statement):
-            edits = move_after(zero.statement.node, step.statement.node)
+        edits = _move_zeroing_after(window, zero, step)
         yield Finding(
             "GA104",
             zero.role.call,
@@ -278,7 +296,7 @@ def off_by_one_boundary(window: Window) -> Iterable[Finding]:
         numerator = gate.test.left.left if isinstance(gate.test, cst.Comparison) else None
         edits: tuple[Edit, ...] = ()
         if numerator is not None:
-            plus_one = cst.parse_expression(f"({code(numerator)} + 1)")
+            plus_one = filled_expression("(__counter__ + 1)", __counter__=numerator)
             edits = (replace(numerator, plus_one),)
         yield Finding(
             "GA106",
@@ -312,10 +330,11 @@ def dropped_tail_window(window: Window) -> Iterable[Finding]:
         if isinstance(gate.test, cst.Comparison):
             positive = isinstance(gate.test.comparisons[0].operator, cst.Equal)
             numerator = f"({loop.counter} + 1)" if loop.counter_base == 0 else loop.counter
-            clause = f"{numerator} == len({iterable})" if positive else f"{numerator} != len({iterable})"
-            joined = f"{code(gate.test)} {'or' if positive else 'and'} {clause}"
-            edits = (replace(gate.test, cst.parse_expression(joined).with_changes(
-                lpar=gate.test.lpar, rpar=gate.test.rpar)),)
+            clause = f"{numerator} == len(__iterable__)" if positive else f"{numerator} != len(__iterable__)"
+            joined = f"__test__ {'or' if positive else 'and'} {clause}"
+            bare_test = gate.test.with_changes(lpar=[], rpar=[])
+            new_test = filled_expression(joined, __test__=bare_test, __iterable__=loop.iterable)
+            edits = (replace(gate.test, new_test.with_changes(lpar=gate.test.lpar, rpar=gate.test.rpar)),)
         yield Finding(
             "GA107",
             gate.test,

@@ -1,0 +1,150 @@
+"""What every fix must keep: names bound where they are read, class bodies as they
+are, and every line it does not name.
+
+Rules build fixes from the loop model; this module judges the result, whatever
+the rule. A finding whose fix fails a check is still reported, without the fix
+(or a rule falls back to the part of its fix that passes, as GA101 does when
+it cannot zero once before the loop).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections import Counter
+from typing import TYPE_CHECKING, Optional, Sequence
+
+import libcst as cst
+
+from accumlint.bindings import unbound_reads
+from accumlint.edits import AFTER, BEFORE, REPLACE, Edit, apply_edits
+from accumlint.model.tree import children
+
+if TYPE_CHECKING:
+    from accumlint.rules.base import Finding
+
+
+class FixGuard:
+    """Checks edits against one parsed module (its facts are computed once)."""
+
+    def __init__(self, module: cst.Module) -> None:
+        self.module = module
+        self._unbound: Optional[Counter] = None
+        self._parents: Optional[dict[int, cst.CSTNode]] = None
+
+    def refusal(self, edits: Sequence[Edit]) -> Optional[str]:
+        """Why these edits must not be applied, or None when they may."""
+        if not edits:
+            return None
+        if any(self._into_class_body(edit) for edit in edits):
+            return "it would insert a statement into a class body"
+        try:
+            fixed = apply_edits(self.module, edits)
+            added = unbound_reads(fixed) - self.unbound
+        except RecursionError:
+            return "the fixed code is too deeply nested to check"
+        if added:
+            names = ", ".join(sorted(f"`{name}`" for _, name in added))
+            return f"{names} would be read where it is not bound"
+        return None
+
+    def allows(self, edits: Sequence[Edit]) -> bool:
+        return self.refusal(edits) is None
+
+    @property
+    def unbound(self) -> Counter:
+        if self._unbound is None:
+            self._unbound = unbound_reads(self.module)
+        return self._unbound
+
+    def _into_class_body(self, edit: Edit) -> bool:
+        """New statements beside a class-level statement: `opt.zero_grad()` put before a
+        Lightning `training_step` lands in the class body, where nothing it names exists."""
+        inserts = edit.action in (BEFORE, AFTER) or (
+            edit.action == REPLACE and isinstance(edit.nodes[0], cst.FlattenSentinel)
+        )
+        if not inserts:
+            return False
+        block = self.parents.get(id(edit.target))
+        owner = self.parents.get(id(block)) if block is not None else None
+        return isinstance(owner, cst.ClassDef)
+
+    @property
+    def parents(self) -> dict[int, cst.CSTNode]:
+        if self._parents is None:
+            parents: dict[int, cst.CSTNode] = {}
+            stack: list[cst.CSTNode] = [self.module]
+            while stack:
+                node = stack.pop()
+                for child in children(node):
+                    parents[id(child)] = node
+                    stack.append(child)
+            self._parents = parents
+        return self._parents
+
+
+@functools.lru_cache(maxsize=2)
+def guard_for(module: cst.Module) -> FixGuard:
+    """The guard of a module (rules and the fixer ask about the same parse)."""
+    return FixGuard(module)
+
+
+def guarded(module: cst.Module, findings: list["Finding"]) -> list["Finding"]:
+    """The findings, each without its fix when the fix fails a guard."""
+    guard = guard_for(module)
+    kept = []
+    for finding in findings:
+        if finding.edits and not guard.allows(finding.edits):
+            finding = dataclasses.replace(finding, edits=())
+        kept.append(finding)
+    return kept
+
+
+def touches_only_edited_lines(text: str, module: cst.Module, edits: Sequence[Edit], fixed: str) -> bool:
+    """Whether `fixed` keeps, verbatim and in order, every line of `text` outside the
+    statements the edits name: the regenerated module must not change unrelated
+    lines (whitespace-only lines, odd line breaks) anywhere else in the file."""
+    from libcst.metadata import MetadataWrapper, WhitespaceInclusivePositionProvider
+
+    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(WhitespaceInclusivePositionProvider)
+    lines = text.splitlines(keepends=True)
+    edited = [False] * (len(lines) + 2)
+    for edit in edits:
+        where = positions.get(edit.target)
+        if where is None:
+            return False
+        last = where.end.line if where.end.column > 0 else where.end.line - 1
+        for number in range(where.start.line, max(last, where.start.line) + 1):
+            if 0 < number <= len(lines):
+                edited[number] = True
+    segments: list[tuple[int, int, str]] = []  # (first, last line number, text) of each untouched run
+    run: list[str] = []
+    for number, line in enumerate(lines, start=1):
+        if not edited[number]:
+            run.append(line)
+        elif run:
+            segments.append((number - len(run), number - 1, "".join(run)))
+            run = []
+    if run:
+        segments.append((len(lines) - len(run) + 1, len(lines), "".join(run)))
+    return _in_order(segments, fixed, len(lines))
+
+
+def _in_order(segments: list[tuple[int, int, str]], fixed: str, line_count: int) -> bool:
+    """Each untouched segment occurs in `fixed` after the previous one; the first and
+    last segments of the file stay its first and last text."""
+    position = 0
+    for first, last, segment in segments:
+        if first == 1:
+            if not fixed.startswith(segment):
+                return False
+            position = len(segment)
+        elif last == line_count:
+            at = fixed.rfind(segment)
+            return at >= position and at + len(segment) == len(fixed)
+        else:
+            at = fixed.find(segment, position)
+            if at < 0:
+                return False
+            position = at + len(segment)
+    return True
