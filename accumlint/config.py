@@ -39,6 +39,13 @@ class VerifySettings:
     windows: Optional[int] = None
     micro_batch: Optional[int] = None
     seed: Optional[int] = None
+    tail: Optional[int] = None
+    rtol: Optional[float] = None
+    atol: Optional[float] = None
+    eval_mode: Optional[bool] = None
+    nproc: Optional[int] = None
+    bind: tuple[str, ...] = ()
+    arg: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -166,6 +173,13 @@ def _integer(value: Any, key: str, origin: str) -> int:
     return value
 
 
+def _non_negative(value: Any, key: str, origin: str, kind: type) -> Any:
+    numeric = (int, float) if kind is float else (int,)
+    if isinstance(value, bool) or not isinstance(value, numeric) or value < 0:
+        raise ConfigError(f"{origin}: `{key}` must be a non-negative {kind.__name__}, got {value!r}")
+    return kind(value)
+
+
 def _dtype(value: Any, key: str, origin: str) -> str:
     if value not in ("float32", "float64"):
         raise ConfigError(f"{origin}: `{key}` must be \"float32\" or \"float64\", got {value!r}")
@@ -204,6 +218,13 @@ _VERIFY_KEYS: dict[str, Callable[[Any, str, str], Any]] = {
     "windows": _positive_int,
     "micro-batch": _positive_int,
     "seed": _integer,
+    "tail": lambda value, key, origin: _non_negative(value, key, origin, int),
+    "rtol": lambda value, key, origin: _non_negative(value, key, origin, float),
+    "atol": lambda value, key, origin: _non_negative(value, key, origin, float),
+    "eval-mode": _boolean,
+    "nproc": _positive_int,
+    "bind": _strings,
+    "arg": _strings,
 }
 
 _KEYS: dict[str, Callable[[Any, str, str], Any]] = {

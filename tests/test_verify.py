@@ -47,13 +47,21 @@ def make_setup(model: nn.Module, loss_fn=None, batches=None, count: int = 12, si
     return factory
 
 
+# Loops that step a fixed number of whole windows (nanoGPT style) drop a
+# partial last window by design: they are verified without one.
+DROP_TAIL = {"correct_inner_micro_steps"}
+
+
 @pytest.mark.parametrize("name", CORRECT)
 def test_correct_fixtures_are_equivalent(name):
-    report = check_equivalence(target(name))
+    tail = 0 if name in DROP_TAIL else None
+    report = check_equivalence(target(name), tail=tail)
     assert report.verdict == EQUIVALENT, report.format_text()
     assert report.exit_code == 0
-    assert report.steps_accumulated == report.steps_full == 3
-    assert all(step.ok for step in report.steps) and report.final.ok
+    # 3 windows of 4, plus a partial window of 2 unless dropped by design.
+    assert report.steps_accumulated == report.steps_full == (3 if tail == 0 else 4)
+    assert report.fed == report.used == (12 if tail == 0 else 14)
+    assert all(step.ok for step in report.steps)
     assert report.max_abs_error < 1e-12
 
 
@@ -76,7 +84,8 @@ def test_report_names_the_worst_parameter_and_its_errors():
 
 def test_step_every_micro_batch_reports_the_step_counts():
     report = check_equivalence(target("bug_step_every_micro_batch"), windows=2)
-    assert (report.steps_accumulated, report.steps_full) == (8, 2)
+    # 2 windows of 4 and a partial window of 2: 10 micro-batches, 3 full batches.
+    assert (report.steps_accumulated, report.steps_full) == (10, 3)
     assert "different numbers of optimizer steps" in report.reason
 
 
@@ -182,7 +191,7 @@ def test_setup_as_dict_tuple_and_module_string(tmp_path, monkeypatch):
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     report = check_equivalence(target("correct_gated"), setup="mysetup:make", accum_steps=2, windows=5)
-    assert report.passed and report.steps_full == 5 and report.dtype == "float32"
+    assert report.passed and report.steps_full == 6 and report.dtype == "float32"
 
 
 def test_dict_batches_are_concatenated(tmp_path):

@@ -25,7 +25,9 @@ def test_help_says_it_imports_and_runs_the_file():
 def test_equivalent_exits_0():
     result = invoke(f"{FIXTURES}/correct_gated.py::train", "--accum-steps", "2", "--windows", "2")
     assert result.exit_code == 0, result.output
-    assert "EQUIVALENT" in result.output and "optimizer steps: 2 accumulated (K=2), 2 full batch" in result.output
+    # 2 windows of 2 and a partial window of 1.
+    assert "EQUIVALENT" in result.output and "optimizer steps: 3 accumulated (K=2), 3 full batch" in result.output
+    assert "micro-batches: 5 fed, 5 used" in result.output
 
 
 def test_not_equivalent_exits_1_with_diagnosis():
@@ -47,7 +49,7 @@ def test_json_output():
     assert result.exit_code == 1 and data["exit_code"] == 1
     assert data["verdict"] == "not equivalent" and data["dtype"] == "float32"
     assert data["explanations"][0]["code"] == "GA101"
-    assert data["steps_accumulated"] == data["steps_full"] == 3
+    assert data["steps_accumulated"] == data["steps_full"] == 4
     assert {"worst_parameter", "max_abs_error", "max_rel_error", "steps", "final"} <= data.keys()
     assert data["binding"]["loader"] == "loader" and "passed to enumerate()" in data["binding_evidence"]["loader"]
 
@@ -70,7 +72,7 @@ def test_bind_and_setup_options(tmp_path, monkeypatch):
         "            'batches': data, 'loss_fn': torch.nn.MSELoss()}\n"
     )
     monkeypatch.chdir(tmp_path)
-    result = invoke("loop.py::fit", "--setup", "factory:make", "--bind", "score=loss_fn", "-k", "2")
+    result = invoke("loop.py::fit", "--setup", "factory:make", "--bind", "score=loss_fn", "-k", "2", "--tail", "0")
     assert result.exit_code == 0, result.output
     assert "float32" in result.output and "3 windows" in result.output
 
@@ -95,3 +97,53 @@ def test_emit_test_is_not_written_when_not_equivalent(tmp_path):
     out = tmp_path / "test_guard.py"
     invoke(f"{FIXTURES}/bug_off_by_one.py::train", "--emit-test", str(out))
     assert not out.exists()
+
+
+def test_accum_steps_one_exits_2_with_a_one_line_reason():
+    result = invoke(f"{FIXTURES}/correct_gated.py::train", "-k", "1")
+    assert result.exit_code == 2
+    assert "COULD NOT RUN: accum_steps=1 compares the loop with itself and proves nothing" in result.output
+
+
+def test_configuration_supplies_the_defaults_and_the_command_line_wins(tmp_path, monkeypatch):
+    (tmp_path / "loop.py").write_text((FIXTURES / "correct_gated.py").read_text())
+    (tmp_path / "pyproject.toml").write_text(
+        "[tool.accumlint.verify]\naccum-steps = 3\nwindows = 2\ntail = 0\nrtol = 1e-5\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    data = json.loads(invoke("loop.py::train", "--output-format", "json").output)
+    assert (data["accum_steps"], data["windows"], data["tail"], data["tolerance"]["rtol"]) == (3, 2, 0, 1e-5)
+    data = json.loads(invoke("loop.py::train", "--output-format", "json", "-k", "2", "--tail", "1").output)
+    assert (data["accum_steps"], data["windows"], data["tail"]) == (2, 2, 1)
+
+
+def test_bad_configuration_exits_2(tmp_path, monkeypatch):
+    (tmp_path / "loop.py").write_text((FIXTURES / "correct_gated.py").read_text())
+    (tmp_path / "pyproject.toml").write_text("[tool.accumlint.verify]\ntail = -1\n")
+    monkeypatch.chdir(tmp_path)
+    result = invoke("loop.py::train")
+    assert result.exit_code == 2 and "`tail` must be a non-negative int" in result.output
+
+
+def test_without_torch_verify_exits_2_with_the_install_hint(tmp_path):
+    import subprocess
+    import sys
+
+    blocker = tmp_path / "sitecustomize.py"
+    blocker.write_text(
+        "import sys\nclass _NoTorch:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'torch' or name.startswith('torch.'):\n"
+        "            raise ModuleNotFoundError(\"No module named 'torch'\", name='torch')\n"
+        "sys.meta_path.insert(0, _NoTorch())\n"
+    )
+    import os
+
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    result = subprocess.run(
+        [sys.executable, "-m", "accumlint.cli", "verify", f"{FIXTURES}/correct_gated.py::train"],
+        capture_output=True, text=True, env=env,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "needs torch: pip install 'accumlint[verify]'" in result.stderr
+    assert "Traceback" not in result.stderr

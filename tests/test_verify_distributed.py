@@ -25,8 +25,24 @@ def test_no_sync_loop_is_equivalent_under_ddp():
 
 
 def test_missing_scaling_is_diagnosed_under_ddp():
+    # No no_sync either: every micro-batch all-reduces (GA401) as well.
     report = check("bug_missing_scaling", accum_steps=2, windows=2)
-    assert report.codes == ["GA201"], report.format_text()
+    assert report.codes == ["GA201", "GA401"], report.format_text()
+
+
+def test_all_reduce_every_micro_batch_is_ga401_although_gradients_match():
+    report = check("correct_gated", accum_steps=2, windows=2, tail=0)
+    assert all(step.ok for step in report.steps), report.format_text()
+    assert report.verdict == "not equivalent" and report.codes == ["GA401"]
+
+
+def test_no_sync_at_the_boundary_is_ga403(tmp_path):
+    source = (FIXTURES / "correct_no_sync.py").read_text().replace(
+        "contextlib.nullcontext() if boundary else model.no_sync()", "model.no_sync()"
+    )
+    (tmp_path / "never_syncs.py").write_text(source)
+    report = check_equivalence(f"{tmp_path / 'never_syncs.py'}::train", nproc=2, accum_steps=2, windows=2)
+    assert report.codes == ["GA403"], report.format_text()
 
 
 def test_user_error_in_a_worker_is_reported_with_its_location():

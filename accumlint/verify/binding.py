@@ -10,9 +10,12 @@ well as the canonical `train(model, optimizer, loader, accum_steps, loss_fn)`.
 
 from __future__ import annotations
 
+import ast
 import fnmatch
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Callable, Optional
 
 import libcst as cst
 
@@ -76,32 +79,67 @@ class Parameter:
     positional_only: bool = False
 
 
+NAMESPACE = "namespace"
+
+
 @dataclass(frozen=True)
 class Binding:
-    """Which role each parameter receives; optional parameters may stay unbound."""
+    """Which role each parameter receives; optional parameters may stay unbound.
+
+    A parameter bound by attribute (`--bind args.gradient_accumulation_steps=
+    accum_steps`) has the role NAMESPACE and receives a namespace whose
+    attributes are given in `attributes` (a role) and `fixed` (a value, from
+    `--arg args.lr=0.1`); other `fixed` names are keyword arguments.
+    """
 
     function: str
     parameters: tuple[Parameter, ...]
     roles: dict[str, str]
     evidence: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    attributes: dict[str, dict[str, str]] = field(default_factory=dict)
+    fixed: dict[str, object] = field(default_factory=dict)
+    # For `Class.method`: builds the instance from the run's objects.
+    construct: Optional[Callable[[dict[str, object]], object]] = None
+    constructed_roles: frozenset = frozenset()
 
     def parameter_for(self, role: str) -> str | None:
-        """The first parameter bound to `role`, if any."""
-        return next((name for name, bound in self.roles.items() if bound == role), None)
+        """The first parameter (or `parameter.attribute`) bound to `role`, if any."""
+        for name, bound in self.roles.items():
+            if bound == role:
+                return name
+            for attribute, attribute_role in self.attributes.get(name, {}).items():
+                if attribute_role == role:
+                    return f"{name}.{attribute}"
+        return None
 
     def arguments(self, objects: dict[str, object]) -> tuple[list[object], dict[str, object]]:
         """Positional and keyword arguments for a call, given an object per role."""
-        args: list[object] = []
+        args: list[object] = [self.construct(objects)] if self.construct is not None else []
         kwargs: dict[str, object] = {}
         for parameter in self.parameters:
             role = self.roles.get(parameter.name)
-            if role is None:
+            if role == NAMESPACE:
+                value: object = self._namespace(parameter.name, objects)
+            elif role is not None:
+                value = objects[role]
+            elif parameter.name in self.fixed:
+                value = self.fixed[parameter.name]
+            else:
                 continue
             if parameter.positional_only:
-                args.append(objects[role])
+                args.append(value)
             else:
-                kwargs[parameter.name] = objects[role]
+                kwargs[parameter.name] = value
         return args, kwargs
+
+    def _namespace(self, name: str, objects: dict[str, object]) -> SimpleNamespace:
+        values = {
+            attribute.partition(".")[2]: value
+            for attribute, value in self.fixed.items()
+            if attribute.partition(".")[0] == name and "." in attribute
+        }
+        values.update((attribute, objects[role]) for attribute, role in self.attributes.get(name, {}).items())
+        return SimpleNamespace(**values)
 
 
 def parse_role(text: str) -> str:
@@ -113,65 +151,124 @@ def parse_role(text: str) -> str:
 
 
 def parse_bind_options(items: tuple[str, ...] | list[str]) -> dict[str, str]:
-    """`["net=model", ...]` -> `{"net": "model"}`, checking every role name."""
+    """`["net=model", "args.accum=k"]` -> `{"net": "model", "args.accum": "accum_steps"}`,
+    checking every role name."""
     overrides: dict[str, str] = {}
     for item in items:
         name, sep, role = item.partition("=")
         if not sep or not name.strip():
-            raise BindingError(f"--bind expects NAME=ROLE, got {item!r}")
+            raise BindingError(f"--bind expects NAME=ROLE or NAME.ATTRIBUTE=ROLE, got {item!r}")
         overrides[name.strip()] = parse_role(role)
     return overrides
 
 
-def bind_parameters(source: str, function: str, overrides: dict[str, str] | None = None) -> Binding:
-    """Bind `function` (a top-level or nested def in `source`) by role.
+def parse_arg_options(items: tuple[str, ...] | list[str]) -> dict[str, object]:
+    """`["epochs=1", "args.lr=0.1", "name=run"]` -> values: Python literals
+    where they parse as one, strings otherwise."""
+    fixed: dict[str, object] = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        if not sep or not name.strip():
+            raise BindingError(f"--arg expects NAME=VALUE, got {item!r}")
+        try:
+            value: object = ast.literal_eval(text.strip())
+        except (ValueError, SyntaxError):
+            value = text.strip()
+        fixed[name.strip()] = value
+    return fixed
 
-    Explicit `overrides` win; then usage evidence; then the name. Each role
-    goes to one parameter at most. A parameter without a default that gets no
-    role is a BindingError naming it.
+
+def bind_parameters(
+    source: str | None,
+    function: str,
+    overrides: dict[str, str] | None = None,
+    fixed: dict[str, object] | None = None,
+    signature: tuple[Parameter, ...] | None = None,
+) -> Binding:
+    """Bind `function` (a def in `source`, methods included) by role.
+
+    Explicit `overrides` win (`NAME=ROLE`, or `NAME.ATTR=ROLE` for a namespace
+    argument); `fixed` values (`--arg`) come next; then usage evidence; then
+    the name. Each role goes to one parameter at most. A parameter without a
+    default that gets no role is a BindingError naming it. Without `source`
+    (a function whose source cannot be read) the parameters come from
+    `signature` and every one of them must be bound by `overrides` or `fixed`.
     """
-    definition = _find_function(cst.parse_module(source), function)
-    if definition is None:
-        raise BindingError(f"no function named {function!r} in the source")
-    parameters = _parameters(definition)
-    names = {p.name for p in parameters}
+    fixed = dict(fixed or {})
     overrides = dict(overrides or {})
-    unknown = sorted(set(overrides) - names)
+    definition = _find_function(cst.parse_module(source), function) if source is not None else None
+    if definition is None and source is not None:
+        raise BindingError(f"no function named {function!r} in the source")
+    parameters = _parameters(definition) if definition is not None else tuple(signature or ())
+    parameters = tuple(p for p in parameters if p.name not in ("self", "cls")) if _is_method(function) else parameters
+    names = {p.name for p in parameters}
+    unknown = sorted({key.partition(".")[0] for key in (*overrides, *fixed)} - names)
     if unknown:
-        raise BindingError(f"--bind names {', '.join(unknown)}, which {function}() does not take")
+        raise BindingError(f"--bind/--arg name {', '.join(unknown)}, which {function}() does not take")
+    attributes: dict[str, dict[str, str]] = {}
+    for key in [key for key in overrides if "." in key]:
+        owner, _, attribute = key.partition(".")
+        attributes.setdefault(owner, {})[attribute] = overrides.pop(key)
+    for key in fixed:
+        if "." in key:
+            attributes.setdefault(key.partition(".")[0], {})
 
     collector = _UsageCollector(names)
-    definition.body.visit(collector)
+    if definition is not None:
+        definition.body.visit(collector)
     roles = {name: role for name, role in overrides.items()}
-    evidence = {name: ("--bind",) for name in overrides}
+    roles.update((owner, NAMESPACE) for owner in attributes)
+    evidence = {name: ("--bind",) for name in roles}
+    for name in fixed:
+        if "." not in name:
+            roles.pop(name, None)
+    if definition is None:
+        unbound = [p.name for p in parameters if p.name not in roles and p.name not in fixed and not p.has_default]
+        if unbound:
+            raise BindingError(
+                f"the source of {function}() cannot be read, so every parameter must be bound: "
+                f"bind {', '.join(unbound)} with --bind NAME=ROLE or --arg NAME=VALUE"
+            )
+        in_order = {p.name: roles[p.name] for p in parameters if p.name in roles}
+        return Binding(function, parameters, in_order, evidence, attributes, fixed)
+    taken = set(roles.values()) | {role for attrs in attributes.values() for role in attrs.values()}
+    roles_with_fixed = set(fixed)
     # Usage first, strongest claim per role wins (so `range(epochs)` does not
     # take the accumulation steps from the divisor of the loss).
     claims = sorted(
         ((scores[role], -index, name, role)
          for index, parameter in enumerate(parameters)
-         if (name := parameter.name) not in roles and (scores := collector.scores[name])
+         if (name := parameter.name) not in roles and name not in roles_with_fixed
+         and (scores := collector.scores[name])
          for role in ROLES if scores[role]),
         reverse=True,
     )
     for _score, _index, name, role in claims:
-        if name not in roles and role not in roles.values():
+        if name not in roles and role not in taken:
             roles[name] = role
+            taken.add(role)
             evidence[name] = tuple(dict.fromkeys(collector.reasons[name][role]))
     for parameter in parameters:
         name = parameter.name
-        if name in roles:
+        if name in roles or name in roles_with_fixed:
             continue
         by_name = _role_by_name(name)
-        if by_name is not None and by_name not in roles.values():
+        if by_name is not None and by_name not in taken:
             roles[name] = by_name
+            taken.add(by_name)
             evidence[name] = ("its name",)
         elif not parameter.has_default:
             raise BindingError(
                 f"cannot tell what parameter {name!r} of {function}() receives; "
-                f"bind it with --bind {name}=ROLE (ROLE: {', '.join(ROLES)})"
+                f"bind it with --bind {name}=ROLE (ROLE: {', '.join(ROLES)}), "
+                f"--bind {name}.ATTRIBUTE=ROLE or --arg {name}=VALUE"
             )
     in_order = {p.name: roles[p.name] for p in parameters if p.name in roles}
-    return Binding(function=function, parameters=parameters, roles=in_order, evidence=evidence)
+    return Binding(function, parameters, in_order, evidence, attributes, fixed)
+
+
+def _is_method(function: str) -> bool:
+    return "." in function
 
 
 def _role_by_name(name: str) -> str | None:
@@ -183,11 +280,24 @@ def _role_by_name(name: str) -> str | None:
 
 
 def _find_function(module: cst.Module, name: str) -> cst.FunctionDef | None:
+    """The def named `name`, or `Class.method` inside that class."""
+    owner, _, method = name.rpartition(".")
     found: list[cst.FunctionDef] = []
 
     class _Finder(cst.CSTVisitor):
+        def __init__(self) -> None:
+            self.classes: list[str] = []
+
+        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+            self.classes.append(node.name.value)
+            return not found
+
+        def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
+            self.classes.pop()
+
         def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            if node.name.value == name and not found:
+            in_owner = not owner or (self.classes and self.classes[-1] == owner.rpartition(".")[2])
+            if node.name.value == method and in_owner and not found:
                 found.append(node)
             return not found
 

@@ -1,36 +1,74 @@
 """`check_equivalence`: the two runs, their comparison and the report.
 
-Run A trains on N windows of K micro-batches with accumulation K; run B on N
-batches, each the concatenation of a window's micro-batches, with accumulation
-1. Both start from the same weights (each run deep-copies the setup's model),
-get a fresh optimizer and the same seed. Problems of the user's code or setup
-become a "could not run" report with the reason; they never raise.
+Run A trains on N windows of K micro-batches plus a partial window of r
+micro-batches, with accumulation K; run B on N + 1 batches, each the
+concatenation of a window's micro-batches (the last one of r), with
+accumulation 1. Both start from the same weights (each run deep-copies the
+setup's model), get a fresh optimizer and the same seeds, and run in
+lockstep so that every step is compared as it happens (see `lockstep`).
+Problems of the user's code or setup become a "could not run" report with
+the reason, and so does any failure of the verifier itself: it never raises.
 """
 
 from __future__ import annotations
 
 import copy
+import inspect
+import sys
+import textwrap
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional, Union
 
 import torch
 
 from accumlint.verify.batches import concatenate, windows_of
-from accumlint.verify.binding import ACCUM_STEPS, LOSS_FN, Binding, BindingError, bind_parameters
-from accumlint.verify.compare import FINAL_LOOSENING, Comparison, compare_runs, tolerance_for
-from accumlint.verify.diagnosis import GradientOracle, diagnose, diagnose_error
-from accumlint.verify.explanations import known_sources
-from accumlint.verify.loading import LoadError, describe, function_source, load_function
-from accumlint.verify.report import COULD_NOT_RUN, EQUIVALENT, NOT_EQUIVALENT, StepReport, VerificationReport
-from accumlint.verify.runs import RunInputs, RunRecord, UserCodeError, run_training
+from accumlint.verify.binding import ACCUM_STEPS, LOSS_FN, Binding, BindingError, Parameter, bind_parameters
+from accumlint.verify.construct import accepts_accum_steps, constructing, split_options
+from accumlint.verify.compare import Comparison, StepComparer, Tolerance
+from accumlint.verify.diagnosis import diagnose, diagnose_error
+from accumlint.verify.explanations import data_sources, noise_sources
+from accumlint.verify.loading import LoadError, describe, function_source, load_function, owner_class
+from accumlint.verify.lockstep import run_lockstep
+from accumlint.verify.report import COULD_NOT_RUN, EQUIVALENT, NOT_EQUIVALENT, Explanation, StepReport, VerificationReport
+from accumlint.verify.runs import (
+    RunInputs,
+    RunRecord,
+    guarded,
+    StepRecord,
+    UserCodeError,
+    VerifierFault,
+    device_of,
+    prepare_run,
+    run_training,
+    user_namespaces,
+)
 from accumlint.verify.setup import Setup, SetupError, as_setup, build_setup, load_factory, place, synthetic_setup
 
 SetupSpec = Union[None, str, Setup, Callable[..., Any]]
 
 _DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
+# Frameworks keeping process-wide state (accelerate's GradientState, ...)
+# that two interleaved runs would share: with one of them imported the runs
+# execute one after the other, run A's steps kept for the comparison.
+_SHARED_STATE_FRAMEWORKS = ("accelerate", "lightning", "pytorch_lightning", "transformers", "deepspeed")
+
 
 class _CannotRun(Exception):
     """Internal: the reason a verification could not run."""
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What will be fed: N full windows of K and a tail of r micro-batches."""
+
+    accum_steps: int
+    windows: int
+    tail: int
+
+    @property
+    def fed(self) -> int:
+        return self.windows * self.accum_steps + self.tail
 
 
 def check_equivalence(
@@ -46,6 +84,10 @@ def check_equivalence(
     bind: Optional[dict[str, str]] = None,
     eval_mode: bool = False,
     nproc: int = 1,
+    tail: Optional[int] = None,
+    rtol: Optional[float] = None,
+    atol: Optional[float] = None,
+    args: Optional[dict[str, Any]] = None,
 ) -> VerificationReport:
     """Verify that `function` with accumulation over `accum_steps` micro-batches
     takes the same optimizer steps as with one batch of `accum_steps` times the size.
@@ -54,52 +96,143 @@ def check_equivalence(
     `Setup`, `"module:factory"` or None for the synthetic setup (see
     `accumlint.verify.setup`); `bind` maps parameter names to roles.
     `dtype` defaults to float64 for the synthetic setup and to the model's own
-    for a user setup. `nproc` > 1 runs both runs under torch.distributed (gloo,
-    DDP) with that many processes.
+    for a user setup. `tail` is the size r of the partial last window
+    (default K // 2, at least 1; 0 under `nproc` > 1). `rtol`/`atol` replace
+    the dtype's tolerance. `nproc` > 1 runs the accumulated run on that many
+    processes (gloo, DDP) against one process over the global batch. `args`
+    are fixed keyword arguments (`"args.lr"` sets an attribute of a namespace
+    parameter). For `"file.py::Class.method"` the instance is built by the
+    setup's `construct` or by binding `Class.__init__` by role.
     """
     target = function if isinstance(function, str) else describe(function)
     report = VerificationReport(target=target, verdict=COULD_NOT_RUN, accum_steps=accum_steps, windows=windows)
     try:
-        if accum_steps < 1 or windows < 1 or micro_batch < 1:
-            raise _CannotRun("accum_steps, windows and micro_batch must all be at least 1")
-        callable_ = load_function(function) if isinstance(function, str) else function
-        binding = bind_parameters(function_source(callable_), callable_.__name__, bind)
-        report.binding = dict(binding.roles)
-        report.binding_evidence = {name: list(reasons) for name, reasons in binding.evidence.items()}
-        if binding.parameter_for(ACCUM_STEPS) is None:
-            raise _CannotRun(
-                f"no parameter of {callable_.__name__}() receives the accumulation steps, so they cannot "
-                "be varied; bind one with --bind NAME=accum_steps"
-            )
-        torch_dtype = _DTYPES[dtype] if isinstance(dtype, str) else dtype
-        the_setup = _resolve_setup(setup, accum_steps, windows * nproc, micro_batch, seed, device, torch_dtype)
-        _check_setup(the_setup, binding, accum_steps * nproc)
-        windows = report.windows = min(windows, len(the_setup.batches) // (accum_steps * nproc))
-        if nproc > 1:
-            from accumlint.verify.distributed import run_distributed
-
-            accumulated, full = run_distributed(
-                callable_, binding, the_setup, accum_steps=accum_steps, windows=windows,
-                seed=seed, eval_mode=eval_mode, nproc=nproc,
-            )
-            oracle = None
-        else:
-            accumulated, full, oracle = _run_pair(callable_, binding, the_setup, accum_steps, windows, seed, eval_mode)
+        _check(report, function, setup, accum_steps, windows, micro_batch, seed, device, dtype, bind,
+               eval_mode, nproc, tail, rtol, atol, args)
     except UserCodeError as error:
-        report.reason = f"the training function raised at {error}"
+        report.verdict, report.explanations = COULD_NOT_RUN, []
+        report.reason = f"the training function raised at {_one_line(error)}"
         explanation = diagnose_error(error)
         if explanation is not None:
             report.verdict, report.explanations = NOT_EQUIVALENT, [explanation]
-        return report
     except (LoadError, BindingError, SetupError, _CannotRun) as error:
-        report.reason = str(error)
-        return report
+        report.verdict, report.reason = COULD_NOT_RUN, _one_line(error)
+    except VerifierFault as fault:
+        report.verdict = COULD_NOT_RUN
+        report.reason = f"internal error of the verifier: {_one_line(fault.error, named=True)}"
+    except Exception as error:  # noqa: BLE001 - the verifier never raises; it says why it could not run
+        report.verdict = COULD_NOT_RUN
+        report.reason = f"internal error of the verifier: {_one_line(error, named=True)}"
+    return report
+
+
+def _one_line(error: BaseException, named: bool = False) -> str:
+    """The message on one line; of a traceback relayed from a worker process, its last line."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    if any(line.startswith("Traceback") for line in lines):
+        lines = lines[-1:]
+    text = " ".join(" ".join(lines).split())[:300]
+    return f"{type(error).__name__}: {text}" if named else text
+
+
+def _check(
+    report: VerificationReport,
+    function: Union[str, Callable[..., Any]],
+    setup: SetupSpec,
+    accum_steps: int,
+    windows: int,
+    micro_batch: int,
+    seed: int,
+    device: str,
+    dtype: Union[None, str, torch.dtype],
+    bind: Optional[dict[str, str]],
+    eval_mode: bool,
+    nproc: int,
+    tail: Optional[int],
+    rtol: Optional[float],
+    atol: Optional[float],
+    args: Optional[dict[str, Any]],
+) -> None:
+    if accum_steps < 2:
+        raise _CannotRun(
+            f"accum_steps={accum_steps} compares the loop with itself and proves nothing; use K >= 2"
+        )
+    if windows < 1 or micro_batch < 1 or nproc < 1:
+        raise _CannotRun("windows, micro_batch and nproc must all be at least 1")
+    if tail is None:
+        tail = 0 if nproc > 1 else max(1, accum_steps // 2)
+    if tail < 0 or tail >= accum_steps:
+        raise _CannotRun(f"tail must be between 0 and K - 1 = {accum_steps - 1}, got {tail}")
+    if nproc > 1 and tail:
+        raise _CannotRun("a partial last window is not supported with nproc > 1; use tail=0")
+    override = _override(rtol, atol)
+    callable_ = load_function(function) if isinstance(function, str) else function
+    owner = owner_class(function) if isinstance(function, str) else None
+    name = f"{owner.__name__}.{callable_.__name__}" if owner is not None else callable_.__name__
+    signature = _signature(callable_)
+    if owner is not None:
+        signature = signature[1:]  # self
+        (bind, init_bind), (args, init_args) = split_options(bind, signature), split_options(args, signature)
+    binding = bind_parameters(_source(callable_, owner), name, bind, args, signature)
+    report.binding = dict(binding.roles)
+    report.binding_evidence = {n: list(reasons) for n, reasons in binding.evidence.items()}
+    torch_dtype = _DTYPES[dtype] if isinstance(dtype, str) else dtype
+    wanted = windows + (1 if tail else 0)
+    the_setup = _resolve_setup(setup, accum_steps, wanted * nproc, micro_batch, seed, device, torch_dtype)
+    if owner is not None:
+        binding = constructing(binding, owner, the_setup.construct, init_bind, init_args)
+    if binding.parameter_for(ACCUM_STEPS) is None and not accepts_accum_steps(binding):
+        raise _CannotRun(
+            f"no parameter of {name}() receives the accumulation steps, so they cannot "
+            "be varied; bind one with --bind NAME=accum_steps (or NAME.ATTRIBUTE=accum_steps)"
+        )
+    plan = _plan(the_setup, binding, accum_steps * nproc, windows, tail)
+    plan = _Plan(accum_steps, plan.windows, plan.tail)
+    report.windows, report.tail = plan.windows, plan.tail
     param_dtype = next(the_setup.model.parameters()).dtype
     report.dtype, report.device = str(param_dtype).replace("torch.", ""), device
-    tolerance = tolerance_for(param_dtype)
-    report.tolerance = {"rtol": tolerance.rtol, "atol": tolerance.atol, "final_loosening": FINAL_LOOSENING}
-    _fill(report, accumulated, full, compare_runs(accumulated, full), the_setup, eval_mode, oracle)
-    return report
+    if nproc > 1:
+        from accumlint.verify.distributed import run_distributed
+
+        accumulated, full, comparison = run_distributed(
+            callable_, binding, the_setup, accum_steps=accum_steps, windows=plan.windows,
+            seed=seed, eval_mode=eval_mode, nproc=nproc, override=override,
+        )
+        oracle = None
+    else:
+        accumulated, full, comparison, oracle = _run_pair(
+            callable_, binding, the_setup, plan, seed, eval_mode, override
+        )
+    _fill(report, accumulated, full, comparison, the_setup, plan, eval_mode, oracle, nproc)
+
+
+def _source(function: Callable[..., Any], owner: Optional[type]) -> Optional[str]:
+    """The source the binding reads (the class's for a method), or None when
+    it cannot be read (a builtin, a compiled or generated function)."""
+    try:
+        return textwrap.dedent(inspect.getsource(owner)) if owner is not None else function_source(function)
+    except (LoadError, OSError, TypeError):
+        return None
+
+
+def _signature(function: Callable[..., Any]) -> tuple[Parameter, ...]:
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return ()
+    return tuple(
+        Parameter(p.name, p.default is not inspect.Parameter.empty, p.kind is inspect.Parameter.POSITIONAL_ONLY)
+        for p in parameters
+        if p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    )
+
+
+def _override(rtol: Optional[float], atol: Optional[float]) -> Optional[Tolerance]:
+    if rtol is None and atol is None:
+        return None
+    if (rtol is not None and rtol < 0) or (atol is not None and atol < 0):
+        raise _CannotRun("rtol and atol must not be negative")
+    return Tolerance(rtol=rtol if rtol is not None else 0.0, atol=atol if atol is not None else 0.0)
 
 
 def _resolve_setup(
@@ -127,50 +260,92 @@ def _resolve_setup(
     return place(the_setup, device=device, dtype=dtype)
 
 
-def _check_setup(setup: Setup, binding: Binding, window: int) -> None:
+def _plan(setup: Setup, binding: Binding, window: int, windows: int, tail: int) -> _Plan:
     if binding.parameter_for(LOSS_FN) is not None and setup.loss_fn is None:
         raise _CannotRun(
             f"parameter {binding.parameter_for(LOSS_FN)!r} takes a loss function but the setup provides none"
         )
-    if len(setup.batches) < window:
-        raise _CannotRun(f"the setup has {len(setup.batches)} micro-batches, fewer than one window ({window})")
+    available = len(setup.batches)
+    if available < window:
+        raise _CannotRun(f"the setup has {available} micro-batches, fewer than one window ({window})")
+    windows = min(windows, available // window)
+    tail = min(tail, available - windows * window)
+    return _Plan(window, windows, tail)
 
 
 def _run_pair(
     function: Callable[..., Any],
     binding: Binding,
     setup: Setup,
-    accum_steps: int,
-    windows: int,
+    plan: _Plan,
     seed: int,
     eval_mode: bool,
-) -> tuple[RunRecord, RunRecord, GradientOracle]:
-    groups = windows_of(setup.batches, accum_steps)[:windows]
-    micro_batches = [mb for group in groups for mb in group]
+    override: Optional[Tolerance],
+) -> tuple[RunRecord, RunRecord, Comparison, Callable]:
+    k = plan.accum_steps
+    micro_batches = setup.batches[: plan.fed]
+    groups = windows_of(micro_batches, k)
+    if plan.tail:
+        groups.append(micro_batches[plan.windows * k:])
+    full_batches = [concatenate(group) for group in groups]
+    loader_type = setup.as_dataloader
 
-    def run(batches: list, k: int, model: torch.nn.Module = setup.model) -> RunRecord:
-        inputs = RunInputs(model, setup.optimizer_factory, batches, k, setup.loss_fn)
-        return run_training(function, binding, inputs, seed=seed, eval_mode=eval_mode)
+    def inputs(batches: list, accum: int, model: torch.nn.Module = setup.model) -> RunInputs:
+        return RunInputs(model, setup.optimizer_factory, batches, accum, setup.loss_fn, as_dataloader=loader_type)
 
-    accumulated = run(micro_batches, accum_steps)
-    full = run([concatenate(group) for group in groups], 1)
-
-    def oracle(parameters: dict[str, torch.Tensor], indices: list[int]) -> Optional[dict[str, torch.Tensor]]:
-        if max(indices) >= len(micro_batches):
+    def oracle(state: dict[str, torch.Tensor], indices: list[int], names: frozenset) -> Optional[dict]:
+        if not indices or max(indices) >= len(micro_batches):
             return None
         model = copy.deepcopy(setup.model)
-        with torch.no_grad():
-            for name, parameter in model.named_parameters():
-                parameter.copy_(parameters[name])
+        model.load_state_dict(state, strict=False)
         try:
-            record = run([concatenate([micro_batches[i] for i in indices])], 1, model)
+            record = run_training(function, binding, inputs([concatenate([micro_batches[i] for i in indices])], 1, model),
+                                  seed=seed, eval_mode=eval_mode, keep=sys.maxsize)
         except UserCodeError:
             return None
-        if not record.steps or not record.steps[0].has_gradient():
-            return None
-        return {name: g for name, g in record.steps[0].gradients.items() if g is not None}
+        for step in record.steps:
+            if frozenset(n for n, g in step.gradients.items() if g is not None) == names:
+                return {n: g for n, g in step.gradients.items() if g is not None}
+        return None
 
-    return accumulated, full, oracle
+    records: dict[str, RunRecord] = {}
+    comparer = StepComparer(
+        k, plan.windows, plan.tail,
+        compute_dtypes=lambda: _compute_dtypes(records, runs),
+        override=override, oracle=oracle,
+    )
+    if _shares_process_state():
+        runs = {}
+        accumulated = run_training(function, binding, inputs(micro_batches, k), seed=seed, eval_mode=eval_mode,
+                                   keep=sys.maxsize)
+        records["a"] = accumulated
+        steps = accumulated.steps
+
+        def against_a(step: StepRecord) -> None:
+            if step.index < len(steps):
+                guarded(comparer, steps[step.index], step)
+
+        full = run_training(function, binding, inputs(full_batches, 1), seed=seed, eval_mode=eval_mode,
+                            on_step=against_a, keep=1)
+    else:
+        run_a = prepare_run(function, binding, inputs(micro_batches, k), eval_mode=eval_mode, keep=2)
+        run_b = prepare_run(function, binding, inputs(full_batches, 1), eval_mode=eval_mode, keep=1)
+        runs = {"a": run_a.recorder.record, "b": run_b.recorder.record}
+        accumulated, full = run_lockstep(run_a, run_b, comparer, seed=seed, device=device_of(setup.model),
+                                         user_globals=user_namespaces(function))
+    initial = {name: p.detach() for name, p in setup.model.named_parameters()}
+    return accumulated, full, comparer.result(accumulated, full, initial, plan.fed), oracle
+
+
+def _compute_dtypes(records: dict[str, RunRecord], runs: dict[str, RunRecord]) -> set:
+    dtypes: set = set()
+    for record in (*records.values(), *runs.values()):
+        dtypes |= record.compute_dtypes
+    return dtypes
+
+
+def _shares_process_state() -> bool:
+    return any(name in sys.modules for name in _SHARED_STATE_FRAMEWORKS)
 
 
 def _fill(
@@ -179,34 +354,76 @@ def _fill(
     full: RunRecord,
     comparison: Comparison,
     setup: Setup,
+    plan: _Plan,
     eval_mode: bool,
-    oracle: Optional[GradientOracle],
+    oracle: Optional[Callable],
+    nproc: int,
 ) -> None:
     report.steps_accumulated, report.steps_full = comparison.steps_accumulated, comparison.steps_full
+    report.fed, report.used = comparison.fed, comparison.used
+    tolerance = comparison.tolerance
+    report.tolerance = {"rtol": tolerance.rtol, "atol": tolerance.atol}
+    compute = sorted(str(d).replace("torch.", "") for d in accumulated.compute_dtypes | full.compute_dtypes)
+    report.compute_dtypes = compute
     report.steps = [
         StepReport(s.step + 1, s.difference.parameter, s.difference.max_abs_error,
-                   s.difference.max_rel_error, s.difference.within_tolerance)
+                   s.difference.max_rel_error, s.difference.within_tolerance, s.judged)
         for s in comparison.steps
+    ]
+    report.evidence = [
+        f"step {m.step}: {m.kind} {m.accumulated} accumulated"
+        + (f", {m.full} full batch" if m.full is not None else "")
+        + (f" (expected {m.expected})" if m.expected is not None else "")
+        for m in comparison.mismatches
     ]
     if comparison.final is not None:
         f = comparison.final
-        report.final = StepReport(None, f.parameter, f.max_abs_error, f.max_rel_error, f.within_tolerance)
-    no_gradient = not any(step.has_gradient() for step in accumulated.steps)
+        report.final = StepReport(None, f.parameter, f.max_abs_error, f.max_rel_error, f.within_tolerance,
+                                  "relative to the full run's updates; not part of the verdict")
+    if comparison.partial_window_scaled is not None:
+        report.notes.append(
+            f"the last, partial window of {plan.tail} micro-batch{'es' * (plan.tail != 1)} stepped with "
+            f"{comparison.partial_window_scaled:.4g} x its full-batch gradient (the loss divided by K over "
+            f"{plan.tail}, {plan.tail}/{plan.accum_steps} = {plan.tail / plan.accum_steps:.4g}): a smaller last "
+            "step; divide by the window's size there for an exact mean"
+        )
+    no_gradient = not any(step.has_gradient for step in accumulated.steps)
     if comparison.equivalent and not no_gradient:
         report.verdict = EQUIVALENT
         return
     report.verdict = NOT_EQUIVALENT
     report.reason = _reason(comparison, no_gradient)
+    if comparison.used == 0:
+        return
+    found = diagnose(accumulated, full, comparison, plan.accum_steps, oracle, tail=plan.tail, nproc=nproc)
     if no_gradient or not comparison.same_step_count:
         # No property of the model or data explains these: straight to the numbers.
-        report.explanations = diagnose(accumulated, full, comparison, report.accum_steps)
+        report.explanations = found
         return
-    used = setup.batches[: report.windows * report.accum_steps]
-    known = known_sources(setup.model, setup.loss_fn, used, report.accum_steps, eval_mode=eval_mode)
-    report.explanations = known or diagnose(accumulated, full, comparison, report.accum_steps, oracle)
+    explained = data_sources(setup.loss_fn, setup.batches[: plan.fed], plan.accum_steps)
+    noise = noise_sources(setup.model, eval_mode=eval_mode)
+    if explained:
+        report.explanations = explained + noise
+    elif found:
+        report.explanations = found + [_as_caveat(e) for e in noise]
+    else:
+        report.explanations = noise
+
+
+def _as_caveat(explanation: Explanation) -> Explanation:
+    return replace(
+        explanation,
+        summary=f"caveat: {explanation.summary}",
+        detail="The numbers match the mistake above exactly, so it is named; these layers may add noise on top.",
+    )
 
 
 def _reason(comparison: Comparison, no_gradient: bool) -> str:
+    if comparison.used == 0:
+        return (
+            f"the loader was never iterated: {comparison.fed} micro-batches were fed and none was used, "
+            "so nothing was verified"
+        )
     if comparison.steps_accumulated == 0:
         return "the function never stepped an optimizer over the model's parameters"
     if no_gradient:
@@ -217,9 +434,15 @@ def _reason(comparison: Comparison, no_gradient: bool) -> str:
             f"accumulation, {comparison.steps_full} with the full batch"
         )
     divergent = comparison.first_divergent_step
-    worst = comparison.worst
-    where = f"gradients differ from step {divergent.step + 1}" if divergent else "final parameters differ"
+    if divergent is not None:
+        worst = divergent.difference
+        return (
+            f"gradients differ from step {divergent.step + 1}: worst parameter {worst.parameter} "
+            f"(max abs error {worst.max_abs_error:.3g}, max rel error {worst.max_rel_error:.3g})"
+        )
+    first = comparison.mismatches[0]
     return (
-        f"{where}: worst parameter {worst.parameter} "
-        f"(max abs error {worst.max_abs_error:.3g}, max rel error {worst.max_rel_error:.3g})"
+        f"the gradients match, but {first.kind} differs at step {first.step}: {first.accumulated} with "
+        f"accumulation, {first.full} with the full batch"
+        + (f" (expected {first.expected})" if first.expected is not None else "")
     )

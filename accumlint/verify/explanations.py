@@ -2,8 +2,9 @@
 
 These are properties of the model, the loss or the data, not mistakes of the
 loop: when the runs differ and one of them holds, the report says so instead
-of a bare failure (and instead of guessing a rule from numbers that mean
-nothing here).
+of a bare failure. Deterministic ones (the loss, the data) replace a guess
+from numbers they explain; random or batch-dependent layers (dropout,
+batch-norm) do not hide an exact signature, they are added to it as a caveat.
 """
 
 from __future__ import annotations
@@ -18,23 +19,19 @@ from accumlint.verify.layers import batch_dependent_layers
 from accumlint.verify.report import Explanation
 
 
-def known_sources(
-    model: nn.Module,
-    loss_fn: Optional[Callable],
-    micro_batches: list[Any],
-    accum_steps: int,
-    *,
-    eval_mode: bool,
-) -> list[Explanation]:
-    """Every known source of non-equivalence present in this setup."""
-    found: list[Explanation] = []
-    if not eval_mode:
-        found.extend(_batch_dependent_layers(model))
-    found.extend(_sum_reduction(loss_fn))
+def noise_sources(model: nn.Module, *, eval_mode: bool) -> list[Explanation]:
+    """Layers that make the runs differ by chance or by batch composition
+    (dropout, batch-norm): an exact numeric signature still names the mistake,
+    with these as a caveat."""
+    return [] if eval_mode else _batch_dependent_layers(model)
+
+
+def data_sources(loss_fn: Optional[Callable], micro_batches: list[Any], accum_steps: int) -> list[Explanation]:
+    """Properties of the loss and the data that change the gradient by a
+    deterministic factor (a summed loss, unequal micro-batches, unequal token
+    counts): they explain a signature that would otherwise look like a mistake."""
     windows = windows_of(micro_batches, accum_steps)
-    found.extend(_unequal_sizes(windows))
-    found.extend(_token_counts(loss_fn, windows))
-    return found
+    return [*_sum_reduction(loss_fn), *_unequal_sizes(windows), *_token_counts(loss_fn, windows)]
 
 
 def _batch_dependent_layers(model: nn.Module) -> list[Explanation]:

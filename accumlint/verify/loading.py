@@ -12,7 +12,7 @@ import inspect
 import os
 import sys
 import textwrap
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 
 class LoadError(Exception):
@@ -35,7 +35,7 @@ def load_function(target: str) -> Callable[..., Any]:
     folder = os.path.dirname(os.path.abspath(path))
     if folder not in sys.path:
         sys.path.insert(0, folder)
-    module_name = "_accumlint_verify_" + "".join(c if c.isalnum() else "_" for c in os.path.abspath(path))
+    module_name = _module_name(path)
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
         raise LoadError(f"cannot import {path}")
@@ -46,14 +46,33 @@ def load_function(target: str) -> Callable[..., Any]:
     except Exception as error:  # noqa: BLE001 - the user's module may raise anything
         sys.modules.pop(module_name, None)
         raise LoadError(f"importing {path} raised {type(error).__name__}: {error}") from error
-    function = getattr(module, name, None)
+    owner_name, _, attribute = name.rpartition(".")
+    owner = getattr(module, owner_name, None) if owner_name else module
+    function = getattr(owner, attribute, None) if owner is not None else None
     if not callable(function):
-        raise LoadError(f"{path} defines no function {name!r}")
+        what = f"method {attribute!r} in a class {owner_name!r}" if owner_name else f"function {name!r}"
+        raise LoadError(f"{path} defines no {what}")
     return function
 
 
+def owner_class(target: str) -> Optional[type]:
+    """The class of a `FILE::Class.method` target once loaded (see load_function)."""
+    path, name = split_target(target)
+    owner_name = name.rpartition(".")[0]
+    if not owner_name:
+        return None
+    module = sys.modules.get(_module_name(path))
+    owner = getattr(module, owner_name, None)
+    return owner if isinstance(owner, type) else None
+
+
+def _module_name(path: str) -> str:
+    return "_accumlint_verify_" + "".join(c if c.isalnum() else "_" for c in os.path.abspath(path))
+
+
 def function_source(function: Callable[..., Any]) -> str:
-    """The dedented source of `function` (for the role binding)."""
+    """The dedented source of `function` (for the role binding); for a method,
+    of its class, so that the method is found by `Class.method`."""
     try:
         return textwrap.dedent(inspect.getsource(function))
     except (OSError, TypeError) as error:

@@ -42,6 +42,7 @@ class StepReport:
     max_abs_error: float
     max_rel_error: float
     ok: bool
+    judged: str = "full batch"
 
 
 @dataclass
@@ -64,6 +65,12 @@ class VerificationReport:
     tolerance: Optional[dict[str, float]] = None
     binding: dict[str, str] = field(default_factory=dict)
     binding_evidence: dict[str, list[str]] = field(default_factory=dict)
+    tail: int = 0
+    fed: Optional[int] = None
+    used: Optional[int] = None
+    compute_dtypes: list[str] = field(default_factory=list)
+    evidence: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -80,9 +87,11 @@ class VerificationReport:
 
     @property
     def worst(self) -> Optional[StepReport]:
-        """The first failing step, else the final parameters, else the last step."""
+        """The first failing step, else the step furthest apart, else the final parameters."""
         failing = next((s for s in self.steps if not s.ok), None)
-        return failing or self.final or (self.steps[-1] if self.steps else None)
+        if failing is not None or not self.steps:
+            return failing or self.final
+        return max(self.steps, key=lambda s: s.max_rel_error)
 
     @property
     def worst_parameter(self) -> Optional[str]:
@@ -119,9 +128,14 @@ class VerificationReport:
             )
             lines.append(f"  bound {bound}")
         if self.dtype:
+            partial = f" and a partial window of {self.tail}" if self.tail else ""
+            computed = f" (computing in {', '.join(self.compute_dtypes)})" if self.compute_dtypes else ""
             lines.append(
-                f"  {self.windows} windows of {self.accum_steps} micro-batches, {self.dtype} on {self.device}"
+                f"  {self.windows} windows of {self.accum_steps} micro-batches{partial}, "
+                f"{self.dtype} on {self.device}{computed}"
             )
+        if self.fed is not None:
+            lines.append(f"  micro-batches: {self.fed} fed, {self.used} used by the accumulated run")
         if self.steps_accumulated is not None:
             lines.append(
                 f"  optimizer steps: {self.steps_accumulated} accumulated (K={self.accum_steps}), "
@@ -131,7 +145,9 @@ class VerificationReport:
             lines.append("  " + _format_step(f"step {step.step}", step))
         if self.final is not None:
             lines.append("  " + _format_step("final parameters", self.final))
+        lines.extend(f"  evidence: {line}" for line in self.evidence)
         lines.append(self._headline())
+        lines.extend(f"  note: {note}" for note in self.notes)
         lines.extend(f"  {explanation.line()}" for explanation in self.explanations)
         return "\n".join(lines)
 
@@ -141,15 +157,15 @@ class VerificationReport:
         if self.verdict == EQUIVALENT:
             return (
                 f"EQUIVALENT: {self.accum_steps} accumulated micro-batches match the full batch "
-                f"at every step (rtol={self.tolerance['rtol']:g}, atol={self.tolerance['atol']:g}; "
-                f"final parameters {self.tolerance['final_loosening']:g}x)"
+                f"at every step (rtol={self.tolerance['rtol']:g}, atol={self.tolerance['atol']:g})"
             )
         return f"NOT EQUIVALENT: {self.reason}"
 
 
 def _format_step(label: str, step: StepReport) -> str:
     status = "ok" if step.ok else "DIFFERS"
+    judged = f" ({step.judged})" if step.judged != "full batch" else ""
     return (
         f"{label}: worst {step.worst_parameter or '-'} max abs {step.max_abs_error:.3g} "
-        f"max rel {step.max_rel_error:.3g} {status}"
+        f"max rel {step.max_rel_error:.3g} {status}{judged}"
     )

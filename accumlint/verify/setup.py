@@ -7,7 +7,9 @@ built-in synthetic setup serves loops of the canonical shape
 A factory may return:
 - a `Setup` (this module's dataclass),
 - a dict with keys `model`, `optimizer` (or `optimizer_factory`), `batches`
-  (or `micro_batches`) and optionally `loss_fn`,
+  (or `micro_batches`, or a `DataLoader`: the runs then get DataLoaders too)
+  and optionally `loss_fn` and `construct` (for `FILE::Class.method`: a
+  callable taking the run's objects by role name and returning the instance),
 - a tuple `(model, optimizer_factory, batches)` or
   `(model, optimizer_factory, batches, loss_fn)`.
 `optimizer_factory` is a callable from an iterable of parameters to a fresh
@@ -25,6 +27,7 @@ from typing import Any, Callable, Optional
 
 import torch
 from torch import nn
+from torch.utils.data import DataLoader
 
 from accumlint.verify.batches import map_tensors
 
@@ -47,6 +50,9 @@ class Setup:
     optimizer_factory: OptimizerFactory
     batches: list
     loss_fn: Optional[Callable] = None
+    as_dataloader: bool = False
+    # For FILE::Class.method: builds the instance from the run's objects.
+    construct: Optional[Callable[..., Any]] = None
 
 
 def synthetic_setup(
@@ -142,6 +148,7 @@ def as_setup(value: Any) -> Setup:
                 optimizer_factory=value.get("optimizer_factory", value.get("optimizer")),
                 batches=value.get("batches", value.get("micro_batches")),
                 loss_fn=value.get("loss_fn"),
+                construct=value.get("construct"),
             )
         except KeyError as error:
             raise SetupError(f"the setup dict has no {error.args[0]!r} key") from None
@@ -158,5 +165,10 @@ def as_setup(value: Any) -> Setup:
         raise SetupError("the setup's optimizer factory is not callable (params -> optimizer)")
     if setup.batches is None:
         raise SetupError("the setup has no batches")
-    setup.batches = list(setup.batches)
+    if isinstance(setup.batches, DataLoader):
+        setup.as_dataloader = True
+    try:
+        setup.batches = list(setup.batches)
+    except Exception as error:  # noqa: BLE001 - the user's loader may raise anything
+        raise SetupError(f"iterating the setup's batches raised {type(error).__name__}: {error}") from error
     return setup
