@@ -303,7 +303,7 @@ def _print_results(run, output_format: str, options, *, diff: bool, fixed_to_std
 def _verify_fixes(run, resolver, to_stderr: bool) -> bool:
     """`--fix --verify`: run the verifier on every fixed file; True if a fix is not equivalent.
 
-    `accum-steps` from `[tool.accumlint.verify]` is passed on when set.
+    The file's `[tool.accumlint.verify]` settings are passed on.
     """
     try:
         from accumlint.verify.fixcheck import verify_fixed_file
@@ -317,8 +317,7 @@ def _verify_fixes(run, resolver, to_stderr: bool) -> bool:
             click.echo(f"{result.path}: not verifiable (only .py files are verified)", err=to_stderr)
             continue
         try:
-            accum_steps = resolver.settings_for(result.path).config.verify.accum_steps
-            outcomes = verify_fixed_file(result.path, **({"accum_steps": accum_steps} if accum_steps else {}))
+            outcomes = verify_fixed_file(result.path, settings=resolver.settings_for(result.path).config.verify)
         except Exception as error:  # noqa: BLE001 - the user's code runs here
             click.echo(f"{result.path}: not verifiable ({type(error).__name__}: {error})", err=to_stderr)
             continue
