@@ -119,15 +119,24 @@ class ModuleFacts:
             return name
         return f"{base}.{rest}" if rest else base
 
-    def values_of(self, name: Optional[str], depth: int = 0) -> list[Binding]:
-        """Every binding of a name, following plain aliases (`opt = self.optimizer`)."""
-        if name is None or depth > 4:
+    def values_of(self, name: Optional[str], seen: Optional[set[str]] = None) -> list[Binding]:
+        """Every binding of a name, following plain aliases (`opt = self.optimizer`).
+
+        Each name is followed once per question, so aliases bound from one another
+        (`self.model = self.net` in one method, `self.net = self.model` in another)
+        end instead of recursing."""
+        if name is None:
             return []
+        seen = set() if seen is None else seen
+        if name in seen or len(seen) > 8:
+            return []
+        seen.add(name)
         found: list[Binding] = []
         for binding in self.bindings.get(name, ()):
             alias = dotted(binding.value) if binding.index is None else None
             if alias is not None and alias != name and not alias.endswith("()"):
-                found.extend(self.values_of(alias, depth + 1) or [binding])
+                cycle = alias in seen
+                found.extend(self.values_of(alias, seen) or ([] if cycle else [binding]))
             else:
                 found.append(binding)
         return found

@@ -2,7 +2,7 @@
 
 A test is read as a boolean formula over boundary tests: `(i + 1) % K == 0`,
 `i % K == K - 1`, `not (i + 1) % K`, `i % K == 0`, `counter == K`,
-`counter >= K`, `accelerator.sync_gradients`,
+`counter >= K`, `counter - last_step >= K`, `accelerator.sync_gradients`,
 `engine.is_gradient_accumulation_boundary()`, combined with `or` (a last-batch
 clause), `and`, `not`, or held in a variable first. The result says whether
 the test is true on boundaries ("positive") or off them (`% K != 0`).
@@ -42,6 +42,7 @@ class Gate:
     has_clause: bool = False
     has_condition: bool = False
     whole_test: Optional[cst.BaseExpression] = None
+    since: Optional[str] = None  # `ni - last_step >= K`: the name that remembers the last boundary
 
 
 Resolver = Callable[[str], Optional[cst.BaseExpression]]
@@ -112,13 +113,20 @@ def _parse_comparison(test: cst.Comparison) -> Optional[Gate]:
             return None
         gate = _modulo(left, test, zero_means_boundary=int_value(right) == 0, compared=right)
         return None if gate is None else replace(gate, positive=equal)
+    since = None
+    if isinstance(left, cst.BinaryOperation) and isinstance(left.operator, cst.Subtract):
+        # `ni - last_opt_step >= accumulate` (yolov5 / ultralytics)
+        since = dotted(left.right)
+        if since is None:
+            return None
+        left = left.left
     counter = dotted(left)
     if counter is None or isinstance(right, cst.Integer) and int_value(right) in (0, 1):
         return None
     if isinstance(operator, (cst.Equal, cst.GreaterThanEqual)):
-        return Gate("count", test, True, counter=counter, k=right, form=COUNT)
+        return Gate("count", test, True, counter=counter, k=right, form=COUNT, since=since)
     if isinstance(operator, (cst.LessThan, cst.NotEqual)):
-        return Gate("count", test, False, counter=counter, k=right, form=COUNT)
+        return Gate("count", test, False, counter=counter, k=right, form=COUNT, since=since)
     return None
 
 

@@ -39,6 +39,7 @@ class Statement:
     block: tuple[cst.CSTNode, ...]
     call_site: Optional[cst.Call] = None
     helper: Optional[Function] = None
+    arms: tuple[tuple[int, int], ...] = ()
     events: list["Event"] = field(default_factory=list)
 
     @property
@@ -49,6 +50,18 @@ class Statement:
     def alone(self) -> bool:
         """Alone on its line, so the statement can be moved or wrapped as a whole."""
         return len(self.node.body) == 1
+
+    def exclusive_with(self, other: "Statement") -> bool:
+        """In different arms of one `if`/`elif`/`else`, `match` or `try`/`except`:
+        at most one of the two runs in an iteration."""
+        if not self.arms or not other.arms:
+            return False
+        mine = dict(self.arms)
+        return any(mine.get(branch, arm) != arm for branch, arm in other.arms)
+
+    def precedes(self, other: "Statement") -> bool:
+        """Runs before `other` in the same iteration (never across exclusive arms)."""
+        return self.order < other.order and not self.exclusive_with(other)
 
 
 @dataclass(eq=False)
@@ -70,6 +83,9 @@ class Event:
     def gate(self) -> Optional[Gate]:
         return self.statement.gate
 
+    def precedes(self, other: "Event") -> bool:
+        return self.statement.precedes(other.statement)
+
 
 @dataclass(eq=False)
 class TrainingLoop:
@@ -80,12 +96,19 @@ class TrainingLoop:
     micro_loop: Optional[Loop] = None
     counter: Optional[str] = None
     counter_base: Optional[int] = None
+    derived_counters: frozenset[str] = frozenset()
     iterable: Optional[cst.BaseExpression] = None
     increments: dict[str, int] = field(default_factory=dict)
 
     @property
     def node(self) -> Loop:
+        """The loop; for a per-step function (`training_step`, `update_policy`), the function."""
         return self.site.node
+
+    @property
+    def per_step_function(self) -> bool:
+        """The window is a function's body: the loop over steps is in a caller or a framework."""
+        return isinstance(self.site.node, cst.FunctionDef)
 
     @property
     def function(self) -> Optional[Function]:
@@ -117,6 +140,11 @@ class TrainingLoop:
     def in_micro_loop(self, statement: Statement) -> bool:
         return self.micro_loop is not None and self.micro_loop in statement.loops
 
+    def in_inner_loop(self, statement: Statement) -> bool:
+        """Inside a loop of its own within the iteration (`for p in params: p.grad = None`),
+        other than the micro-step loop: moving the statement alone would break that loop."""
+        return bool(statement.loops) and statement.loops[-1] is not self.micro_loop
+
 
 class _Walker:
     """Walks one loop body into Statements (iteration order, gates, contexts)."""
@@ -132,7 +160,8 @@ class _Walker:
         self.increments: dict[str, int] = {}
 
     def walk(self, body: cst.BaseSuite) -> list[Statement]:
-        self._block(body, gate=None, gate_if=None, conditional=False, loops=(), withs=(), path=(), helper=None)
+        self._block(body, gate=None, gate_if=None, conditional=False, loops=(), withs=(), path=(), helper=None,
+                    arms=())
         return self.statements
 
     def _block(self, suite, **context) -> None:
@@ -176,23 +205,29 @@ class _Walker:
             self._block(statement.body, **inner)
             if statement.orelse is not None:
                 self._block(statement.orelse.body, **inner)
-        elif isinstance(statement, cst.Try) or isinstance(statement, cst.TryStar):
+        elif isinstance(statement, (cst.Try, cst.TryStar)):
             inner = {**context, "path": context["path"] + (statement,)}
-            self._block(statement.body, **inner)
-            for handler in statement.handlers:
-                self._block(handler.body, **{**inner, "conditional": True})
+            attempt = {**inner, "arms": context["arms"] + ((id(statement), 0),)}
+            self._block(statement.body, **attempt)
+            for index, handler in enumerate(statement.handlers, start=1):
+                arms = context["arms"] + ((id(statement), index),)
+                self._block(handler.body, **{**inner, "conditional": True, "arms": arms})
             if statement.orelse is not None:
-                self._block(statement.orelse.body, **inner)
+                self._block(statement.orelse.body, **attempt)
             if statement.finalbody is not None:
                 self._block(statement.finalbody.body, **inner)
+        elif isinstance(statement, cst.Match):
+            inner = {**context, "conditional": True, "path": context["path"] + (statement,)}
+            for index, case in enumerate(statement.cases):
+                self._block(case.body, **{**inner, "arms": context["arms"] + ((id(statement), index),)})
 
     def _if(self, statement: cst.If, context) -> None:
         gate = parse_gate(statement.test, self.assigned.get)
         if gate is not None and gate.kind == "count" and not self._counts_micro_batches(gate, statement):
             gate = None
         path = context["path"] + (statement,)
-        on_true = {**context, "conditional": True, "path": path}
-        on_false = dict(on_true)
+        on_true = {**context, "conditional": True, "path": path, "arms": context["arms"] + ((id(statement), 0),)}
+        on_false = {**on_true, "arms": context["arms"] + ((id(statement), 1),)}
         if gate is not None:
             if gate.positive:
                 on_true.update(gate=gate, gate_if=statement)
@@ -207,13 +242,19 @@ class _Walker:
 
     def _counts_micro_batches(self, gate: Gate, statement: cst.If) -> bool:
         """`micro == K` is a window gate when K is an accumulation count or the
-        gated block resets the counter (`micro = 0`); `len(memory) >= batch_size` is not."""
+        gated block resets the counter (`micro = 0`), and `ni - last_step >= K` when the
+        gated block sets `last_step = ni`; `len(memory) >= batch_size` is not."""
         if gate.counter is None or gate.counter.endswith("()"):
             return False
+        body = _code(statement.body)
+        if gate.since is not None:
+            # `ni - last_step >= K` is a window boundary when the gate remembers it: `last_step = ni`
+            remember = re.compile(rf"(^|\W){re.escape(gate.since)}\s*=\s*{re.escape(gate.counter)}\s*($|[\n;#])")
+            return bool(remember.search(body))
         if looks_like_accumulation(dotted(gate.k) or "", self.accumulation_names):
             return True
         reset = re.compile(rf"(^|\W){re.escape(gate.counter)}\s*=\s*0\b")
-        return bool(reset.search(_code(statement.body)))
+        return bool(reset.search(body))
 
     def _simple(self, line: cst.SimpleStatementLine, context) -> None:
         record = Statement(
@@ -227,13 +268,17 @@ class _Walker:
             block=context["path"],
             helper=context["helper"],
             call_site=context.get("call_site"),
+            arms=context["arms"],
         )
         self.statements.append(record)
         for small in line.body:
             self._remember(small)
+            zeroing = self.objects.assignment_role(small, context["loops"])
+            if zeroing is not None:
+                record.events.append(Event(zeroing, record))
         helpers: list[tuple[cst.Call, Function]] = []
         for call in self.facts.calls_in(line):
-            role = self.objects.role(call)
+            role = self.objects.role(call, context["loops"])
             if role is not None:
                 record.events.append(Event(role, record))
                 continue
@@ -260,8 +305,13 @@ class _Walker:
 
 
 def build_loops(facts: ModuleFacts, objects: Objects, accumulation_names: tuple[str, ...] = ()) -> list[TrainingLoop]:
-    """Every training loop of the module, once each, with inner micro-step loops merged."""
-    walks: dict[Loop, tuple[LoopSite, list[Statement], dict[str, int]]] = {}
+    """Every training loop of the module, once each, with inner micro-step loops merged.
+
+    A micro-step loop whose step follows it in an enclosing loop (that runs no backward
+    of its own) makes that loop the window; in a function with no enclosing loop (`training_step`, `update_policy(self,
+    batch)`: the loop over steps is in a caller or a framework), the function's body
+    is the window."""
+    walks: dict[cst.CSTNode, tuple[LoopSite, list[Statement], dict[str, int]]] = {}
     for site in facts.loops:
         walker = _Walker(facts, objects, site.function, accumulation_names)
         walks[site.node] = (site, walker.walk(site.node.body), walker.increments)
@@ -269,21 +319,31 @@ def build_loops(facts: ModuleFacts, objects: Objects, accumulation_names: tuple[
     def direct(statements: list[Statement], kind: str) -> list[Event]:
         return [e for s in statements if not s.loops for e in s.events if e.kind == kind]
 
-    chosen: dict[Loop, Optional[Loop]] = {}
-    for node, (site, statements, _) in walks.items():
+    def steps_after(statements: list[Statement], inner: Loop) -> bool:
+        inner_orders = [s.order for s in statements if inner in s.loops]
+        return bool(inner_orders) and any(e.order > max(inner_orders) for e in direct(statements, "step"))
+
+    chosen: dict[cst.CSTNode, Optional[Loop]] = {}
+    for node, (site, statements, _) in list(walks.items()):
         if not direct(statements, "backward"):
             continue
         parent = _parent_loop(site)
         if not direct(statements, "step") and parent is not None and parent in walks:
-            parent_statements = walks[parent][1]
-            after = [e for e in direct(parent_statements, "step")]
-            inner_orders = [s.order for s in parent_statements if node in s.loops]
-            if after and inner_orders and any(e.order > max(inner_orders) for e in after):
+            if steps_after(walks[parent][1], node) and not direct(walks[parent][1], "backward"):
                 chosen.setdefault(parent, node)
+                continue
+        function = site.function
+        if not direct(statements, "step") and parent is None and function is not None:
+            if function not in walks:
+                walker = _Walker(facts, objects, function, accumulation_names)
+                function_site = LoopSite(function, site.ancestors[: site.ancestors.index(function) + 1])
+                walks[function] = (function_site, walker.walk(function.body), walker.increments)
+            if steps_after(walks[function][1], node) and not direct(walks[function][1], "backward"):
+                chosen.setdefault(function, node)
                 continue
         chosen.setdefault(node, None)
 
-    loops = [*_lightning_steps(facts, objects)]
+    loops = [*_lightning_steps(facts, objects, skip=chosen)]
     for node, micro in chosen.items():
         site, statements, increments = walks[node]
         nested_training = {other for other in chosen if other is not node}
@@ -291,6 +351,7 @@ def build_loops(facts: ModuleFacts, objects: Objects, accumulation_names: tuple[
         _drop_update_gates(kept)
         loop = TrainingLoop(site=site, statements=kept, micro_loop=micro, increments=increments)
         _read_header(loop)
+        _read_derived_counters(loop)
         loops.append(loop)
     return loops
 
@@ -299,8 +360,15 @@ def _drop_update_gates(statements: list[Statement]) -> None:
     """A `% K` test around a whole update (its own backward and step, as in TD3's
     delayed actor update) is a schedule, not a window boundary."""
     for gate in {id(s.gate): s.gate for s in statements if s.gate is not None}.values():
-        under = [e.kind for s in statements if s.gate is gate for e in s.events]
-        if "backward" in under and "step" in under:
+        gated = [s for s in statements if s.gate is gate]
+        under = [e.kind for s in gated for e in s.events]
+        # a backward in the other arm (`else: with model.no_sync(): loss.backward()`)
+        # makes the `if` a window boundary, not a whole update
+        other_arm = any(
+            s.gate is not gate and any(e.kind == "backward" for e in s.events) and s.exclusive_with(gated[0])
+            for s in statements
+        )
+        if "backward" in under and "step" in under and not other_arm:
             for statement in statements:
                 if statement.gate is gate:
                     statement.gate = None
@@ -340,6 +408,36 @@ def _read_header(loop: TrainingLoop) -> None:
     loop.iterable = unwrap_iterable(iterable)
 
 
+def _read_derived_counters(loop: TrainingLoop) -> None:
+    """`ni = i + nb * epoch`: a counter over all epochs that keeps the loop index's base."""
+    if loop.counter is None:
+        return
+    outer = {dotted(node.target) for node in loop.site.ancestors if isinstance(node, cst.For)}
+    found = set()
+    for statement in loop.statements:
+        small = statement.small
+        if statement.helper is not None or statement.loops or not isinstance(small, cst.Assign):
+            continue
+        name = dotted(small.targets[0].target) if len(small.targets) == 1 else None
+        value = small.value
+        if name is None or not (isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add)):
+            continue
+        for index, other in ((value.left, value.right), (value.right, value.left)):
+            if dotted(index) == loop.counter and _epoch_multiple(other, outer):
+                found.add(name)
+    loop.derived_counters = frozenset(found)
+
+
+def _epoch_multiple(node: cst.BaseExpression, outer: set) -> bool:
+    if not (isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply)):
+        return False
+    for factor in (node.left, node.right):
+        name = dotted(factor) or ""
+        if name in outer or "epoch" in last_part(name).lower():
+            return True
+    return False
+
+
 def unwrap_iterable(node: Optional[cst.BaseExpression]) -> Optional[cst.BaseExpression]:
     """`tqdm(loader, desc=...)` -> `loader`: progress bars keep the length."""
     while isinstance(node, cst.Call) and last_part(call_name(node) or "") in ("tqdm", "track", "progress_bar"):
@@ -347,7 +445,7 @@ def unwrap_iterable(node: Optional[cst.BaseExpression]) -> Optional[cst.BaseExpr
     return node
 
 
-def _lightning_steps(facts: ModuleFacts, objects: Objects) -> list[TrainingLoop]:
+def _lightning_steps(facts: ModuleFacts, objects: Objects, skip=()) -> list[TrainingLoop]:
     """`training_step` of a LightningModule: the body of a loop the Trainer runs.
 
     Manual optimization (`self.manual_backward`) is an ordinary loop body whose
@@ -360,8 +458,8 @@ def _lightning_steps(facts: ModuleFacts, objects: Objects) -> list[TrainingLoop]
             continue
         step = next((s for s in owner.body.body if isinstance(s, cst.FunctionDef)
                      and s.name.value == "training_step"), None)
-        if step is None:
-            continue
+        if step is None or step in skip:
+            continue  # a `training_step` with a micro-step loop is already a window
         statements = _Walker(facts, objects, step).walk(step.body)
         loop = TrainingLoop(site=LoopSite(step, (owner, step)), statements=statements)
         params = [p.name.value for p in step.params.params if p.name.value != "self"]

@@ -181,7 +181,7 @@ class LossReader:
             value = small.value
             if isinstance(small, cst.Assign) and isinstance(small.targets[0].target, (cst.Tuple, cst.List)):
                 flow.origin, flow.origin_statement = value, statement
-                flow.reduction = self._unpacked(value, name)
+                flow.reduction = self._unpacked(value, name, small.targets[0].target)
                 return
             inner, scalings = split_scaling(value, statement)
             for scaling in scalings:
@@ -223,7 +223,7 @@ class LossReader:
     def _after(self, loop: TrainingLoop, backward: Statement, name: str) -> list[Scaling]:
         found = []
         for statement in loop.statements:
-            if statement.order <= backward.order or statement.loops != backward.loops:
+            if not backward.precedes(statement) or statement.loops != backward.loops:
                 continue
             for small in statement.node.body:
                 if isinstance(small, cst.AugAssign) and dotted(small.target) == name and isinstance(
@@ -293,8 +293,14 @@ class LossReader:
                 return MEAN
         return UNKNOWN
 
-    def _unpacked(self, value: cst.BaseExpression, name: str) -> str:
-        """`logits, loss = model(x, y)`: a model that returns its loss (nanoGPT, HF)."""
+    def _unpacked(self, value: cst.BaseExpression, name: str, target: cst.BaseExpression) -> str:
+        """`logits, loss = model(x, y)`: a model that returns its loss after its output
+        (nanoGPT). A model whose first result is the loss (`loss, loss_items =
+        self.model(batch)`, the yolo / ultralytics convention) returns a loss scaled by
+        its batch size, not a mean: unknown."""
+        first = target.elements[0].value if isinstance(target, (cst.Tuple, cst.List)) and target.elements else None
+        if dotted(first) == name:
+            return UNKNOWN
         if isinstance(value, cst.Call) and "loss" in last_part(name).lower():
             callee = dotted(value.func) or ""
             if _MODEL_NAME.search(last_part(callee)):
@@ -341,7 +347,7 @@ def _last_definition(statements: list[Statement], before: Statement, name: str):
     for statement in statements:
         if statement.order >= before.order:
             break
-        if statement.helper is not before.helper:
+        if statement.helper is not before.helper or statement.exclusive_with(before):
             continue
         for small in statement.node.body:
             if isinstance(small, cst.Assign):

@@ -20,7 +20,9 @@ from accumlint.model.facts import ModuleFacts
 from accumlint.model.frameworks import AcceleratorInfo, Frameworks
 from accumlint.model.names import (
     call_name,
+    code,
     dotted,
+    keyword,
     last_part,
     looks_like_optimizer,
     looks_like_scaler,
@@ -31,7 +33,7 @@ from accumlint.model.names import (
 _OPTIMIZER_CLASSES = re.compile(
     r"^(SGD|Adam|AdamW|Adamax|Adagrad|Adadelta|RMSprop|Rprop|ASGD|NAdam|RAdam|LBFGS|SparseAdam|Lion|Lamb|LAMB"
     r"|Adafactor|AdamW8bit|Adam8bit|PagedAdamW\w*|FusedAdam|FusedLAMB|DeepSpeedCPUAdam|ZeroRedundancyOptimizer"
-    r"|Muon|Shampoo|Sophia\w*|Adan|AdaBelief|Novograd|LARS)$"
+    r"|Muon|Shampoo|Sophia\w*|Adan|AdaBelief|Novograd|LARS|\w*ScheduleFree\w*)$"
 )
 _OPTIMIZER_FACTORY = re.compile(r"optimi[sz]er", re.IGNORECASE)
 _SCHEDULER_FACTORY = re.compile(r"sched|(^|_)[A-Z]?\w*LR$|LR$|Scheduler", re.IGNORECASE)
@@ -58,16 +60,25 @@ class Role:
     """What one call does in a training loop.
 
     kind: backward | step | zero | sched | clip | scale | unscale | update | sync
+    call: the call that does it (for assignment zeroing, the assignment).
     target: the optimizer a step/zero/unscale concerns, the loss a backward runs on.
     flavor: for a backward, who runs it (tensor, accelerate, fabric, lightning,
     deepspeed, autograd); for a step, "engine" when a DeepSpeed engine steps.
+    closure: for an optimizer step, the closure it is given (`optimizer.step(closure)`).
     """
 
     kind: str
-    call: cst.Call
+    call: cst.CSTNode  # the call; for `p.grad = None` zeroing, the assignment
     receiver: Optional[str] = None
     target: Optional[cst.BaseExpression] = None
     flavor: str = ""
+    closure: Optional[cst.BaseExpression] = None
+
+    @property
+    def closure_step(self) -> bool:
+        """`optimizer.step(closure)`: the closure's zeroing and backward run inside the
+        step, so the step is a whole update, neither before nor after a backward of the loop."""
+        return self.closure is not None
 
 
 class Objects:
@@ -122,6 +133,9 @@ class Objects:
         if name is None:
             return None
         if name not in self._cache:
+            # unknown while it is being resolved: `opt, model = prepare(model, opt)`
+            # asks each name about the other
+            self._cache[name] = None
             self._cache[name] = self._kind_of_name(name)
         return self._cache[name]
 
@@ -199,7 +213,8 @@ class Objects:
         return self.frameworks.accelerator(expr)
 
     # -- what a call does ---------------------------------------------------------
-    def role(self, call: cst.Call) -> Optional[Role]:
+    def role(self, call: cst.Call, loops: tuple[cst.CSTNode, ...] = ()) -> Optional[Role]:
+        """What a call does; `loops` are the loops around it (`for p in params:`)."""
         func = call.func
         if isinstance(func, cst.Name):
             if func.value in _CLIP_FUNCTIONS and self.facts.qualified(func.value) != func.value:
@@ -225,7 +240,7 @@ class Objects:
             return Role("log", call, receiver_name)
         if method in _ZEROING_METHODS:
             return Role("zero", call, receiver_name, receiver)
-        if method in ("zero_", "detach_") and _is_grad(receiver):
+        if method in ("zero_", "detach_") and _is_grad(receiver) and _is_parameter(_grad_owner(receiver), loops):
             return Role("zero", call, receiver_name, receiver)
         if method in _CLIP_FUNCTIONS:
             return Role("clip", call, receiver_name)
@@ -237,6 +252,26 @@ class Objects:
         if method in _SYNC_CONTEXTS:
             return Role("sync", call, receiver_name)
         return None
+
+    def assignment_role(self, small: cst.BaseSmallStatement, loops: tuple[cst.CSTNode, ...]) -> Optional[Role]:
+        """`p.grad = None` / `p.grad = torch.zeros_like(p)` over parameters is zeroing.
+
+        `p` must be a parameter: the target of an enclosing loop over parameters
+        (`for p in model.parameters():`), or named like one; `images.grad = None`
+        on an input (adversarial training) is no zeroing of the model."""
+        if not isinstance(small, cst.Assign) or len(small.targets) != 1:
+            return None
+        target = small.targets[0].target
+        if not (isinstance(target, cst.Attribute) and target.attr.value == "grad"):
+            return None
+        value = small.value
+        zeroes = (isinstance(value, cst.Name) and value.value == "None") or (
+            isinstance(value, cst.Call) and last_part(call_name(value) or "") in ("zeros_like", "zeros")
+        )
+        owner = dotted(target.value)
+        if not zeroes or owner is None or not _is_parameter(owner, loops):
+            return None
+        return Role("zero", small, owner, target.value)
 
     def _backward(self, call: cst.Call, receiver, receiver_name, qualified: str) -> Optional[Role]:
         if qualified == "torch.autograd" or qualified.endswith("autograd"):
@@ -255,7 +290,9 @@ class Objects:
     def _step(self, call: cst.Call, receiver, receiver_name) -> Optional[Role]:
         kind = self.kind_of(receiver)
         if kind == "optimizer":
-            return Role("step", call, receiver_name, receiver)
+            closure = keyword(call, "closure")
+            closure_value = closure.value if closure is not None else positional(call, 0)
+            return Role("step", call, receiver_name, receiver, closure=closure_value)
         if kind == "scaler":
             return Role("step", call, receiver_name, positional(call, 0), "scaler")
         if kind == "engine":
@@ -275,6 +312,22 @@ def _is_logging(method: str, receiver: Optional[str]) -> bool:
     if method in _LOG_METHODS and (_LOG_RECEIVERS.match(tail) or _LOG_RECEIVERS.match(head)):
         return True
     return method in ("log", "log_dict") and (head in _LOG_FRAMEWORKS or tail in _LOG_FRAMEWORKS)
+
+
+_PARAMETER_NAME = re.compile(r"^(p|param|params?_?\w*|\w*_param|parameter|weight|w)$", re.IGNORECASE)
+
+
+def _is_parameter(name: str, loops: tuple[cst.CSTNode, ...]) -> bool:
+    for loop in loops:
+        if isinstance(loop, cst.For) and dotted(loop.target) == name:
+            return "param" in code(loop.iter).lower() or bool(_PARAMETER_NAME.match(name))
+    return bool(_PARAMETER_NAME.match(last_part(name)))
+
+
+def _grad_owner(node: cst.BaseExpression) -> str:
+    """`p.grad.data` -> "p"."""
+    name = dotted(node) or ""
+    return name[: -len(".data")][: -len(".grad")] if name.endswith(".grad.data") else name[: -len(".grad")]
 
 
 def _is_grad(node: cst.BaseExpression) -> bool:

@@ -288,7 +288,7 @@ class Window:
         """The counter's value on the first micro-batch, as the gate sees it (0 or 1)."""
         if gate.counter is None:
             return None
-        if gate.counter == self.loop.counter and statement.helper is None:
+        if statement.helper is None and (gate.counter == self.loop.counter or gate.counter in self.loop.derived_counters):
             return self.loop.counter_base
         increment = self.loop.increments.get(gate.counter)
         if increment is None or statement.helper is not None:

@@ -7,7 +7,6 @@ from typing import Iterable, Optional
 import libcst as cst
 
 from accumlint.edits import Edit, replace
-from accumlint.model.arms import exclusive
 from accumlint.model.build import ModuleModel
 from accumlint.model.loop import Statement
 from accumlint.model.names import call_name, code, dotted, has_star_kwargs, keyword, last_part
@@ -34,7 +33,7 @@ def repeated_accumulate_context(window: Window) -> Iterable[Finding]:
         owner = dotted(call.func.value)
         earlier = next((
             first for first, first_statement in entries[:index]
-            if dotted(first.func.value) == owner and not exclusive(first_statement, statement)
+            if dotted(first.func.value) == owner and not first_statement.exclusive_with(statement)
         ), None)
         if earlier is None:
             continue

@@ -46,6 +46,13 @@ def movable(statement: Statement) -> bool:
     return isinstance(block, cst.IndentedBlock) and any(s is statement.node for s in block.body)
 
 
+def movable_to(statement: Statement, anchor: Statement) -> bool:
+    """Both movable, and the move does not go into a helper the statement does not
+    belong to (the helper may run elsewhere, and its names differ)."""
+    into_helper = anchor.helper is not None and statement.helper is not anchor.helper
+    return movable(statement) and movable(anchor) and not into_helper
+
+
 def same_block(statement: Statement, node: cst.CSTNode) -> bool:
     block = statement.block[-1] if statement.block else None
     return isinstance(block, cst.IndentedBlock) and any(s is node for s in block.body)

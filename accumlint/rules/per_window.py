@@ -11,7 +11,7 @@ from accumlint.model.cadence import every_micro_batch
 from accumlint.model.loop import Event
 from accumlint.model.names import code, last_part
 from accumlint.model.window import Window
-from accumlint.rules.base import Finding, movable, sync_gated
+from accumlint.rules.base import Finding, movable, movable_to, sync_gated
 from accumlint.rules.placement import once_per_window
 from accumlint.rules.window import steps_every_micro_batch, window_step
 
@@ -33,7 +33,7 @@ def _per_micro_batch(window: Window, kind: str) -> list[Event]:
 def _move(window: Window, event: Event, anchor: Optional[Event], *, before: bool) -> tuple[Edit, ...]:
     """Move the statement next to the window's step (inside `accumulate()`, under
     `if accelerator.sync_gradients:`)."""
-    if anchor is None or not movable(event.statement) or not movable(anchor.statement):
+    if anchor is None or not movable_to(event.statement, anchor.statement):
         return ()
     place = insert_before if before else insert_after
     moved = sync_gated(window, event, anchor) or event.statement.node

@@ -18,7 +18,7 @@ from accumlint.model.cadence import accumulate_accelerator, is_flag
 from accumlint.model.loop import Statement
 from accumlint.model.names import code
 from accumlint.model.window import Window
-from accumlint.rules.base import movable
+from accumlint.rules.base import movable, movable_to
 
 
 def sync_block(window: Window, after: int) -> Optional[cst.If]:
@@ -55,7 +55,7 @@ def once_per_window(window: Window, statement: Statement, anchor: Optional[State
     if unit is None:
         return ()
     if anchor is not None:
-        return (remove(unit), insert_after(anchor.node, unit)) if movable(anchor) else ()
+        return (remove(unit), insert_after(anchor.node, unit)) if movable_to(statement, anchor) else ()
     accelerator = accumulate_accelerator(window)
     if accelerator is None:
         return ()

@@ -14,7 +14,7 @@ from accumlint.model.loop import Event
 from accumlint.model.micro import lost_micro_losses
 from accumlint.model.names import code, dotted, last_part, normalized
 from accumlint.model.window import Window
-from accumlint.rules.base import Finding, k_text, movable, same_block, sync_gated
+from accumlint.rules.base import Finding, k_text, movable, movable_to, same_block, sync_gated
 
 _ZEROING_TEXT = re.compile(r"zero_grad|\.grad\s*=\s*None|\.grad(\.data)?\.(zero_|detach_)|set_to_none|zero_gradients")
 
@@ -33,7 +33,7 @@ def steps_every_micro_batch(window: Window) -> list[Event]:
         return []
     if not (window.divides_by_accumulation or window.gated_zeroing):
         return []
-    return [e for e in window.optimizer_steps if not e.statement.conditional]
+    return [e for e in window.optimizer_steps if not e.statement.conditional and not e.role.closure_step]
 
 
 def zeroing_before_step(window: Window) -> list[tuple[Event, Event]]:
@@ -44,12 +44,15 @@ def zeroing_before_step(window: Window) -> list[tuple[Event, Event]]:
     for index, step in enumerate(events):
         if step.kind != "step" or window.framework_managed(step) or step.role.target is None:
             continue
-        earlier = events[:index]
+        if step.role.closure_step:
+            continue  # the closure recomputes the gradients inside the step
+        earlier = [e for e in events[:index] if e.precedes(step)]
         backwards = [i for i, e in enumerate(earlier) if e.kind == "backward"]
         if not backwards:
             continue
+        last_backward = earlier[backwards[-1]]
         for zero in earlier[backwards[-1] + 1:]:
-            if zero.kind != "zero" or window.framework_managed(zero):
+            if zero.kind != "zero" or window.framework_managed(zero) or not last_backward.precedes(zero):
                 continue
             target = zero.role.target
             same = target is not None and normalized(target) == normalized(step.role.target)
@@ -116,7 +119,7 @@ def _zeroing_after_step(window: Window, zero: Event, anchor: Optional[Event]) ->
 
 def _move_zeroing_after(window: Window, zero: Event, step: Optional[Event]) -> tuple[Edit, ...]:
     """Move a zeroing after `step`; only remove it when a zeroing already follows the step."""
-    if step is None or not movable(zero.statement) or not movable(step.statement):
+    if step is None or not movable_to(zero.statement, step.statement) or window.loop.in_inner_loop(zero.statement):
         return ()
     block = step.statement.block[-1]
     target = normalized(zero.role.target) if zero.role.target is not None else None
@@ -217,8 +220,10 @@ def backward_after_step(window: Window) -> Iterable[Finding]:
         gate_if = step.statement.gate_if
         if step.gate is None or step.statement.helper is not None or not isinstance(gate_if, cst.If):
             continue
-        before = [b for b in window.loop.backwards if b.order < step.order]
-        after = [b for b in window.loop.backwards if b.order > step.order and not b.statement.loops]
+        if step.role.closure_step:
+            continue  # its backward runs inside the step, in its own window
+        before = [b for b in window.loop.backwards if b.precedes(step)]
+        after = [b for b in window.loop.backwards if step.precedes(b) and not b.statement.loops]
         if before or not after:
             continue
         backward = after[0]
@@ -239,8 +244,16 @@ def backward_after_step(window: Window) -> Iterable[Finding]:
 
 
 def zero_grad_before_step(window: Window) -> Iterable[Finding]:
-    for zero, step in zeroing_before_step(window):
-        edits = _move_zeroing_after(window, zero, step)
+    pairs = zeroing_before_step(window)
+    reported = set()
+    for zero, step in pairs:
+        if id(zero) in reported:
+            continue
+        reported.add(id(zero))
+        # a zeroing before alternative steps (`if amp: scaler.step(...) else: optimizer.step()`)
+        # cannot move into one arm
+        alternatives = sum(1 for other, _ in pairs if other is zero) > 1
+        edits = () if alternatives else _move_zeroing_after(window, zero, step)
         yield Finding(
             "GA104",
             zero.role.call,
@@ -291,7 +304,7 @@ def off_by_one_boundary(window: Window) -> Iterable[Finding]:
     for gate, statement in _gates_with_steps(window):
         if gate.kind != "modulo" or gate.has_condition or not window.off_by_one(gate, statement):
             continue
-        if not any(b.order < statement.order for b in window.loop.backwards):
+        if not any(b.statement.precedes(statement) for b in window.loop.backwards):
             continue  # a gate before the backward is GA103's
         numerator = gate.test.left.left if isinstance(gate.test, cst.Comparison) else None
         edits: tuple[Edit, ...] = ()

@@ -1,0 +1,270 @@
+"""The loop model on the shapes of real code (SPEC revision 2, section 2).
+
+Fixtures under fixtures/check/ prove each shape through the rules; these tests
+pin what the model itself answers, and that no input makes name resolution
+recurse without end (each would hang or raise RecursionError without its fix).
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import textwrap
+from contextlib import contextmanager
+
+import libcst
+import pytest
+
+from accumlint.analysis import AnalysisOptions, analyze
+from accumlint.model.build import windows_of
+from accumlint.model.gates import parse_gate
+
+
+def _windows(source: str):
+    text = textwrap.dedent(source)
+    return windows_of(libcst.parse_module(text), text, AnalysisOptions())
+
+
+@contextmanager
+def _bounded(recursion_limit: int = 400, seconds: int = 20):
+    """A small recursion limit (an endless recursion fails at once) and an alarm (an
+    endless loop fails instead of hanging the suite)."""
+
+    def expire(signum, frame):
+        raise TimeoutError("analysis did not finish")
+
+    previous_limit = sys.getrecursionlimit()
+    previous_handler = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    sys.setrecursionlimit(recursion_limit)
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(previous_limit)
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous_handler)
+
+
+def _analyze_bounded(source: str):
+    text = textwrap.dedent(source)
+    module = libcst.parse_module(text)  # parsing itself needs the normal limit
+    from accumlint.analysis import find
+
+    with _bounded():
+        return [located.diagnostic for located in find(module, text, "x.py", AnalysisOptions())]
+
+
+# -- cycle-safe name resolution ----------------------------------------------------
+
+SWAPPED_PREPARE = """
+from accelerate import Accelerator
+
+accelerator = Accelerator()
+model = build_model()
+opt = make(model)
+opt, model = accelerator.prepare(model, opt)
+for batch in loader:
+    loss = model(batch).mean()
+    accelerator.backward(loss)
+    opt.step()
+    opt.zero_grad()
+"""
+
+ATTRIBUTES_FROM_EACH_OTHER = """
+class Trainer:
+    def swap_in_ema(self):
+        self.accelerator = self.ema_accelerator
+        self.ema_accelerator = self.accelerator
+
+    def restore(self):
+        self.scaler = self.amp_scaler
+        self.amp_scaler = self.scaler
+
+    def fit(self, loader):
+        for batch in loader:
+            loss = self.model(batch).mean()
+            self.accelerator.backward(self.scaler.scale(loss))
+            self.optimizer.step()
+            self.optimizer.zero_grad()
+"""
+
+
+def _same_name_in_many_methods(methods: int) -> str:
+    """`self.optimizer` rebound from, and into, a different attribute in each method."""
+    body = ["class Trainer:"]
+    for index in range(methods):
+        body += [
+            f"    def phase_{index}(self, batch):",
+            f"        self.optimizer = self.opt_{index}",
+            f"        self.opt_{index} = self.optimizer",
+            "        optimizer = self.optimizer",
+            "        for micro in batch:",
+            "            loss = self.model(micro).mean()",
+            "            loss.backward()",
+            "        optimizer.step()",
+        ]
+    return "\n".join(body) + "\n"
+
+
+LOOP_OVER_MODELS = """
+import torch
+
+models = [build(i) for i in range(4)]
+optimizers = [torch.optim.SGD(m.parameters(), lr=0.1) for m in models]
+for model in models:
+    model = model.cuda()
+for step, batch in enumerate(loader):
+    for model, optimizer in zip(models, optimizers):
+        loss = model(batch).mean()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+"""
+
+
+@pytest.mark.parametrize(
+    "source",
+    [SWAPPED_PREPARE, ATTRIBUTES_FROM_EACH_OTHER, _same_name_in_many_methods(40), LOOP_OVER_MODELS],
+    ids=["swapped-prepare", "attributes-from-each-other", "same-name-in-40-methods", "loop-over-models"],
+)
+def test_name_resolution_ends(source: str) -> None:
+    _analyze_bounded(source)
+
+
+def test_swapped_prepare_leaves_both_names_unknown_but_checks_the_loop() -> None:
+    (window,) = _windows(SWAPPED_PREPARE)
+    assert [e.kind for e in window.loop.events] == ["backward", "step", "zero"]
+
+
+# -- exclusive branches ------------------------------------------------------------
+
+BRANCHES = """
+import torch
+for step, batch in enumerate(loader):
+    loss = model(batch).mean() / accum
+    try:
+        loss.backward()
+    except RuntimeError:
+        optimizer.zero_grad()
+    if not torch.isfinite(loss):
+        optimizer.zero_grad()
+    elif (step + 1) % accum == 0:
+        optimizer.step()
+    else:
+        log(loss)
+    match mode:
+        case "a":
+            scheduler.step()
+        case _:
+            optimizer.zero_grad()
+"""
+
+
+def test_arms_of_one_branch_are_never_ordered() -> None:
+    (window,) = _windows(BRANCHES)
+    backward, zero_except, zero_nonfinite, step, sched, zero_case = window.loop.events
+    assert backward.kind == "backward" and step.kind == "step" and sched.kind == "sched"
+    assert not backward.precedes(zero_except) and backward.statement.exclusive_with(zero_except.statement)
+    assert backward.precedes(zero_nonfinite) and backward.precedes(step)
+    assert not zero_nonfinite.precedes(step) and zero_nonfinite.statement.exclusive_with(step.statement)
+    assert step.precedes(sched) and step.precedes(zero_case)
+    assert sched.statement.exclusive_with(zero_case.statement)
+
+
+# -- counters and count gates --------------------------------------------------------
+
+
+def test_difference_count_gate_needs_the_remembered_step() -> None:
+    gate = parse_gate(libcst.parse_expression("ni - last_opt_step >= accumulate"), lambda name: None)
+    assert gate is not None and gate.kind == "count" and gate.counter == "ni" and gate.since == "last_opt_step"
+    remembered = _windows("""
+    for epoch in range(epochs):
+        for i, batch in enumerate(loader):
+            ni = i + nb * epoch
+            model(batch).sum().backward()
+            if ni - last_opt_step >= accumulate:
+                optimizer.step()
+                last_opt_step = ni
+    """)
+    forgotten = _windows("""
+    for epoch in range(epochs):
+        for i, batch in enumerate(loader):
+            ni = i + nb * epoch
+            model(batch).sum().backward()
+            if ni - warmup_start >= accumulate:
+                optimizer.step()
+    """)
+    assert remembered[0].gated_step and remembered[0].loop.derived_counters == {"ni"}
+    assert not forgotten[0].gated_step
+
+
+def test_only_an_epoch_multiple_keeps_the_index_base() -> None:
+    (window,) = _windows("""
+    for epoch in range(epochs):
+        for i, batch in enumerate(loader):
+            ni = i + nb * epoch
+            resumed = i + start_iter
+            model(batch).sum().backward()
+    """)
+    assert window.loop.derived_counters == {"ni"}
+
+
+# -- micro-step loops in per-step functions --------------------------------------------
+
+
+def test_per_step_function_is_one_window_with_its_micro_loop() -> None:
+    windows = _windows("""
+    class Actor:
+        def update_policy(self, batch):
+            self.optimizer.zero_grad()
+            for micro in batch.split(4):
+                (self.model(micro).mean() / 4).backward()
+            self.optimizer.step()
+    """)
+    (window,) = windows
+    assert window.loop.per_step_function and window.has_micro_loop
+    assert [e.kind for e in window.loop.events] == ["zero", "backward", "step"]
+
+
+def test_a_loop_with_its_own_backward_is_no_micro_step_window() -> None:
+    windows = _windows("""
+    def train(loader):
+        for x, y in loader:
+            for _ in range(7):
+                attack(x).backward()
+            model(x).mean().backward()
+            optimizer.step()
+    """)
+    assert all(w.loop.micro_loop is None for w in windows)
+
+
+# -- zeroing forms and closure steps -----------------------------------------------------
+
+
+def test_parameter_zeroing_assignments_and_not_input_gradients() -> None:
+    (window,) = _windows("""
+    for x in loader:
+        delta.grad = None
+        x.grad.zero_()
+        model(x + delta).mean().backward()
+        optimizer.step()
+        for p in model.parameters():
+            p.grad = None
+        for name, w in model.named_parameters():
+            w.grad = torch.zeros_like(w)
+    """)
+    zeros = window.loop.of_kind("zero")
+    assert [type(e.role.call).__name__ for e in zeros] == ["Assign", "Assign"]
+
+
+def test_closure_step_is_a_whole_update() -> None:
+    diagnostics = analyze(textwrap.dedent("""
+    import torch
+    optimizer = torch.optim.LBFGS(model.parameters())
+    for x, y in loader:
+        loss = model(x).mean()
+        loss.backward()
+        optimizer.zero_grad()
+        optimizer.step(lambda: closure(x, y))
+    """), "x.py")
+    assert diagnostics == []
