@@ -33,9 +33,9 @@ if TYPE_CHECKING:
     from accumlint.model.loop import Statement
     from accumlint.model.roles import Objects
 
-# Text that means a loop controls gradient synchronisation somewhere (a helper
-# like `maybe_no_sync(...)` included): GA401 stays silent on any of it.
-SYNC_CONTROL_TEXT = re.compile(
+# Names that mean code controls gradient synchronisation somewhere (a helper like
+# `maybe_no_sync(...)` included): GA401 stays silent on any of them.
+_SYNC_CONTROL_NAME = re.compile(
     r"no_sync|require_backward_grad_sync|set_requires_gradient_sync|no_backward_sync|skip_sync|sync_gradients"
     r"|disable_allreduce|enable_allreduce|trigger_sync_in_backward"
 )
@@ -225,7 +225,7 @@ class Frameworks:
                 if isinstance(value, cst.SimpleString):
                     text = string_value(value)
                 else:
-                    text = call_name(value) if isinstance(value, cst.Call) else dotted(value)
+                    text = call_name(value) if isinstance(value, cst.Call) else None
                 # an unknown strategy (`strategy=args.strategy`) may shard: stay silent
                 return text is None or bool(_SHARDING_STRATEGY.search(text))
         return False
@@ -251,6 +251,12 @@ class Frameworks:
                 if control is not None:
                     found.append(control)
         return found
+
+
+def mentions_sync_control(node: cst.CSTNode) -> bool:
+    """Whether any name or attribute under `node` is a sync control (`no_sync`,
+    `require_backward_grad_sync`, `maybe_no_sync`, `accelerator.sync_gradients`...)."""
+    return any(isinstance(n, cst.Name) and _SYNC_CONTROL_NAME.search(n.value) for n in walk(node))
 
 
 def _sync_context_call(item: cst.BaseExpression) -> Optional[cst.Call]:

@@ -19,13 +19,12 @@ import libcst as cst
 
 from accumlint.model import scopes
 from accumlint.model.facts import ModuleFacts
-from accumlint.model.frameworks import SYNC_CONTROL_TEXT, SyncControl
+from accumlint.model.frameworks import SyncControl, mentions_sync_control
 from accumlint.model.gates import PLUS_ONE, ZERO, Gate
 from accumlint.model.loop import Event, Statement, TrainingLoop
 from accumlint.model.loss import LossFlow, LossReader
 from accumlint.model.names import (
     call_name,
-    code,
     dotted,
     int_value,
     last_part,
@@ -124,8 +123,8 @@ class Window:
     @cached_property
     def controls_sync(self) -> bool:
         """The loop (or a helper it calls) decides somewhere when gradients all-reduce."""
-        texts = [code(self.loop.node)] + [code(s.helper) for s in self.loop.statements if s.helper is not None]
-        return any(SYNC_CONTROL_TEXT.search(text) for text in texts)
+        helpers = {id(s.helper): s.helper for s in self.loop.statements if s.helper is not None}
+        return any(mentions_sync_control(node) for node in [self.loop.node, *helpers.values()])
 
     @cached_property
     def sync_controls(self) -> list[SyncControl]:
