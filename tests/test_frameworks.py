@@ -64,6 +64,8 @@ def test_prepared_objects_and_accumulate_k() -> None:
         ("Accelerator()", None),
         ("Accelerator(gradient_accumulation_steps=1)", None),
         ("Accelerator(**settings)", None),
+        ('Accelerator(**{"gradient_accumulation_steps": 6})', "6"),
+        ("Accelerator(**dict(gradient_accumulation_steps=5, cpu=True))", "5"),
     ],
 )
 def test_accumulate_k_comes_from_the_accelerator(constructor: str, k) -> None:
@@ -186,3 +188,17 @@ def test_module_names_include_main_block_but_not_function_locals() -> None:
     """))
     assert scopes.module_names(module) == {"os", "K", "args", "f"}
     assert scopes.local_names(module.body[-1]) == {"a", "local"}
+
+
+def test_kwargs_dict_built_in_steps_counts_as_keywords() -> None:
+    window = _only_window("""
+        options = {"mixed_precision": "bf16"}
+        options["gradient_accumulation_steps"] = 4
+        accelerator = Accelerator(**options)
+        for batch in loader:
+            with accelerator.accumulate(model):
+                accelerator.backward(model(batch).mean())
+                optimizer.step()
+                optimizer.zero_grad()
+    """)
+    assert window.accumulate_k is not None and window.accumulate_k.value == "4"

@@ -27,7 +27,8 @@ import libcst as cst
 
 from accumlint.model.facts import ModuleFacts
 from accumlint.model.tree import walk
-from accumlint.model.names import call_name, dotted, has_star_kwargs, int_value, keyword, last_part, string_value
+from accumlint.model.kwargs import keywords
+from accumlint.model.names import call_name, dotted, int_value, keyword, last_part, string_value
 
 if TYPE_CHECKING:
     from accumlint.model.loop import Statement
@@ -88,32 +89,41 @@ class Frameworks:
 
     # -- Accelerate ------------------------------------------------------------------
     def accelerator(self, expr: Optional[cst.BaseExpression]) -> Optional[AcceleratorInfo]:
-        """The Accelerator behind `expr`: K, whether its backward scales by 1/K, sharding."""
+        """The Accelerator behind `expr`: K, whether its backward scales by 1/K, sharding.
+        K set later (`accelerator.gradient_accumulation_steps = n`) counts too."""
         if self.objects.kind_of(expr) != "accelerator":
             return None
-        for binding in self.facts.values_of(dotted(expr)):
+        name = dotted(expr)
+        info = AcceleratorInfo(scales=None, steps=None)
+        for binding in self.facts.values_of(name):
             value = binding.value
             if isinstance(value, cst.Call) and last_part(call_name(value) or "") == "Accelerator":
-                return self._accelerator_call(value)
-        return AcceleratorInfo(scales=None, steps=None)
+                info = self._accelerator_call(value)
+                break
+        later = self.facts.bindings.get(f"{name}.gradient_accumulation_steps", [])
+        if info.steps is None and len(later) == 1:
+            literal = int_value(later[0].value)
+            return AcceleratorInfo(scales=literal is None or literal > 1, steps=later[0].value, sharded=info.sharded)
+        return info
 
     def _accelerator_call(self, call: cst.Call) -> AcceleratorInfo:
+        options = keywords(self.facts, call)
+        known = options is not None
+        if options is None:  # a `**` argument with unknown keys: read the explicit ones
+            options = {arg.keyword.value: arg.value for arg in call.args if arg.keyword is not None}
         sharded = None
-        if keyword(call, "deepspeed_plugin") is not None or keyword(call, "deepspeed_plugins") is not None:
+        if "deepspeed_plugin" in options or "deepspeed_plugins" in options:
             sharded = "deepspeed"
-        elif keyword(call, "fsdp_plugin") is not None:
+        elif "fsdp_plugin" in options:
             sharded = "fsdp"
-        steps = keyword(call, "gradient_accumulation_steps")
+        steps = options.get("gradient_accumulation_steps")
         if steps is not None:
-            literal = int_value(steps.value)
-            return AcceleratorInfo(scales=literal is None or literal > 1, steps=steps.value, sharded=sharded)
-        plugin = keyword(call, "gradient_accumulation_plugin")
+            literal = int_value(steps)
+            return AcceleratorInfo(scales=literal is None or literal > 1, steps=steps, sharded=sharded)
+        plugin = options.get("gradient_accumulation_plugin")
         if plugin is not None:
-            num_steps = self._plugin_steps(plugin.value)
-            return AcceleratorInfo(scales=None, steps=num_steps, sharded=sharded)
-        if has_star_kwargs(call):
-            return AcceleratorInfo(scales=None, steps=None, sharded=sharded)
-        return AcceleratorInfo(scales=False, steps=None, sharded=sharded)
+            return AcceleratorInfo(scales=None, steps=self._plugin_steps(plugin), sharded=sharded)
+        return AcceleratorInfo(scales=False if known else None, steps=None, sharded=sharded)
 
     def _plugin_steps(self, plugin: cst.BaseExpression) -> Optional[cst.BaseExpression]:
         """`GradientAccumulationPlugin(num_steps=K)`, inline or bound to a name."""

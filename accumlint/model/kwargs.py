@@ -1,0 +1,87 @@
+"""Keyword arguments, also those passed through a `**dict` the module builds.
+
+Real scripts often collect a constructor's options first
+(`accelerator_kwargs = {"gradient_accumulation_steps": args.steps}`, then
+`accelerator_kwargs["log_with"] = ...`, then `Accelerator(**accelerator_kwargs)`).
+When the dict is a literal or `dict(...)` bound once in the module, its string
+keys count as the keywords they hold; anything else is unknown.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from accumlint.model.facts import ModuleFacts
+from accumlint.model.names import dotted, string_value
+
+
+def keywords(facts: ModuleFacts, call: cst.Call) -> Optional[dict[str, cst.BaseExpression]]:
+    """Every keyword argument of `call` by name, with those of its `**` dicts; None when
+    a `**` argument is not a dict the module builds (its keys are unknown)."""
+    found: dict[str, cst.BaseExpression] = {}
+    for arg in call.args:
+        if arg.star == "**":
+            spread = _dict_items(facts, arg.value, depth=0)
+            if spread is None:
+                return None
+            found.update(spread)
+        elif arg.keyword is not None:
+            found[arg.keyword.value] = arg.value
+    return found
+
+
+def _dict_items(facts: ModuleFacts, expr: cst.BaseExpression, depth: int) -> Optional[dict[str, cst.BaseExpression]]:
+    if depth > 3:
+        return None
+    name = dotted(expr)
+    value = expr
+    extra: dict[str, cst.BaseExpression] = {}
+    if isinstance(expr, (cst.Name, cst.Attribute)) and name is not None:
+        bindings = facts.bindings.get(name, [])
+        if len(bindings) != 1 or bindings[0].index is not None:
+            return None
+        value = bindings[0].value
+        for item in facts.bindings.get(f"{name}[]", []):
+            key = _subscript_key(item.statement, name)
+            if key is None:
+                return None
+            extra[key] = item.value
+    if isinstance(value, cst.Dict):
+        items = _literal_items(facts, value, depth)
+    elif isinstance(value, cst.Call) and dotted(value.func) == "dict" and not any(
+        arg.keyword is None and not arg.star for arg in value.args
+    ):
+        items = keywords(facts, value)
+    else:
+        return None
+    return None if items is None else {**items, **extra}
+
+
+def _literal_items(facts: ModuleFacts, value: cst.Dict, depth: int) -> Optional[dict[str, cst.BaseExpression]]:
+    items: dict[str, cst.BaseExpression] = {}
+    for element in value.elements:
+        if isinstance(element, cst.StarredDictElement):
+            nested = _dict_items(facts, element.value, depth + 1)
+            if nested is None:
+                return None
+            items.update(nested)
+            continue
+        key = string_value(element.key)
+        if key is None:
+            return None
+        items[key] = element.value
+    return items
+
+
+def _subscript_key(statement: cst.CSTNode, name: str) -> Optional[str]:
+    """The string key of `name["key"] = ...` in an assignment statement."""
+    targets = [t.target for t in statement.targets] if isinstance(statement, cst.Assign) else [
+        getattr(statement, "target", None)]
+    for target in targets:
+        if isinstance(target, cst.Subscript) and dotted(target.value) == name and len(target.slice) == 1:
+            index = target.slice[0].slice
+            if isinstance(index, cst.Index):
+                return string_value(index.value)
+    return None
