@@ -43,8 +43,15 @@ class LazyGroup(click.Group):
             "accumlint.verify.command",
             "verify_command",
             "Run a training loop with and without accumulation and compare gradients (imports torch and your code).",
-        )
+        ),
+        "server": (
+            "accumlint.server.command",
+            "server_command",
+            "Run the language server over stdio, for editors (needs the `lsp` extra).",
+        ),
     }
+    # A missing module and the extra that brings it.
+    extras = {"torch": "verify", "pygls": "lsp", "lsprotocol": "lsp"}
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *self.lazy])
@@ -56,8 +63,9 @@ class LazyGroup(click.Group):
         try:
             module = __import__(module_name, fromlist=[attribute])
         except ModuleNotFoundError as error:
-            if error.name == "torch":
-                raise fail("`accumlint verify` needs torch: pip install 'accumlint[verify]'") from None
+            if error.name in self.extras:
+                extra = self.extras[error.name]
+                raise fail(f"`accumlint {name}` needs {error.name}: pip install 'accumlint[{extra}]'") from None
             raise fail(f"`accumlint {name}` is not available in this installation ({error})") from None
         return getattr(module, attribute)
 

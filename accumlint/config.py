@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import sys
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -280,7 +281,10 @@ def parse_table(table: Any, path: Optional[Path]) -> Config:
 
 
 def _read_toml(path: Path) -> dict:
-    import tomllib
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # Python 3.10: the same parser, from PyPI (a dependency there)
+        import tomli as tomllib
 
     try:
         with open(path, "rb") as handle:

@@ -28,11 +28,15 @@ import subprocess
 import sys
 import tempfile
 import time
-import tomllib
 from collections import Counter
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Iterable, Optional
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10 (accumlint's oldest): the same parser from PyPI
+    import tomli as tomllib
 
 LABELS = Path(__file__).with_name("ecosystem") / "repos.toml"
 # A file slower than this (CPU seconds) is reported: a pre-commit hook checks one file at a time.

@@ -521,6 +521,25 @@ def test_ci_script_runs_the_readme_test_command():
     script = (root / ".ci" / "run").read_text()
     assert "set -euo pipefail" in script and script.strip().endswith(command)
     assert (root / ".ci" / "run").stat().st_mode & 0o111
+    assert "\nbash .ci/oldest-python\n" in script and "bash .ci/oldest-python" in (root / "README.md").read_text()
+    oldest = (root / ".ci" / "oldest-python").read_text()
+    assert "set -euo pipefail" in oldest and "python3.10" in oldest and "-m pytest" in oldest
+
+
+def test_supported_pythons_are_declared_and_the_tomllib_fallback_is_a_dependency():
+    tomllib = pytest.importorskip("tomllib" if sys.version_info >= (3, 11) else "tomli")
+    project = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())["project"]
+    assert project["requires-python"] == ">=3.10"
+    assert "tomli>=1.1; python_version < '3.11'" in project["dependencies"]
+
+
+def test_readme_pre_commit_revision_is_this_version():
+    import accumlint
+
+    root = Path(__file__).resolve().parent.parent
+    project = (root / "pyproject.toml").read_text()
+    assert f'version = "{accumlint.__version__}"' in project
+    assert f"rev: v{accumlint.__version__} " in (root / "README.md").read_text()
 
 
 def test_pre_commit_hooks():

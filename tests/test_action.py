@@ -1,0 +1,108 @@
+"""The composite GitHub Action (action.yml): its steps run as GitHub would run them.
+
+GitHub substitutes `${{ inputs.x }}` into each step's `env` and runs the
+step's script with bash; this test does the same with the installed
+accumlint (the install step itself is pip, and is not run here).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+yaml = pytest.importorskip("yaml")
+
+ROOT = Path(__file__).resolve().parent.parent
+ACTION = yaml.safe_load((ROOT / "action.yml").read_text())
+
+BUGGY = """\
+import torch
+
+
+def train(model, loader, optimizer, accum_steps):
+    optimizer.zero_grad()
+    for i, (x, y) in enumerate(loader):
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        if (i + 1) % accum_steps == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+"""
+
+
+def _substitute(value: str, inputs: dict[str, str]) -> str:
+    def one(match: re.Match) -> str:
+        expression = match.group(1).strip()
+        if expression == "github.action_path":
+            return str(ROOT)
+        assert expression.startswith("inputs."), expression
+        return inputs[expression[len("inputs."):]]
+
+    return re.sub(r"\$\{\{(.*?)\}\}", one, value)
+
+
+def _inputs(**given: str) -> dict[str, str]:
+    values = {name: spec.get("default", "") for name, spec in ACTION["inputs"].items()}
+    values.update({name.replace("_", "-"): value for name, value in given.items()})
+    return values
+
+
+def _step(name: str) -> dict:
+    return next(step for step in ACTION["runs"]["steps"] if step.get("name") == name)
+
+
+def _run_step(name: str, inputs: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
+    step = _step(name)
+    environment = dict(os.environ)
+    environment["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{environment['PATH']}"
+    environment.update({key: _substitute(str(value), inputs) for key, value in step.get("env", {}).items()})
+    assert "${{" not in step["run"], "inputs reach scripts through env, never pasted into the script"
+    return subprocess.run(["bash", "-e", "-c", step["run"]], cwd=cwd, env=environment,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_action_is_composite_and_every_input_is_used():
+    assert ACTION["runs"]["using"] == "composite"
+    text = (ROOT / "action.yml").read_text()
+    for name in ACTION["inputs"]:
+        assert f"inputs.{name}" in text, f"input {name} is never used"
+    for step in ACTION["runs"]["steps"]:
+        if "run" in step:
+            assert step["shell"] == "bash"
+
+
+def test_install_step_installs_this_checkout():
+    step = _step("Install accumlint")
+    assert _substitute(step["env"]["ACTION_PATH"], _inputs()) == str(ROOT)
+    assert "pip install" in step["run"] and '"$ACTION_PATH"' in step["run"]
+
+
+def test_check_step_annotates_and_fails_on_findings(tmp_path):
+    (tmp_path / "train.py").write_text(BUGGY)
+    result = _run_step("Check", _inputs(args="--no-cache"), tmp_path)
+    assert result.returncode == 1
+    assert result.stdout.startswith("::error file=train.py,line=8,col=9,")
+    assert "title=GA201::missing-loss-scaling:" in result.stdout
+
+
+def test_check_step_passes_clean_code_and_honours_args(tmp_path):
+    (tmp_path / "train.py").write_text(BUGGY)
+    assert _run_step("Check", _inputs(args="--no-cache --ignore GA201"), tmp_path).returncode == 0
+
+
+def test_sarif_step_writes_sarif_and_does_not_fail(tmp_path):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "train.py").write_text(BUGGY)
+    inputs = _inputs(paths="src", args="--no-cache", sarif_file="out.sarif")
+    result = _run_step("Write SARIF", inputs, tmp_path)
+    assert result.returncode == 0, result.stderr
+    sarif = json.loads((tmp_path / "out.sarif").read_text())
+    (found,) = sarif["runs"][0]["results"]
+    assert found["ruleId"] == "GA201"
+    assert found["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "src/train.py"
