@@ -194,7 +194,8 @@ class StepComparer:
 
     def _window_of(self, b: StepRecord) -> list[int]:
         """Indices of the micro-batches whose concatenation run B's step used."""
-        batch = b.consumed - 1 if b.consumed > 0 else b.index
+        batches = self.windows + (1 if self.tail else 0)
+        batch = (b.consumed - 1 if b.consumed > 0 else b.index) % max(batches, 1)  # later epochs start over
         start = batch * self.k
         end = min(start + self.k, self.windows * self.k + self.tail)
         return list(range(start, max(end, start + 1)))

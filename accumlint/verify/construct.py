@@ -57,7 +57,19 @@ def constructing(
         return owner(*args, **kwargs)
 
     roles = set(init_binding.roles.values()) | {r for attrs in init_binding.attributes.values() for r in attrs.values()}
-    return replace(binding, construct=build, constructed_roles=frozenset(roles))
+    return replace(_without(binding, roles), construct=build, constructed_roles=frozenset(roles))
+
+
+def _without(binding: Binding, roles: set[str]) -> Binding:
+    """The method's binding minus optional parameters that only guessed a role
+    the constructor already receives (`def train(self, epochs=1)` bounding a
+    range() is not K when `__init__` takes the accumulation steps)."""
+    kept = {
+        name: role for name, role in binding.roles.items()
+        if role not in roles or binding.evidence.get(name) == ("--bind",)
+        or not next((p.has_default for p in binding.parameters if p.name == name), False)
+    }
+    return replace(binding, roles=kept)
 
 
 def _init_signature(init: Callable[..., Any]) -> tuple[Parameter, ...]:
@@ -83,7 +95,7 @@ def _from_factory(binding: Binding, factory: Callable[..., Any]) -> Binding:
     def build(objects: dict[str, object]) -> object:
         return factory(**{role: objects[role] for role in roles})
 
-    return replace(binding, construct=build, constructed_roles=roles)
+    return replace(_without(binding, set(roles)), construct=build, constructed_roles=roles)
 
 
 def accepts_accum_steps(binding: Binding) -> bool:

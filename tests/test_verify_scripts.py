@@ -1,0 +1,223 @@
+"""Real training code: a small transformer with AdamW, trainer classes
+(`FILE::Class.method`), `args` namespaces, fixed arguments, DataLoaders,
+functions without source, and emitted tests run from elsewhere."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from click.testing import CliRunner
+from torch import nn
+from torch.utils.data import DataLoader
+
+from accumlint.verify import Setup, check_equivalence
+from accumlint.verify.command import verify_command
+
+
+class TinyLM(nn.Module):
+    """A two-layer causal transformer over a 32-token vocabulary."""
+
+    def __init__(self, vocab: int = 32, dim: int = 32, length: int = 12) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim)
+        self.position = nn.Parameter(torch.randn(length, dim) * 0.02)
+        layer = nn.TransformerEncoderLayer(dim, 4, 4 * dim, dropout=0.0, batch_first=True)
+        self.blocks = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.norm = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, vocab)
+
+    def forward(self, tokens):
+        hidden = self.embed(tokens) + self.position[: tokens.shape[1]]
+        mask = nn.Transformer.generate_square_subsequent_mask(tokens.shape[1])
+        return self.head(self.norm(self.blocks(hidden, mask=mask, is_causal=True)))
+
+
+def token_loss(logits, targets):
+    return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def language_model(accum_steps, windows, seed):
+    generator = torch.Generator().manual_seed(seed)
+    batches = []
+    for _ in range(accum_steps * windows):
+        tokens = torch.randint(0, 32, (4, 13), generator=generator)
+        batches.append((tokens[:, :-1], tokens[:, 1:]))
+    return Setup(TinyLM(), lambda params: torch.optim.AdamW(params, lr=3e-3, weight_decay=0.1), batches, token_loss)
+
+
+TRANSFORMER_LOOP = """
+    import torch
+    def train(model, optimizer, loader, accum_steps, loss_fn):
+        model.train()
+        for i, (x, y) in enumerate(loader):
+            loss = loss_fn(model(x), y) / accum_steps
+            loss.backward()
+            if (i + 1) % accum_steps == 0 or (i + 1) == len(loader):
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+"""
+
+
+def write(tmp_path, text: str, name: str = "loop.py"):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+@pytest.mark.parametrize("accum_steps, seed", [(2, 0), (3, 1), (4, 2), (8, 0)])
+def test_float32_adamw_transformer_passes_at_every_k_and_seed(tmp_path, accum_steps, seed):
+    path = write(tmp_path, TRANSFORMER_LOOP)
+    report = check_equivalence(f"{path}::train", setup=language_model, accum_steps=accum_steps, windows=4, seed=seed)
+    assert report.passed, report.format_text()
+    assert report.dtype == "float32" and report.steps_full == 5
+    broken = write(tmp_path, TRANSFORMER_LOOP.replace(" / accum_steps", ""), "broken.py")
+    bad = check_equivalence(f"{broken}::train", setup=language_model, accum_steps=accum_steps, windows=4, seed=seed)
+    assert bad.verdict == "not equivalent"
+
+
+TRAINER = """
+    class Trainer:
+        def __init__(self, model, optimizer, train_loader, gradient_accumulation_steps, criterion, log_every=10):
+            self.model = model
+            self.optimizer = optimizer
+            self.train_loader = train_loader
+            self.accum = gradient_accumulation_steps
+            self.criterion = criterion
+
+        def train(self, epochs=1):
+            self.optimizer.zero_grad()
+            for _ in range(epochs):
+                for i, (x, y) in enumerate(self.train_loader):
+                    loss = self.criterion(self.model(x), y) / self.accum
+                    loss.backward()
+                    if (i + 1) % self.accum == 0 or (i + 1) == len(self.train_loader):
+                        self.optimizer.step()
+                        self.optimizer.zero_grad()
+"""
+
+
+def test_a_trainer_method_with_its_init_bound_by_role(tmp_path):
+    path = write(tmp_path, TRAINER)
+    report = check_equivalence(f"{path}::Trainer.train")
+    assert report.passed, report.format_text()
+    assert report.steps_full == 4
+
+
+def test_a_trainer_method_with_a_constructor_from_the_setup(tmp_path):
+    path = write(tmp_path, TRAINER.replace(" or (i + 1) == len(self.train_loader)", ""))
+
+    def setup(accum_steps, windows, seed):
+        generator = torch.Generator().manual_seed(seed)
+        data = [(torch.randn(4, 8, generator=generator), torch.randint(0, 4, (4,), generator=generator))
+                for _ in range(accum_steps * windows)]
+        return {"model": nn.Linear(8, 4), "optimizer": lambda p: torch.optim.SGD(p, lr=0.1), "batches": data,
+                "loss_fn": nn.CrossEntropyLoss(),
+                "construct": lambda model, optimizer, loader, accum_steps, loss_fn: sys.modules[
+                    "_accumlint_verify_" + "".join(c if c.isalnum() else "_" for c in str(path))
+                ].Trainer(model, optimizer, loader, accum_steps, loss_fn)}
+
+    report = check_equivalence(f"{path}::Trainer.train", setup=setup)
+    assert report.codes == ["GA107"], report.format_text()  # the gate never fires on the tail
+    assert check_equivalence(f"{path}::Trainer.train", setup=setup, tail=0).passed
+
+
+ARGS_LOOP = """
+    def run(model, optimizer, loader, criterion, args):
+        for epoch in range(args.epochs):
+            for step, (x, y) in enumerate(loader):
+                loss = criterion(model(x), y) / args.gradient_accumulation_steps
+                loss.backward()
+                if (step + 1) % args.gradient_accumulation_steps == 0 or step + 1 == len(loader):
+                    optimizer.step()
+                    optimizer.zero_grad()
+"""
+
+
+def test_an_args_namespace_is_bound_by_attribute_from_the_command_line(tmp_path):
+    path = write(tmp_path, ARGS_LOOP)
+    result = CliRunner().invoke(verify_command, [
+        f"{path}::run", "--bind", "args.gradient_accumulation_steps=accum_steps", "--arg", "args.epochs=1",
+        "--output-format", "json",
+    ])
+    data = json.loads(result.output)
+    assert result.exit_code == 0, result.output
+    assert data["binding"]["args"] == "namespace" and data["steps_full"] == 4
+
+
+def test_fixed_keyword_arguments(tmp_path):
+    path = write(tmp_path, ARGS_LOOP.replace("args.epochs", "epochs").replace("args):", "args, epochs):"))
+    report = check_equivalence(f"{path}::run", bind={"args.gradient_accumulation_steps": "accum_steps"},
+                               args={"epochs": 2})
+    assert report.passed, report.format_text()
+    assert report.used == 2 * report.fed and report.steps_full == 8
+
+
+def test_a_dataloader_setup_gives_the_runs_dataloaders(tmp_path):
+    path = write(tmp_path, """
+        from torch.utils.data import DataLoader
+        def train(model, optimizer, loader, accum_steps, loss_fn):
+            assert isinstance(loader, DataLoader), type(loader)
+            for i, (x, y) in enumerate(loader):
+                (loss_fn(model(x), y) / accum_steps).backward()
+                if (i + 1) % accum_steps == 0 or (i + 1) == len(loader):
+                    optimizer.step()
+                    optimizer.zero_grad()
+    """)
+
+    def setup():
+        generator = torch.Generator().manual_seed(0)
+        samples = [(torch.randn(8, generator=generator), int(torch.randint(0, 4, (), generator=generator)))
+                   for _ in range(4 * 16)]
+        return Setup(nn.Linear(8, 4), lambda p: torch.optim.SGD(p, lr=0.1), DataLoader(samples, batch_size=4),
+                     nn.CrossEntropyLoss())
+
+    report = check_equivalence(f"{path}::train", setup=setup)
+    assert report.passed, report.format_text()
+    assert report.fed == report.used == 14
+
+
+def test_a_function_without_source_is_verified_when_every_parameter_is_bound():
+    namespace: dict = {}
+    exec(compile(textwrap.dedent(TRANSFORMER_LOOP), "<generated>", "exec"), namespace)
+    train = namespace["train"]
+    unbound = check_equivalence(train)
+    assert unbound.verdict == "could not run" and "every parameter must be bound" in unbound.reason
+    bound = check_equivalence(train, bind={"model": "model", "optimizer": "optimizer", "loader": "loader",
+                                           "accum_steps": "accum_steps", "loss_fn": "loss_fn"})
+    assert bound.passed, bound.format_text()
+
+
+def test_an_emitted_test_passes_from_another_working_directory(tmp_path):
+    project = tmp_path / "project"
+    (project / "tests").mkdir(parents=True)
+    write(project, TRANSFORMER_LOOP, "train.py")
+    (project / "setups").mkdir()
+    write(project / "setups", """
+        import torch
+        def make(accum_steps, windows, seed):
+            g = torch.Generator().manual_seed(seed)
+            data = [(torch.randn(2, 8, generator=g), torch.randint(0, 4, (2,), generator=g))
+                    for _ in range(accum_steps * windows)]
+            return torch.nn.Linear(8, 4), lambda p: torch.optim.SGD(p, lr=0.1), data, torch.nn.CrossEntropyLoss()
+    """, "mysetup.py")  # not next to train.py: the emitted test must put it on sys.path
+    out = project / "tests" / "test_guard.py"
+    cwd = os.getcwd()
+    os.chdir(project / "setups")
+    try:
+        result = CliRunner().invoke(verify_command, ["../train.py::train", "--setup", "mysetup:make", "-k", "2",
+                                                     "--emit-test", str(out)])
+    finally:
+        os.chdir(cwd)
+    assert result.exit_code == 0, result.output
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(out)],
+                         cwd=elsewhere, capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
