@@ -20,6 +20,7 @@ from accumlint.model.facts import Function, ModuleFacts
 from accumlint.model.loop import Statement, TrainingLoop
 from accumlint.model.names import call_name, code, dotted, keyword, last_part, string_value
 from accumlint.model.roles import Objects
+from accumlint.model.scopes import free_names
 
 MEAN, TOKEN, SUM, UNKNOWN = "mean", "token", "sum", "unknown"
 
@@ -64,6 +65,14 @@ class LossFlow:
     after: list[Scaling] = field(default_factory=list)
     target: Optional[cst.BaseExpression] = None
     entry_statement: Optional[Statement] = None
+
+    @property
+    def loss_terms(self) -> set[str]:
+        """Loss-named tensors the origin combines (`(1 - r) * class_loss + r * kd_loss`):
+        each carries the graph the backward runs on."""
+        if self.origin is None:
+            return set()
+        return {name for name in free_names(self.origin) if "loss" in name.lower()}
 
 
 def split_scaling(expr: cst.BaseExpression, statement: Optional[Statement]) -> tuple[cst.BaseExpression, list[Scaling]]:

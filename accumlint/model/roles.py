@@ -191,14 +191,24 @@ class Objects:
                     return name
                 if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)):
                     continue
-                if binding.index is None or not _MODEL_NAME.search(last_part(name)):
-                    continue
                 method = value.func.attr.value
                 if method in ("prepare", "setup") and self.kind_of(value.func.value) in ("accelerator", "fabric"):
-                    argument = positional(value, binding.index)
-                    if argument is not None and _MODEL_NAME.search(dotted(argument) or ""):
+                    argument = positional(value, binding.index or 0)
+                    if argument is not None and self._model_like(name) and self._model_like(dotted(argument)):
                         return name
         return None
+
+    def _model_like(self, name: Optional[str]) -> bool:
+        """Named like a model, or called like one (`ssl_wrapper(seq)`) and known as nothing else."""
+        if name is None:
+            return False
+        if _MODEL_NAME.search(last_part(name)):
+            return True
+        return name in self._called_names and self._kind_of_name(name) is None
+
+    @cached_property
+    def _called_names(self) -> set[str]:
+        return {dotted(call.func) for call in self.facts.calls if dotted(call.func) is not None}
 
     def is_optimizer(self, expr: Optional[cst.BaseExpression]) -> bool:
         return self.kind_of(expr) == "optimizer"

@@ -9,6 +9,7 @@ import libcst as cst
 
 from accumlint.edits import filled_expression, parenthesized, replace
 from accumlint.model.loop import Statement
+from accumlint.model.loss import split_scaling
 from accumlint.model.names import code, dotted, keyword, last_part
 from accumlint.model.window import Window
 from accumlint.rules.base import Finding
@@ -19,6 +20,7 @@ _DETACHING = {"item", "detach", "tolist", "cpu", "numpy", "float", "data"}
 def graph_kept_alive(window: Window) -> Iterable[Finding]:
     names = {flow.name for flow in window.flows if flow.name is not None and flow.reduction != "unknown" or
              flow.name is not None and "loss" in flow.name}
+    names |= {term for flow in window.flows for term in flow.loss_terms}
     if not names:
         return
     assigned_in_loop = _assigned_names(window)
@@ -36,7 +38,7 @@ def graph_kept_alive(window: Window) -> Iterable[Finding]:
                 added, holder = call.args[0].value, dotted(call.func.value)
         if added is None or holder is None or holder in assigned_in_loop.get(statement.helper, set()):
             continue
-        name = dotted(added)
+        name = dotted(split_scaling(added, None)[0])  # `loss * n_tokens` keeps `loss`'s graph
         if name not in names or not _tensor_at(window, statement, name) or _backpropagated_later(window, holder):
             continue
         yield Finding(
