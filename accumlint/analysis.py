@@ -18,8 +18,9 @@ if TYPE_CHECKING:
     from accumlint.rules.base import Finding
 
 # A file can only hold a training loop (or a Lightning module whose loss the
-# trainer backpropagates) if one of these appears in its text.
-_PREFILTER = re.compile(r"backward\s*\(|accumulate_grad_batches|training_step")
+# trainer backpropagates, or a Hugging Face Trainer's `compute_loss`, which has
+# no backward of its own) if one of these appears in its text.
+_PREFILTER = re.compile(r"backward\s*\(|accumulate_grad_batches|training_step|def\s+compute_loss\b")
 
 
 def might_hold_training_code(text: str) -> bool:

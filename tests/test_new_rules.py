@@ -129,3 +129,30 @@ def test_a_step_counter_compared_only_with_a_literal_is_silent() -> None:
         "        loss.backward()\n", "        loss.backward()\n        global_step += 1\n        if global_step >= 1000:\n            break\n"
     )
     assert all(code != "GA109" for _, code in _codes(source))
+
+
+def test_the_prefilter_lets_a_compute_loss_override_through() -> None:
+    from accumlint.analysis import might_hold_training_code
+
+    assert might_hold_training_code("class T(Trainer):\n    def compute_loss(self, model, inputs):\n        pass\n")
+    assert not might_hold_training_code("def compute_losses(items):\n    return sum(items)\n")
+    assert not might_hold_training_code("loss = compute_loss(batch)\n")
+
+
+def test_a_trainer_file_without_any_backward_is_checked_from_the_command_line(tmp_path) -> None:
+    from click.testing import CliRunner
+
+    from accumlint.cli import cli
+
+    (tmp_path / "trainer.py").write_text(textwrap.dedent("""\
+        from transformers import AutoModelForCausalLM, Trainer
+
+        class KLTrainer(Trainer):
+            def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+                outputs = model(**inputs)
+                return outputs.loss
+
+        model = AutoModelForCausalLM.from_pretrained("gpt2")
+    """))
+    result = CliRunner().invoke(cli, ["check", str(tmp_path / "trainer.py"), "--no-cache"])
+    assert "GA207" in result.output and result.exit_code == 1

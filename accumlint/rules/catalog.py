@@ -59,6 +59,8 @@ RULES: tuple[RuleInfo, ...] = (
              "The loss is divided by something other than the gate's K."),
     RuleInfo("GA206", "token-mean-bias", "none",
              "A padded token-level loss is averaged per micro-batch, biasing the window mean."),
+    RuleInfo("GA207", "trainer-loss-not-normalized", "unsafe",
+             "A Hugging Face Trainer's `compute_loss` override ignores `num_items_in_batch`, so the loss grows with K."),
     RuleInfo("GA301", "scheduler-every-micro-batch", "safe",
              "The LR scheduler steps on every micro-batch while the optimizer steps every K."),
     RuleInfo("GA302", "clip-every-micro-batch", "safe",

@@ -18,6 +18,7 @@ from accumlint.rules import (
     reporting,
     scaling,
     schedule,
+    trainer,
     window,
 )
 from accumlint.rules.base import Finding, ModuleRule, Rule
@@ -27,7 +28,7 @@ RULES: dict[str, Rule] = {
     **schedule.RULES, **distributed.RULES, **accumulate_context.RULES, **memory.RULES, **reporting.RULES,
 }
 
-MODULE_RULES: dict[str, ModuleRule] = {**accumulate_context.MODULE_RULES}
+MODULE_RULES: dict[str, ModuleRule] = {**accumulate_context.MODULE_RULES, **trainer.MODULE_RULES}
 
 
 def run_rules(model: ModuleModel) -> list[Finding]:

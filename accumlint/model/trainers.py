@@ -1,0 +1,134 @@
+"""Hugging Face `Trainer` subclasses: what transformers does with their `compute_loss`.
+
+Since transformers 4.46 the Trainer passes `num_items_in_batch` (the window's
+token count) to `compute_loss` and, when the model accepts loss kwargs (every
+HF model does) and that count is given, no longer divides the loss by
+`gradient_accumulation_steps` itself. An override that neither uses the count,
+nor returns `super().compute_loss(...)`, nor sets
+`self.model_accepts_loss_kwargs = False` returns a loss that is never divided
+by K. These are the facts the trainer rules read; a class is only an HF
+trainer when its bases say so through the module's imports (`trl` trainers
+included), directly or through another class of the module.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+import libcst as cst
+
+from accumlint.model.facts import Function, ModuleFacts
+from accumlint.model.names import dotted
+from accumlint.model.tree import walk
+
+_TRANSFORMERS_TRAINER = re.compile(r"^transformers(\.[\w.]+)?\.(Trainer|Seq2SeqTrainer)$")
+_TRL_TRAINER = re.compile(r"^trl(\.[\w.]+)?\.\w*Trainer$")
+_HF_MODEL = re.compile(r"AutoModelFor\w+|\b\w+For\w+\.from_pretrained\b")
+_FLAG = "model_accepts_loss_kwargs"
+
+
+@dataclass(frozen=True, eq=False)
+class TrainerClass:
+    """A subclass of an HF trainer, with its `compute_loss` override (None if inherited)."""
+
+    node: cst.ClassDef
+    compute_loss: Optional[Function]
+    init: Optional[Function]
+    trl: bool
+    disables_loss_kwargs: bool
+
+
+def trainer_classes(facts: ModuleFacts) -> list[TrainerClass]:
+    found = []
+    for owner in facts.classes.values():
+        kind = _trainer_kind(facts, owner, set())
+        if kind is None:
+            continue
+        found.append(TrainerClass(
+            node=owner,
+            compute_loss=_method(owner, "compute_loss"),
+            init=_method(owner, "__init__"),
+            trl=kind == "trl",
+            disables_loss_kwargs=_disables(facts, owner, set()),
+        ))
+    return found
+
+
+def hf_model_in_module(facts: ModuleFacts) -> bool:
+    """The module loads a Hugging Face model (`AutoModelFor*`, `*For*.from_pretrained`)."""
+    return any(_HF_MODEL.search(dotted(call.func) or "") for call in facts.calls)
+
+
+def uses_items_in_batch(function: Function) -> bool:
+    """`num_items_in_batch` is read in the body, or the loss comes from `super().compute_loss(...)`."""
+    for node in walk(function.body):
+        if isinstance(node, cst.Name) and node.value == "num_items_in_batch":
+            return True
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "compute_loss":
+            if dotted(node.func.value) == "super()":
+                return True
+    return False
+
+
+def written_for_items_in_batch(function: Function) -> bool:
+    """The signature accepts `num_items_in_batch` (or `**kwargs`): code for transformers >= 4.46,
+    which passes it (older signatures fail there with a TypeError instead)."""
+    params = function.params
+    names = [p.name.value for p in [*params.params, *params.kwonly_params, *params.posonly_params]]
+    return "num_items_in_batch" in names or isinstance(params.star_kwarg, cst.Param)
+
+
+def super_init(init: Function) -> Optional[cst.SimpleStatementLine]:
+    """The `super().__init__(...)` statement at the top level of an `__init__`."""
+    body = init.body
+    if not isinstance(body, cst.IndentedBlock):
+        return None
+    for statement in body.body:
+        if isinstance(statement, cst.SimpleStatementLine) and isinstance(statement.body[0], cst.Expr):
+            call = statement.body[0].value
+            if isinstance(call, cst.Call) and dotted(call.func) == "super().__init__":
+                return statement
+    return None
+
+
+def _trainer_kind(facts: ModuleFacts, owner: cst.ClassDef, seen: set[int]) -> Optional[str]:
+    if id(owner) in seen:
+        return None
+    seen.add(id(owner))
+    for base in owner.bases:
+        name = dotted(base.value) or ""
+        qualified = facts.qualified(name) or ""
+        if _TRL_TRAINER.match(qualified):
+            return "trl"
+        if _TRANSFORMERS_TRAINER.match(qualified):
+            return "transformers"
+        parent = facts.classes.get(name)
+        if parent is not None and parent is not owner:
+            kind = _trainer_kind(facts, parent, seen)
+            if kind is not None:
+                return kind
+    return None
+
+
+def _disables(facts: ModuleFacts, owner: cst.ClassDef, seen: set[int]) -> bool:
+    """`self.model_accepts_loss_kwargs = False` in the class or a module base class."""
+    if id(owner) in seen:
+        return False
+    seen.add(id(owner))
+    for node in walk(owner.body):
+        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Name) and node.value.value == "False":
+            if any(dotted(t.target) in (f"self.{_FLAG}", _FLAG) for t in node.targets):
+                return True
+    return any(
+        _disables(facts, facts.classes[dotted(base.value)], seen)
+        for base in owner.bases if dotted(base.value) in facts.classes
+    )
+
+
+def _method(owner: cst.ClassDef, name: str) -> Optional[Function]:
+    for statement in owner.body.body:
+        if isinstance(statement, cst.FunctionDef) and statement.name.value == name:
+            return statement
+    return None
