@@ -59,12 +59,13 @@ class FixGuard:
 
     def _into_class_body(self, edit: Edit) -> bool:
         """New statements beside a class-level statement: `opt.zero_grad()` put before a
-        Lightning `training_step` lands in the class body, where nothing it names exists."""
+        Lightning `training_step` lands in the class body, where nothing it names exists.
+        New methods are the exception: they are what a class body holds."""
         inserts = edit.action in (BEFORE, AFTER) or (
             edit.action == REPLACE and isinstance(edit.nodes[0], cst.FlattenSentinel)
         )
-        if not inserts:
-            return False
+        if not inserts or all(isinstance(node, cst.FunctionDef) for node in edit.nodes):
+            return False  # a new method (GA207's `__init__`) belongs in the class body
         block = self.parents.get(id(edit.target))
         owner = self.parents.get(id(block)) if block is not None else None
         return isinstance(owner, cst.ClassDef)

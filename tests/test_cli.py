@@ -351,7 +351,7 @@ def test_rules_table_and_json():
     assert text[0].split() == ["code", "name", "fix", "summary"]
     assert text[1].startswith("GA101  zero-grad-every-micro-batch")
     rows = json.loads(run("rules", "--output-format", "json").stdout)
-    assert len(rows) == 29 and len([line for line in text if line.startswith("GA")]) == 29
+    assert len(rows) == 30 and len([line for line in text if line.startswith("GA")]) == 30
     by_code = {row["code"]: row for row in rows}
     assert {"code": "GA201", "name": "missing-loss-scaling", "fix": "safe"}.items() <= by_code["GA201"].items()
     assert {"code": "GA601", "name": "logged-loss-scaled", "fix": "unsafe"}.items() <= by_code["GA601"].items()

@@ -165,7 +165,7 @@ def test_names_reach_the_analysis(project, fake_analysis):
 
 def test_most_specific_selector_wins():
     layer = SelectionLayer(select=("GA2",), ignore=("GA201",))
-    assert resolve_selection([(layer, "t")]) == {"GA202", "GA203", "GA204", "GA205", "GA206"}
+    assert resolve_selection([(layer, "t")]) == {"GA202", "GA203", "GA204", "GA205", "GA206", "GA207"}
     assert resolve_selection([(SelectionLayer(select=("GA201",), ignore=("GA2",)), "t")]) == {"GA201"}
     assert resolve_selection([(SelectionLayer(select=("ALL",), ignore=("ALL",)), "t")]) == set()
 

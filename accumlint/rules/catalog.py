@@ -77,6 +77,8 @@ RULES: tuple[RuleInfo, ...] = (
              "A DDP/FSDP model all-reduces gradients on every micro-batch."),
     RuleInfo("GA402", "manual-gate-in-framework-accumulate", "unsafe",
              "A manual `% K` gate inside a framework that already accumulates."),
+    RuleInfo("GA403", "sync-control-misplaced", "unsafe",
+             "A DDP sync control does not cover the forward, or its condition is not the step gate's complement."),
     RuleInfo("GA404", "repeated-accumulate-context", "none",
              "One iteration enters `accelerator.accumulate()` twice, so windows close after K/2 micro-batches."),
     RuleInfo("GA501", "graph-kept-alive", "safe",

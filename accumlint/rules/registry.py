@@ -18,6 +18,7 @@ from accumlint.rules import (
     reporting,
     scaling,
     schedule,
+    sync,
     trainer,
     window,
 )
@@ -25,7 +26,7 @@ from accumlint.rules.base import Finding, ModuleRule, Rule
 
 RULES: dict[str, Rule] = {
     **window.RULES, **micro_loop.RULES, **counters.RULES, **scaling.RULES, **per_window.RULES,
-    **schedule.RULES, **distributed.RULES, **accumulate_context.RULES, **memory.RULES, **reporting.RULES,
+    **schedule.RULES, **distributed.RULES, **sync.RULES, **accumulate_context.RULES, **memory.RULES, **reporting.RULES,
 }
 
 MODULE_RULES: dict[str, ModuleRule] = {**accumulate_context.MODULE_RULES, **trainer.MODULE_RULES}

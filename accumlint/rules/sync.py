@@ -1,0 +1,261 @@
+"""GA403: a DDP sync control that comes too late or has the wrong condition."""
+
+from __future__ import annotations
+
+from typing import Iterable, Optional
+
+import libcst as cst
+
+from accumlint.edits import Edit, insert_before, remove, replace
+from accumlint.model.forwards import forwards_of, may_hide_forward
+from accumlint.model.frameworks import SyncControl
+from accumlint.model.gates import parse_gate
+from accumlint.model.loop import Statement
+from accumlint.model.names import code, dotted, int_value, normalized
+from accumlint.model.scopes import free_names
+from accumlint.model.tree import walk
+from accumlint.model.window import Window
+from accumlint.rules.base import Finding, movable
+
+_LATE = ("DDP decides at the forward whether the next backward all-reduces, so a control set after the "
+         "forward has no effect on this micro-batch (or applies to the next one); ")
+
+
+_DDP_KINDS = ("ddp", "accelerate", "fabric")
+
+
+def sync_control_misplaced(window: Window) -> Iterable[Finding]:
+    """DDP only: FSDP's `no_sync()` is read in its post-backward hooks, so there a block
+    around the backward alone is correct; DeepSpeed has no such control."""
+    if window.deepspeed:
+        return
+    statements = window.loop.statements
+    for control in window.sync_controls:
+        if window.objects.frameworks.parallel_kind(dotted(control.model)) not in _DDP_KINDS:
+            continue
+        if control.kind == "context":
+            yield from _late_context(window, control, statements)
+        elif control.kind == "flag":
+            yield from _late_flag(window, control, statements)
+        yield from _wrong_condition(window, control)
+
+
+def _late_context(window: Window, control: SyncControl, statements: list[Statement]) -> Iterable[Finding]:
+    governed = list(control.statements)
+    if not governed or not any(e.kind == "backward" for s in governed for e in s.events):
+        return
+    if forwards_of(governed, control.model) or any(may_hide_forward(s, control.model, window.objects) for s in governed):
+        return
+    first = min(s.order for s in governed)
+    earlier = [s for s in forwards_of(statements, control.model) if s.order < first and s.loops == governed[0].loops]
+    if not earlier:
+        return
+    forward = earlier[-1]
+    yield Finding(
+        "GA403",
+        control.node,
+        f"`{code(control.node.item)}` holds the backward but not the forward of `{code(control.model)}` "
+        "({related}), so it does not skip the all-reduce",
+        _wrap_forward(window, control, forward),
+        "Move the forward inside the no-sync block",
+        related=forward.node,
+        help=_LATE + "run the forward and the backward inside the block",
+    )
+
+
+def _wrap_forward(window: Window, control: SyncControl, forward: Statement) -> tuple[Edit, ...]:
+    """Move the statements from the forward up to the `with` into the `with`'s body."""
+    with_node = _with_of(control)
+    if with_node is None or not isinstance(with_node.body, cst.IndentedBlock) or not movable(forward):
+        return ()
+    block = forward.block[-1]
+    body = list(block.body) if isinstance(block, cst.IndentedBlock) else []
+    positions = [i for i, s in enumerate(body) if s is forward.node or s is with_node]
+    if len(positions) != 2 or body[positions[0]] is not forward.node:
+        return ()
+    moved = body[positions[0]:positions[1]]
+    if not all(isinstance(s, cst.SimpleStatementLine) for s in moved):
+        return ()
+    inner = [moved[0].with_changes(leading_lines=()), *moved[1:], *with_node.body.body]
+    new_with = with_node.with_changes(body=with_node.body.with_changes(body=inner),
+                                      leading_lines=moved[0].leading_lines)
+    return (*(remove(s) for s in moved), replace(with_node, new_with))
+
+
+def _with_of(control: SyncControl) -> Optional[cst.With]:
+    for statement in control.statements:
+        for node in statement.block:
+            if isinstance(node, cst.With) and any(item is control.node for item in node.items):
+                return node
+    return None
+
+
+def _late_flag(window: Window, control: SyncControl, statements: list[Statement]) -> Iterable[Finding]:
+    (flag,) = control.statements
+    backward = next((s for s in statements if s.order > flag.order and any(e.kind == "backward" for e in s.events)), None)
+    if backward is None:
+        return
+    forwards = [s for s in forwards_of(statements, control.model) if s.order < backward.order]
+    if not forwards or forwards[-1].order > flag.order or forwards[-1].loops != flag.loops:
+        return
+    forward = forwards[-1]
+    anchor = _enclosing_in_block(flag, forward)
+    edits: tuple[Edit, ...] = ()
+    if anchor is not None and movable(flag) and not _assigned_between(flag, anchor):
+        edits = (remove(flag.node), insert_before(anchor, flag.node.with_changes(leading_lines=())))
+    yield Finding(
+        "GA403",
+        flag.node,
+        f"`{code(control.model)}.require_backward_grad_sync` is set after the forward ({{related}})",
+        edits,
+        "Set `require_backward_grad_sync` before the forward",
+        related=forward.node,
+        help=_LATE + "set it before the forward",
+    )
+
+
+def _enclosing_in_block(flag: Statement, forward: Statement) -> Optional[cst.CSTNode]:
+    """The statement of the flag's own block that holds the forward (the forward itself,
+    or the `with torch.autocast(...):` around it)."""
+    block = flag.block[-1]
+    if not isinstance(block, cst.IndentedBlock):
+        return None
+    for statement in block.body:
+        if statement is forward.node or any(node is forward.node for node in walk(statement)):
+            return statement
+    return None
+
+
+def _assigned_between(flag: Statement, anchor: cst.CSTNode) -> bool:
+    """The flag's value reads a name bound between the anchor and the flag (moving it would
+    read the old value)."""
+    block = flag.block[-1]
+    body = list(block.body)
+    start, end = body.index(anchor), body.index(flag.node)
+    read = free_names(flag.small.value)
+    for statement in body[start:end]:
+        for node in walk(statement):
+            if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+                targets = node.targets if isinstance(node, cst.Assign) else [node]
+                for target in targets:
+                    if free_names(target.target) & read:
+                        return True
+    return False
+
+
+def _wrong_condition(window: Window, control: SyncControl) -> Iterable[Finding]:
+    """The micro-batches that sync must be the window's boundaries, no more, no fewer."""
+    condition, syncs_when_true, target = _sync_condition(control)
+    if condition is None or target is None:
+        return
+    step_gate = window.step_gate
+    wrong = False
+    fix: Optional[str] = None
+    if window.has_micro_loop:
+        wrong = _never_last_micro_step(window, condition, syncs_when_true)
+    elif step_gate is not None and step_gate.kind == "modulo" and step_gate.whole_test is not None:
+        gate = parse_gate(condition, lambda name: _bound_once(window, name))
+        if gate is None or gate.kind != "modulo" or gate.counter != step_gate.counter:
+            return
+        if gate.k is None or step_gate.k is None or normalized(gate.k) != normalized(step_gate.k):
+            return
+        syncs_on_boundary = gate.positive == syncs_when_true
+        wrong = gate.form != step_gate.form or not syncs_on_boundary
+        if not isinstance(step_gate.whole_test, cst.Name):
+            fix = _gate_text(step_gate.whole_test, positive=syncs_when_true)
+    if not wrong:
+        return
+    edits = (replace(target, fix),) if fix is not None else ()
+    yield Finding(
+        "GA403",
+        control.node,
+        f"the sync condition `{code(condition)}` is not the complement of the step gate",
+        edits,
+        "Sync exactly on the micro-batch that closes the window",
+        help="the boundary micro-batch runs without all-reduce (so the step applies unsynced gradients), "
+        "or a micro-batch inside the window syncs; derive the condition from the step gate",
+    )
+
+
+def _gate_text(test: cst.BaseExpression, *, positive: bool) -> cst.BaseExpression:
+    """The step gate's test, or its complement (`== 0` becomes `!= 0`, else `not (...)`)."""
+    if positive:
+        return test
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        target = test.comparisons[0]
+        flipped = {cst.Equal: cst.NotEqual, cst.NotEqual: cst.Equal}.get(type(target.operator))
+        if flipped is not None:
+            operator = flipped(whitespace_before=target.operator.whitespace_before,
+                               whitespace_after=target.operator.whitespace_after)
+            return test.with_changes(comparisons=[target.with_changes(operator=operator)])
+    return cst.parse_expression(f"not ({code(test)})")
+
+
+def _sync_condition(control: SyncControl) -> tuple[Optional[cst.BaseExpression], bool, Optional[cst.CSTNode]]:
+    """The expression that decides syncing, whether syncing happens when it is true, and the
+    node a fix replaces."""
+    if control.kind == "flag":
+        return control.node.value, True, control.node.value
+    if control.kind != "context" or not isinstance(control.node, cst.WithItem):
+        return None, False, None
+    item = control.node.item
+    if isinstance(item, cst.IfExp):
+        in_body = any(isinstance(n, cst.Call) and n.func is not None and "sync" in (dotted(n.func) or "")
+                      for n in [item.body])
+        return item.test, not in_body, item.test
+    if isinstance(item, cst.Call):
+        enabled = next((arg for arg in item.args if arg.keyword is not None and arg.keyword.value == "enabled"), None)
+        if enabled is not None:
+            return enabled.value, False, enabled.value
+    arm = _enclosing_arm(control)
+    if arm is not None:
+        test, in_body = arm
+        return test, not in_body, test
+    return None, False, None
+
+
+def _enclosing_arm(control: SyncControl) -> Optional[tuple[cst.BaseExpression, bool]]:
+    """`if cond: with model.no_sync(): ...` -> (cond, True); in the `else`: (cond, False)."""
+    if not control.statements:
+        return None
+    path = control.statements[0].block
+    with_node = _with_of(control)
+    if with_node is None or with_node not in path:
+        return None
+    index = path.index(with_node)
+    if index < 2 or not isinstance(path[index - 1], cst.IndentedBlock):
+        return None
+    owner = path[index - 2]
+    if not isinstance(owner, cst.If) or not isinstance(owner.orelse, (cst.Else, type(None))):
+        return None
+    if path[index - 1] is owner.body:
+        return owner.test, True
+    if owner.orelse is not None and path[index - 1] is owner.orelse.body:
+        return owner.test, False
+    return None
+
+
+def _never_last_micro_step(window: Window, condition: cst.BaseExpression, syncs_when_true: bool) -> bool:
+    """In a `for t in range(K)` micro-step loop, syncing on `t == 0` (or `t == K`) misses the
+    window's last micro-batch, the one whose backward the step uses."""
+    micro = window.loop.micro_loop
+    k = window.micro_k
+    if not syncs_when_true or not isinstance(micro, cst.For) or k is None:
+        return False
+    target = dotted(micro.target)
+    if not (isinstance(condition, cst.Comparison) and len(condition.comparisons) == 1):
+        return False
+    comparison = condition.comparisons[0]
+    if not isinstance(comparison.operator, cst.Equal) or dotted(condition.left) != target:
+        return False
+    other = comparison.comparator
+    k_value = window.known_int(k)
+    return (int_value(other) == 0 and k_value != 1) or normalized(other) == normalized(k)
+
+
+def _bound_once(window: Window, name: str) -> Optional[cst.BaseExpression]:
+    bindings = window.facts.bindings.get(name, ())
+    return bindings[0].value if len(bindings) == 1 else None
+
+
+RULES = {"GA403": sync_control_misplaced}
