@@ -17,6 +17,7 @@ from typing import Callable, Optional, Union
 from accumlint.analysis import AnalysisOptions, ParseFailure, might_hold_training_code
 from accumlint.config import Resolver, Settings
 from accumlint.diagnostics import SYNTAX_ERROR, Diagnostic, syntax_error
+from accumlint.noqa import NAMES as SUPPRESSION_CODES
 from accumlint.noqa import suppressions
 from accumlint.sources import SourceError, discover, load_document, read_bytes, write_atomic
 
@@ -303,6 +304,23 @@ def check(request: Request, resolver: Resolver, progress: Progress = _no_progres
     return RunResult(files, analysed=len(tasks), cache_hits=cache.hits if cache else 0, workers=workers)
 
 
+def _fix_comments(result: FileResult, raw: list[Diagnostic], enabled: frozenset[str]) -> None:
+    """`--fix` for the noqa comments themselves (AL001, AL002): a text edit inside the comments' lines."""
+    comments = [d for d in result.diagnostics if d.code in SUPPRESSION_CODES]
+    if not comments:
+        return
+    document = result.document
+    corrected = suppressions(document.text).corrected(document.text, raw, enabled)
+    if corrected == document.text:
+        return
+    try:
+        result.document = document.replaced(corrected)
+    except SourceError:
+        return  # the comments stay as they are; their findings are still reported
+    result.fixed += comments
+    result.diagnostics = _select(result.document, raw, enabled)
+
+
 def _finish(item: _Pending, outcome: TaskResult, cache, request: Request) -> None:
     result = item.result
     if cache is not None and outcome.cacheable and item.cache_key:
@@ -316,6 +334,8 @@ def _finish(item: _Pending, outcome: TaskResult, cache, request: Request) -> Non
             return
     result.fixed = [result.original.locate(d) for d in outcome.fixed]
     result.diagnostics = _select(result.document, outcome.diagnostics, item.enabled)
+    if request.fix:
+        _fix_comments(result, outcome.diagnostics, item.enabled)
     if result.changed and request.write and request.stdin is None:
         try:
             write_atomic(result.path, result.document.encoded())

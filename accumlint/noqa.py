@@ -24,7 +24,7 @@ import tokenize
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Optional
 
-from accumlint.diagnostics import Diagnostic
+from accumlint.diagnostics import Diagnostic, FixInfo
 
 MALFORMED, UNUSED = "AL001", "AL002"
 NAMES = {MALFORMED: "malformed-noqa", UNUSED: "unused-noqa"}
@@ -130,27 +130,60 @@ class Suppressions:
             return any(d.codes is not ALL and diagnostic.code in d.codes for d in on_line)
         return any(directive.covers(diagnostic.code) for directive in on_line)
 
-    def check(self, path: str, raw: list[Diagnostic], enabled: frozenset[str]) -> list[Diagnostic]:
-        """AL001/AL002 findings of these comments, given every raw finding of the text."""
-        found = []
+    def _issues(self, path: str, raw: list[Diagnostic], enabled: frozenset[str]) -> Iterator[tuple[Diagnostic, Directive, str]]:
+        """(AL finding, its directive, the directive's corrected text: empty to remove it)."""
         for directive in self.directives:
+            prefix = "# accumlint: noqa" if directive.file_wide else "# noqa"
             if directive.problem:
-                found.append(_finding(path, directive, MALFORMED, f"malformed `noqa`: {directive.problem}", _fix_help(directive)))
+                corrected = prefix if directive.codes is ALL else f"{prefix}: {', '.join(sorted(directive.codes))}"
+                message = f"malformed `noqa`: {directive.problem}"
+                yield _finding(path, directive, MALFORMED, message, _fix_help(directive), "Add the colon" if directive.codes is not ALL else "Write a bare `# noqa`"), directive, corrected
                 continue
             unused = sorted(
                 code for code in directive.codes or ()
                 if _OWN_CODE.match(code) and (code in enabled or _unknown(code)) and not _used(directive, code, raw)
             )
-            if unused:
-                names = ", ".join(f"`{code}`" for code in unused)
-                whole = set(unused) == set(directive.codes or ())
-                message = f"unused `noqa` directive ({names})" if whole else f"unused `noqa` code{'s' * (len(unused) > 1)}: {names}"
-                help_text = (
-                    "nothing it names is reported here; remove it"
-                    if whole else f"nothing reports {names} here; remove {'them' if len(unused) > 1 else 'it'} from the comment"
-                )
-                found.append(_finding(path, directive, UNUSED, message, help_text))
-        return found
+            if not unused:
+                continue
+            names = ", ".join(f"`{code}`" for code in unused)
+            kept = sorted(set(directive.codes or ()) - set(unused))
+            if not kept:
+                message, help_text = f"unused `noqa` directive ({names})", "nothing it names is reported here; remove it"
+                yield _finding(path, directive, UNUSED, message, help_text, "Remove the unused `noqa` directive"), directive, ""
+                continue
+            plural = len(unused) > 1
+            message = f"unused `noqa` code{'s' * plural}: {names}"
+            help_text = f"nothing reports {names} here; remove {'them' if plural else 'it'} from the comment"
+            description = f"Remove the unused code{'s' * plural}"
+            yield _finding(path, directive, UNUSED, message, help_text, description), directive, f"{prefix}: {', '.join(kept)}"
+
+    def check(self, path: str, raw: list[Diagnostic], enabled: frozenset[str]) -> list[Diagnostic]:
+        """AL001/AL002 findings of these comments, given every raw finding of the text."""
+        return [finding for finding, _, _ in self._issues(path, raw, enabled)]
+
+    def corrected(self, text: str, raw: list[Diagnostic], enabled: frozenset[str]) -> str:
+        """`text` with every enabled, unsuppressed AL001/AL002 fixed (`--fix`): colons added, unused codes gone.
+
+        Only the directive's own span changes, so every line keeps its number;
+        a directive removed from a line of code takes its leading spaces along,
+        and one followed by a remark leaves the `#` so the remark stays a comment.
+        """
+        lines = text.splitlines(keepends=True)
+        edits = [
+            (directive, replacement)
+            for finding, directive, replacement in self._issues("", raw, enabled)
+            if finding.code in enabled and not self.suppresses(finding)
+        ]
+        for directive, replacement in sorted(edits, key=lambda edit: (edit[0].line, -edit[0].column)):
+            line = lines[directive.line - 1]
+            before, after = line[: directive.column - 1], line[directive.end_column - 1:]
+            if not replacement:
+                before = before.rstrip(" \t")
+                replacement = "#" if after.strip() else ""
+                if replacement:
+                    before += "  "
+            lines[directive.line - 1] = before + replacement + after
+        return "".join(lines)
 
 
 def _unknown(code: str) -> bool:
@@ -171,7 +204,7 @@ def _fix_help(directive: Directive) -> str:
     return f"write `# noqa: {codes}`; without the colon other tools read it as a bare `# noqa`"
 
 
-def _finding(path: str, directive: Directive, code: str, message: str, help_text: str) -> Diagnostic:
+def _finding(path: str, directive: Directive, code: str, message: str, help_text: str, fix: str) -> Diagnostic:
     return Diagnostic(
         path=path,
         line=directive.line,
@@ -182,6 +215,7 @@ def _finding(path: str, directive: Directive, code: str, message: str, help_text
         name=NAMES[code],
         message=message,
         help=help_text,
+        fix=FixInfo("safe", fix),
     )
 
 

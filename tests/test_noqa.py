@@ -67,7 +67,7 @@ def test_noqa_through_the_command_line(tmp_path, monkeypatch, fake_analysis):
     result = CliRunner().invoke(cli, ["check", "-q"])
     assert result.stdout.splitlines() == [
         "t.py:3:19: GA502 retain-graph-in-loop: fake finding GA502",
-        "t.py:3:39: AL002 unused-noqa: unused `noqa` directive (`GA201`)",
+        "t.py:3:39: AL002 unused-noqa: unused `noqa` directive (`GA201`) [*]",
     ]
 
 
@@ -153,3 +153,41 @@ def test_suppression_codes_can_be_ignored(tmp_path, monkeypatch, fake_analysis):
     (tmp_path / "t.py").write_text("for x in y:\n    loss.backward(retain_graph=True)  # noqa: GA201\n")
     assert "AL002" in CliRunner().invoke(cli, ["check", "-q"]).stdout
     assert "AL002" not in CliRunner().invoke(cli, ["check", "-q", "--ignore", "AL"]).stdout
+
+
+def corrected(text: str, raw=(), enabled=frozenset({"GA201", "GA101", "GA106", "AL001", "AL002"})) -> str:
+    return Suppressions.parse(text).corrected(text, list(raw), enabled)
+
+
+def test_fix_adds_the_colon_and_drops_unused_codes_keeping_line_numbers():
+    text = (
+        "if i % k == 0:  # noqa GA106\n"
+        "a()  # noqa: GA201, GA101 - reason\n"
+        "b()  # noqa: GA201\n"
+        "c()  # why  # noqa: GA101\n"
+        "d()  # noqa: GA101 - reason\n"
+        "e()  # noqa: E501, GA101\n"
+    )
+    raw = [finding(1, "GA106"), finding(2, "GA201")]
+    assert corrected(text, raw) == (
+        "if i % k == 0:  # noqa: GA106\n"
+        "a()  # noqa: GA201 - reason\n"
+        "b()\n"
+        "c()  # why\n"
+        "d()  # - reason\n"
+        "e()  # noqa: E501\n"
+    )
+
+
+def test_fix_leaves_suppressed_or_disabled_comment_findings_alone():
+    text = "b()  # noqa: GA201  # noqa: AL002\n"
+    assert corrected(text) == text
+    assert corrected("b()  # noqa: GA201\n", enabled=frozenset({"GA201", "AL001"})) == "b()  # noqa: GA201\n"
+
+
+def test_fix_of_comments_through_the_command_line(tmp_path, monkeypatch, fake_analysis):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t.py").write_text("for x in y:\n    loss.backward(retain_graph=True)  # noqa: GA201\n")
+    result = CliRunner().invoke(cli, ["check", "--fix"])
+    assert (tmp_path / "t.py").read_text() == "for x in y:\n    loss.backward(retain_graph=True)\n"
+    assert "Found 2 errors (1 fixed, 1 remaining)." in result.stdout

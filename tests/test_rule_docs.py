@@ -180,3 +180,15 @@ def test_suppression_examples_are_what_the_check_reports(code: str) -> None:
     examples = docs.rule_examples(code)
     assert _checked(examples.invalid) == [code]
     assert _checked(examples.valid) == []
+
+
+@pytest.mark.parametrize("code", SUPPRESSION_CODES)
+def test_suppression_fix_gives_the_corrected_example(code: str) -> None:
+    from click.testing import CliRunner
+
+    from accumlint.cli import cli
+
+    examples = docs.rule_examples(code)
+    args = ["check", "-", "--stdin-filename", PATH, "--fix", "--no-cache", "-q"]
+    fixed = CliRunner().invoke(cli, args, input=examples.invalid).stdout
+    assert _normalize(fixed) == _normalize(examples.expected_fix)

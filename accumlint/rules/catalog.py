@@ -93,9 +93,9 @@ RULES: tuple[RuleInfo, ...] = (
 # Checks of the suppression comments themselves (ruff's PGH004 and RUF100): not rules of the loop
 # model, so `accumlint rules` lists them apart and they never count among the GA rules.
 SUPPRESSION_RULES: tuple[RuleInfo, ...] = (
-    RuleInfo("AL001", "malformed-noqa", "none",
+    RuleInfo("AL001", "malformed-noqa", "safe",
              "A `# noqa` comment lists codes without the colon, or has a colon and no code."),
-    RuleInfo("AL002", "unused-noqa", "none",
+    RuleInfo("AL002", "unused-noqa", "safe",
              "A `# noqa` comment names an accumlint code that is not reported on its line."),
 )
 

@@ -26,6 +26,7 @@ from pygls.workspace.position_codec import ServerTextPosition, ServerTextRange
 import accumlint
 from accumlint.diagnostics import Diagnostic
 from accumlint.engine import is_error
+from accumlint.noqa import NAMES as SUPPRESSION_CODES
 from accumlint.server import lint
 
 SOURCE = "accumlint"
@@ -263,7 +264,7 @@ def code_actions(params: types.CodeActionParams) -> list[types.CodeAction]:
                         is_preferred=not unsafe,
                         edit=_workspace_edit(texts, uri),
                     ))
-            texts = lint.with_noqa(unit, d)
+            texts = lint.with_noqa(unit, d) if d.code not in SUPPRESSION_CODES else None
             if texts is not None:
                 actions.append(types.CodeAction(
                     title=f"Disable {d.code} for this line",
