@@ -79,6 +79,19 @@ def micro_batch_length(facts: ModuleFacts, objects: Objects, argument: cst.BaseE
     return MicroBatchLength(argument, carrier, length)
 
 
+def sized_in_micro_batches(facts: ModuleFacts, objects: Objects, name: Optional[str], is_k: IsK) -> bool:
+    """The scheduler's length is written in micro-batches on purpose: a length argument
+    multiplied by K (`num_training_steps=max_train_steps * gradient_accumulation_steps`),
+    so stepping it on every micro-batch keeps the schedule's pace."""
+    for call in scheduler_constructors(facts, objects, name):
+        for argument in length_arguments(call):
+            for node in _expression_nodes(argument):
+                if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply):
+                    if is_k(node.left) or is_k(node.right):
+                        return True
+    return False
+
+
 def divides_by_k(expr: cst.CSTNode, is_k: IsK) -> bool:
     return any(
         isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Divide, cst.FloorDivide))
