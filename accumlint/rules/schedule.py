@@ -8,7 +8,7 @@ import libcst as cst
 
 from accumlint.edits import Edit, insert_before, replace
 from accumlint.model.loop import Event
-from accumlint.model.names import code, dotted
+from accumlint.model.names import code, dotted, normalized
 from accumlint.model.schedules import length_arguments, micro_batch_length, scheduler_constructors
 from accumlint.model.scope import in_scope
 from accumlint.model.window import Window
@@ -25,7 +25,7 @@ def schedule_counts_micro_batches(window: Window) -> Iterable[Finding]:
         for constructor in scheduler_constructors(window.facts, window.objects, event.role.receiver):
             for argument in length_arguments(constructor):
                 length = micro_batch_length(window.facts, window.objects, argument, window.is_k)
-                if length is None:
+                if length is None or not _iterated_per_micro_batch(window, length.length):
                     continue
                 loader = code(length.length.args[0].value)
                 k_text = code(k) if k is not None else "K"
@@ -42,6 +42,16 @@ def schedule_counts_micro_batches(window: Window) -> Iterable[Finding]:
 
 def _k(window: Window) -> Optional[cst.BaseExpression]:
     return window.k if window.k is not None else window.accumulate_k
+
+
+def _iterated_per_micro_batch(window: Window, length: cst.Call) -> bool:
+    """`len(loader)` counts micro-batches only when the accumulating loop walks that loader,
+    one micro-batch per iteration. A per-step function that splits each loader batch into
+    micro-batches (verl's SFT trainer) has one optimizer step per loader batch."""
+    if window.has_micro_loop or window.loop.iterable is None:
+        return False
+    loader = length.args[0].value
+    return normalized(loader) == normalized(window.loop.iterable)
 
 
 def _once_per_window(window: Window, event: Event) -> bool:
