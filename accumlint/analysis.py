@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from accumlint.diagnostics import Diagnostic, FixInfo
+from accumlint.gate import ParseFailure, Unanalysable
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -19,7 +20,8 @@ if TYPE_CHECKING:
 
 # A file can only hold a training loop (or a Lightning module whose loss the
 # trainer backpropagates, or a Hugging Face Trainer's `compute_loss`, which has
-# no backward of its own) if one of these appears in its text.
+# no backward of its own) if one of these appears in its text. Stage two is
+# `accumlint.gate`.
 _PREFILTER = re.compile(r"backward\s*\(|accumulate_grad_batches|training_step|def\s+compute_loss\b")
 
 
@@ -34,16 +36,6 @@ class AnalysisOptions:
 
     optimizer_names: tuple[str, ...] = ()
     accumulation_names: tuple[str, ...] = ()
-
-
-class ParseFailure(Exception):
-    """The text is not Python that LibCST can parse; carries a 1-based position."""
-
-    def __init__(self, line: int, column: int, message: str) -> None:
-        super().__init__(message)
-        self.line = line
-        self.column = column
-        self.message = message
 
 
 @dataclass(frozen=True)
@@ -62,7 +54,7 @@ def parse(text: str) -> "cst.Module":
     except libcst.ParserSyntaxError as error:
         raise ParseFailure(error.editor_line, error.editor_column, error.message) from None
     except RecursionError:
-        raise ParseFailure(1, 1, "too deeply nested to parse") from None
+        raise Unanalysable("too deeply nested for LibCST's parser") from None
 
 
 def find(module: "cst.Module", text: str, path: str, options: AnalysisOptions) -> list[Located]:

@@ -30,6 +30,7 @@ from typing import Optional
 
 import accumlint
 from accumlint.diagnostics import Diagnostic, FixInfo
+from accumlint.sources import signals_deferred
 
 ENVIRONMENT_VARIABLE = "ACCUMLINT_CACHE_DIR"
 DEFAULT_DIRECTORY = ".accumlint_cache"
@@ -91,11 +92,17 @@ class Cache:
         try:
             if not self.directory.is_dir():
                 self._create()
-            handle, temporary = tempfile.mkstemp(dir=self.directory, suffix=".tmp")
-            with os.fdopen(handle, "w", encoding="utf-8") as stream:
-                json.dump([_to_json(d) for d in diagnostics], stream)
-            os.replace(temporary, self.directory / f"{key}.json")
-            self.writes += 1
+            entry = json.dumps([_to_json(d) for d in diagnostics])
+            with signals_deferred():  # an interrupt leaves no temporary file behind
+                handle, temporary = tempfile.mkstemp(dir=self.directory, suffix=".tmp")
+                try:
+                    with os.fdopen(handle, "w", encoding="utf-8") as stream:
+                        stream.write(entry)
+                    os.replace(temporary, self.directory / f"{key}.json")
+                    self.writes += 1
+                except BaseException:
+                    os.unlink(temporary)
+                    raise
         except OSError:
             pass  # a cache that cannot be written is a cache that misses
 

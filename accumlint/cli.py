@@ -11,7 +11,9 @@ parsed, a bad configuration, or an internal error (2 wins over 1).
 
 from __future__ import annotations
 
+import errno
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -92,7 +94,8 @@ def _selectors(values: tuple[str, ...]) -> Optional[tuple[str, ...]]:
     """Comma-separated and repeated options, flattened; None when not given."""
     if not values:
         return None
-    return tuple(part.strip() for value in values for part in value.split(",") if part.strip())
+    parts = [part.strip() for value in values for part in value.split(",")]
+    return tuple(part for part in parts if part) or ("",)  # only blanks: an empty selector, an error
 
 
 @cli.command()
@@ -129,6 +132,12 @@ def _selectors(values: tuple[str, ...]) -> Optional[tuple[str, ...]]:
 @click.option("--add-noqa", is_flag=True, help="Add `# noqa: CODE` to every line with a finding; change nothing else.")
 @click.option("--show-settings", is_flag=True, help="Print the settings that apply to the first path, and exit.")
 @click.option("--show-files", is_flag=True, help="Print the files that would be checked, and exit.")
+@click.option(
+    "--file-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="SECONDS",
+    help="Time budget for each file's analysis; a file past it is reported, not checked (default: 30).",
+)
 @click.option("--stdin-filename", help="The file name to report (and configure) for code read from stdin.")
 @click.option("--verify", is_flag=True, help="With --fix: run the runtime verifier on each fixed file (imports torch).")
 @click.option("--no-prefilter", is_flag=True, hidden=True, help="Parse every file (for benchmarks).")
@@ -154,6 +163,7 @@ def check(
     add_noqa: bool,
     show_settings: bool,
     show_files: bool,
+    file_timeout: Optional[float],
     stdin_filename: Optional[str],
     verify: bool,
     no_prefilter: bool,
@@ -188,6 +198,7 @@ def check(
             prefilter=not no_prefilter,
             jobs=jobs,
             cache_dir=cache_dir,
+            **({"file_budget": file_timeout} if file_timeout else {}),
         )
         progress = ProgressBar(color=_use_color(color, sys.stderr)) if not quiet else None
         try:
@@ -216,7 +227,8 @@ def check(
         fix=fix or diff,
         color=_use_color(color, sys.stderr if from_stdin and fix else sys.stdout),
     )
-    findings = _print_results(run, output_format, report, diff=diff, fixed_to_stdout=from_stdin and fix)
+    fixed_to_stdout = request.stdin if from_stdin and fix else None
+    findings = _print_results(run, output_format, report, diff=diff, fixed_to_stdout=fixed_to_stdout)
     if verify:
         findings |= _verify_fixes(run, resolver, to_stderr=output_format not in ("concise", "full", "text"))
     if verbose:
@@ -280,8 +292,13 @@ def _is_error(diagnostic) -> bool:
     return is_error(diagnostic)
 
 
-def _print_results(run, output_format: str, options, *, diff: bool, fixed_to_stdout: bool) -> bool:
-    """Print findings, diffs or fixed code on the right streams; True if findings remain (or, with --diff, fixes)."""
+def _print_results(run, output_format: str, options, *, diff: bool, fixed_to_stdout: Optional[bytes]) -> bool:
+    """Print findings, diffs or fixed code on the right streams; True if findings remain (or, with --diff, fixes).
+
+    `fixed_to_stdout` is the code read from stdin, when `--fix -` prints the
+    fixed code: code that cannot be read or parsed is printed back unchanged,
+    so an editor that pipes its buffer through never loses it.
+    """
     from dataclasses import replace
 
     from accumlint.report import render
@@ -300,11 +317,10 @@ def _print_results(run, output_format: str, options, *, diff: bool, fixed_to_std
             remaining = len(run.diagnostics)
             click.echo(f"Would fix {fixed} error{'s' * (fixed != 1)} ({remaining} remaining).", err=True)
         return bool(diffs)  # like ruff: exit 1 only when there is something to fix
-    if fixed_to_stdout:
+    if fixed_to_stdout is not None:
         document = run.files[0].document
-        if document is not None:
-            click.get_binary_stream("stdout").write(document.encoded())
-    click.echo(render(output_format, run, options), nl=False, err=fixed_to_stdout, color=options.color)
+        click.get_binary_stream("stdout").write(fixed_to_stdout if document is None else document.encoded())
+    click.echo(render(output_format, run, options), nl=False, err=fixed_to_stdout is not None, color=options.color)
     return bool(run.diagnostics)
 
 
@@ -403,9 +419,63 @@ def clean(cache_dir: Optional[str]) -> None:
         click.echo(f"No accumlint cache at {directory}")
 
 
+class Stopped(BaseException):
+    """A signal turned into an exception, so that cleanups run (workers ended, no temporary files).
+
+    A BaseException that is not KeyboardInterrupt: click would turn that into
+    "Aborted!" and exit 1, and `except Exception` on the way must not catch it.
+    """
+
+    def __init__(self, number: int) -> None:
+        super().__init__(number)
+        self.status = 128 + number  # what shells report for a process ended by that signal
+        self.name = signal.Signals(number).name
+
+
+# A write to a stream (no file name) failing with these means the output is gone.
+_OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EPIPE, errno.EBADF, errno.EIO})
+
+
+def _stop(number: int, frame: object) -> None:
+    raise Stopped(number)
+
+
+def _output_failed(error: OSError) -> int:
+    """One line for a standard output that cannot be written (full, closed); exit status 2."""
+    try:  # the interpreter's last flush must not fail again with a traceback
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (AttributeError, OSError, ValueError):
+        pass
+    click.echo(f"accumlint: error: cannot write to standard output: {error.strerror or error}", err=True)
+    return EXIT_ERROR
+
+
 def main() -> None:
-    """Console-script entry point."""
-    cli(prog_name="accumlint")
+    """Console-script entry point: exit 130 on SIGINT and 143 on SIGTERM (after cleaning up),
+    and 2 with one line when standard output cannot be written."""
+    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), _stop)
+    if sys.stdout is None:  # started with standard output closed (`>&-`)
+        click.echo("accumlint: error: cannot write to standard output: it is closed", err=True)
+        sys.exit(EXIT_ERROR)
+    try:
+        try:
+            cli(prog_name="accumlint")
+            status = EXIT_OK
+        except SystemExit as exit_request:
+            code = exit_request.code
+            status = EXIT_OK if code is None else code if isinstance(code, int) else EXIT_ERROR
+        sys.stdout.flush()
+    except Stopped as stopped:
+        click.echo(f"accumlint: interrupted ({stopped.name})", err=True)
+        status = stopped.status
+    except OSError as error:
+        if error.filename is not None or error.errno not in _OUTPUT_ERRNOS:
+            raise  # not about the output stream
+        status = _output_failed(error)
+    sys.exit(status)
 
 
 if __name__ == "__main__":

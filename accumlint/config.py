@@ -122,6 +122,8 @@ def _relative(path: str, root: Path) -> str:
 
 
 def _expand(selector: str, origin: str) -> list[str]:
+    if not selector.strip():
+        raise ConfigError(f"{origin}: empty rule selector {selector!r} (a code like GA201, a prefix like GA2, or ALL)")
     codes = codes_matching(selector)
     if not codes:
         raise ConfigError(f"{origin}: unknown rule selector {selector!r} (run `accumlint rules`)")
@@ -154,6 +156,23 @@ def _strings(value: Any, key: str, origin: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
         raise ConfigError(f"{origin}: `{key}` must be a list of strings, got {value!r}")
     return tuple(value)
+
+
+def _patterns(value: Any, key: str, origin: str) -> tuple[str, ...]:
+    """Strings in .gitignore syntax; a pattern pathspec cannot compile is an error here, not later."""
+    patterns = _strings(value, key, origin)
+    for pattern in patterns:
+        _compile_pattern(pattern, key, origin)
+    return patterns
+
+
+def _compile_pattern(pattern: str, key: str, origin: str):
+    import pathspec
+
+    try:
+        return pathspec.GitIgnoreSpec.from_lines([pattern])
+    except Exception as error:  # noqa: BLE001 - pathspec raises several kinds (and re.error)
+        raise ConfigError(f"{origin}: `{key}` holds an invalid pattern {pattern!r}: {error}") from None
 
 
 def _boolean(value: Any, key: str, origin: str) -> bool:
@@ -204,6 +223,7 @@ def _per_file_ignores(value: Any, key: str, origin: str) -> tuple[tuple[str, tup
         raise ConfigError(f"{origin}: `{key}` must be a table of glob = [codes], got {value!r}")
     pairs = []
     for glob, codes in value.items():
+        _compile_pattern(glob, key, origin)
         codes = _strings(codes, f"{key}.{glob}", origin)
         for code in codes:
             _expand(code, f"{origin}: `{key}.{glob}`")
@@ -232,7 +252,7 @@ _KEYS: dict[str, Callable[[Any, str, str], Any]] = {
     "select": _strings,
     "ignore": _strings,
     "extend-select": _strings,
-    "exclude": _strings,
+    "exclude": _patterns,
     "per-file-ignores": _per_file_ignores,
     "unsafe-fixes": _boolean,
     "optimizer-names": _strings,
@@ -317,7 +337,7 @@ class Resolver:
         self._fixed = None
         if overrides.config_path is not None:
             path = overrides.config_path
-            if not path.is_file():
+            if not os.path.isfile(path):
                 raise ConfigError(f"{path}: configuration file not found")
             path = path.resolve()
             self._fixed = self._settings(load_config(path) or Config(path=path))
@@ -327,7 +347,7 @@ class Resolver:
         if self._fixed is not None:
             return self._fixed
         start = Path(os.path.abspath(path))
-        directory = start if start.is_dir() else start.parent
+        directory = start if os.path.isdir(start) else start.parent
         return self._for_dir(directory)
 
     def config_paths(self) -> list[Path]:
@@ -338,7 +358,7 @@ class Resolver:
         if directory in self._by_dir:
             return self._by_dir[directory]
         candidate = directory / PYPROJECT
-        config = load_config(candidate) if candidate.is_file() else None
+        config = load_config(candidate) if os.path.isfile(candidate) else None
         if config is not None:
             settings = self._settings(config)
         else:

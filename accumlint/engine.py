@@ -2,9 +2,13 @@
 
 The engine reads every file and runs the cheap text prefilter in this
 process; only the files that pass it are analysed, from the cache when their
-text is unchanged, else in a process pool when there are enough of them to
-pay for the workers. Every failure is a value attached to its file (a
-`syntax-error` or `internal-error` diagnostic), never the end of the run.
+text is unchanged, else in worker processes (`accumlint.workers`: as many as
+the amount of code can pay for, each file under a time budget and a memory
+limit, so that no file can crash or hang the run). In a worker, Python's own
+parser runs first (`accumlint.gate`: syntax errors at CPython's position, a
+nesting bound, and a structural gate), and LibCST only for the files it keeps.
+Every failure is a value attached to its file (a `syntax-error`,
+`internal-error` or `io-error` diagnostic), never the end of the run.
 """
 
 from __future__ import annotations
@@ -14,23 +18,39 @@ import sys
 from dataclasses import dataclass, field, replace
 from typing import Callable, Optional, Union
 
-from accumlint.analysis import AnalysisOptions, ParseFailure, might_hold_training_code
+from accumlint.analysis import AnalysisOptions, might_hold_training_code
 from accumlint.config import Resolver, Settings
 from accumlint.diagnostics import SYNTAX_ERROR, Diagnostic, syntax_error
+from accumlint.gate import ParseFailure, Unanalysable, screen
 from accumlint.noqa import NAMES as SUPPRESSION_CODES
 from accumlint.noqa import suppressions
-from accumlint.sources import SourceError, discover, load_document, read_bytes, write_atomic
+from accumlint.sources import (
+    ReadError,
+    SourceError,
+    WriteRefused,
+    discover,
+    load_document,
+    outside,
+    read_bytes,
+    write_atomic,
+)
 
 INTERNAL_ERROR = "internal-error"
-ERROR_CODES = frozenset({SYNTAX_ERROR, INTERNAL_ERROR})
+# A path that cannot be read (missing, a folder without permission) or a fix that cannot be written.
+IO_ERROR = "io-error"
+ERROR_CODES = frozenset({SYNTAX_ERROR, INTERNAL_ERROR, IO_ERROR})
 
 # Larger files are almost always generated; parsing one can take seconds and GBs.
 MAX_ANALYSED_CHARS = 2_000_000
 # Deeply nested (generated) code needs more than Python's default of 1000.
 RECURSION_LIMIT = 8_000
-# Less code than this (about half a second of analysis) is analysed in-process
-# unless --jobs says otherwise: starting workers would cost more than they save.
-MIN_CHARS_FOR_POOL = 100_000
+# A worker process pays for itself with about this much code (half a second of
+# LibCST) to analyse beside the largest file, which one worker must do alone.
+CHARS_PER_WORKER = 100_000
+# Each file's analysis (or fix) must end within this many seconds (--file-timeout),
+# and may use this much memory beyond what its worker starts with.
+FILE_TIME_BUDGET = 30.0
+FILE_MEMORY_BUDGET = 2 << 30
 
 # Told (analyses done, analyses in all) as files are analysed: the command line's progress bar.
 Progress = Callable[[int, int], None]
@@ -46,6 +66,11 @@ def internal_error(path: str, message: str) -> Diagnostic:
     return replace(syntax_error(path, 1, 1, message), code=INTERNAL_ERROR, name=INTERNAL_ERROR)
 
 
+def io_error(path: str, message: str) -> Diagnostic:
+    """The diagnostic for a path that cannot be read, or a fixed file that cannot be written."""
+    return replace(syntax_error(path, 1, 1, message), code=IO_ERROR, name=IO_ERROR)
+
+
 @dataclass(frozen=True)
 class Request:
     """What the command line asked the engine to do."""
@@ -59,6 +84,7 @@ class Request:
     prefilter: bool = True
     jobs: Optional[int] = None
     cache_dir: Optional[str] = None
+    file_budget: float = FILE_TIME_BUDGET
 
 
 @dataclass
@@ -72,6 +98,7 @@ class FileResult:
     original: object = None
     unsafe_fixes: bool = False
     converged: bool = True
+    root: Optional[str] = None  # the folder it was found in (None: named on the command line)
 
     @property
     def changed(self) -> bool:
@@ -103,6 +130,7 @@ class Task:
     enabled: frozenset[str] = frozenset()
     fix: bool = False
     unsafe: bool = False
+    gate: bool = True
 
 
 @dataclass(frozen=True)
@@ -131,7 +159,14 @@ def _keeper(enabled: frozenset[str], suppressed: dict):
 
 
 def run_task(task: Task) -> TaskResult:
-    """Analyse (or fix) one text; any failure becomes a diagnostic of that file."""
+    """Screen, then analyse (or fix) one text; any failure becomes a diagnostic of that file."""
+    try:
+        if not screen(task.text, task.path, gate=task.gate):
+            return TaskResult([], cacheable=True)
+    except ParseFailure as failure:  # CPython's own verdict and position
+        return TaskResult([syntax_error(task.path, failure.line, failure.column, failure.message)], cacheable=True)
+    except Unanalysable as refusal:
+        return TaskResult([internal_error(task.path, f"cannot be analysed: {refusal.message}")], cacheable=True)
     if sys.getrecursionlimit() < RECURSION_LIMIT:
         sys.setrecursionlimit(RECURSION_LIMIT)
     try:
@@ -146,8 +181,12 @@ def run_task(task: Task) -> TaskResult:
         from accumlint.analysis import analyze
 
         return TaskResult(analyze(task.text, task.path, task.options), cacheable=True)
-    except ParseFailure as failure:
-        return TaskResult([syntax_error(task.path, failure.line, failure.column, failure.message)], cacheable=True)
+    except ParseFailure as failure:  # CPython parsed it: the limitation is LibCST's
+        where = f"line {failure.line}, column {failure.column}"
+        message = f"cannot be analysed: valid Python that LibCST cannot parse ({failure.message.strip()} at {where})"
+        return TaskResult([internal_error(task.path, message)], cacheable=True)
+    except Unanalysable as refusal:
+        return TaskResult([internal_error(task.path, f"cannot be analysed: {refusal.message}")], cacheable=True)
     except RecursionError:
         message = "analysis exceeded the recursion limit (deeply nested code); file not checked"
     except MemoryError:
@@ -158,11 +197,14 @@ def run_task(task: Task) -> TaskResult:
 
 
 def _workers(jobs: Optional[int], tasks: list[Task]) -> int:
+    """How many worker processes the tasks can pay for (--jobs decides when given)."""
+    if not tasks:
+        return 0
     if jobs is not None:
         return max(min(jobs, len(tasks)), 1)
-    if sum(len(task.text) for task in tasks) < MIN_CHARS_FOR_POOL:
-        return 1
-    return min(os.cpu_count() or 1, len(tasks))
+    sizes = [len(task.text) for task in tasks]
+    useful = 1 + (sum(sizes) - max(sizes)) // CHARS_PER_WORKER
+    return max(min(os.cpu_count() or 1, len(tasks), useful), 1)
 
 
 def _no_progress(done: int, total: int) -> None:
@@ -170,32 +212,36 @@ def _no_progress(done: int, total: int) -> None:
 
 
 def execute(
-    tasks: list[Task], jobs: Optional[int], progress: Progress = _no_progress
+    tasks: list[Task],
+    jobs: Optional[int],
+    progress: Progress = _no_progress,
+    budget: float = FILE_TIME_BUDGET,
 ) -> tuple[list[TaskResult], int]:
-    """Results in task order, and how many processes ran them; `progress(done, total)` after each."""
+    """Results in task order, and how many worker processes ran them; `progress(done, total)` after each.
+
+    A file whose worker crashed, was killed or ran past `budget` seconds gets
+    an internal error naming what happened; the other files are not affected.
+    """
+    from accumlint.workers import Failure, WorkerPool
+
     workers = _workers(jobs, tasks)
     progress(0, len(tasks))
-    if workers <= 1:
-        done = []
-        for task in tasks:
-            done.append(run_task(task))
-            progress(len(done), len(tasks))
-        return done, 1
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
-    import accumlint.fixes  # noqa: F401 - imported once here, inherited by forked workers
+    if not tasks:
+        return [], 0
+    if workers > 1:
+        import accumlint.fixes  # noqa: F401 - imported once here, inherited by the forked workers
 
     results: list[Optional[TaskResult]] = [None] * len(tasks)
     order = sorted(range(len(tasks)), key=lambda i: -len(tasks[i].text))  # biggest first
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        futures = {pool.submit(run_task, tasks[i]): i for i in order}
-        for future in as_completed(futures):
-            index = futures[future]
-            try:
-                results[index] = future.result()
-            except Exception as error:  # noqa: BLE001 - e.g. a worker killed for memory
-                results[index] = TaskResult([internal_error(tasks[index].path, f"worker failed: {error}")])
-            progress(sum(result is not None for result in results), len(tasks))
+    done = 0
+    with WorkerPool(workers, run_task, budget, FILE_MEMORY_BUDGET) as pool:
+        for position, outcome in pool.map([tasks[i] for i in order]):
+            index = order[position]
+            if isinstance(outcome, Failure):
+                outcome = TaskResult([internal_error(tasks[index].path, outcome.message)])
+            results[index] = outcome
+            done += 1
+            progress(done, len(tasks))
     return results, workers
 
 
@@ -241,18 +287,38 @@ def discovered(paths: tuple[str, ...], resolver: Resolver):
 
 
 def _sources(request: Request, resolver: Resolver):
-    """(display path, settings, bytes or SourceError) for each file of the run."""
+    """(display path, settings, bytes or SourceError, root folder) for each file of the run."""
     if request.stdin is not None:
         display = request.stdin_filename or "-"
-        yield display, resolver.settings_for(request.stdin_filename or "."), request.stdin
+        yield display, resolver.settings_for(request.stdin_filename or "."), request.stdin, None
         return
 
     for source in discovered(request.paths, resolver):
-        try:
-            data: Union[bytes, SourceError] = read_bytes(source.display)
-        except SourceError as error:
-            data = error
-        yield source.display, resolver.settings_for(source.display), data
+        data: Union[bytes, SourceError]
+        if source.error is not None:
+            data = ReadError(source.error)
+        else:
+            try:
+                data = read_bytes(source.display)
+            except SourceError as error:
+                data = error
+        yield source.display, resolver.settings_for(source.display), data, source.root
+
+
+def _load(result: FileResult, data: Union[bytes, SourceError]):
+    """The file's document, or None with its one error diagnostic set."""
+    path = result.path
+    try:
+        if isinstance(data, SourceError):
+            raise data
+        return load_document(path, data)
+    except ReadError as error:
+        result.diagnostics = [io_error(path, error.message)]
+    except SourceError as error:
+        result.diagnostics = [syntax_error(path, error.line, error.column, error.message)]
+    except Exception as error:  # noqa: BLE001 - a reader's bug costs one file, not the run
+        result.diagnostics = [internal_error(path, f"internal error while reading this file: {type(error).__name__}: {error}")]
+    return None
 
 
 def check(request: Request, resolver: Resolver, progress: Progress = _no_progress) -> RunResult:
@@ -263,15 +329,11 @@ def check(request: Request, resolver: Resolver, progress: Progress = _no_progres
     files: list[FileResult] = []
     pending: list[_Pending] = []
     tasks: list[Task] = []
-    for path, settings, data in _sources(request, resolver):
-        result = FileResult(path, unsafe_fixes=settings.unsafe_fixes)
+    for path, settings, data, root in _sources(request, resolver):
+        result = FileResult(path, unsafe_fixes=settings.unsafe_fixes, root=root)
         files.append(result)
-        try:
-            if isinstance(data, SourceError):
-                raise data
-            document = load_document(path, data)
-        except SourceError as error:
-            result.diagnostics = [syntax_error(path, error.line, error.column, error.message)]
+        document = _load(result, data)
+        if document is None:
             continue
         result.document = result.original = document
         if request.prefilter and not might_hold_training_code(document.text):
@@ -294,16 +356,24 @@ def check(request: Request, resolver: Resolver, progress: Progress = _no_progres
                 result.diagnostics = _select(document, cached, enabled)
                 continue
         pending.append(item)
-        tasks.append(Task(path, document.text, options, enabled, request.fix, settings.unsafe_fixes))
+        tasks.append(Task(path, document.text, options, enabled, request.fix, settings.unsafe_fixes, request.prefilter))
 
-    outcomes, workers = execute(tasks, request.jobs, progress)
-    for item, outcome in zip(pending, outcomes):
-        _finish(item, outcome, cache, request)
+    outcomes, workers = execute(tasks, request.jobs, progress, request.file_budget)
+    unwritten = [
+        (item, task) for item, task, outcome in zip(pending, tasks, outcomes) if not _finish(item, outcome, cache, request)
+    ]
+    if unwritten:  # their findings are those of the text still on disk: check it again
+        rechecks, _ = execute([replace(task, fix=False) for _, task in unwritten], request.jobs, budget=request.file_budget)
+        for (item, _), outcome in zip(unwritten, rechecks):
+            result = item.result
+            result.diagnostics = result.diagnostics + _select(result.original, outcome.diagnostics, item.enabled)
     if cache is not None:
         cache.prune()
     return RunResult(files, analysed=len(tasks), cache_hits=cache.hits if cache else 0, workers=workers)
 
 
+def _finish(item: _Pending, outcome: TaskResult, cache, request: Request) -> bool:
+    """Take a task's outcome into its file's result; False when the fixed file could not be written."""
 def _fix_comments(result: FileResult, raw: list[Diagnostic], enabled: frozenset[str]) -> None:
     """`--fix` for the noqa comments themselves (AL001, AL002): a text edit inside the comments' lines."""
     comments = [d for d in result.diagnostics if d.code in SUPPRESSION_CODES]
@@ -321,7 +391,8 @@ def _fix_comments(result: FileResult, raw: list[Diagnostic], enabled: frozenset[
     result.diagnostics = _select(result.document, raw, enabled)
 
 
-def _finish(item: _Pending, outcome: TaskResult, cache, request: Request) -> None:
+def _finish(item: _Pending, outcome: TaskResult, cache, request: Request) -> bool:
+    """Take a task's outcome into its file's result; False when the fixed file could not be written."""
     result = item.result
     if cache is not None and outcome.cacheable and item.cache_key:
         cache.put(item.cache_key, outcome.diagnostics)
@@ -331,13 +402,32 @@ def _finish(item: _Pending, outcome: TaskResult, cache, request: Request) -> Non
             result.document = result.original.replaced(outcome.text)
         except SourceError as error:
             result.diagnostics = [internal_error(result.path, error.message)]
-            return
+            return True
     result.fixed = [result.original.locate(d) for d in outcome.fixed]
     result.diagnostics = _select(result.document, outcome.diagnostics, item.enabled)
     if request.fix:
         _fix_comments(result, outcome.diagnostics, item.enabled)
     if result.changed and request.write and request.stdin is None:
-        try:
-            write_atomic(result.path, result.document.encoded())
-        except (OSError, UnicodeEncodeError) as error:
-            result.diagnostics.append(internal_error(result.path, f"cannot write the fixed file: {error}"))
+        problem = _write(result)
+        if problem is not None:  # nothing was fixed: no fix counted, no fixed text shown
+            result.diagnostics = [io_error(result.path, f"not fixed: {problem}")]
+            result.document = result.original
+            result.fixed = []
+            return False
+    return True
+
+
+def _write(result: FileResult) -> Optional[str]:
+    """Write a fixed file back, only if that is safe; why not, when it is not."""
+    if result.root is not None and outside(result.path, result.root):
+        target = os.path.realpath(result.path)
+        return f"it is a symbolic link to {target}, outside the checked folder {result.root}"
+    try:
+        write_atomic(result.path, result.document.encoded(), expected=result.original.encoded())
+    except WriteRefused as refusal:
+        return refusal.message
+    except UnicodeEncodeError as error:
+        return f"the fixed code cannot be encoded as {error.encoding}: {error.reason}"
+    except OSError as error:
+        return f"cannot write the file: {error.strerror or error}"
+    return None

@@ -3,7 +3,9 @@
 A fixer that changes a file's encoding, BOM, line endings or mode, or leaves a
 half-written file after an interrupt, is worse than no fixer: so files are
 read as bytes, decoded as Python would decode them (PEP 263, BOM), never
-newline-translated, and replaced atomically.
+newline-translated, and replaced atomically, and only when that loses nothing:
+a file edited during the run, a read-only file, a file with hard links or one
+whose owner cannot be kept is left alone, and the caller says why.
 """
 
 from __future__ import annotations
@@ -11,12 +13,14 @@ from __future__ import annotations
 import difflib
 import io
 import os
+import signal
 import stat
 import tempfile
 import tokenize
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Iterator, Optional
+from typing import Callable, Iterator, Optional, Sequence
 
 from accumlint.diagnostics import Diagnostic
 
@@ -43,15 +47,33 @@ class SourceError(Exception):
         self.column = column
 
 
+class ReadError(SourceError):
+    """A path that cannot be read at all (missing, a folder, no permission)."""
+
+
+class WriteRefused(Exception):
+    """A fixed file that is not written, because writing it would lose something."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
 # ---------------------------------------------------------------- discovery
 
 
 @dataclass(frozen=True)
 class SourcePath:
-    """A file to check: the path to print (as the user gave it) and whether it was named."""
+    """A file to check: the path to print (as the user gave it) and whether it was named.
+
+    `root` is the folder whose walk found it (None for a named file); `error`
+    says why a folder of the walk could not be listed (then `display` is that folder).
+    """
 
     display: str
     explicit: bool
+    root: Optional[str] = None
+    error: Optional[str] = None
 
 
 class _IgnoreFiles:
@@ -65,7 +87,7 @@ class _IgnoreFiles:
             spec = None
             for name in (".gitignore", ".git/info/exclude"):
                 candidate = directory / name
-                if candidate.is_file():
+                if os.path.isfile(candidate):
                     import pathspec
 
                     try:
@@ -95,13 +117,13 @@ class _IgnoreFiles:
 def _repository_root(start: Path) -> Path:
     """The git work tree holding `start`, or `start` itself outside any repository."""
     for directory in (start, *start.parents):
-        if (directory / ".git").exists():
+        if os.path.exists(directory / ".git"):
             return directory
     return start
 
 
 def _is_environment(directory: Path) -> bool:
-    return (directory / "pyvenv.cfg").is_file()
+    return os.path.isfile(directory / "pyvenv.cfg")
 
 
 def discover(
@@ -113,16 +135,17 @@ def discover(
     pre-commit's file lists honor it); folders are walked, skipping tools'
     folders, virtual environments, `.gitignore`d paths and `exclude`. A
     named folder that a .gitignore above it ignores is still walked.
-    A path that does not exist is yielded so that reading it reports it.
+    A path that does not exist is yielded so that reading it reports it, and
+    so is a folder that cannot be listed (with its `error`).
     """
     ignores = _IgnoreFiles()
     seen: set[str] = set()
 
-    def once(display: str, explicit: bool) -> Iterator[SourcePath]:
+    def once(display: str, explicit: bool, root: Optional[str] = None) -> Iterator[SourcePath]:
         key = os.path.realpath(display)
         if key not in seen:
             seen.add(key)
-            yield SourcePath(display, explicit)
+            yield SourcePath(display, explicit, root)
 
     for given in paths:
         if not os.path.isdir(given):
@@ -133,7 +156,13 @@ def discover(
         stop = _repository_root(root)
         if root != stop and ignores.ignored(root, True, stop):
             stop = root  # an ignored folder named explicitly: only its own .gitignore files apply
-        for directory, dirnames, filenames in os.walk(given):
+        unlisted: list[OSError] = []
+        for directory, dirnames, filenames in _walk(given, unlisted):
+            if directory is None:
+                error = unlisted.pop()
+                folder = error.filename if isinstance(error.filename, str) else given
+                yield SourcePath(_shown(folder, given), False, given, f"cannot read folder: {error.strerror or error}")
+                continue
             absolute = Path(os.path.abspath(directory))
             kept = []
             for name in sorted(dirnames):
@@ -151,7 +180,30 @@ def discover(
                 path = os.path.join(directory, name)
                 if ignores.ignored(absolute / name, False, stop) or is_excluded(path, False):
                     continue
-                yield from once(path[2:] if given == "." and path.startswith("./") else path, False)
+                yield from once(_shown(path, given), False, given)
+
+
+def _shown(path: str, given: str) -> str:
+    return path[2:] if given == "." and path.startswith("./") else path
+
+
+def _walk(top: str, errors: list[OSError]):
+    """`os.walk`, with a (None, [], []) step where a folder cannot be listed (its error in `errors`)."""
+    pending: list[OSError] = []
+    for step in os.walk(top, onerror=pending.append):
+        while pending:
+            errors.append(pending.pop(0))
+            yield None, [], []
+        yield step
+    while pending:
+        errors.append(pending.pop(0))
+        yield None, [], []
+
+
+def outside(path: str, root: str) -> bool:
+    """Whether a file found below `root` is really elsewhere (a symbolic link out of the tree)."""
+    real_root = os.path.realpath(root)
+    return os.path.commonpath([os.path.realpath(path), real_root]) != real_root
 
 
 # ---------------------------------------------------------------- reading
@@ -162,10 +214,12 @@ def read_bytes(path: str) -> bytes:
     try:
         with open(path, "rb") as handle:
             return handle.read()
+    except FileNotFoundError:
+        raise ReadError("no such file or directory") from None
     except IsADirectoryError:
-        raise SourceError("cannot read file: it is a directory") from None
+        raise ReadError("cannot read file: it is a directory") from None
     except OSError as error:
-        raise SourceError(f"cannot read file: {error.strerror or error}") from None
+        raise ReadError(f"cannot read file: {error.strerror or error}") from None
 
 
 def decode_python(data: bytes) -> tuple[str, str]:
@@ -244,32 +298,98 @@ def load_document(path: str, data: bytes):
 # ---------------------------------------------------------------- writing
 
 
-def write_atomic(path: str, data: bytes) -> None:
-    """Replace a file's content all at once, keeping its mode.
+_DEFERRED_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+
+
+@contextmanager
+def signals_deferred(signals: Sequence[int] = _DEFERRED_SIGNALS):
+    """Hold back interrupts while a file is being replaced; they arrive right after.
+
+    So an interrupt leaves the old file or the new one, and no temporary file.
+    """
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _refusal(target: str, status: os.stat_result) -> Optional[str]:
+    """Why replacing this file would lose something, if it would."""
+    if not status.st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH) or not os.access(target, os.W_OK):
+        return "the file is read-only"
+    if status.st_nlink > 1:
+        return f"the file has {status.st_nlink} hard links, which a rewritten file would break"
+    return None
+
+
+def _unchanged(target: str, expected: Optional[bytes]) -> bool:
+    if expected is None:
+        return True
+    try:
+        with open(target, "rb") as handle:
+            return handle.read() == expected
+    except OSError:
+        return False
+
+
+def write_atomic(path: str, data: bytes, *, expected: Optional[bytes] = None) -> None:
+    """Replace a file's content all at once, keeping its mode, owner and group.
 
     The bytes go to a temporary file in the same folder, are flushed to disk,
     and `os.replace` swaps it in: an interrupt leaves the old file or the
-    new one, never a mix. A symbolic link is kept; its target is replaced.
+    new one, never a mix, and no temporary file (interrupts wait until the
+    swap is done). With `expected`, the file is replaced only if it still
+    holds exactly those bytes, checked just before the swap: a change saved
+    while the run was analysing is never overwritten. A symbolic link is
+    kept; its target is replaced. Raises WriteRefused (nothing written) for
+    a changed, read-only or hard-linked file, or one whose owner cannot be kept.
     """
     target = os.path.realpath(path)
     directory = os.path.dirname(target) or "."
     try:
-        mode = stat.S_IMODE(os.stat(target).st_mode)
+        status: Optional[os.stat_result] = os.stat(target)
     except FileNotFoundError:
-        mode = None
-    handle, temporary = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(target) + ".", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-            stream.flush()
-            os.fsync(stream.fileno())
-        if mode is not None:
-            os.chmod(temporary, mode)
-        os.replace(temporary, target)
-    except BaseException:
+        if expected is not None:
+            raise WriteRefused("the file was removed during the run") from None
+        status = None
+    if status is not None:
+        reason = _refusal(target, status)
+        if reason:
+            raise WriteRefused(reason)
+    with signals_deferred():
+        handle, temporary = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(target) + ".", suffix=".tmp")
         try:
-            os.unlink(temporary)
-        except FileNotFoundError:
-            pass
-        raise
+            with os.fdopen(handle, "wb") as stream:
+                stream.write(data)
+                stream.flush()
+                os.fsync(stream.fileno())
+            if status is not None:
+                os.chmod(temporary, stat.S_IMODE(status.st_mode))
+                _keep_owner(temporary, status)
+            if not _unchanged(target, expected):
+                raise WriteRefused("the file changed on disk during the run; check it again")
+            os.replace(temporary, target)
+        except BaseException:
+            try:
+                os.unlink(temporary)
+            except FileNotFoundError:
+                pass
+            raise
 
+
+def _keep_owner(temporary: str, status: os.stat_result) -> None:
+    created = os.stat(temporary)
+    if (created.st_uid, created.st_gid) == (status.st_uid, status.st_gid):
+        return
+    try:
+        os.chown(temporary, status.st_uid, status.st_gid)
+    except (PermissionError, AttributeError):
+        raise WriteRefused(
+            f"its owner and group ({status.st_uid}:{status.st_gid}) could not be kept on a rewritten file"
+        ) from None

@@ -4,9 +4,15 @@ It reports three patterns line by line (a safe fix, an unsafe fix, no fix),
 raises ParseFailure on code `compile` rejects and an exception on `BOOM`, so
 engine, report and CLI tests do not depend on what the real rules find.
 Use the `fake_analysis` fixture (import it into the test module).
+
+The analysis runs in worker processes, so the calls it saw are kept in a
+file (one JSON line per call), not in this process's memory.
 """
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import pytest
 
@@ -25,13 +31,25 @@ PATTERNS = {
 
 
 class FakeAnalysis:
-    def __init__(self) -> None:
-        self.calls: list[str] = []
-        self.options: list[AnalysisOptions] = []
+    def __init__(self, log: Path) -> None:
+        self.log = log
+
+    def _entries(self) -> list[list]:
+        if not self.log.exists():
+            return []
+        return [json.loads(line) for line in self.log.read_text().splitlines()]
+
+    @property
+    def calls(self) -> list[str]:
+        return [entry[0] for entry in self._entries()]
+
+    @property
+    def options(self) -> list[AnalysisOptions]:
+        return [AnalysisOptions(tuple(entry[1]), tuple(entry[2])) for entry in self._entries()]
 
     def analyze(self, text: str, path: str, options: AnalysisOptions = AnalysisOptions()) -> list[Diagnostic]:
-        self.calls.append(path)
-        self.options.append(options)
+        with open(self.log, "a") as handle:
+            handle.write(json.dumps([path, options.optimizer_names, options.accumulation_names]) + "\n")
         if "BOOM" in text:
             raise RuntimeError("boom")
         try:
@@ -67,8 +85,8 @@ class FakeAnalysis:
 
 
 @pytest.fixture
-def fake_analysis(monkeypatch) -> FakeAnalysis:
-    fake = FakeAnalysis()
+def fake_analysis(monkeypatch, tmp_path_factory) -> FakeAnalysis:
+    fake = FakeAnalysis(tmp_path_factory.mktemp("fake") / "calls.jsonl")
     monkeypatch.setattr(accumlint.analysis, "analyze", fake.analyze)
     monkeypatch.setattr(accumlint.fixes, "fix_text", fake.fix_text)
     return fake

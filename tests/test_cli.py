@@ -80,7 +80,7 @@ def test_syntax_error_is_reported_and_other_files_still_checked(project, fake_an
 
 
 def test_internal_error_in_one_file_names_it_and_the_run_goes_on(project, fake_analysis):
-    write(project, "a.py", "x = 'BOOM'  # backward(\n")
+    write(project, "a.py", BUGGY + "x = 'BOOM'\n")
     write(project, "b.py", BUGGY)
     result = run("check")
     assert result.exit_code == 2
@@ -91,7 +91,7 @@ def test_internal_error_in_one_file_names_it_and_the_run_goes_on(project, fake_a
 def test_missing_file_is_an_error(project, fake_analysis):
     result = run("check", "nope.py")
     assert result.exit_code == 2
-    assert result.stdout.startswith("nope.py:1:1: syntax error: cannot read file: No such file or directory")
+    assert result.stdout.startswith("nope.py:1:1: io error: no such file or directory")
 
 
 def test_paths_are_printed_as_given(project, fake_analysis):

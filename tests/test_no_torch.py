@@ -1,7 +1,8 @@
 """The checker never imports torch, and imports libcst only for files worth parsing.
 
-Run in fresh interpreters: what a module imports is only visible from a
-clean `sys.modules`.
+Run in fresh interpreters with `-X importtime`, which reports every import
+on the standard error of the process and of the worker processes it forks
+(the analysis runs in those).
 """
 
 from __future__ import annotations
@@ -29,15 +30,17 @@ TRAIN = textwrap.dedent(
 
 def python(code: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-c", code], cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True, text=True
+        [sys.executable, "-X", "importtime", "-c", code], cwd=cwd, env={**os.environ, **(env or {})},
+        capture_output=True, text=True,
     )
 
 
 def imported_after(code: str, cwd: Path) -> set[str]:
-    probe = code + "\nimport sys\nprint(' '.join(m for m in ('torch', 'libcst') if m in sys.modules))"
-    result = python(probe, cwd)
+    """Which of torch and libcst the code imported, in its own process or a worker."""
+    result = python(code, cwd)
     assert result.returncode == 0, result.stderr
-    return set(result.stdout.split())
+    imported = {line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines() if line.startswith("import time:")}
+    return imported & {"torch", "libcst"}
 
 
 def run_cli(args: list[str]) -> str:
@@ -58,6 +61,12 @@ def test_help_and_rules_import_neither(tmp_path):
 def test_files_failing_the_prefilter_are_never_parsed(tmp_path):
     (tmp_path / "plain.py").write_text("def add(a, b):\n    return a + b\n")
     assert imported_after(run_cli(["check", "--no-cache", "plain.py"]), tmp_path) == set()
+
+
+def test_files_without_training_code_are_never_given_to_libcst(tmp_path):
+    # `backward(` passes the text prefilter; Python's own parser then sees no loop, helper or hook
+    (tmp_path / "turtle_like.py").write_text("def backward(distance):\n    return -distance\n\nbackward(3)\n")
+    assert imported_after(run_cli(["check", "--no-cache", "turtle_like.py"]), tmp_path) == set()
 
 
 def test_checking_training_code_imports_libcst_but_not_torch(tmp_path):

@@ -167,10 +167,18 @@ def test_failed_write_leaves_the_original_and_no_temporary_file(tmp_path, monkey
 def test_write_error_is_reported_per_file(tmp_path, monkeypatch, fake_analysis):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "train.py").write_text(BUGGY)
-    monkeypatch.setattr("accumlint.engine.write_atomic", lambda path, data: (_ for _ in ()).throw(OSError("read-only")))
+    def failing_write(path, data, expected=None):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("accumlint.engine.write_atomic", failing_write)
     result = CliRunner().invoke(cli, ["check", "--fix"])
     assert result.exit_code == 2
-    assert "train.py:1:1: internal error: cannot write the fixed file: read-only" in result.stdout
+    lines = result.stdout.splitlines()
+    assert "train.py:1:1: io error: not fixed: cannot write the file: No space left on device" in lines
+    # not counted as fixed, and its finding stays, where it is in the file on disk
+    assert any(line.startswith("train.py:3:9: GA201 ") for line in lines)
+    assert lines[-1] == "Found 2 errors."  # none counted as fixed
+    assert (tmp_path / "train.py").read_text() == BUGGY
 
 
 @settings(max_examples=60, deadline=None)

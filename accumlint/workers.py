@@ -1,0 +1,254 @@
+"""Worker processes that run one file's analysis each and cannot take the run down.
+
+LibCST's native parser can crash its process (a stack overflow on a long
+boolean chain), a bug in the model can loop or recurse without end, and a
+huge file can take gigabytes. So no analysis runs in the process that holds
+the run's results: each file is analysed in a forked worker, under a time
+budget and a memory limit. A worker that crashes, is killed, or runs past the
+budget costs exactly that one file, which gets a `Failure` naming what
+happened; a fresh worker takes its place. When the pool closes (normally, on
+an exception, or on a signal turned into one) every worker is killed and
+reaped: no process outlives the run.
+
+Plain `os.fork` and pipes, not `multiprocessing`: importing that costs more
+than the whole of a small check, and the protocol here is one message each
+way per file.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import select
+import signal
+import struct
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Optional, Sequence
+
+_HEADER = struct.Struct("!Q")
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why one item has no result (the worker died, or ran past the budget)."""
+
+    message: str
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _death(status: int) -> str:
+    """What a worker's wait status says, in a user's words."""
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        why = {
+            signal.SIGSEGV: "it crashed (segmentation fault, usually a stack overflow in LibCST's parser on very deep code)",
+            signal.SIGKILL: "it was killed (SIGKILL, usually the system running out of memory)",
+            signal.SIGABRT: "it aborted (SIGABRT, usually a failed memory allocation)",
+        }.get(number, f"it was ended by {_signal_name(number)}")
+        return f"the analysis process failed on this file: {why}"
+    return f"the analysis process failed on this file: it exited with status {os.WEXITSTATUS(status)}"
+
+
+def _write_message(fd: int, value: Any) -> None:
+    data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    view = memoryview(_HEADER.pack(len(data)) + data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _read_exactly(fd: int, size: int) -> bytes:
+    chunks = []
+    while size:
+        chunk = os.read(fd, min(size, 1 << 20))
+        if not chunk:
+            raise EOFError
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+def _read_message(fd: int) -> Any:
+    (size,) = _HEADER.unpack(_read_exactly(fd, _HEADER.size))
+    return pickle.loads(_read_exactly(fd, size))
+
+
+def _limit_memory(budget: Optional[int]) -> None:
+    """Cap the worker's address space at what it has now plus `budget` bytes."""
+    if not budget:
+        return
+    try:
+        import resource
+
+        with open("/proc/self/statm") as handle:
+            current = int(handle.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        limit = current + budget
+        if hard != resource.RLIM_INFINITY:
+            limit = min(limit, hard)
+        if soft == resource.RLIM_INFINITY or soft > limit:
+            resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    except (ImportError, OSError, ValueError):
+        pass  # no limit where the platform cannot say how much is in use
+
+
+def _serve(tasks: int, results: int, function: Callable[[Any], Any], memory: Optional[int]) -> None:
+    """The worker's life: read an item, send back its result, until the pool closes the pipe."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the parent decides
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _limit_memory(memory)
+    while True:
+        try:
+            index, item = _read_message(tasks)
+        except (EOFError, OSError):
+            return
+        try:
+            result = function(item)
+        except BaseException as error:  # noqa: BLE001 - reported as that item's failure
+            result = Failure(f"internal error while checking this file: {type(error).__name__}: {error}")
+        try:
+            _write_message(results, (index, result))
+        except (pickle.PicklingError, TypeError, AttributeError) as error:
+            _write_message(results, (index, Failure(f"internal error: result cannot be sent back ({error})")))
+        except OSError:
+            return
+
+
+class _Worker:
+    """One forked process, its two pipes, and the item it holds."""
+
+    def __init__(self, function: Callable[[Any], Any], memory: Optional[int], inherited: list[int]) -> None:
+        task_read, self.task_write = os.pipe()
+        self.result_read, result_write = os.pipe()
+        for stream in (sys.stdout, sys.stderr):  # buffered output must not be printed twice
+            try:
+                stream.flush()
+            except (AttributeError, OSError, ValueError):
+                pass
+        self.pid = os.fork()
+        if self.pid == 0:  # the child: never returns into the caller's code
+            status = 0
+            try:
+                for fd in (*inherited, self.task_write, self.result_read):
+                    os.close(fd)
+                _serve(task_read, result_write, function, memory)
+            except BaseException:  # noqa: BLE001 - a worker must end here, whatever happens
+                status = 1
+            finally:
+                os._exit(status)
+        os.close(task_read)
+        os.close(result_write)
+        self.index: Optional[int] = None
+        self.deadline = 0.0
+
+    @property
+    def fds(self) -> tuple[int, int]:
+        return self.task_write, self.result_read
+
+    def give(self, index: int, item: Any, budget: float) -> None:
+        _write_message(self.task_write, (index, item))
+        self.index = index
+        self.deadline = time.monotonic() + budget
+
+    def stop(self) -> int:
+        """Kill the process (if it still runs), reap it and close the pipes; its wait status."""
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        _, status = os.waitpid(self.pid, 0)
+        for fd in self.fds:
+            os.close(fd)
+        return status
+
+
+class WorkerPool:
+    """Up to `size` workers running `function` on items, each item under `budget` seconds.
+
+    `function` and the items must be picklable results' makers: what crosses
+    back is `function(item)`, or a `Failure`.
+    """
+
+    def __init__(
+        self,
+        size: int,
+        function: Callable[[Any], Any],
+        budget: float,
+        memory: Optional[int] = None,
+    ) -> None:
+        self.size = max(size, 1)
+        self.function = function
+        self.budget = budget
+        self.memory = memory
+        self._workers: list[_Worker] = []
+
+    def __enter__(self) -> "WorkerPool":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Kill and reap every worker; safe to call twice."""
+        while self._workers:
+            self._workers.pop().stop()
+
+    def _spawn(self) -> _Worker:
+        inherited = [fd for worker in self._workers for fd in worker.fds]
+        worker = _Worker(self.function, self.memory, inherited)
+        self._workers.append(worker)
+        return worker
+
+    def _retire(self, worker: _Worker) -> int:
+        self._workers.remove(worker)
+        return worker.stop()
+
+    def map(self, items: Sequence[Any]) -> Iterator[tuple[int, Any]]:
+        """(index, result or Failure) for every item, as they complete, in any order."""
+        waiting = deque(range(len(items)))
+        idle = [self._spawn() for _ in range(min(self.size, len(items)))]
+        busy: dict[int, _Worker] = {}  # result fd -> worker
+        while waiting or busy:
+            while idle and waiting:
+                worker = idle.pop()
+                index = waiting.popleft()
+                try:
+                    worker.give(index, items[index], self.budget)
+                except OSError:  # it died before taking the item: not the item's fault
+                    self._retire(worker)
+                    waiting.appendleft(index)
+                    idle.append(self._spawn())
+                    continue
+                busy[worker.result_read] = worker
+            timeout = max(min(worker.deadline for worker in busy.values()) - time.monotonic(), 0.0)
+            ready, _, _ = select.select(list(busy), [], [], timeout)
+            for fd in ready:
+                worker = busy.pop(fd)
+                index = worker.index
+                try:
+                    index, result = _read_message(fd)
+                except (EOFError, OSError, pickle.UnpicklingError):
+                    result = Failure(_death(self._retire(worker)))
+                    if waiting:
+                        idle.append(self._spawn())
+                else:
+                    idle.append(worker)
+                yield index, result
+            now = time.monotonic()
+            for fd, worker in list(busy.items()):
+                if worker.deadline <= now:
+                    del busy[fd]
+                    self._retire(worker)
+                    if waiting:
+                        idle.append(self._spawn())
+                    yield worker.index, Failure(
+                        f"analysis took longer than the per-file budget of {self.budget:g} s; file not checked"
+                    )
