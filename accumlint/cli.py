@@ -12,6 +12,7 @@ parsed, a bad configuration, or an internal error (2 wins over 1).
 from __future__ import annotations
 
 import errno
+import io
 import os
 import signal
 import sys
@@ -460,6 +461,8 @@ def main() -> None:
     if sys.stdout is None:  # started with standard output closed (`>&-`)
         click.echo("accumlint: error: cannot write to standard output: it is closed", err=True)
         sys.exit(EXIT_ERROR)
+    if isinstance(sys.stdout, io.TextIOWrapper):  # a file name that is not UTF-8 prints as its own bytes
+        sys.stdout.reconfigure(errors="surrogateescape")
     try:
         try:
             cli(prog_name="accumlint")

@@ -31,9 +31,12 @@ from accumlint.diagnostics import Diagnostic
 from accumlint.sources import SourceError, unified_diff
 
 _CELL = "'accumlint-cell {}'"
-_MAGIC = "# accumlint-magic {}"
+# A magic becomes a statement (so a block holding only a magic stays a block),
+# its continuation lines comments.
+_MAGIC = "pass  # accumlint-magic {}"
+_MAGIC_CONTINUED = "# accumlint-magic {}"
 _CELL_LINE = re.compile(r"'accumlint-cell (\d+)'")
-_MAGIC_LINE = re.compile(r"\s*# accumlint-magic (\d+)\s*")
+_MAGIC_LINE = re.compile(r"\s*(?:pass\s*)?# accumlint-magic (\d+)\s*")
 _SOURCE_KEY = re.compile(r'^\s*"source"\s*:')  # a cell's `"source":` key, on its own line (nbformat's layout)
 
 # `%magic`, `!shell`, `x = %magic` / `x = !shell`, and `obj?` / `obj??` help lines.
@@ -49,12 +52,22 @@ class _Cell:
 
 
 def _source_text(source: Any) -> str:
-    return "".join(source) if isinstance(source, list) else str(source)
+    """A cell's source: a string or a list of strings (nbformat); anything else is not a notebook."""
+    if isinstance(source, str):
+        return source
+    if isinstance(source, list) and all(isinstance(line, str) for line in source):
+        return "".join(source)
+    raise SourceError(f"not a valid notebook: a cell's source is {type(source).__name__} data, not text")
+
+
+def _table(value: Any) -> dict:
+    """A metadata entry that should be a JSON object; anything else counts as absent."""
+    return value if isinstance(value, dict) else {}
 
 
 def _is_python(data: dict) -> bool:
-    metadata = data.get("metadata") or {}
-    language = (metadata.get("language_info") or {}).get("name") or (metadata.get("kernelspec") or {}).get("language")
+    metadata = _table(data.get("metadata"))
+    language = _table(metadata.get("language_info")).get("name") or _table(metadata.get("kernelspec")).get("language")
     return language is None or str(language).lower() == "python"
 
 
@@ -87,7 +100,7 @@ def _mask(cells: tuple[_Cell, ...]) -> tuple[str, list[int], list[int], list[str
         for index, line in enumerate(cell.text.split("\n")):
             if continued or (index == 0 and line.lstrip().startswith("%%")) or _IPYTHON_LINE.match(line):
                 indent = line[: len(line) - len(line.lstrip())]
-                lines.append(indent + _MAGIC.format(len(magics)))
+                lines.append(indent + (_MAGIC_CONTINUED if continued else _MAGIC).format(len(magics)))
                 magics.append(line)
                 continued = line.endswith("\\")
             else:
@@ -118,6 +131,8 @@ class NotebookDocument:
             notebook = json.loads(data.decode("utf-8-sig"))
         except (UnicodeDecodeError, ValueError) as error:
             raise SourceError(f"not a valid notebook (JSON): {error}") from None
+        except RecursionError:
+            raise SourceError("not a valid notebook: its JSON is nested too deeply to read") from None
         if not isinstance(notebook, dict) or not isinstance(notebook.get("cells", []), list):
             raise SourceError("not a valid notebook: no list of cells")
         return cls._build(path, notebook, data, _code_cells(notebook))

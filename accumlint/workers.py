@@ -17,6 +17,7 @@ way per file.
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import pickle
 import select
@@ -103,7 +104,10 @@ def _limit_memory(budget: Optional[int]) -> None:
 def _serve(tasks: int, results: int, function: Callable[[Any], Any], memory: Optional[int]) -> None:
     """The worker's life: read an item, send back its result, until the pool closes the pipe."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the parent decides
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    for name in ("SIGTERM", "SIGHUP"):  # the parent's handlers raise into the parent's code
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_DFL)
+    faulthandler.disable()  # a crash is reported once, by the parent, as that file's error
     _limit_memory(memory)
     while True:
         try:

@@ -187,3 +187,26 @@ def test_resolver_reads_each_config_once(tmp_path):
     first = resolver.settings_for(str(tmp_path / "a" / "b" / "x.py"))
     assert first is resolver.settings_for(str(tmp_path / "y.py"))
     assert resolver.config_paths() == [tmp_path / "pyproject.toml"]
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ('exclude = ["!"]\n', "`exclude` holds an invalid pattern '!'"),
+        ('exclude = ["src/[z-a].py"]\n', "`exclude` holds an invalid pattern 'src/[z-a].py'"),
+        ('[tool.accumlint.per-file-ignores]\n"!" = ["GA1"]\n', "`per-file-ignores` holds an invalid pattern '!'"),
+        ('select = [""]\n', "empty rule selector ''"),
+        ('ignore = ["  "]\n', "empty rule selector '  '"),
+    ],
+)
+def test_bad_patterns_and_empty_selectors_name_the_key_and_file(project, body, message):
+    path = configure(project, body)
+    result = run("check", "--no-cache", ".")
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"accumlint: error: {path}: {message}")
+
+
+def test_an_empty_command_line_selector_is_an_error(project):
+    result = run("check", "--no-cache", "--select", "", ".")
+    assert result.exit_code == 2
+    assert "command line: empty rule selector" in result.stderr

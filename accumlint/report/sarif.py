@@ -29,7 +29,8 @@ def _uri(path: str) -> str:
     """Relative paths stay relative (viewers resolve them against the checkout)."""
     if os.path.isabs(path):
         return Path(path).as_uri()
-    return quote(Path(path).as_posix())
+    # the file name's own bytes, percent-encoded: names that are not UTF-8 stay exact
+    return quote(os.fsencode(Path(path).as_posix()))
 
 
 def _document(code: str) -> str:

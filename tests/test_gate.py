@@ -1,0 +1,115 @@
+"""Stage two of the gate (Python's `ast`, before LibCST): what it keeps, what it drops, what it tells.
+
+The gate may only drop files no rule can report on: every fixture with an
+expected finding and every rule document's example must pass both stages.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from accumlint import docs
+from accumlint.analysis import might_hold_training_code
+from accumlint.gate import MAX_NESTING, ParseFailure, Unanalysable, screen
+from accumlint.rules.catalog import RULES
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+def _passes(text: str, path: str = "example.py") -> bool:
+    return might_hold_training_code(text) and screen(text, path)
+
+
+def _fixtures_with_findings() -> list[Path]:
+    return sorted(
+        path for path in FIXTURES.rglob("*.py")
+        if not path.name.endswith(".fixed.py") and path.with_suffix(".expect").read_text().strip()
+    )
+
+
+def test_every_fixture_with_an_expected_finding_passes_the_gate():
+    fixtures = _fixtures_with_findings()
+    assert len(fixtures) > 50
+    dropped = [str(path.relative_to(FIXTURES)) for path in fixtures if not _passes(path.read_text(), str(path))]
+    assert dropped == []
+
+
+@pytest.mark.parametrize("code", [rule.code for rule in RULES])
+def test_every_rule_example_passes_the_gate(code):
+    assert _passes(docs.rule_examples(code).invalid)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # a turtle's backward, and backward( in a docstring
+        "def backward(distance):\n    return -distance\n\nbackward(3)\n",
+        '"""Call loss.backward() to train."""\nfor x in range(3):\n    print(x)\n',
+        # a test method with a backward but no loop, helper chain or framework hook
+        "class T:\n    def test_grad(self):\n        out = f(x)\n        out.backward()\n        assert x.grad is not None\n",
+    ],
+)
+def test_files_without_training_code_are_dropped(source):
+    assert might_hold_training_code(source) and not screen(source, "x.py")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "for batch in loader:\n    model(batch).backward()\n",
+        # the backward in a helper that a loop calls (one level further too), or passes as a closure
+        "def step(b):\n    loss(b).backward()\n\ndef train():\n    for b in loader:\n        step(b)\n",
+        "def inner(b):\n    loss(b).backward()\n\ndef step(b):\n    inner(b)\n\nfor b in loader:\n    step(b)\n",
+        "def closure():\n    loss().backward()\n\nfor b in loader:\n    opt.step(closure)\n",
+        # a per-step function whose micro-batch loop sits before its backward (GA110's shape)
+        "def train_step(batches):\n    for b in batches:\n        loss = model(b)\n    loss.backward()\n",
+        # framework hooks: the framework runs the loop
+        "class M(LightningModule):\n    def training_step(self, batch, i):\n        return self(batch)\n",
+        "class T(Trainer):\n    def compute_loss(self, model, inputs):\n        return model(**inputs).loss\n",
+        "trainer = Trainer(accumulate_grad_batches=4)  # backward(\n",
+    ],
+)
+def test_training_shapes_are_kept(source):
+    assert _passes(source)
+
+
+def test_syntax_errors_carry_cpythons_position():
+    with pytest.raises(ParseFailure) as caught:
+        screen("for b in loader:\n    b.backward()\nx = 'never closed\n", "x.py")
+    assert (caught.value.line, caught.value.column) == (3, 5)
+    assert "unterminated string literal" in caught.value.message
+    with pytest.raises(ParseFailure) as caught:  # the compiler's errors, for files it keeps
+        screen("for b in loader:\n    b.backward()\nreturn 3\n", "x.py")
+    assert (caught.value.line, caught.value.message) == (3, "'return' outside function")
+
+
+def test_nesting_beyond_the_bound_is_refused_before_libcst():
+    chain = " and ".join(["a"] * (MAX_NESTING + 10))
+    with pytest.raises(Unanalysable, match="nested too deeply"):
+        screen(f"for b in loader:\n    b.backward()\nx = {chain}\n", "x.py")
+    # the same chain in a file without training code costs nothing: it is dropped
+    assert screen(f"x = {chain}\n", "x.py") is False
+
+
+def test_no_prefilter_still_checks_syntax_but_keeps_every_file():
+    assert screen("x = 1\n", "x.py", gate=False) is True
+    with pytest.raises(ParseFailure):
+        screen("x = (\n", "x.py", gate=False)
+
+
+def test_the_gate_never_imports_libcst():
+    import subprocess
+    import sys
+
+    code = textwrap.dedent(
+        """
+        import sys
+        from accumlint.gate import screen
+        screen("for b in c:\\n    b.backward()\\n", "x.py")
+        print("libcst" in sys.modules)
+        """
+    )
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"

@@ -1,0 +1,87 @@
+"""The worker pool: a crash, a hang or a memory blow-up costs one item, and no process outlives the pool."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from accumlint.workers import Failure, WorkerPool
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def _work(item):
+    """What the tests' workers do with an item: report their pid, or misbehave."""
+    if item == "crash":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if item == "hang":
+        time.sleep(60)
+    if item == "hog":
+        return len(bytearray(1 << 34))  # 16 GiB, far beyond the memory limit
+    if item == "raise":
+        raise ValueError("bad item")
+    return os.getpid()
+
+
+def _run(items, size=2, budget=10.0, memory=None):
+    with WorkerPool(size, _work, budget, memory) as pool:
+        return dict(pool.map(items))
+
+
+def test_results_come_back_for_every_item():
+    results = _run(["a", "b", "c", "d", "e"])
+    assert sorted(results) == [0, 1, 2, 3, 4]
+    assert all(isinstance(pid, int) and pid != os.getpid() for pid in results.values())
+    assert all(_gone(pid) for pid in results.values())  # closed: killed and reaped
+
+
+def test_a_crash_costs_only_its_item_and_the_worker_is_replaced():
+    results = _run(["a", "crash", "b", "c"], size=1)
+    assert isinstance(results[1], Failure) and "segmentation fault" in results[1].message
+    pids = {results[0], results[2], results[3]}
+    assert all(isinstance(pid, int) for pid in pids)
+    assert results[0] != results[2]  # a fresh worker took over after the crash
+
+
+def test_an_item_past_the_budget_is_killed_and_reported():
+    started = time.monotonic()
+    results = _run(["hang", "a", "b"], size=2, budget=0.5)
+    assert time.monotonic() - started < 10
+    assert isinstance(results[0], Failure) and "per-file budget of 0.5 s" in results[0].message
+    assert isinstance(results[1], int) and isinstance(results[2], int)
+
+
+def test_memory_is_limited_per_worker():
+    results = _run(["hog", "a"], size=1, memory=512 << 20)
+    assert isinstance(results[0], Failure) and "MemoryError" in results[0].message
+    assert isinstance(results[1], int)
+
+
+def test_an_exception_in_the_function_is_a_failure_of_that_item():
+    results = _run(["raise", "a"], size=1)
+    assert isinstance(results[0], Failure) and "ValueError: bad item" in results[0].message
+    assert isinstance(results[1], int)
+
+
+def test_closing_early_ends_every_worker():
+    pool = WorkerPool(2, _work, 10.0)
+    items = pool.map(["a", "hang", "hang"])
+    first = next(items)
+    pids = [worker.pid for worker in pool._workers]
+    pool.close()
+    assert first[1] != os.getpid()
+    assert pids and all(_gone(pid) for pid in pids)
+
+
+@pytest.mark.parametrize("size", [1, 3])
+def test_no_items_no_workers(size):
+    assert _run([], size=size) == {}
