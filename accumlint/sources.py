@@ -16,6 +16,7 @@ import os
 import signal
 import stat
 import tempfile
+import threading
 import tokenize
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -308,15 +309,23 @@ def signals_deferred(signals: Sequence[int] = _DEFERRED_SIGNALS):
     """Hold back interrupts while a file is being replaced; they arrive right after.
 
     So an interrupt leaves the old file or the new one, and no temporary file.
+    Python runs signal handlers in the main thread whichever thread the
+    signal reached, so swapping the handlers (not the thread's signal mask)
+    holds them back in every case; other threads cannot install handlers and
+    run the block as it is.
     """
-    if not hasattr(signal, "pthread_sigmask"):
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    caught: list[int] = []
+    previous = {number: signal.signal(number, lambda number, frame: caught.append(number)) for number in signals}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        for number in caught:
+            signal.raise_signal(number)
 
 
 def _refusal(target: str, status: os.stat_result) -> Optional[str]:
