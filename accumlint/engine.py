@@ -372,8 +372,6 @@ def check(request: Request, resolver: Resolver, progress: Progress = _no_progres
     return RunResult(files, analysed=len(tasks), cache_hits=cache.hits if cache else 0, workers=workers)
 
 
-def _finish(item: _Pending, outcome: TaskResult, cache, request: Request) -> bool:
-    """Take a task's outcome into its file's result; False when the fixed file could not be written."""
 def _fix_comments(result: FileResult, raw: list[Diagnostic], enabled: frozenset[str]) -> None:
     """`--fix` for the noqa comments themselves (AL001, AL002): a text edit inside the comments' lines."""
     comments = [d for d in result.diagnostics if d.code in SUPPRESSION_CODES]
