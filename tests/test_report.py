@@ -69,8 +69,10 @@ def test_json_objects():
     data = json.loads(render("json", run_of(SAFE, NONE, ERROR)))
     assert data[0] == {
         "path": "bad.py", "line": 1, "column": 7, "end_line": 1, "end_column": 7,
-        "code": "syntax-error", "name": "syntax-error", "message": "expected ':'", "fix": None,
+        "code": "syntax-error", "name": "syntax-error", "message": "expected ':'", "help": None, "fix": None,
     }
+    with_help = json.loads(render("json", run_of(Diagnostic("t.py", 1, 1, 1, 2, "GA201", "n", "m", help="why"))))
+    assert with_help[0]["help"] == "why"
     assert data[1]["cell"] == 3 and data[1]["fix"] is None
     assert data[2]["fix"] == {"applicability": "safe", "message": "scale"}
     assert "cell" not in data[2]
@@ -132,3 +134,8 @@ def test_unknown_format():
 def test_plural_hidden_fixes():
     out = render("text", run_of(UNSAFE, UNSAFE)).splitlines()
     assert out[-1] == "No fixes available (2 hidden fixes can be enabled with the `--unsafe-fixes` option)."
+
+
+def test_github_annotation_carries_the_help_on_a_second_line():
+    finding = Diagnostic("t.py", 1, 1, 1, 2, "GA201", "missing-loss-scaling", "short", help="why: 50%")
+    assert render("github", run_of(finding)).endswith("::missing-loss-scaling: short%0Awhy: 50%25\n")

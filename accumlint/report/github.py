@@ -23,7 +23,7 @@ def annotation(d, document=None) -> str:
     """One `::error` command."""
     title = d.name.replace("-", " ") if is_error(d) else d.code
     properties = [f"file={_escape_property(d.path)}"]
-    message = d.message
+    message = d.message + (f"\n{d.help}" if d.help else "")  # the annotation shows both lines
     if d.cell is None:
         properties += [f"line={d.line}", f"col={d.column}", f"endLine={d.end_line}", f"endColumn={d.end_column}"]
     else:

@@ -18,6 +18,7 @@ def diagnostic_object(d) -> dict:
         "code": d.code,
         "name": d.name,
         "message": d.message,
+        "help": d.help or None,
         "fix": None if d.fix is None else {"applicability": d.fix.applicability, "message": d.fix.description},
     }
     if d.cell is not None:
