@@ -85,20 +85,28 @@ def _applies(diagnostic: Diagnostic, unsafe: bool) -> bool:
 
 
 def _non_overlapping(candidates: list[Located]) -> list[Located]:
-    """Greedy in source order: a fix is taken if no earlier taken fix changes a node it
-    changes or repeats (a node its new code holds), nor repeats a node it changes."""
+    """The fixes of one round. A fix whose new code holds a node that another candidate
+    changes waits (the next round re-analyses the changed text); of the others, greedy in
+    source order, a fix is taken if it changes no node a taken fix changes or holds."""
+    changes = [_changed_nodes(item.finding.edits) for item in candidates]
+    holds = [_held_nodes(item.finding.edits) for item in candidates]
+    everything_changed: dict[int, int] = {}
+    for index, changed in enumerate(changes):
+        for node in changed:
+            everything_changed.setdefault(node, index)
+    ready = [
+        index for index in range(len(candidates))
+        if not any(everything_changed.get(node, index) != index for node in holds[index])
+    ] or [0]
     taken: list[Located] = []
-    changed: set[int] = set()
-    held: set[int] = set()
-    for item in candidates:
-        edits = item.finding.edits
-        changes = _changed_nodes(edits)
-        holds = _held_nodes(edits)
-        if changes & (changed | held) or holds & changed:
+    changed_so_far: set[int] = set()
+    held_so_far: set[int] = set()
+    for index in ready:
+        if changes[index] & (changed_so_far | held_so_far) or holds[index] & changed_so_far:
             continue
-        changed |= changes
-        held |= holds
-        taken.append(item)
+        changed_so_far |= changes[index]
+        held_so_far |= holds[index]
+        taken.append(candidates[index])
     return taken
 
 

@@ -38,14 +38,19 @@ def _fix(text: str, *, unsafe: bool = True) -> str:
 
 
 @pytest.mark.parametrize("fixture", FIXTURES, ids=_rel)
-def test_fixture_fixes_add_no_undefined_name(fixture: Path) -> None:
+def test_fixture_fixes_add_no_undefined_name_and_leave_nothing_to_fix(fixture: Path) -> None:
     original = fixture.read_text(encoding="utf-8")
-    kinds = {d.fix.applicability for d in analyze(original, _rel(fixture), OPTIONS) if d.fix is not None}
+    before = analyze(original, _rel(fixture), OPTIONS)
+    kinds = {d.fix.applicability for d in before if d.fix is not None}
     # with only safe fixes on offer, --fix and --fix --unsafe-fixes write the same text
     for unsafe in sorted({"unsafe" not in kinds, True} if kinds else set()):
         fixed = _fix(original, unsafe=unsafe)
         added = new_undefined_names(original, fixed)
         assert not added, f"unsafe={unsafe}: the fix made {dict(added)} undefined:\n{fixed}"
+    if kinds:  # a fresh check of the --fix --unsafe-fixes result: nothing fixable, nothing new
+        unfixable = {d.code for d in before if d.fix is None}
+        left = [d for d in analyze(fixed, _rel(fixture), OPTIONS) if d.fix is not None or d.code not in unfixable]
+        assert not left, [(d.line, d.code) for d in left]
 
 
 @pytest.mark.parametrize("code", [rule.code for rule in RULES if rule.fix != "none"])

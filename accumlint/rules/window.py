@@ -179,7 +179,7 @@ def _gate_step_edits(window: Window, step: Event) -> tuple[Edit, ...]:
         kinds = {e.kind for e in statement.events}
         if not kinds <= {"step", "zero", "sched", "update", "unscale", "clip"} or not movable(statement):
             continue
-        if "zero" in kinds or statement.order > last_backward:
+        if statement is step.statement or "zero" in kinds or statement.order > last_backward:
             related.append(statement)
     zeroing = [s for s in related if {e.kind for e in s.events} == {"zero"}]
     moved = [s for s in related if s not in zeroing] + zeroing
