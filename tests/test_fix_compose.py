@@ -38,7 +38,7 @@ def train(model, optimizer, loader, accum_steps):
     for i, (x, y) in enumerate(loader):
         loss = F.cross_entropy(model(x), y)
         (loss / accum_steps).backward()
-        if (i + 1) % accum_steps == 0:
+        if (i + 1) % accum_steps == 0 or (i + 1) == len(loader):
             optimizer.step()
             optimizer.zero_grad()
 '''
@@ -99,7 +99,9 @@ def test_two_mistakes_in_the_canonical_loop_fix_to_a_verified_loop(pair, tmp_pat
 
     path = tmp_path / "train.py"
     path.write_text(fixed, encoding="utf-8")
-    report = check_equivalence(f"{path}::train")
+    # GA102's gate has no last-batch clause over a loader of unknown size: whole windows only then
+    tail = None if "len(loader)" in fixed else 0
+    report = check_equivalence(f"{path}::train", tail=tail)
     assert report.passed, f"{fixed}\n{report.format_text()}"
 
 
