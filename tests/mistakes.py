@@ -11,6 +11,7 @@ fixer's combined result is correct.
 from __future__ import annotations
 
 import re
+import warnings
 from typing import Callable, Optional
 
 Mistake = Callable[[str], Optional[str]]
@@ -217,7 +218,9 @@ def spliced(text: str, *names: str) -> Optional[str]:
             return None
         text = made
     try:
-        compile(text, "<spliced>", "exec", dont_inherit=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            compile(text, "<spliced>", "exec", dont_inherit=True)
     except (SyntaxError, ValueError):
         return None
     return text
