@@ -193,9 +193,16 @@ class StepComparer:
         self._compare_evidence(a, b, size)
 
     def _window_of(self, b: StepRecord) -> list[int]:
-        """Indices of the micro-batches whose concatenation run B's step used."""
+        """Indices of the micro-batches whose concatenation run B's step used.
+
+        The full-batch run steps once per batch, so its step index is the batch
+        it used, unless it stepped more often than it took batches (then the
+        count says which); the count alone would mislead with a loader that
+        prefetches (accelerate's prepared loader, Lightning's fetcher): it runs
+        one batch ahead of the batch in use. Later epochs start over."""
         batches = self.windows + (1 if self.tail else 0)
-        batch = (b.consumed - 1 if b.consumed > 0 else b.index) % max(batches, 1)  # later epochs start over
+        batch = min(b.consumed - 1, b.index) if b.consumed > 0 else b.index
+        batch %= max(batches, 1)
         start = batch * self.k
         end = min(start + self.k, self.windows * self.k + self.tail)
         return list(range(start, max(end, start + 1)))

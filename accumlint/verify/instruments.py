@@ -186,10 +186,31 @@ def _swap_user_names(namespaces: tuple[dict, ...]) -> list[Callable[[], None]]:
     return undo
 
 
-def _before_step(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+def _before_step(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> Any:
     recorder = current()
-    if recorder is not None:
+    if recorder is None:
+        return None
+    # `args` holds the optimizer itself first, then step()'s own arguments
+    closure = kwargs.get("closure", args[1] if len(args) > 1 else None)
+    if not callable(closure):
         recorder.before_step(optimizer)
+        return None
+    # `optimizer.step(closure)` (Lightning's automatic optimization, LBFGS): the
+    # closure runs the window's last backward inside the step, so the gradients
+    # that reach the update exist only once it has returned, before the update.
+    recorded = False
+
+    def recording_closure() -> Any:
+        nonlocal recorded
+        loss = closure()
+        if not recorded:
+            recorded = True
+            recorder.before_step(optimizer)
+        return loss
+
+    if "closure" in kwargs:
+        return args, {**kwargs, "closure": recording_closure}
+    return (args[0], recording_closure, *args[2:]), kwargs
 
 
 def _after_step(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:

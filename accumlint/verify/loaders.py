@@ -32,6 +32,10 @@ class CountingBatches(list):
 
 
 class _Items(Dataset):
+    """The prepared batches as a dataset that counts the items fetched from it."""
+
+    taken = 0
+
     def __init__(self, items: Sequence[Any]) -> None:
         self.items = list(items)
 
@@ -39,18 +43,19 @@ class _Items(Dataset):
         return len(self.items)
 
     def __getitem__(self, index: int) -> Any:
+        self.taken += 1
         return self.items[index]
 
 
 class CountingDataLoader(DataLoader):
-    """A DataLoader yielding prepared batches as they are, counting them."""
+    """A DataLoader yielding prepared batches as they are, counting them where
+    they are fetched (its dataset): a framework that rebuilds the loader around
+    the same dataset (accelerate's `prepare`, Lightning's sampler injection) is
+    counted too."""
 
-    taken = 0
-
-    def __iter__(self) -> Iterator[Any]:
-        for item in super().__iter__():
-            self.taken += 1
-            yield item
+    @property
+    def taken(self) -> int:
+        return self.dataset.taken
 
 
 def counting_loader(batches: Sequence[Any], as_dataloader: bool = False) -> Any:
