@@ -516,7 +516,7 @@ def test_unsettled_fixes_are_reported(project, fake_analysis, monkeypatch):
 
 def test_ci_script_runs_the_readme_test_command():
     root = Path(__file__).resolve().parent.parent
-    command = "pip install torch==2.13.0 && pip install -e '.[verify,test]' && python -m pytest -q"
+    command = "pip install torch==2.13.0 && pip install -e '.[verify,test,frameworks]' && python -m pytest -q"
     assert command in (root / "README.md").read_text()
     script = (root / ".ci" / "run").read_text()
     assert "set -euo pipefail" in script and script.strip().endswith(command)
