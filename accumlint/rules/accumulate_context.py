@@ -8,8 +8,10 @@ import libcst as cst
 
 from accumlint.edits import Edit, replace
 from accumlint.model.build import ModuleModel
+from accumlint.model.facts import ModuleFacts
 from accumlint.model.loop import Statement
-from accumlint.model.names import call_name, code, dotted, has_star_kwargs, keyword, last_part
+from accumlint.model.kwargs import keywords
+from accumlint.model.names import call_name, code, dotted, last_part
 from accumlint.model.scope import in_scope
 from accumlint.model.window import Window
 from accumlint.rules.base import Finding
@@ -86,7 +88,7 @@ def accumulate_without_steps(model: ModuleModel) -> Iterable[Finding]:
                 seen.add(id(item))
                 owner = dotted(call.func.value)
                 constructors = _constructors(model, owner)
-                if not constructors or any(_carries_k(c) for c in constructors):
+                if not constructors or any(_carries_k(facts, c) for c in constructors):
                     continue
                 if facts.bindings.get(f"{owner}.gradient_accumulation_steps"):
                     continue
@@ -126,9 +128,11 @@ def _constructors(model: ModuleModel, owner: Optional[str]) -> list[cst.Call]:
     ]
 
 
-def _carries_k(call: cst.Call) -> bool:
-    """K given, or possibly given (a plugin, a DeepSpeed config, `**kwargs`)."""
-    return has_star_kwargs(call) or any(keyword(call, name) is not None for name in _CARRIES_K)
+def _carries_k(facts: ModuleFacts, call: cst.Call) -> bool:
+    """K given, or possibly given (a plugin, a DeepSpeed config, a `**dict` whose keys are unknown);
+    a `**dict` the module builds counts as the keywords it holds."""
+    given = keywords(facts, call)
+    return given is None or any(name in given for name in _CARRIES_K)
 
 
 def _with_steps(call: cst.Call, k: cst.BaseExpression) -> cst.Call:
