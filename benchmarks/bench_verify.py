@@ -4,15 +4,22 @@ For each setup, times `check_equivalence` (load, bind, deep copies, hooks
 recording every step, comparison) against running run A and run B by hand
 (same function, model copies, fresh optimizers, no hooks), in the same
 process, and prints the ratio. Medians of several repeats, after a warm-up.
+Then, each in a fresh process, the peak memory (max RSS) of the plain runs
+and of the verifier on a ~100 MB model over many windows, in MB and in
+multiples of the model's size.
 
-    python benchmarks/bench_verify.py [--repeats 5]
+    python benchmarks/bench_verify.py [--repeats 5] [--memory-windows 100]
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import json
+import resource
 import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -58,10 +65,57 @@ def median_time(action, repeats: int) -> float:
     return statistics.median(samples)
 
 
+BIG_WIDTH = 5000  # one 5000 x 5000 float32 layer: 100 MB of parameters
+
+
+def big_setup(windows: int) -> Setup:
+    generator = torch.Generator().manual_seed(0)
+    model = nn.Linear(BIG_WIDTH, BIG_WIDTH)
+    batches = [(torch.randn(2, BIG_WIDTH, generator=generator), torch.randn(2, BIG_WIDTH, generator=generator))
+               for _ in range(K * (windows + 1))]
+    return Setup(model, lambda params: torch.optim.SGD(params, lr=1e-3), batches, nn.MSELoss())
+
+
+def memory_child(mode: str, windows: int) -> None:
+    """Run one measurement and print its peak RSS (MB) as JSON."""
+    torch.set_num_threads(1)
+    setup = big_setup(windows)
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    if mode == "plain":
+        plain_runs(setup)
+        passed = None
+    else:
+        report = check_equivalence(TARGET, setup=setup, accum_steps=K, windows=windows)
+        passed = report.passed
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"before": base, "peak": peak, "passed": passed}))
+
+
+def memory_table(windows: int) -> None:
+    model_mb = BIG_WIDTH * (BIG_WIDTH + 1) * 4 / 2**20
+    print(f"\npeak memory, {model_mb:.0f} MB model (Linear {BIG_WIDTH}x{BIG_WIDTH}, SGD), K={K}, {windows} windows")
+    print(f"{'run':<14} {'setup+data':>11} {'peak':>9} {'peak - setup':>13} {'x model':>8}")
+    for mode in ("plain", "verify"):
+        started = time.perf_counter()
+        output = subprocess.run([sys.executable, __file__, "--memory-child", mode, "--memory-windows", str(windows)],
+                                capture_output=True, text=True, check=True).stdout
+        data = json.loads(output.strip().splitlines()[-1])
+        grown = data["peak"] - data["before"]
+        label = f"{mode} ({time.perf_counter() - started:.0f}s)"
+        print(f"{label:<14} {data['before']:>9.0f}MB {data['peak']:>7.0f}MB {grown:>11.0f}MB {grown / model_mb:>7.1f}x"
+              + ("" if data["passed"] is None else f"  equivalent={data['passed']}"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
-    repeats = parser.parse_args().repeats
+    parser.add_argument("--memory-windows", type=int, default=100)
+    parser.add_argument("--memory-child", choices=["plain", "verify"], help=argparse.SUPPRESS)
+    arguments = parser.parse_args()
+    if arguments.memory_child:
+        memory_child(arguments.memory_child, arguments.memory_windows)
+        return
+    repeats = arguments.repeats
     torch.set_num_threads(1)
     setups = {
         "synthetic 8-16-4, float64, b=4": lambda: synthetic_setup(accum_steps=K, windows=WINDOWS, micro_batch=4, seed=0),
@@ -76,6 +130,7 @@ def main() -> None:
         verify = median_time(lambda: check_equivalence(TARGET, setup=setup, accum_steps=K, windows=WINDOWS), repeats)
         assert check_equivalence(TARGET, setup=setup, accum_steps=K, windows=WINDOWS).passed
         print(f"{label:<38} {plain * 1e3:>9.1f}ms {verify * 1e3:>9.1f}ms {verify / plain:>6.2f}x")
+    memory_table(arguments.memory_windows)
 
 
 if __name__ == "__main__":

@@ -289,3 +289,20 @@ def test_autocast_bfloat16_sets_the_tolerance_from_the_compute_dtype(tmp_path):
     assert report.compute_dtypes == ["bfloat16"] and report.tolerance["rtol"] > 1e-3
     bad = check_equivalence(loop(tmp_path, source.replace(" / accum_steps", ""), "bad.py"), dtype="float32")
     assert bad.codes == ["GA201"], bad.format_text()
+
+
+def test_a_passing_run_keeps_no_step_tensors_however_many_windows(tmp_path, monkeypatch):
+    import accumlint.verify.equivalence as equivalence
+
+    kept = []
+    original = equivalence._fill
+
+    def spy(report, accumulated, full, *args, **kwargs):
+        kept.append(sum(bool(s.gradients or s.state) for s in [*accumulated.steps, *full.steps]))
+        return original(report, accumulated, full, *args, **kwargs)
+
+    monkeypatch.setattr(equivalence, "_fill", spy)
+    assert check_equivalence(loop(tmp_path, gated()), windows=30).passed
+    broken = check_equivalence(loop(tmp_path, gated().replace(" / accum_steps\n", "\n", 1), "bad.py"), windows=30)
+    assert broken.codes == ["GA201"]
+    assert kept == [0, 3]  # failing: the first two accumulated steps and the first full one, for the diagnosis

@@ -172,6 +172,11 @@ class StepComparer:
         self._backward_steps = 0
         self._single_backward_steps = 0
 
+    @property
+    def failed(self) -> bool:
+        """Whether a step's gradients have failed so far."""
+        return self._failed
+
     # --- one step -------------------------------------------------------------
 
     def __call__(self, a: StepRecord, b: StepRecord) -> None:
@@ -275,8 +280,8 @@ def scalar_ratio(actual: Tensors, expected: Tensors) -> Optional[float]:
         a = actual.get(name)
         if a is None or b is None:
             continue
-        dot += float((a.double() * b.double()).sum())
-        norm += float((b.double() * b.double()).sum())
+        dot += float(torch.sum(a * b.to(a.dtype), dtype=torch.float64))
+        norm += float(torch.sum(b * b, dtype=torch.float64))
     return dot / norm if norm else None
 
 
@@ -303,8 +308,8 @@ def compare_tensors(actual: Tensors, expected: Tensors, tolerance: Tolerance, sc
         if a is None and b is None:
             continue
         a = torch.zeros_like(b) if a is None else a
-        b = torch.zeros_like(a) if b is None else b * scale
-        difference = _difference(name, a, b.to(a.dtype), tolerance)
+        b = torch.zeros_like(a) if b is None else (b if scale == 1.0 else b * scale)
+        difference = _difference(name, a, b, tolerance)
         excess = _excess(difference.max_abs_error, tolerance.atol + tolerance.rtol * _max_abs(b))
         if worst is None or excess > worst[0]:
             worst = (excess, difference)
@@ -319,8 +324,8 @@ def compare_updates(
     for name in sorted(expected.keys() & actual.keys()):
         a, b = actual[name], expected[name]
         start = initial.get(name)
-        moved = _max_abs(b - start.to(b.device, b.dtype)) if start is not None and start.shape == b.shape else _max_abs(b)
-        abs_error = _max_abs(a - b)
+        moved = _max_abs(torch.sub(b, start.to(b.device, b.dtype))) if start is not None and start.shape == b.shape else _max_abs(b)
+        abs_error = _max_abs(torch.sub(a, b.to(a.dtype)))
         allowed = tolerance.atol + tolerance.rtol * moved
         difference = Difference(name, abs_error, abs_error / moved if moved else abs_error, abs_error <= allowed)
         if worst is None or _excess(abs_error, allowed) > worst[0]:
@@ -339,7 +344,10 @@ def _max_abs(tensor: torch.Tensor) -> float:
 
 
 def _difference(name: str, a: torch.Tensor, b: torch.Tensor, tolerance: Tolerance) -> Difference:
-    abs_error = _max_abs(a.double() - b.double())
+    # One temporary of the tensor's size, in the wider of the two dtypes (no
+    # float64 copies of a large model's gradients at every step).
+    wider = torch.promote_types(a.dtype, b.dtype)
+    abs_error = _max_abs(torch.sub(a.to(wider), b.to(wider)).abs_())
     scale = _max_abs(b)
     allowed = tolerance.atol + tolerance.rtol * scale
     return Difference(name, abs_error, abs_error / scale if scale else abs_error, abs_error <= allowed)

@@ -251,13 +251,23 @@ def _resolve_setup(
         return synthetic_setup(dtype=dtype or torch.float64, **context)
     if isinstance(setup, Setup):
         the_setup = as_setup(copy.copy(setup))
-        the_setup.model = copy.deepcopy(setup.model)
+        if _moves(setup.model, device, dtype):
+            # place() converts in place: the caller's model stays as it was.
+            the_setup.model = copy.deepcopy(setup.model)
     else:
         factory = load_factory(setup) if isinstance(setup, str) else setup
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             the_setup = build_setup(factory, dtype=dtype, **context)
     return place(the_setup, device=device, dtype=dtype)
+
+
+def _moves(model: torch.nn.Module, device: str, dtype: Optional[torch.dtype]) -> bool:
+    """Whether placing the model on `device` in `dtype` changes any of its tensors."""
+    return any(
+        t.device != torch.device(device) or (dtype is not None and t.is_floating_point() and t.dtype != dtype)
+        for t in (*model.parameters(), *model.buffers())
+    )
 
 
 def _plan(setup: Setup, binding: Binding, window: int, windows: int, tail: int) -> _Plan:
@@ -330,6 +340,8 @@ def _run_pair(
     else:
         run_a = prepare_run(function, binding, inputs(micro_batches, k), eval_mode=eval_mode, keep=2)
         run_b = prepare_run(function, binding, inputs(full_batches, 1), eval_mode=eval_mode, keep=1)
+        for run in (run_a, run_b):
+            run.recorder.retain = lambda: comparer.failed
         runs = {"a": run_a.recorder.record, "b": run_b.recorder.record}
         accumulated, full = run_lockstep(run_a, run_b, comparer, seed=seed, device=device_of(setup.model),
                                          user_globals=user_namespaces(function))

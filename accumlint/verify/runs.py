@@ -9,7 +9,8 @@ scaler and scheduler calls), the last pre-clip norm and how much of the
 loader was consumed; it hands the live gradients and model state to
 `on_step` (the lockstep comparison reads them while the run is paused) and
 keeps tensor copies only for the first `keep` steps, which the diagnosis
-needs. Memory therefore does not grow with the number of windows.
+needs, and only when `retain()` says so. Memory therefore does not grow
+with the number of windows.
 """
 
 from __future__ import annotations
@@ -129,6 +130,10 @@ class RunRecorder:
         self.names = {id(parameter): name for name, parameter in model.named_parameters()}
         self.on_step = on_step
         self.keep = keep
+        # Whether the first `keep` steps are worth copying (the lockstep
+        # comparison keeps them only once a step has failed: the diagnosis
+        # needs them, a passing run does not).
+        self.retain: Callable[[], bool] = lambda: True
         self.record = RunRecord()
         self._events: Counter = Counter()
         self._clip: Optional[float] = None
@@ -173,17 +178,20 @@ class RunRecorder:
             state=_model_state(self.model),
         )
         self._events, self._clip = Counter(), None
-        kept = record.kept() if record.index < self.keep else record.light()
-        self.record.steps.append(kept)
+        self.record.steps.append(record.light())
         if self.on_step is not None:
             self.on_step(record)
+        if record.index < self.keep and self.retain():
+            # Still inside the step hook: the live tensors are those of this step.
+            self.record.steps[record.index] = record.kept()
 
     def after_step(self, optimizer: torch.optim.Optimizer) -> None:
         if self._depth[id(optimizer)] > 0:
             self._depth[id(optimizer)] -= 1
 
     def finish(self) -> RunRecord:
-        self.record.final = {name: p.detach().clone() for name, p in self.model.named_parameters()}
+        # The run's model is its own deep copy, unused once the run ended: no clone.
+        self.record.final = {name: p.detach() for name, p in self.model.named_parameters()}
         self.record.consumed = getattr(self.loader, "taken", 0)
         self.record.trailing_events = dict(self._events)
         return self.record
