@@ -137,7 +137,7 @@ def _selectors(values: tuple[str, ...]) -> Optional[tuple[str, ...]]:
     "--file-timeout",
     type=click.FloatRange(min=0, min_open=True),
     metavar="SECONDS",
-    help="Time budget for each file's analysis; a file past it is reported, not checked (default: 30).",
+    help="CPU seconds each file's analysis may take (and 10x that in wall time); a file past it is reported, not checked (default: 30).",
 )
 @click.option("--stdin-filename", help="The file name to report (and configure) for code read from stdin.")
 @click.option("--verify", is_flag=True, help="With --fix: run the runtime verifier on each fixed file (imports torch).")

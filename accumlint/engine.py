@@ -47,7 +47,7 @@ RECURSION_LIMIT = 8_000
 # A worker process pays for itself with about this much code (half a second of
 # LibCST) to analyse beside the largest file, which one worker must do alone.
 CHARS_PER_WORKER = 100_000
-# Each file's analysis (or fix) must end within this many seconds (--file-timeout),
+# Each file's analysis (or fix) may take this many CPU seconds (--file-timeout; see workers.WALL_FACTOR),
 # and may use this much memory beyond what its worker starts with.
 FILE_TIME_BUDGET = 30.0
 FILE_MEMORY_BUDGET = 2 << 30

@@ -4,7 +4,9 @@ LibCST's native parser can crash its process (a stack overflow on a long
 boolean chain), a bug in the model can loop or recurse without end, and a
 huge file can take gigabytes. So no analysis runs in the process that holds
 the run's results: each file is analysed in a forked worker, under a time
-budget and a memory limit. A worker that crashes, is killed, or runs past the
+budget and a memory limit. The budget counts the worker's CPU time where the
+system tells it (a busy machine must not fail big files), and wall time up to
+WALL_FACTOR times the budget in any case (a worker that waits forever). A worker that crashes, is killed, or runs past the
 budget costs exactly that one file, which gets a `Failure` naming what
 happened; a fresh worker takes its place. When the pool closes (normally, on
 an exception, or on a signal turned into one) every worker is killed and
@@ -30,6 +32,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional, Sequence
 
 _HEADER = struct.Struct("!Q")
+# However little CPU it gets, an item ends after this many times its budget in wall time.
+WALL_FACTOR = 10
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 @dataclass(frozen=True)
@@ -152,6 +157,17 @@ class _Worker:
         os.close(result_write)
         self.index: Optional[int] = None
         self.deadline = 0.0
+        self.cutoff = 0.0  # the wall-time limit
+        self.cpu_at_start: Optional[float] = None
+
+    def cpu_seconds(self) -> Optional[float]:
+        """CPU time the process has used (user + system), or None where /proc cannot say."""
+        try:
+            with open(f"/proc/{self.pid}/stat", "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+        except (OSError, IndexError, ValueError):
+            return None
 
     @property
     def fds(self) -> tuple[int, int]:
@@ -160,7 +176,20 @@ class _Worker:
     def give(self, index: int, item: Any, budget: float) -> None:
         _write_message(self.task_write, (index, item))
         self.index = index
-        self.deadline = time.monotonic() + budget
+        now = time.monotonic()
+        self.deadline = now + budget
+        self.cutoff = now + budget * WALL_FACTOR
+        self.cpu_at_start = self.cpu_seconds()
+
+    def past_budget(self, budget: float, now: float) -> bool:
+        """At the deadline: whether the item used its budget (else the deadline moves on)."""
+        if now >= self.cutoff or self.cpu_at_start is None:
+            return True
+        used = self.cpu_seconds()
+        if used is None or used - self.cpu_at_start >= budget:
+            return True
+        self.deadline = min(now + max(budget - (used - self.cpu_at_start), 0.01), self.cutoff)
+        return False
 
     def stop(self) -> int:
         """Kill the process (if it still runs), reap it and close the pipes; its wait status."""
@@ -248,7 +277,7 @@ class WorkerPool:
                 yield index, result
             now = time.monotonic()
             for fd, worker in list(busy.items()):
-                if worker.deadline <= now:
+                if worker.deadline <= now and worker.past_budget(self.budget, now):
                     del busy[fd]
                     self._retire(worker)
                     if waiting:

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from accumlint.workers import Failure, WorkerPool
+from accumlint.workers import WALL_FACTOR, Failure, WorkerPool
 
 
 def _gone(pid: int) -> bool:
@@ -52,12 +52,30 @@ def test_a_crash_costs_only_its_item_and_the_worker_is_replaced():
     assert results[0] != results[2]  # a fresh worker took over after the crash
 
 
-def test_an_item_past_the_budget_is_killed_and_reported():
+def _spin(item):
+    if item == "spin":
+        while True:
+            pass
+    return os.getpid()
+
+
+def test_an_item_past_its_cpu_budget_is_killed_and_reported():
     started = time.monotonic()
-    results = _run(["hang", "a", "b"], size=2, budget=0.5)
-    assert time.monotonic() - started < 10
-    assert isinstance(results[0], Failure) and "per-file budget of 0.5 s" in results[0].message
+    with WorkerPool(2, _spin, 0.3) as pool:
+        results = dict(pool.map(["spin", "a", "b"]))
+    assert time.monotonic() - started < 3 * WALL_FACTOR * 0.3
+    assert isinstance(results[0], Failure) and "per-file budget of 0.3 s" in results[0].message
     assert isinstance(results[1], int) and isinstance(results[2], int)
+
+
+def test_a_waiting_item_is_ended_by_the_wall_time_limit():
+    # sleeping uses no CPU: the wall-time cutoff (WALL_FACTOR times the budget) ends it
+    started = time.monotonic()
+    results = _run(["hang", "a"], size=2, budget=0.1)
+    elapsed = time.monotonic() - started
+    assert WALL_FACTOR * 0.1 <= elapsed < 10
+    assert isinstance(results[0], Failure) and "per-file budget of 0.1 s" in results[0].message
+    assert isinstance(results[1], int)
 
 
 def test_memory_is_limited_per_worker():
