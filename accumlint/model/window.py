@@ -160,7 +160,18 @@ class Window:
         """A step/zero/scheduler call the framework turns into a no-op off the boundary."""
         if event.role.flavor == "engine":
             return True
-        return self.accumulate_context(event.statement) and not self.unmanaged_in_accumulate(event)
+        if self.accumulate_context(event.statement):
+            return not self.unmanaged_in_accumulate(event)
+        return self.zeroes_after_accumulate(event)
+
+    def zeroes_after_accumulate(self, event: Event) -> bool:
+        """An optimizer's zeroing outside `accumulate()` in a loop that enters it: a
+        prepared optimizer reads `sync_gradients` as the last `accumulate()` left it, so it
+        still zeroes only after a window closed (unless the module built it unprepared)."""
+        if event.kind != "zero" or self.accumulate_k is None or self.zeroes_model(event):
+            return False
+        target = event.role.target
+        return self.objects.kind_of(target) == "optimizer" and self.objects.frameworks.prepared(target) is not False
 
     # -- evidence and K -------------------------------------------------------------
     @cached_property
