@@ -94,9 +94,19 @@ def _changes_outside(text: str, fixed: str, fixed_lines: list[int]) -> list[int]
             continue
         if tag == "insert" and all(re.match(r"\s*(from \S+ )?import ", line) for line in new[j1:j2]):
             continue
-        touched = range(i1 + 1, i2 + 1) if i2 > i1 else [i1 + (1 if i1 < len(old) else 0)]
-        outside.extend(line for line in touched if not any(a <= line <= b for a, b in allowed))
+        if tag == "insert":  # new lines after line i1: at the edge of a statement is inside it
+            if not any(_first_of(old, a) - 1 <= i1 <= b for a, b in allowed):
+                outside.append(i1 + 1)
+            continue
+        outside.extend(line for line in range(i1 + 1, i2 + 1) if not any(a <= line <= b for a, b in allowed))
     return outside
+
+
+def _first_of(lines: list[str], first: int) -> int:
+    """A statement's first line, moved up over the blank lines before it."""
+    while first > 1 and not lines[first - 2].strip():
+        first -= 1
+    return first
 
 
 # -- inputs -------------------------------------------------------------------------
