@@ -31,9 +31,10 @@ NAMES = {MALFORMED: "malformed-noqa", UNUSED: "unused-noqa"}
 
 _CODE = r"[A-Za-z]+[0-9]+"
 _CODES = rf"{_CODE}(?:[\s,]+{_CODE})*"
-# The directive, then what follows it: `: codes`, ` codes` (no colon: malformed), `:` alone (malformed).
+# The directive, then what follows it: `: codes`, ` codes` (no colon: malformed), `:` alone (malformed),
+# or `: word` that is no code at all (another tool's, e.g. torch's `# noqa: set_linter`: a blanket noqa, as flake8 reads it).
 _DIRECTIVE = re.compile(
-    rf"#\s*(?P<file>accumlint\s*:\s*)?noqa\b(?:(?P<colon>:)\s*(?P<codes>{_CODES})?|\s+(?P<bare_codes>{_CODES})\b)?",
+    rf"#\s*(?P<file>accumlint\s*:\s*)?noqa\b(?:(?P<colon>:)\s*(?:(?P<codes>{_CODES})|(?P<foreign>[^\s#,]+))?|\s+(?P<bare_codes>{_CODES})\b)?",
     re.IGNORECASE,
 )
 _OWN_CODE = re.compile(r"^(GA|AL)\d{3}$")
@@ -90,7 +91,7 @@ def _directive(line: int, column: int, match: re.Match) -> Directive:
     if match.group("bare_codes"):
         codes = _split(match.group("bare_codes"))
         return Directive(line, start, end, codes, file_wide, "the codes need a colon after `noqa`")
-    if match.group("colon") and not match.group("codes"):
+    if match.group("colon") and not match.group("codes") and not match.group("foreign"):
         return Directive(line, start, end, ALL, file_wide, "`noqa:` names no code")
     codes = _split(match.group("codes")) if match.group("codes") else ALL
     return Directive(line, start, end, codes, file_wide)

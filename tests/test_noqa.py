@@ -191,3 +191,12 @@ def test_fix_of_comments_through_the_command_line(tmp_path, monkeypatch, fake_an
     result = CliRunner().invoke(cli, ["check", "--fix"])
     assert (tmp_path / "t.py").read_text() == "for x in y:\n    loss.backward(retain_graph=True)\n"
     assert "Found 2 errors (1 fixed, 1 remaining)." in result.stdout
+
+
+def test_another_tools_word_after_the_colon_is_not_malformed():
+    """torch writes `# noqa: set_linter` for its own linter: not accumlint's to judge."""
+    from accumlint.noqa import _DIRECTIVE, _directive
+
+    directive = _directive(3, 0, _DIRECTIVE.search("x = 1  # noqa: set_linter"))
+    assert directive.problem == ""
+    assert _directive(3, 0, _DIRECTIVE.search("x = 1  # noqa:")).problem
