@@ -111,6 +111,10 @@ def parse_python(text: str, path: str) -> ast.Module:
         return ast.parse(text, filename=path)
     except SyntaxError as error:
         raise _failure(error, text) from None
+    except ValueError as error:  # Python 3.10 and 3.11 reject null bytes with ValueError (3.12: SyntaxError)
+        if "\0" not in text:
+            raise
+        raise _failure(SyntaxError(str(error)), text) from None
     except (RecursionError, MemoryError):
         raise Unanalysable("too deeply nested for Python's own parser") from None
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import textwrap
 
 import pytest
@@ -75,7 +76,11 @@ def test_each_hostile_file_gets_one_line_and_the_rest_is_checked(hostile_tree, j
     assert [c for c, _ in paths["train.py"]] == ["GA201"]
     assert paths["and_chain.py"] == [("internal-error", "cannot be analysed: nested too deeply (depth 8003; the limit is 400)")]
     for name in ("plus_chain.py", "attribute_chain.py"):
-        assert paths[name] == [("internal-error", "cannot be analysed: too deeply nested for Python's own parser")]
+        (line,) = paths[name]
+        # Python 3.11+ refuses these chains itself; 3.10 parses them and the nesting bound refuses them.
+        assert line == ("internal-error", "cannot be analysed: too deeply nested for Python's own parser") or (
+            sys.version_info < (3, 11) and line[0] == "internal-error" and "nested too deeply (depth" in line[1]
+        )
     for name in ("parentheses.py", "nested_calls.py"):
         assert paths[name] == [("syntax-error", "too many nested parentheses")]
     lines = {d["path"]: (d["line"], d["column"]) for d in found}
