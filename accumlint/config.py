@@ -166,11 +166,16 @@ def _patterns(value: Any, key: str, origin: str) -> tuple[str, ...]:
     return patterns
 
 
-def _compile_pattern(pattern: str, key: str, origin: str):
+def _gitignore(lines: Iterable[str]):
+    """A .gitignore-syntax matcher; pathspec is imported only by configurations that have patterns."""
     import pathspec
 
+    return pathspec.GitIgnoreSpec.from_lines(lines)
+
+
+def _compile_pattern(pattern: str, key: str, origin: str):
     try:
-        return pathspec.GitIgnoreSpec.from_lines([pattern])
+        return _gitignore([pattern])
     except Exception as error:  # noqa: BLE001 - pathspec raises several kinds (and re.error)
         raise ConfigError(f"{origin}: `{key}` holds an invalid pattern {pattern!r}: {error}") from None
 
@@ -370,17 +375,15 @@ class Resolver:
     def _settings(self, config: Config) -> Settings:
         if config.path in self._by_config:
             return self._by_config[config.path]
-        import pathspec
-
         origin = str(config.path) if config.path else "configuration"
         enabled = resolve_selection(
             [(config.selection, origin), (self.overrides.selection, "command line")]
         )
         ignores = tuple(
-            (pathspec.GitIgnoreSpec.from_lines([glob]), frozenset(code for c in codes for code in codes_matching(c)))
+            (_gitignore([glob]), frozenset(code for c in codes for code in codes_matching(c)))
             for glob, codes in config.per_file_ignores
         )
-        exclude = pathspec.GitIgnoreSpec.from_lines(config.exclude) if config.exclude else None
+        exclude = _gitignore(config.exclude) if config.exclude else None
         unsafe = self.overrides.unsafe_fixes
         settings = Settings(
             config=config,
