@@ -180,7 +180,21 @@ def collect_facts(module: cst.Module, text: str) -> ModuleFacts:
         if type(node) in _STRINGS:
             continue
         stack.extend((child, path) for child in reversed(children(node)))
+    if facts.trainer_accumulation is None:
+        _trainer_accumulation_through_kwargs(facts)
     return facts
+
+
+def _trainer_accumulation_through_kwargs(facts: ModuleFacts) -> None:
+    """`Trainer(**trainer_kwargs)` with `accumulate_grad_batches` in a dict the module builds."""
+    from accumlint.model.kwargs import keywords  # kwargs reads these facts
+
+    for call in facts.calls:
+        if any(arg.star == "**" for arg in call.args):
+            value = (keywords(facts, call) or {}).get("accumulate_grad_batches")
+            if value is not None:
+                facts.trainer_accumulation = value
+                return
 
 
 def _record_loop(facts: ModuleFacts, node: Loop, ancestors: tuple[cst.CSTNode, ...]) -> None:

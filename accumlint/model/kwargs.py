@@ -40,7 +40,7 @@ def _dict_items(facts: ModuleFacts, expr: cst.BaseExpression, depth: int) -> Opt
     extra: dict[str, cst.BaseExpression] = {}
     if isinstance(expr, (cst.Name, cst.Attribute)) and name is not None:
         bindings = facts.bindings.get(name, [])
-        if len(bindings) != 1 or bindings[0].index is not None:
+        if len(bindings) != 1 or bindings[0].index is not None or _updated(facts, name):
             return None
         value = bindings[0].value
         for item in facts.bindings.get(f"{name}[]", []):
@@ -57,6 +57,12 @@ def _dict_items(facts: ModuleFacts, expr: cst.BaseExpression, depth: int) -> Opt
     else:
         return None
     return None if items is None else {**items, **extra}
+
+
+def _updated(facts: ModuleFacts, name: str) -> bool:
+    """`d.update(...)`, `d.setdefault(...)`, `d.pop(...)`: keys the module does not show."""
+    mutators = {f"{name}.{method}" for method in ("update", "setdefault", "pop", "popitem", "clear")}
+    return any(dotted(call.func) in mutators for call in facts.calls)
 
 
 def _literal_items(facts: ModuleFacts, value: cst.Dict, depth: int) -> Optional[dict[str, cst.BaseExpression]]:

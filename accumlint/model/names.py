@@ -101,10 +101,6 @@ def positional(call: cst.Call, index: int) -> Optional[cst.BaseExpression]:
     return None
 
 
-def has_star_kwargs(call: cst.Call) -> bool:
-    return any(arg.star == "**" for arg in call.args)
-
-
 def string_value(node: Optional[cst.CSTNode]) -> Optional[str]:
     if isinstance(node, cst.SimpleString):
         return node.evaluated_value if isinstance(node.evaluated_value, str) else None

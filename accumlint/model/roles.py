@@ -40,6 +40,7 @@ _SCHEDULER_FACTORY = re.compile(r"sched|(^|_)[A-Z]?\w*LR$|LR$|Scheduler", re.IGN
 _LOSS_CLASS = re.compile(r"Loss$")
 _CLIP_FUNCTIONS = {"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "clip_gradients", "clip_grad"}
 _MODEL_NAME = re.compile(r"model|net|module", re.IGNORECASE)
+_PREPARING = {"prepare", "prepare_model", "setup", "setup_module"}
 _ZEROING_METHODS = {"zero_grad", "zero_grad_"}
 _SYNC_CONTEXTS = {"no_sync", "no_backward_sync"}
 # weight averages: diffusers EMAModel, timm ModelEma*, ultralytics ModelEMA,
@@ -182,8 +183,10 @@ class Objects:
     @cached_property
     def wrapped_model(self) -> Optional[str]:
         """The name of a model the module wraps for data parallelism: explicitly with
-        DDP/FSDP, or through `accelerator.prepare` / `fabric.setup` (which wrap when
-        launched on several processes)."""
+        DDP/FSDP (also assigned to an attribute), or through `accelerator.prepare` /
+        `fabric.setup` (which wrap when launched on several processes), whether they
+        return one object (`model = accelerator.prepare(model)`) or a tuple
+        (`self.model, opt = accelerator.prepare(self.model, opt)`)."""
         for name, bindings in self.facts.bindings.items():
             for binding in bindings:
                 value = binding.value
@@ -191,11 +194,15 @@ class Objects:
                     return name
                 if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)):
                     continue
-                method = value.func.attr.value
-                if method in ("prepare", "setup") and self.kind_of(value.func.value) in ("accelerator", "fabric"):
-                    argument = positional(value, binding.index or 0)
-                    if argument is not None and self._model_like(name) and self._model_like(dotted(argument)):
-                        return name
+                if value.func.attr.value not in _PREPARING:
+                    continue
+                if self.kind_of(value.func.value) not in ("accelerator", "fabric"):
+                    continue
+                if binding.index is None and positional(value, 1) is not None:
+                    continue  # the whole tuple bound to one name
+                argument = positional(value, binding.index or 0)
+                if argument is not None and self._model_like(name) and self._model_like(dotted(argument)):
+                    return name
         return None
 
     def _model_like(self, name: Optional[str]) -> bool:

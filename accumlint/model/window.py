@@ -207,6 +207,10 @@ class Window:
             for scaling in flow.scalings:
                 if scaling.op == "div" and self.is_accumulation_name(scaling.factor):
                     return scaling.factor
+        trainer_k = self.facts.trainer_accumulation
+        if trainer_k is not None and int_value(trainer_k) not in (0, 1):
+            if any(e.role.flavor == "lightning-auto" for e in self.loop.backwards):
+                return trainer_k  # the Trainer's `accumulate_grad_batches` (also through `**kwargs`)
         return None
 
     def k_in_scope(self, statement: Statement) -> Optional[cst.BaseExpression]:
