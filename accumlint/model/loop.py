@@ -350,7 +350,7 @@ def build_loops(facts: ModuleFacts, objects: Objects, accumulation_names: tuple[
         kept = [s for s in statements if not any(loop in nested_training for loop in s.loops)]
         _drop_update_gates(kept)
         loop = TrainingLoop(site=site, statements=kept, micro_loop=micro, increments=increments)
-        _read_header(loop)
+        _read_header(loop, facts)
         _read_derived_counters(loop)
         loops.append(loop)
     return loops
@@ -386,12 +386,13 @@ def _parent_loop(site: LoopSite) -> Optional[Loop]:
 _WRAPPERS = {"tqdm", "enumerate", "iter", "islice", "zip", "progress_bar", "track"}
 
 
-def _read_header(loop: TrainingLoop) -> None:
+def _read_header(loop: TrainingLoop, facts: ModuleFacts) -> None:
     """The loop's own counter (`enumerate`, `range`) and the iterable it walks."""
     node = loop.node
     if not isinstance(node, cst.For):
         return
     target, iterable = node.target, node.iter
+    iterable = _enumerated(iterable, facts) or iterable
     if isinstance(iterable, cst.Call) and last_part(call_name(iterable) or "") == "enumerate":
         if isinstance(target, (cst.Tuple, cst.List)) and target.elements:
             loop.counter = dotted(target.elements[0].value)
@@ -406,6 +407,24 @@ def _read_header(loop: TrainingLoop) -> None:
         loop.counter_base = 0 if positional(iterable, 1) is None else int_value(first)
         return
     loop.iterable = unwrap_iterable(iterable)
+
+
+def _enumerated(iterable: cst.BaseExpression, facts: ModuleFacts) -> Optional[cst.Call]:
+    """The `enumerate(...)` behind a loop's iterable: under a progress bar
+    (`tqdm(enumerate(loader), total=...)`) or through a name bound to one
+    (`iterable = tqdm(enumerate(dl)) if rank0 else enumerate(dl)`); None unless every
+    form agrees on the start."""
+    name = dotted(iterable)
+    values = [b.value for b in facts.values_of(name) if b.index is None] if name is not None else [iterable]
+    found: list[cst.Call] = []
+    for value in values:
+        for option in (value.body, value.orelse) if isinstance(value, cst.IfExp) else (value,):
+            option = unwrap_iterable(option)
+            if not (isinstance(option, cst.Call) and last_part(call_name(option) or "") == "enumerate"):
+                return None
+            found.append(option)
+    starts = {_code(option.args[1].value) if len(option.args) > 1 else "0" for option in found}
+    return found[0] if found and len(starts) == 1 else None
 
 
 def _read_derived_counters(loop: TrainingLoop) -> None:
