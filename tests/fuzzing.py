@@ -66,7 +66,7 @@ def problems(text: str) -> list[str]:
             found.append(f"the fix made names undefined: {dict(added)}")
         if fix_text(fixed, "fuzz.py", OPTIONS, unsafe=True).text != fixed:
             found.append("a second fix changed the fixed text")
-        outside = _changes_outside(text, fixed, [d.line for d in outcome.fixed])
+        outside = _changes_outside(text, fixed, [d.line for d in outcome.fixed] + _edited_lines(text))
         if outside:
             found.append(f"lines changed outside the fixed statements: {outside}")
         if outcome.converged:
@@ -76,6 +76,17 @@ def problems(text: str) -> list[str]:
         return found
     except Exception:
         return [f"fixing raised:\n{traceback.format_exc()}"]
+
+
+def _edited_lines(text: str) -> list[int]:
+    """Lines of the nodes the first round's fixes edit: a fix may name another
+    statement than its finding's (GA108 adds the keyword to the `Accelerator(...)` call)."""
+    from accumlint.analysis import find, parse
+    from accumlint.model.positions import positions_of
+
+    module = parse(text)
+    targets = [edit.target for located in find(module, text, "fuzz.py", OPTIONS) for edit in located.finding.edits]
+    return [where.start.line for where in positions_of(module, targets).values()]
 
 
 def _changes_outside(text: str, fixed: str, fixed_lines: list[int]) -> list[int]:
