@@ -21,6 +21,7 @@ from accumlint.model.facts import Function, Loop, LoopSite, ModuleFacts
 from accumlint.model.gates import Gate, parse_gate
 from accumlint.model.names import call_name, code as _code, dotted, int_value, keyword, last_part, looks_like_accumulation, positional
 from accumlint.model.roles import Objects, Role
+from accumlint.model.tree import walk
 
 Block = Union[cst.IndentedBlock, cst.SimpleStatementSuite, cst.Module]
 
@@ -144,6 +145,17 @@ class TrainingLoop:
         """Inside a loop of its own within the iteration (`for p in params: p.grad = None`),
         other than the micro-step loop: moving the statement alone would break that loop."""
         return bool(statement.loops) and statement.loops[-1] is not self.micro_loop
+
+    def backward_per_loss(self, event: "Event") -> bool:
+        """A backward in an inner loop over several losses of one forward
+        (`for name, loss in losses: backward(loss, retain_graph=True)`): its loss
+        comes from that loop's target, and each backward needs the graph again."""
+        inner = event.statement.loops[-1] if self.in_inner_loop(event.statement) else self.site.node
+        if not isinstance(inner, cst.For):
+            return False
+        targets = {node.value for node in walk(inner.target) if isinstance(node, cst.Name)}
+        used = {node.value for node in walk(event.role.call) if isinstance(node, cst.Name)}
+        return bool(targets & used)
 
 
 class _Walker:

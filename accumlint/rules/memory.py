@@ -112,7 +112,7 @@ def retain_graph_in_loop(window: Window) -> Iterable[Finding]:
     if backward.role.flavor == "lightning-auto":
         return
     retain = keyword(backward.role.call, "retain_graph")
-    if retain is None or code(retain.value) != "True":
+    if retain is None or code(retain.value) != "True" or window.loop.backward_per_loss(backward):
         return
     yield Finding(
         "GA502",
