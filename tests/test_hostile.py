@@ -12,25 +12,11 @@ import sys
 import textwrap
 
 import pytest
+from samples import UNSCALED_LOOP as TRAIN
 from click.testing import CliRunner
 
 from accumlint.cli import cli
 
-# A training loop the rules report on (GA201), so that "still checked" is visible.
-TRAIN = textwrap.dedent(
-    """\
-    import torch
-
-    def train(model, loader, optimizer, criterion, accum_steps=4):
-        optimizer.zero_grad()
-        for i, (x, y) in enumerate(loader):
-            loss = criterion(model(x), y)
-            loss.backward()
-            if (i + 1) % accum_steps == 0:
-                optimizer.step()
-                optimizer.zero_grad()
-    """
-)
 LOOP = "for batch in loader:\n    model(batch).backward()\n"
 
 

@@ -10,24 +10,12 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
 import pytest
+from samples import UNSCALED_LOOP as TRAIN
 
-TRAIN = textwrap.dedent(
-    """\
-    def train(model, loader, optimizer, criterion, accum_steps=4):
-        optimizer.zero_grad()
-        for i, (x, y) in enumerate(loader):
-            loss = criterion(model(x), y)
-            loss.backward()
-            if (i + 1) % accum_steps == 0:
-                optimizer.step()
-                optimizer.zero_grad()
-    """
-)
 COMMAND = [sys.executable, "-m", "accumlint.cli", "check", "--no-cache"]
 
 

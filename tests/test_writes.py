@@ -4,29 +4,14 @@ from __future__ import annotations
 
 import os
 import signal
-import textwrap
 
 import pytest
+from samples import UNSCALED_LOOP as TRAIN
 from click.testing import CliRunner
 
 from accumlint.cli import cli
 from accumlint.sources import WriteRefused, write_atomic
 
-# GA201's safe fix applies to this loop.
-TRAIN = textwrap.dedent(
-    """\
-    import torch
-
-    def train(model, loader, optimizer, criterion, accum_steps=4):
-        optimizer.zero_grad()
-        for i, (x, y) in enumerate(loader):
-            loss = criterion(model(x), y)
-            loss.backward()
-            if (i + 1) % accum_steps == 0:
-                optimizer.step()
-                optimizer.zero_grad()
-    """
-)
 
 
 def fix(*args: str, stdin: bytes | None = None):
