@@ -22,15 +22,7 @@ def repeated_accumulate_context(window: Window) -> Iterable[Finding]:
     `with`, nested, or one after the other, never in exclusive arms)."""
     if window.accumulate_k is None:
         return
-    entries: list[tuple[cst.Call, Statement]] = []
-    seen: set[int] = set()
-    for statement in window.loop.statements:
-        for item in statement.withs:
-            call = item.item
-            if id(item) in seen or not _accumulate(window, call):
-                continue
-            seen.add(id(item))
-            entries.append((call, statement))
+    entries = _accumulate_entries(window)
     for index, (call, statement) in enumerate(entries):
         owner = dotted(call.func.value)
         earlier = next((
@@ -48,6 +40,19 @@ def repeated_accumulate_context(window: Window) -> Iterable[Finding]:
             f"micro-batches while the loss is still divided by K; pass every model to one "
             f"`{owner}.accumulate({', '.join(_models(entries, owner))})`",
         )
+
+
+def _accumulate_entries(window: Window) -> list[tuple[cst.Call, Statement]]:
+    """Each `accelerator.accumulate(...)` item of the iteration once, with the first
+    statement it holds (a `with` around several statements is one entry)."""
+    entries: list[tuple[cst.Call, Statement]] = []
+    seen: set[int] = set()
+    for statement in window.loop.statements:
+        for item in statement.withs:
+            if id(item) not in seen and _accumulate(window, item.item):
+                seen.add(id(item))
+                entries.append((item.item, statement))
+    return entries
 
 
 def _accumulate(window: Window, node: cst.BaseExpression) -> bool:
@@ -79,33 +84,27 @@ def accumulate_without_steps(model: ModuleModel) -> Iterable[Finding]:
         return
     facts = model.facts
     for window in model.windows:
-        seen: set[int] = set()
-        for statement in window.loop.statements:
-            for item in statement.withs:
-                call = item.item
-                if id(item) in seen or not _accumulate(window, call):
-                    continue
-                seen.add(id(item))
-                owner = dotted(call.func.value)
-                constructors = _constructors(model, owner)
-                if not constructors or any(_carries_k(facts, c) for c in constructors):
-                    continue
-                if facts.bindings.get(f"{owner}.gradient_accumulation_steps"):
-                    continue
-                edits: tuple[Edit, ...] = ()
-                if len(constructors) == 1 and in_scope(facts, k, constructors[0]):
-                    edits = (replace(constructors[0], _with_steps(constructors[0], k)),)
-                yield Finding(
-                    "GA108",
-                    call,
-                    f"`{owner}` was built without `gradient_accumulation_steps` ({{related}}), so "
-                    "`accumulate()` syncs and steps on every micro-batch",
-                    edits,
-                    f"Pass `gradient_accumulation_steps={code(k)}` to the Accelerator",
-                    related=constructors[0],
-                    help=f"the loss is divided by (or gated on) `{code(k)}`, but accelerate only accumulates "
-                    f"when it knows K; build it with `Accelerator(gradient_accumulation_steps={code(k)})`",
-                )
+        for call, _ in _accumulate_entries(window):
+            owner = dotted(call.func.value)
+            constructors = _constructors(model, owner)
+            if not constructors or any(_carries_k(facts, c) for c in constructors):
+                continue
+            if facts.bindings.get(f"{owner}.gradient_accumulation_steps"):
+                continue
+            edits: tuple[Edit, ...] = ()
+            if len(constructors) == 1 and in_scope(facts, k, constructors[0]):
+                edits = (replace(constructors[0], _with_steps(constructors[0], k)),)
+            yield Finding(
+                "GA108",
+                call,
+                f"`{owner}` was built without `gradient_accumulation_steps` ({{related}}), so "
+                "`accumulate()` syncs and steps on every micro-batch",
+                edits,
+                f"Pass `gradient_accumulation_steps={code(k)}` to the Accelerator",
+                related=constructors[0],
+                help=f"the loss is divided by (or gated on) `{code(k)}`, but accelerate only accumulates "
+                f"when it knows K; build it with `Accelerator(gradient_accumulation_steps={code(k)})`",
+            )
 
 
 def _module_k(model: ModuleModel) -> Optional[cst.BaseExpression]:
