@@ -6,7 +6,6 @@ rule over every loop. Positions are computed only when something is reported.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -17,17 +16,6 @@ if TYPE_CHECKING:
     import libcst as cst
 
     from accumlint.rules.base import Finding
-
-# A file can only hold a training loop (or a Lightning module whose loss the
-# trainer backpropagates, or a Hugging Face Trainer's `compute_loss`, which has
-# no backward of its own) if one of these appears in its text. Stage two is
-# `accumlint.gate`.
-_PREFILTER = re.compile(r"backward\s*\(|accumulate_grad_batches|training_step|def\s+compute_loss\b")
-
-
-def might_hold_training_code(text: str) -> bool:
-    """Cheap text test run before parsing: most files of a tree fail it."""
-    return _PREFILTER.search(text) is not None
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,10 @@ import sys
 from dataclasses import dataclass, field, replace
 from typing import Callable, Optional, Union
 
-from accumlint.analysis import AnalysisOptions, might_hold_training_code
+from accumlint.analysis import AnalysisOptions
 from accumlint.config import Resolver, Settings
 from accumlint.diagnostics import SYNTAX_ERROR, Diagnostic, syntax_error
-from accumlint.gate import ParseFailure, Unanalysable, screen
+from accumlint.gate import ParseFailure, Unanalysable, might_hold_training_code, screen
 from accumlint.noqa import NAMES as SUPPRESSION_CODES
 from accumlint.noqa import suppressions
 from accumlint.sources import (

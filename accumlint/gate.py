@@ -1,25 +1,35 @@
-"""Stage two of the gate: Python's own parser decides what LibCST gets to see.
+"""The gate: which files LibCST gets to see, decided without LibCST.
 
 LibCST is the expensive step of a check (about a dozen times the cost of
 `ast.parse`) and the fragile one: it segfaults on long boolean chains, takes
 minutes on long operator or attribute chains, and rejects some valid Python.
-So every file that passes the text prefilter is first parsed by CPython,
-which costs little and gives three answers:
+So a file goes through two cheap stages first:
 
-- the truth about syntax: an error is reported at CPython's position, the one
-  `python file.py` would show (tokenizer errors included);
-- how deeply LibCST's tree would nest: beyond MAX_NESTING the file is refused
-  before LibCST runs (`Unanalysable`), instead of crashing or hanging;
-- whether the file can hold anything a rule reads (`holds_training_code`):
-  most files whose text mentions `backward(` hold no training loop at all.
+1. the text (`might_hold_training_code`): most files of a tree never mention
+   a `.backward(` call, `training_step`, `accumulate_grad_batches` or
+   `def compute_loss`;
+2. Python's own parser (`screen`), which gives three answers:
+   - the truth about syntax: an error is reported at CPython's position, the
+     one `python file.py` would show (tokenizer errors included);
+   - whether the file can hold anything a rule reads (`holds_training_code`):
+     most files whose text mentions `.backward(` hold no training loop at all;
+   - for the files it keeps, how deeply LibCST's tree would nest: beyond
+     MAX_NESTING the file is refused before LibCST runs (`Unanalysable`),
+     instead of crashing or hanging.
 
-Nothing here imports LibCST.
+Stage two reads only the parts of Python's tree that the text points at (the
+lines of the backward calls and of the names of the functions that reach
+them), so a large file without training code costs little more than its
+`ast.parse`. Every test it makes is conservative: when in doubt it keeps
+the file. Nothing here imports LibCST.
 """
 
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
+import bisect
+import re
+from typing import Iterator, Optional
 
 # How deep the tree may nest (chains of operators, attributes, calls and
 # subscripts count a level per link). LibCST's parse grows about
@@ -29,15 +39,315 @@ from dataclasses import dataclass, field
 # brackets, 100 indentation levels) bound everything but chains.
 MAX_NESTING = 400
 
-# Calls that run a backward pass (SPEC section 2), by the called name.
-BACKWARD_NAMES = frozenset({"backward", "manual_backward"})
+# A backward pass is a method call (SPEC section 2): `loss.backward()`,
+# `accelerator.backward(loss)`, `self.manual_backward(loss)`. A plain
+# `backward(...)` call is a function of the module (a turtle's), and a
+# `.backward` on `self` or `super()` is the class's own method: the loop
+# model reads neither as a backward (`model.roles`), nor does the gate.
+BACKWARD_METHODS = frozenset({"backward", "manual_backward"})
+OWN_METHOD_RECEIVERS = frozenset({"self", "super"})
 # Methods a framework calls once per micro-batch: their bodies are loop bodies.
 FRAMEWORK_HOOKS = frozenset({"training_step", "compute_loss"})
-# Names whose mere presence makes a module worth analysing.
-ACCUMULATION_SETTINGS = frozenset({"accumulate_grad_batches"})
+# Whose mere mention makes a module worth analysing.
+ACCUMULATION_SETTING = "accumulate_grad_batches"
+_COMPUTE_LOSS_DEF = re.compile(r"def\s+compute_loss\b")
 
-_LOOPS = (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+_LOOP_STATEMENTS = (ast.For, ast.AsyncFor, ast.While)
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_BLOCK_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
+def might_hold_training_code(text: str) -> bool:
+    """Stage one, on the text: most files of a tree fail it."""
+    if "backward" in text and any(
+        _method_call_at(text, offset, len(method)) for method in BACKWARD_METHODS for offset in _word_offsets(text, method)
+    ):
+        return True
+    if ACCUMULATION_SETTING in text or "training_step" in text:
+        return True
+    return "compute_loss" in text and _COMPUTE_LOSS_DEF.search(text) is not None
+
+
+def _word_offsets(text: str, word: str) -> Iterator[int]:
+    """Where an identifier occurs in the text as a whole word (code, strings and comments alike)."""
+    size = len(word)
+    position = text.find(word)
+    while position >= 0:
+        end = position + size
+        if (position == 0 or not _word_character(text[position - 1])) and (
+            end == len(text) or not _word_character(text[end])
+        ):
+            yield position
+        position = text.find(word, end)
+
+
+def _word_character(character: str) -> bool:
+    return character.isalnum() or character == "_"
+
+
+def _method_call_at(text: str, offset: int, size: int) -> bool:
+    """Whether the word at `offset` reads `.word(` (spaces and line continuations allowed)."""
+    before = offset - 1
+    while before >= 0 and text[before] in _BLANKS:
+        before -= 1
+    after = offset + size
+    while after < len(text) and text[after] in _BLANKS:
+        after += 1
+    return before >= 0 and text[before] == "." and after < len(text) and text[after] == "("
+
+
+_BLANKS = frozenset(" \t\n\r\f\\")
+
+
+def holds_training_code(tree: ast.Module, text: str) -> bool:
+    """Whether a module can hold something a rule reads; False means "skip LibCST".
+
+    Conservative on purpose (a file wrongly dropped loses real findings): a
+    module is kept when any clause holds. Add a clause when a rule reports on
+    modules these do not keep; the gate test runs this over every fixture and
+    every rule document's example.
+    """
+    if ACCUMULATION_SETTING in text:
+        return True
+    lines = _Lines(tree, text)
+    if lines.functions_named(FRAMEWORK_HOOKS):
+        return True  # the framework runs the loop around a `training_step` / `compute_loss`
+    if any(_accumulate_context(path) for line in lines.mentions("accumulate") for path in lines.paths(line)):
+        return True  # `with accelerator.accumulate(model):`
+    backward_functions: set[str] = set()
+    for line in sorted({line for method in BACKWARD_METHODS for line in lines.mentions(method)}):
+        for path in lines.paths(line):
+            for call_path in _backward_calls(path, line):
+                if any(isinstance(node, _LOOP_STATEMENTS + _COMPREHENSIONS) for node in call_path):
+                    return True  # a backward in a loop
+                function = _innermost_function(call_path)
+                if function is not None:
+                    backward_functions.add(function.name)
+    if any(_owns_loop(function) for function in lines.functions_named(backward_functions)):
+        return True  # a per-step function with its own micro-batch loop
+    return lines.referenced_in_loop(_reaching(lines, backward_functions))  # a helper a loop calls
+
+
+def _reaching(lines: "_Lines", backward_functions: set[str]) -> set[str]:
+    """Functions that call a backward, directly or through same-module functions that
+    name them (a name's every mention counts, strings and comments included)."""
+    reaching = set(backward_functions)
+    pending = list(reaching)
+    while pending:
+        name = pending.pop()
+        for line in lines.mentions(name):
+            for path in lines.paths(line):
+                for node in path:
+                    if isinstance(node, _FUNCTIONS) and node.name not in reaching:
+                        reaching.add(node.name)
+                        pending.append(node.name)
+    return reaching
+
+
+class _Lines:
+    """Python's tree of a module, read by line: which statements hold a line, and
+    where a piece of text occurs. Lookups descend one branch at a time."""
+
+    def __init__(self, tree: ast.Module, text: str) -> None:
+        self.tree = tree
+        self.text = text
+        self._starts: dict[int, list[int]] = {}
+        self._mentions: dict[str, list[int]] = {}
+
+    def mentions(self, name: str) -> list[int]:
+        """The (1-based) lines that mention an identifier (as a name or an attribute, or in a
+        string or comment), in order."""
+        lines = self._mentions.get(name)
+        if lines is None:
+            lines = []
+            line, previous = 1, 0
+            for offset in _word_offsets(self.text, name):
+                line += self.text.count("\n", previous, offset)
+                previous = offset
+                if not lines or lines[-1] != line:
+                    lines.append(line)
+            self._mentions[name] = lines
+        return lines
+
+    def paths(self, line: int) -> Iterator[list[ast.AST]]:
+        """Each chain of statements (outermost first) whose innermost statement holds `line`
+        and has no statement inside it that does (several share a line: `if x: a(); b()`)."""
+        stack: list[list[ast.AST]] = [[self.tree]]
+        while stack:
+            path = stack.pop()
+            inner = [child for block in _blocks(path[-1]) for child in self._holding(block, line)]
+            if not inner:
+                yield path
+            stack.extend(path + [child] for child in inner)
+
+    def _holding(self, block: list, line: int) -> list[ast.AST]:
+        starts = self._starts.get(id(block))
+        if starts is None:
+            starts = self._starts[id(block)] = [_first_line(node) for node in block]
+        index = bisect.bisect_right(starts, line) - 1
+        holding = []
+        while index >= 0 and _last_line(block[index]) >= line:
+            holding.append(block[index])
+            index -= 1
+        return holding
+
+    def functions_named(self, names: "set[str] | frozenset[str]") -> list[ast.AST]:
+        """Every function definition of the module with one of these names."""
+        found = []
+        for name in sorted(names):
+            for line in self.mentions(name):
+                for path in self.paths(line):
+                    found.extend(node for node in path if isinstance(node, _FUNCTIONS) and node.name == name)
+        return list({id(node): node for node in found}.values())
+
+    def referenced_in_loop(self, names: set[str]) -> bool:
+        """Whether any of the names is mentioned inside a loop (statement or comprehension)."""
+        for name in names:
+            for line in self.mentions(name):
+                for path in self.paths(line):
+                    if any(isinstance(node, _LOOP_STATEMENTS) for node in path):
+                        return True
+                    if any(_covers(node, line) for node in _expressions(path[-1]) if isinstance(node, _COMPREHENSIONS)):
+                        return True
+        return False
+
+
+def _blocks(node: ast.AST) -> Iterator[list]:
+    """The statement lists directly inside a node (a handler's or a case's body counts
+    as the node's own: neither is a statement)."""
+    for field in _BLOCK_FIELDS:
+        block = getattr(node, field, None)
+        if not block:
+            continue
+        if field in ("handlers", "cases"):
+            for part in block:
+                yield part.body
+        else:
+            yield block
+
+
+def _first_line(node: ast.AST) -> int:
+    decorators = getattr(node, "decorator_list", None)
+    return min([node.lineno] + [d.lineno for d in decorators]) if decorators else node.lineno
+
+
+def _last_line(node: ast.AST) -> int:
+    return node.end_lineno or node.lineno
+
+
+def _covers(node: ast.AST, line: int) -> bool:
+    return node.lineno <= line <= (node.end_lineno or node.lineno)
+
+
+def _header(node: ast.AST) -> Iterator[ast.AST]:
+    """The children of a node that are not statements of its blocks (a compound
+    statement's header, decorators, handlers' types and case patterns)."""
+    for _, value in ast.iter_fields(node):
+        if isinstance(value, list):
+            if value and not isinstance(value[0], ast.stmt):
+                yield from (item for item in value if isinstance(item, ast.AST))
+        elif isinstance(value, ast.AST):
+            yield value
+
+
+def _expressions(statement: ast.AST) -> Iterator[ast.AST]:
+    """Every node of a statement outside its nested statements."""
+    stack = [statement]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(_header(node))
+
+
+def _backward_calls(path: list[ast.AST], line: int) -> Iterator[list[ast.AST]]:
+    """The backward calls on `line` of the statements of `path`, each with its
+    ancestors: the statements of `path`, then the comprehensions around the call."""
+    for statement in path[1:]:
+        stack: list[tuple[ast.AST, list[ast.AST]]] = [(statement, [])]
+        while stack:
+            node, around = stack.pop()
+            if type(node) is ast.Call and _is_backward(node.func) and _covers(node, line):
+                yield path + around
+            inner = around + [node] if isinstance(node, _COMPREHENSIONS) else around
+            stack.extend((child, inner) for child in _header(node))
+
+
+def _is_backward(func: ast.AST) -> bool:
+    if type(func) is not ast.Attribute or func.attr not in BACKWARD_METHODS:
+        return False
+    if func.attr == "manual_backward":
+        return True
+    receiver = func.value
+    if type(receiver) is ast.Call:
+        receiver = receiver.func
+    return not (type(receiver) is ast.Name and receiver.id in OWN_METHOD_RECEIVERS)
+
+
+def _innermost_function(path: list[ast.AST]) -> Optional[ast.AST]:
+    for node in reversed(path):
+        if isinstance(node, _FUNCTIONS):
+            return node
+    return None
+
+
+def _accumulate_context(path: list[ast.AST]) -> bool:
+    for node in path:
+        if isinstance(node, (ast.With, ast.AsyncWith)):
+            for item in node.items:
+                call = item.context_expr
+                if type(call) is ast.Call and _called_name(call.func) == "accumulate":
+                    return True
+    return False
+
+
+def _owns_loop(function: ast.AST) -> bool:
+    """Whether a loop runs in the function itself (not only in functions nested in it)."""
+    stack = list(ast.iter_child_nodes(function))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, _LOOP_STATEMENTS + _COMPREHENSIONS):
+            return True
+        if not isinstance(node, _FUNCTIONS):
+            stack.extend(ast.iter_child_nodes(node))
+    return False
+
+
+def nesting(tree: ast.Module) -> int:
+    """How deep the tree nests (a boolean chain counts a level per operand)."""
+    deepest = 0
+    stack: list[tuple[ast.AST, int]] = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > deepest:
+            deepest = depth
+        child_depth = depth + (len(node.values) if type(node) is ast.BoolOp else 1)
+        stack.extend((child, child_depth) for child in ast.iter_child_nodes(node))
+    return deepest
+
+
+def _called_name(func: ast.AST) -> object:
+    if type(func) is ast.Attribute:
+        return func.attr
+    if type(func) is ast.Name:
+        return func.id
+    return None
+
+
+def screen(text: str, path: str, *, gate: bool = True) -> bool:
+    """Whether LibCST should analyse the text. Raises ParseFailure or Unanalysable.
+
+    With `gate=False` (`--no-prefilter`) every valid file is analysed, but
+    syntax and nesting are still checked first.
+    """
+    tree = parse_python(text, path)
+    if gate and not holds_training_code(tree, text):
+        return False
+    depth = nesting(tree)
+    if depth > MAX_NESTING:
+        raise Unanalysable(f"nested too deeply (depth {depth}; the limit is {MAX_NESTING})")
+    compile_check(tree, path, text)
+    return True
 
 
 class ParseFailure(Exception):
@@ -56,53 +366,6 @@ class Unanalysable(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
-
-
-@dataclass
-class GateFacts:
-    """What one walk over Python's tree learns about a module, for `holds_training_code`."""
-
-    nesting: int = 0
-    backward_in_loop: bool = False
-    # Functions (by name) that call a backward themselves, and those among them with a loop.
-    backward_functions: set[str] = field(default_factory=set)
-    looping_functions: set[str] = field(default_factory=set)
-    # Names each function refers to, and the names referred to inside any loop.
-    references: dict[str, set[str]] = field(default_factory=dict)
-    loop_references: set[str] = field(default_factory=set)
-    framework_hooks: bool = False
-    accumulation_settings: bool = False
-    accumulate_context: bool = False
-
-
-def holds_training_code(facts: GateFacts) -> bool:
-    """Whether a module can hold something a rule reads; False means "skip LibCST".
-
-    Conservative on purpose (a file wrongly dropped loses real findings): a
-    module is kept when any clause holds. Add a clause (and the fact it
-    reads) when a rule reports on modules these do not keep; the gate test
-    runs this over every fixture and every rule document's example.
-    """
-    if facts.backward_in_loop or facts.framework_hooks or facts.accumulation_settings:
-        return True
-    if facts.accumulate_context:  # `with accelerator.accumulate(model):`
-        return True
-    if facts.backward_functions & facts.looping_functions:  # a per-step function with its own loop
-        return True
-    return bool(_reaching_backward(facts) & facts.loop_references)  # a helper a loop calls or passes on
-
-
-def _reaching_backward(facts: GateFacts) -> set[str]:
-    """Functions that call a backward, directly or through same-module functions they name."""
-    reaching = set(facts.backward_functions)
-    grown = True
-    while grown:
-        grown = False
-        for name, referred in facts.references.items():
-            if name not in reaching and referred & reaching:
-                reaching.add(name)
-                grown = True
-    return reaching
 
 
 def parse_python(text: str, path: str) -> ast.Module:
@@ -138,71 +401,3 @@ def _failure(error: SyntaxError, text: str) -> ParseFailure:
     return ParseFailure(max(line or 1, 1), max(column or 1, 1), error.msg)
 
 
-def survey(tree: ast.Module) -> GateFacts:
-    """One iterative walk (deep trees must not recurse) collecting the gate's facts."""
-    facts = GateFacts()
-    # (node, nesting, inside a loop, enclosing function name or None)
-    stack: list[tuple[ast.AST, int, bool, object]] = [(tree, 0, False, None)]
-    while stack:
-        node, depth, in_loop, function = stack.pop()
-        if depth > facts.nesting:
-            facts.nesting = depth
-        kind = type(node)
-        if kind is ast.Call:
-            name = _called_name(node.func)
-            if name in BACKWARD_NAMES:
-                if in_loop:
-                    facts.backward_in_loop = True
-                if function is not None:
-                    facts.backward_functions.add(function)
-        elif kind is ast.Name or kind is ast.Attribute:
-            name = node.id if kind is ast.Name else node.attr
-            if in_loop:
-                facts.loop_references.add(name)
-            if function is not None:
-                facts.references.setdefault(function, set()).add(name)
-            if name in ACCUMULATION_SETTINGS:
-                facts.accumulation_settings = True
-        elif kind is ast.keyword:
-            if node.arg in ACCUMULATION_SETTINGS:
-                facts.accumulation_settings = True
-        elif kind in _FUNCTIONS:
-            if node.name in FRAMEWORK_HOOKS:
-                facts.framework_hooks = True
-            function = node.name
-        elif kind is ast.With or kind is ast.AsyncWith:
-            if any(_called_name(item.context_expr.func) == "accumulate"
-                   for item in node.items if isinstance(item.context_expr, ast.Call)):
-                facts.accumulate_context = True
-        if kind in _LOOPS:
-            in_loop = True
-            if function is not None:
-                facts.looping_functions.add(function)
-        child_depth = depth + (len(node.values) if kind is ast.BoolOp else 1)
-        for child in ast.iter_child_nodes(node):
-            stack.append((child, child_depth, in_loop, function))
-    return facts
-
-
-def _called_name(func: ast.AST) -> object:
-    if type(func) is ast.Attribute:
-        return func.attr
-    if type(func) is ast.Name:
-        return func.id
-    return None
-
-
-def screen(text: str, path: str, *, gate: bool = True) -> bool:
-    """Whether LibCST should analyse the text. Raises ParseFailure or Unanalysable.
-
-    With `gate=False` (`--no-prefilter`) every valid file is analysed, but
-    syntax and nesting are still checked first.
-    """
-    tree = parse_python(text, path)
-    facts = survey(tree)
-    if gate and not holds_training_code(facts):
-        return False
-    if facts.nesting > MAX_NESTING:
-        raise Unanalysable(f"nested too deeply (depth {facts.nesting}; the limit is {MAX_NESTING})")
-    compile_check(tree, path, text)
-    return True

@@ -10,11 +10,15 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 from accumlint import docs
-from accumlint.analysis import might_hold_training_code
+from accumlint.analysis import analyze
+from accumlint.gate import might_hold_training_code
 from accumlint.gate import MAX_NESTING, ParseFailure, Unanalysable, screen
 from accumlint.rules.catalog import RULES
+
+from fuzzing import mutated_fixtures
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -37,6 +41,25 @@ def test_every_fixture_with_an_expected_finding_passes_the_gate():
     assert dropped == []
 
 
+@settings(max_examples=80, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
+@given(mutated_fixtures())
+def test_the_gate_keeps_every_mutated_fixture_that_has_findings(text):
+    """The gate against the loop model itself: lines deleted, swapped, duplicated and
+    spliced from other fixtures, mistakes spliced in; whatever LibCST's analysis reports
+    on, both stages keep (or report as a syntax error)."""
+    try:
+        found = analyze(text, "mutated.py")
+    except (ParseFailure, Unanalysable):
+        return
+    if not found:
+        return
+    assert might_hold_training_code(text)
+    try:
+        assert screen(text, "mutated.py")
+    except (ParseFailure, Unanalysable):
+        pass  # reported as a syntax (or internal) error: not silently dropped
+
+
 @pytest.mark.parametrize("code", [rule.code for rule in RULES])
 def test_every_rule_example_passes_the_gate(code):
     assert _passes(docs.rule_examples(code).invalid)
@@ -45,11 +68,28 @@ def test_every_rule_example_passes_the_gate(code):
 @pytest.mark.parametrize(
     "source",
     [
-        # a turtle's backward, and backward( in a docstring
-        "def backward(distance):\n    return -distance\n\nbackward(3)\n",
+        # a turtle's backward: a function of the module, not a method of a tensor
+        "from turtle import backward\nfor i in range(4):\n    backward(100)\n",
+        "loss = compute_loss(batch)\n",
+    ],
+)
+def test_the_text_stage_drops_files_without_a_backward_method_call(source):
+    assert not might_hold_training_code(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
         '"""Call loss.backward() to train."""\nfor x in range(3):\n    print(x)\n',
+        "for x in range(3):\n    print(x)  # then loss.backward()\n",
         # a test method with a backward but no loop, helper chain or framework hook
         "class T:\n    def test_grad(self):\n        out = f(x)\n        out.backward()\n        assert x.grad is not None\n",
+        # the class's own `backward` method (a turtle's, an autograd Function's), as the loop model reads it
+        "class Turtle:\n    def square(self):\n        for _ in range(4):\n            self.backward(10)\n",
+        "class Pen(Turtle):\n    def back(self, n):\n        for _ in range(n):\n            super().backward(1)\n",
+        "for b in loader:\n    super(Wrapper, self).backward(b)\n",
+        # a backward in a function whose name no loop mentions
+        "def check(x):\n    x.sum().backward()\n\nfor case in cases:\n    print(case)\n",
     ],
 )
 def test_files_without_training_code_are_dropped(source):
@@ -70,6 +110,20 @@ def test_files_without_training_code_are_dropped(source):
         "class M(LightningModule):\n    def training_step(self, batch, i):\n        return self(batch)\n",
         "class T(Trainer):\n    def compute_loss(self, model, inputs):\n        return model(**inputs).loss\n",
         "trainer = Trainer(accumulate_grad_batches=4)  # backward(\n",
+        # shapes the text points at only loosely: a call split over lines, one-line
+        # compound statements, comprehensions, decorators, handlers, a helper named `backward`
+        "for b in loader:\n    loss = (\n        model(b)\n        .backward()\n    )\n",
+        "for b in loader: model(b).backward()\n",
+        "for b in loader:\n    if b: model(b).backward(); opt.step()\n",
+        "[model(b).backward() for b in loader]\n",
+        "def run(b):\n    return [l.backward() for l in model(b)]\n",
+        "def backward(loss):\n    loss.backward()\n\nfor b in loader:\n    backward(model(b))\n",
+        "class T:\n    def step(self, b):\n        model(b).backward()\n\n    def fit(self):\n        while True:\n            self.step(next(it))\n",
+        "try:\n    pass\nexcept E:\n    for b in loader:\n        model(b).backward()\n",
+        "match cmd:\n    case 'train':\n        for b in loader:\n            model(b).backward()\n",
+        "def train(b):\n    model(b).backward()\n\nbatches = {b: train(b) for b in loader}\n",
+        "for b in loader:\n    @hook(model(b).backward())\n    def f():\n        pass\n",
+        "with accelerator.accumulate(model):\n    out = model(b)\n\ndef helper(l):\n    l.backward()\n",
     ],
 )
 def test_training_shapes_are_kept(source):

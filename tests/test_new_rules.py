@@ -132,7 +132,7 @@ def test_a_step_counter_compared_only_with_a_literal_is_silent() -> None:
 
 
 def test_the_prefilter_lets_a_compute_loss_override_through() -> None:
-    from accumlint.analysis import might_hold_training_code
+    from accumlint.gate import might_hold_training_code
 
     assert might_hold_training_code("class T(Trainer):\n    def compute_loss(self, model, inputs):\n        pass\n")
     assert not might_hold_training_code("def compute_losses(items):\n    return sum(items)\n")
