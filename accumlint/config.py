@@ -115,7 +115,7 @@ class Settings:
 
 def _relative(path: str, root: Path) -> str:
     """The path as patterns see it: relative to the config's folder, with slashes."""
-    return Path(os.path.relpath(os.path.abspath(path), root)).as_posix()
+    return os.path.relpath(os.path.abspath(path), root).replace(os.sep, "/")
 
 
 # ---------------------------------------------------------------- selection

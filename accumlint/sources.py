@@ -20,7 +20,6 @@ import threading
 import tokenize
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Callable, Iterator, Optional, Sequence
 
 from accumlint.diagnostics import Diagnostic
@@ -78,21 +77,28 @@ class SourcePath:
 
 
 class _IgnoreFiles:
-    """`.gitignore` files that apply below a folder, deepest deciding first (git's rule)."""
+    """`.gitignore` files that apply below a folder, deepest deciding first (git's rule).
+
+    Folders are absolute path strings; each folder's chain of specs (up to the
+    walk's stop) is found once, so a file in a tree without .gitignore files
+    costs a dictionary lookup.
+    """
 
     def __init__(self) -> None:
-        self._specs: dict[Path, object] = {}
+        self._specs: dict[str, object] = {}
+        self._chains: dict[tuple[str, str], tuple[tuple[str, object], ...]] = {}
 
-    def _spec(self, directory: Path):
+    def _spec(self, directory: str):
         if directory not in self._specs:
             spec = None
             for name in (".gitignore", ".git/info/exclude"):
-                candidate = directory / name
+                candidate = os.path.join(directory, name)
                 if os.path.isfile(candidate):
                     import pathspec
 
                     try:
-                        lines = candidate.read_text(encoding="utf-8", errors="replace").splitlines()
+                        with open(candidate, encoding="utf-8", errors="replace") as handle:
+                            lines = handle.read().splitlines()
                     except OSError:
                         continue
                     more = pathspec.GitIgnoreSpec.from_lines(lines)
@@ -100,31 +106,40 @@ class _IgnoreFiles:
             self._specs[directory] = spec
         return self._specs[directory]
 
-    def ignored(self, path: Path, is_dir: bool, stop: Path) -> bool:
-        """Whether a .gitignore between `path` and `stop` (included) ignores it."""
-        directory = path.parent
-        while True:
+    def _chain(self, directory: str, stop: str) -> tuple[tuple[str, object], ...]:
+        """(folder, spec) of every .gitignore from `directory` up to `stop`, deepest first."""
+        key = (directory, stop)
+        if key not in self._chains:
             spec = self._spec(directory)
-            if spec is not None:
-                relative = path.relative_to(directory).as_posix() + ("/" if is_dir else "")
-                result = spec.check_file(relative)
-                if result.include is not None:
-                    return bool(result.include)
-            if directory == stop or directory.parent == directory:
-                return False
-            directory = directory.parent
+            parent = os.path.dirname(directory)
+            above = () if directory == stop or parent == directory else self._chain(parent, stop)
+            self._chains[key] = ((directory, spec), *above) if spec is not None else above
+        return self._chains[key]
+
+    def ignored(self, path: str, is_dir: bool, stop: str) -> bool:
+        """Whether a .gitignore between `path` (absolute) and `stop` (included) ignores it."""
+        for directory, spec in self._chain(os.path.dirname(path), stop):
+            relative = os.path.relpath(path, directory).replace(os.sep, "/") + ("/" if is_dir else "")
+            result = spec.check_file(relative)
+            if result.include is not None:
+                return bool(result.include)
+        return False
 
 
-def _repository_root(start: Path) -> Path:
-    """The git work tree holding `start`, or `start` itself outside any repository."""
-    for directory in (start, *start.parents):
-        if os.path.exists(directory / ".git"):
+def _repository_root(start: str) -> str:
+    """The git work tree holding `start` (absolute), or `start` itself outside any repository."""
+    directory = start
+    while True:
+        if os.path.exists(os.path.join(directory, ".git")):
             return directory
-    return start
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            return start
+        directory = parent
 
 
-def _is_environment(directory: Path) -> bool:
-    return os.path.isfile(directory / "pyvenv.cfg")
+def _is_environment(directory: str) -> bool:
+    return os.path.isfile(os.path.join(directory, "pyvenv.cfg"))
 
 
 def discover(
@@ -140,10 +155,14 @@ def discover(
     so is a folder that cannot be listed (with its `error`).
     """
     ignores = _IgnoreFiles()
-    seen: set[str] = set()
+    seen: set[object] = set()
 
     def once(display: str, explicit: bool, root: Optional[str] = None) -> Iterator[SourcePath]:
-        key = os.path.realpath(display)
+        try:  # the same file under two names (a link, `a.py` and `./a.py`) is checked once
+            status = os.stat(display)
+            key: object = (status.st_dev, status.st_ino)
+        except OSError:
+            key = os.path.realpath(display)
         if key not in seen:
             seen.add(key)
             yield SourcePath(display, explicit, root)
@@ -153,7 +172,7 @@ def discover(
             if not is_excluded(given, False):
                 yield from once(given, True)
             continue
-        root = Path(os.path.abspath(given))
+        root = os.path.abspath(given)
         stop = _repository_root(root)
         if root != stop and ignores.ignored(root, True, stop):
             stop = root  # an ignored folder named explicitly: only its own .gitignore files apply
@@ -164,10 +183,10 @@ def discover(
                 folder = error.filename if isinstance(error.filename, str) else given
                 yield SourcePath(_shown(folder, given), False, given, f"cannot read folder: {error.strerror or error}")
                 continue
-            absolute = Path(os.path.abspath(directory))
+            absolute = os.path.abspath(directory)
             kept = []
             for name in sorted(dirnames):
-                child = absolute / name
+                child = os.path.join(absolute, name)
                 path = os.path.join(directory, name)
                 if name in SKIPPED_DIRS or name.endswith(".egg-info") or _is_environment(child):
                     continue
@@ -179,7 +198,7 @@ def discover(
                 if not name.endswith(PYTHON_SUFFIXES):
                     continue
                 path = os.path.join(directory, name)
-                if ignores.ignored(absolute / name, False, stop) or is_excluded(path, False):
+                if ignores.ignored(os.path.join(absolute, name), False, stop) or is_excluded(path, False):
                     continue
                 yield from once(_shown(path, given), False, given)
 
