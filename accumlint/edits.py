@@ -9,7 +9,7 @@ they touch.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence, Union
+from typing import Mapping, Optional, Sequence, Union
 
 import libcst as cst
 
@@ -45,12 +45,20 @@ def move_after(statement: cst.CSTNode, anchor: cst.CSTNode) -> tuple[Edit, ...]:
 
 
 class _Applier(cst.CSTTransformer):
-    def __init__(self, edits: Sequence[Edit]) -> None:
+    """Applies the edits in one pass. With `descend` (the ids of the targets' strict
+    ancestors) it enters only those nodes: every other subtree is kept as it is, the
+    very objects, instead of rebuilt into an equal copy."""
+
+    def __init__(self, edits: Sequence[Edit], descend: Optional[set[int]] = None) -> None:
         super().__init__()
         self.edits: dict[int, list[Edit]] = {}
         for edit in edits:
             self.edits.setdefault(id(edit.target), []).append(edit)
         self.targets = {id(edit.target): edit.target for edit in edits}
+        self.descend = descend
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        return self.descend is None or id(node) in self.descend
 
     def on_leave(self, original_node, updated_node):
         edits = self.edits.get(id(original_node))
@@ -75,14 +83,29 @@ class _Applier(cst.CSTTransformer):
             return nodes[0]
         return cst.FlattenSentinel(nodes)
 
-    def leave_IndentedBlock(self, original_node, updated_node):
-        if original_node.body and not updated_node.body:
-            return updated_node.with_changes(body=[cst.SimpleStatementLine(body=[cst.Pass()])])
-        return updated_node
+
+def apply_edits(
+    module: cst.Module, edits: Sequence[Edit], parents: Optional[Mapping[int, cst.CSTNode]] = None
+) -> cst.Module:
+    """The module with the edits applied. `parents` (id of each content node -> its
+    parent, as `FixGuard.parents` holds) lets the pass rebuild only the edited nodes'
+    ancestors; a target outside that map (a token) makes it rebuild everything."""
+    return module.visit(_Applier(edits, _ancestors(module, edits, parents)))
 
 
-def apply_edits(module: cst.Module, edits: Sequence[Edit]) -> cst.Module:
-    return module.visit(_Applier(edits))
+def _ancestors(module: cst.Module, edits: Sequence[Edit], parents: Optional[Mapping[int, cst.CSTNode]]) -> Optional[set[int]]:
+    """The ids of the targets' strict ancestors, or None (visit every node)."""
+    if parents is None:
+        return None
+    found: set[int] = set()
+    for edit in edits:
+        node = parents.get(id(edit.target))
+        if node is None:
+            return None  # the module itself, a token, or a node of another tree
+        while node is not None and id(node) not in found:
+            found.add(id(node))
+            node = parents.get(id(node))
+    return found
 
 
 class _Fill(cst.CSTTransformer):

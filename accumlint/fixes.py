@@ -145,10 +145,11 @@ def _apply(module, text: str, chosen: list[Located]) -> Optional[str]:
     from accumlint.fixguard import guard_for, touches_only_edited_lines
 
     edits = [edit for item in chosen for edit in item.finding.edits]
-    if len(chosen) > 1 and not guard_for(module).allows(edits):
+    guard = guard_for(module)
+    if len(chosen) > 1 and not guard.allows(edits):
         return None
     try:
-        fixed = apply_edits(module, edits).code
+        fixed = apply_edits(module, edits, guard.parents).code
         parse(fixed)
     except (ParseFailure, Exception):  # a fix that breaks the file is never written
         return None

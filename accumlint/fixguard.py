@@ -39,7 +39,7 @@ class FixGuard:
         if any(self._into_class_body(edit) for edit in edits):
             return "it would insert a statement into a class body"
         try:
-            fixed = apply_edits(self.module, edits)
+            fixed = apply_edits(self.module, edits, self.parents)
             added = unbound_reads(fixed) - self.unbound
         except RecursionError:
             return "the fixed code is too deeply nested to check"
