@@ -37,8 +37,10 @@ class Located:
 def parse(text: str) -> "cst.Module":
     import libcst
 
+    from accumlint.parsing import parse_module
+
     try:
-        return libcst.parse_module(text)
+        return parse_module(text)
     except libcst.ParserSyntaxError as error:
         raise ParseFailure(error.editor_line, error.editor_column, error.message) from None
     except RecursionError:

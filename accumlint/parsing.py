@@ -1,0 +1,58 @@
+"""LibCST's parser, without LibCST re-validating every node its own parser builds.
+
+Every LibCST node checks itself when it is constructed: the dataclass `__init__`
+calls `CSTNode.__post_init__`, which runs the node's `_validate()` (balanced
+parentheses, required whitespace, valid identifiers...). Those checks guard
+trees that people build by hand; a tree the parser has just produced from a
+text is valid by construction (the text round-trips, and accumlint only parses
+texts CPython already compiled, `accumlint.gate`). On loop-dense code the
+checks are about a sixth of the parse.
+
+So the parse runs with that hook switched off, for the parsing thread only,
+and only while `parse_module` runs: nodes the fixer builds later, and nodes any
+other thread builds meanwhile, are still validated. The hook is LibCST's
+private API: `SKIPS_VALIDATION` is False, and the parse is LibCST's plain one,
+when `CSTNode.__post_init__` is not the one-line validating hook this module
+knows (tests/test_parsing.py fails then, and checks on every fixture that the
+trees are the same either way).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import libcst
+from libcst._nodes.base import CSTNode
+
+_VALIDATING_HOOK = CSTNode.__dict__.get("__post_init__")
+# The hook is known when it does nothing but run `_validate()`.
+SKIPS_VALIDATION: bool = (
+    _VALIDATING_HOOK is not None
+    and getattr(_VALIDATING_HOOK, "__code__", None) is not None
+    and _VALIDATING_HOOK.__code__.co_names == ("_validate",)
+)
+
+_swap = threading.Lock()
+_parsing: set[int] = set()  # threads parsing now; they skip validation
+
+
+def _validate_unless_parsing(node: CSTNode) -> None:
+    if threading.get_ident() not in _parsing:
+        _VALIDATING_HOOK(node)
+
+
+def parse_module(text: str) -> libcst.Module:
+    """`libcst.parse_module(text)`, the nodes it builds left unvalidated."""
+    if not SKIPS_VALIDATION:
+        return libcst.parse_module(text)
+    thread = threading.get_ident()
+    with _swap:
+        _parsing.add(thread)
+        CSTNode.__post_init__ = _validate_unless_parsing
+    try:
+        return libcst.parse_module(text)
+    finally:
+        with _swap:
+            _parsing.discard(thread)
+            if not _parsing:
+                CSTNode.__post_init__ = _VALIDATING_HOOK

@@ -1,0 +1,81 @@
+"""The parse without LibCST's node validation (accumlint.parsing).
+
+The hook it switches off is LibCST's private `CSTNode.__post_init__`: these
+tests fail when a LibCST release renames or changes it, when the trees stop
+being the same as LibCST's plain parse, or when validation stays off for
+anything but the parser's own nodes.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import libcst as cst
+import pytest
+
+from accumlint import parsing
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = sorted((REPO / "fixtures").rglob("*.py"))
+
+
+def test_the_validating_hook_is_the_one_parsing_knows() -> None:
+    """False when LibCST renames `__post_init__` or makes it do more than `_validate()`."""
+    assert parsing.SKIPS_VALIDATION
+
+
+def test_the_parse_skips_validation_and_only_the_parse(monkeypatch: pytest.MonkeyPatch) -> None:
+    checked: list[str] = []
+    original = cst.Name._validate
+    monkeypatch.setattr(cst.Name, "_validate", lambda node: checked.append(node.value) or original(node))
+    parsing.parse_module("total = step + 1\n")
+    assert checked == []
+    cst.parse_module("total = step + 1\n")
+    assert checked == ["total", "step"]
+    with pytest.raises(cst.CSTValidationError):
+        cst.Name("")  # built after the parse: validated again
+
+
+def test_other_threads_still_validate_during_a_parse(monkeypatch: pytest.MonkeyPatch) -> None:
+    outcome: list[str] = []
+
+    def build_elsewhere() -> None:
+        try:
+            cst.Name("")
+            outcome.append("accepted")
+        except cst.CSTValidationError:
+            outcome.append("refused")
+
+    plain_parse = cst.parse_module
+
+    def parse_while_another_thread_builds(text: str) -> cst.Module:
+        other = threading.Thread(target=build_elsewhere)
+        other.start()
+        other.join()
+        return plain_parse(text)
+
+    monkeypatch.setattr(cst, "parse_module", parse_while_another_thread_builds)
+    parsing.parse_module("x = 1\n")
+    assert outcome == ["refused"]
+
+
+def test_a_failed_parse_restores_validation() -> None:
+    with pytest.raises(cst.ParserSyntaxError):
+        parsing.parse_module("def (:\n")
+    with pytest.raises(cst.CSTValidationError):
+        cst.Name("")
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=lambda path: str(path.relative_to(REPO)))
+def test_trees_are_libcsts_own(path: Path) -> None:
+    text = path.read_text()
+    try:
+        expected = cst.parse_module(text)
+    except cst.ParserSyntaxError:
+        with pytest.raises(cst.ParserSyntaxError):
+            parsing.parse_module(text)
+        return
+    found = parsing.parse_module(text)
+    assert found.code == text
+    assert found.deep_equals(expected)
