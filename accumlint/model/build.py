@@ -9,6 +9,7 @@ import libcst as cst
 from accumlint.model.facts import ModuleFacts, collect_facts
 from accumlint.model.loop import build_loops
 from accumlint.model.loss import LossReader
+from accumlint.model.names import code
 from accumlint.model.roles import Objects
 from accumlint.model.window import Window, build_window
 
@@ -25,6 +26,7 @@ class ModuleModel:
 
 
 def model_of(module: cst.Module, text: str, options) -> ModuleModel:
+    code.cache_clear()  # texts remembered for one module at a time: the last one's nodes can go
     facts = collect_facts(module, text)
     objects = Objects(facts, tuple(options.optimizer_names))
     reader = LossReader(facts, objects)

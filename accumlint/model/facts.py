@@ -42,7 +42,7 @@ class LoopSite:
     @property
     def function(self) -> Optional[Function]:
         for node in reversed(self.ancestors):
-            if isinstance(node, cst.FunctionDef):
+            if type(node) is cst.FunctionDef:
                 return node
         return None
 
@@ -87,6 +87,7 @@ def padding_evidence(text: str) -> bool:
 @dataclass(eq=False)
 class ModuleFacts:
     module: cst.Module
+    text: str = ""  # the module's source: what `module.code` would generate, without generating it
     imports: dict[str, str] = field(default_factory=dict)
     bindings: dict[str, list[Binding]] = field(default_factory=dict)
     functions: dict[str, Function] = field(default_factory=dict)
@@ -154,9 +155,9 @@ class ModuleFacts:
     def helper(self, call: cst.Call, caller: Optional[Function]) -> Optional[Function]:
         """The same-module function or method a call runs (`train_step(b)`, `self.train_step(b)`)."""
         func = call.func
-        if isinstance(func, cst.Name):
+        if type(func) is cst.Name:
             target = self.functions.get(func.value)
-        elif isinstance(func, cst.Attribute) and dotted(func.value) == "self":
+        elif type(func) is cst.Attribute and dotted(func.value) == "self":
             target = self.method(caller, func.attr.value)
         else:
             return None
@@ -166,20 +167,36 @@ class ModuleFacts:
         return [self.qualified(dotted(base.value)) or "" for base in owner.bases]
 
 
+# The ancestors of a node during the walk, innermost first: (parent, the parent's chain).
+# Sharing the chain costs nothing per node; only a loop's ancestors become a tuple.
+Chain = Optional[tuple[cst.CSTNode, "Chain"]]
+
+
+def _ancestors(chain: Chain) -> tuple[cst.CSTNode, ...]:
+    found = []
+    while chain is not None:
+        found.append(chain[0])
+        chain = chain[1]
+    return tuple(reversed(found))
+
+
 def collect_facts(module: cst.Module, text: str) -> ModuleFacts:
-    facts = ModuleFacts(module=module)
+    facts = ModuleFacts(module=module, text=text)
     facts.window_token_normalization = "num_items_in_batch" in text
     facts.padding_evidence = padding_evidence(text)
-    stack: list[tuple[cst.CSTNode, tuple[cst.CSTNode, ...]]] = [(module, ())]
+    stack: list[tuple[cst.CSTNode, Chain]] = [(module, None)]
     while stack:
-        node, ancestors = stack.pop()
-        recorder = _RECORDERS.get(type(node))
+        node, chain = stack.pop()
+        kind = type(node)
+        recorder = _RECORDERS.get(kind)
         if recorder is not None:
-            recorder(facts, node, ancestors)
-        path = ancestors + (node,)
-        if type(node) in _STRINGS:
+            recorder(facts, node, chain)
+        if kind in _STRINGS:
             continue
-        stack.extend((child, path) for child in reversed(children(node)))
+        below = children(node)
+        if below:
+            link = (node, chain)
+            stack.extend([(child, link) for child in reversed(below)])
     if facts.trainer_accumulation is None:
         _trainer_accumulation_through_kwargs(facts)
     return facts
@@ -197,58 +214,59 @@ def _trainer_accumulation_through_kwargs(facts: ModuleFacts) -> None:
                 return
 
 
-def _record_loop(facts: ModuleFacts, node: Loop, ancestors: tuple[cst.CSTNode, ...]) -> None:
-    facts.loops.append(LoopSite(node, ancestors))
+def _record_loop(facts: ModuleFacts, node: Loop, chain: Chain) -> None:
+    facts.loops.append(LoopSite(node, _ancestors(chain)))
 
 
-def _record_call(facts: ModuleFacts, node: cst.Call, ancestors: tuple[cst.CSTNode, ...]) -> None:
+def _record_call(facts: ModuleFacts, node: cst.Call, chain: Chain) -> None:
     facts.calls.append(node)
     for arg in node.args:
         if arg.keyword is not None and arg.keyword.value == "accumulate_grad_batches":
             facts.trainer_accumulation = arg.value
-    if isinstance(node.func, cst.Name) and node.func.value == "len" and node.args:
+    if type(node.func) is cst.Name and node.func.value == "len" and node.args:
         name = dotted(node.args[0].value)
         if name is not None:
             facts.len_arguments.add(name)
 
 
-def _record_function(facts: ModuleFacts, node: Function, ancestors: tuple[cst.CSTNode, ...]) -> None:
-    owner = ancestors[-1] if ancestors else None
+def _record_function(facts: ModuleFacts, node: Function, chain: Chain) -> None:
+    owner = chain[0] if chain is not None else None
+    grandparent = chain[1][0] if chain is not None and chain[1] is not None else None
     # a method's parent chain is ClassDef -> IndentedBlock -> FunctionDef
-    if len(ancestors) >= 2 and isinstance(ancestors[-2], cst.ClassDef):
-        facts.class_of[node] = ancestors[-2]
-    elif isinstance(owner, cst.Module):
+    if type(grandparent) is cst.ClassDef:
+        facts.class_of[node] = grandparent
+    elif type(owner) is cst.Module:
         # module-level only: a nested function is usually a closure handed to
         # `optimizer.step(closure)`, a whole update of its own
         facts.functions.setdefault(node.name.value, node)
 
 
-def _record_class(facts: ModuleFacts, node: cst.ClassDef, ancestors: tuple[cst.CSTNode, ...]) -> None:
+def _record_class(facts: ModuleFacts, node: cst.ClassDef, chain: Chain) -> None:
     facts.classes[node.name.value] = node
 
 
-def _record_assign(facts: ModuleFacts, node: cst.Assign, ancestors: tuple[cst.CSTNode, ...]) -> None:
+def _record_assign(facts: ModuleFacts, node: cst.Assign, chain: Chain) -> None:
     for target in node.targets:
         _bind(facts, target.target, node.value, node)
 
 
-def _record_annotated(facts: ModuleFacts, node: cst.AnnAssign, ancestors: tuple[cst.CSTNode, ...]) -> None:
+def _record_annotated(facts: ModuleFacts, node: cst.AnnAssign, chain: Chain) -> None:
     if node.value is not None:
         _bind(facts, node.target, node.value, node)
 
 
-def _record_with_item(facts: ModuleFacts, node: cst.WithItem, ancestors: tuple[cst.CSTNode, ...]) -> None:
+def _record_with_item(facts: ModuleFacts, node: cst.WithItem, chain: Chain) -> None:
     if node.asname is not None:
         _bind(facts, node.asname.name, node.item, node)
 
 
-def _record_import_node(facts: ModuleFacts, node: Union[cst.Import, cst.ImportFrom], ancestors: tuple[cst.CSTNode, ...]) -> None:
+def _record_import_node(facts: ModuleFacts, node: Union[cst.Import, cst.ImportFrom], chain: Chain) -> None:
     _record_import(facts, node)
 
 
 # Exact-type dispatch: one dict look-up per node instead of a chain of
 # isinstance checks against LibCST's ABCs (each a Python-level __instancecheck__).
-_RECORDERS: dict[type, Callable[[ModuleFacts, cst.CSTNode, tuple[cst.CSTNode, ...]], None]] = {
+_RECORDERS: dict[type, Callable[[ModuleFacts, cst.CSTNode, Chain], None]] = {
     cst.For: _record_loop,
     cst.While: _record_loop,
     cst.Call: _record_call,
@@ -261,12 +279,13 @@ _RECORDERS: dict[type, Callable[[ModuleFacts, cst.CSTNode, tuple[cst.CSTNode, ..
     cst.WithItem: _record_with_item,
 }
 _STRINGS = frozenset({cst.SimpleString, cst.ConcatenatedString, cst.FormattedString})
+_SEQUENCE_DISPLAYS = (cst.Tuple, cst.List)
 
 
 def _bind(facts: ModuleFacts, target: cst.BaseExpression, value: cst.BaseExpression, statement: cst.CSTNode) -> None:
-    if isinstance(target, (cst.Tuple, cst.List)):
+    if type(target) in _SEQUENCE_DISPLAYS:
         elements = [element.value for element in target.elements]
-        if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(elements):
+        if type(value) in _SEQUENCE_DISPLAYS and len(value.elements) == len(elements):
             for element, item in zip(elements, value.elements):
                 _bind(facts, element, item.value, statement)
             return

@@ -177,7 +177,7 @@ class _Walker:
         return self.statements
 
     def _block(self, suite, **context) -> None:
-        if isinstance(suite, cst.SimpleStatementSuite):
+        if type(suite) is cst.SimpleStatementSuite:
             # `if gate: optimizer.step()` on one line: a synthetic line, never moved by fixes
             statements = [cst.SimpleStatementLine(body=suite.body)]
         else:
@@ -193,31 +193,32 @@ class _Walker:
 
     def _continue_gate(self, statement) -> Optional[Gate]:
         """`if (i + 1) % K != 0: continue` gates the rest of its block."""
-        if not isinstance(statement, cst.If) or statement.orelse is not None:
+        if type(statement) is not cst.If or statement.orelse is not None:
             return None
         body = statement.body
-        if not isinstance(body, cst.IndentedBlock) or len(body.body) != 1:
+        if type(body) is not cst.IndentedBlock or len(body.body) != 1:
             return None
         only = body.body[0]
-        if not (isinstance(only, cst.SimpleStatementLine) and isinstance(only.body[0], cst.Continue)):
+        if not (type(only) is cst.SimpleStatementLine and type(only.body[0]) is cst.Continue):
             return None
         gate = parse_gate(statement.test, self.assigned.get)
         return gate if gate is not None and not gate.positive else None
 
     def _statement(self, statement, context) -> None:
-        if isinstance(statement, cst.SimpleStatementLine):
+        kind = type(statement)  # exact types: LibCST's concrete nodes have no subclasses
+        if kind is cst.SimpleStatementLine:
             self._simple(statement, context)
-        elif isinstance(statement, cst.If):
+        elif kind is cst.If:
             self._if(statement, context)
-        elif isinstance(statement, cst.With):
+        elif kind is cst.With:
             withs = context["withs"] + tuple(statement.items)
             self._block(statement.body, **{**context, "withs": withs, "path": context["path"] + (statement,)})
-        elif isinstance(statement, (cst.For, cst.While)):
+        elif kind is cst.For or kind is cst.While:
             inner = {**context, "loops": context["loops"] + (statement,), "path": context["path"] + (statement,)}
             self._block(statement.body, **inner)
             if statement.orelse is not None:
                 self._block(statement.orelse.body, **inner)
-        elif isinstance(statement, (cst.Try, cst.TryStar)):
+        elif kind is cst.Try or kind is cst.TryStar:
             inner = {**context, "path": context["path"] + (statement,)}
             attempt = {**inner, "arms": context["arms"] + ((id(statement), 0),)}
             self._block(statement.body, **attempt)
@@ -228,7 +229,7 @@ class _Walker:
                 self._block(statement.orelse.body, **attempt)
             if statement.finalbody is not None:
                 self._block(statement.finalbody.body, **inner)
-        elif isinstance(statement, cst.Match):
+        elif kind is cst.Match:
             inner = {**context, "conditional": True, "path": context["path"] + (statement,)}
             for index, case in enumerate(statement.cases):
                 self._block(case.body, **{**inner, "arms": context["arms"] + ((id(statement), index),)})
@@ -302,11 +303,12 @@ class _Walker:
 
     def _remember(self, small: cst.BaseSmallStatement) -> None:
         """Track assignments (variable gates) and `+= 1` counters in iteration order."""
-        if isinstance(small, cst.Assign) and len(small.targets) == 1:
+        kind = type(small)
+        if kind is cst.Assign and len(small.targets) == 1:
             name = dotted(small.targets[0].target)
             if name is not None:
                 self.assigned[name] = small.value
-        elif isinstance(small, cst.AugAssign) and isinstance(small.operator, cst.AddAssign):
+        elif kind is cst.AugAssign and type(small.operator) is cst.AddAssign:
             name = dotted(small.target)
             if name is not None and int_value(small.value) == 1:
                 self.increments.setdefault(name, len(self.statements) - 1)

@@ -280,9 +280,8 @@ class LossReader:
         if tail in ("sum", "nansum"):
             return SUM
         token = tail == "cross_entropy" or "CrossEntropy" in tail or self.objects.kind_of(call.func) == "loss"
-        text = code(call)
         if (qualified.startswith("torch.nn.functional.") or name.startswith("F.")) and _LOSS_FUNCTIONS.match(tail):
-            return TOKEN if token and _FLATTEN.search(text) else MEAN
+            return TOKEN if token and _FLATTEN.search(code(call)) else MEAN
         helper = self.facts.helper(call, function)
         if helper is not None:
             return self._returned(helper, depth)
@@ -297,7 +296,7 @@ class LossReader:
                     if kind != "mean":
                         return UNKNOWN
                     crossentropy = "CrossEntropy" in (call_name(binding.value) or "")
-                    return TOKEN if crossentropy and _FLATTEN.search(text + code(binding.value)) else MEAN
+                    return TOKEN if crossentropy and _FLATTEN.search(code(call) + code(binding.value)) else MEAN
             if _CRITERION_NAME.match(last_part(callee)) and not self.facts.values_of(callee):
                 return MEAN
         return UNKNOWN
@@ -339,7 +338,7 @@ class LossReader:
 
     def _language_model(self) -> bool:
         if self.lm_module is None:
-            self.lm_module = bool(_LM_CLASS.search(self.facts.module.code))
+            self.lm_module = bool(_LM_CLASS.search(self.facts.text))
         return self.lm_module
 
 

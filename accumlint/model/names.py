@@ -8,6 +8,7 @@ object is, its name is the evidence the model falls back on.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Optional
 
 import libcst as cst
@@ -29,15 +30,18 @@ _BATCH_SIZE_NAME = re.compile(r"batch_size|bsz|batchsize|(^|_)bs($|_)", re.IGNOR
 def dotted(node: Optional[cst.CSTNode]) -> Optional[str]:
     """`self.optimizer` -> "self.optimizer"; `optimizers[0]` -> "optimizers[]";
     `self.optimizers()` -> "self.optimizers()"; None for anything else."""
-    if isinstance(node, cst.Name):
+    # exact types (LibCST's concrete nodes have no subclasses): `isinstance` against
+    # LibCST's ABC-derived classes runs a Python-level `__instancecheck__` on a miss
+    kind = type(node)
+    if kind is cst.Name:
         return node.value
-    if isinstance(node, cst.Attribute):
+    if kind is cst.Attribute:
         base = dotted(node.value)
         return None if base is None else f"{base}.{node.attr.value}"
-    if isinstance(node, cst.Subscript):
+    if kind is cst.Subscript:
         base = dotted(node.value)
         return None if base is None else f"{base}[]"
-    if isinstance(node, cst.Call):
+    if kind is cst.Call:
         base = dotted(node.func)
         return None if base is None else f"{base}()"
     return None
@@ -116,8 +120,13 @@ def int_value(node: Optional[cst.CSTNode]) -> Optional[int]:
 _EMPTY_MODULE = cst.Module(body=[])
 
 
+@lru_cache(maxsize=4096)
 def code(node: cst.CSTNode) -> str:
-    """Source text of a node, used to compare expressions (e.g. two spellings of K)."""
+    """Source text of a node, used to compare expressions (e.g. two spellings of K).
+
+    Remembered per node (nodes never change and compare by identity): the model
+    and several rules ask for the text of the same expressions, and LibCST
+    generates it anew each time."""
     return _EMPTY_MODULE.code_for_node(node).strip()
 
 

@@ -233,13 +233,13 @@ class Objects:
     def role(self, call: cst.Call, loops: tuple[cst.CSTNode, ...] = ()) -> Optional[Role]:
         """What a call does; `loops` are the loops around it (`for p in params:`)."""
         func = call.func
-        if isinstance(func, cst.Name):
+        if type(func) is cst.Name:
             if func.value in _CLIP_FUNCTIONS and self.facts.qualified(func.value) != func.value:
                 return Role("clip", call)
             if func.value == "print":
                 return Role("log", call)
             return None
-        if not isinstance(func, cst.Attribute):
+        if type(func) is not cst.Attribute:
             return None
         method = func.attr.value
         receiver = func.value
@@ -276,10 +276,10 @@ class Objects:
         `p` must be a parameter: the target of an enclosing loop over parameters
         (`for p in model.parameters():`), or named like one; `images.grad = None`
         on an input (adversarial training) is no zeroing of the model."""
-        if not isinstance(small, cst.Assign) or len(small.targets) != 1:
+        if type(small) is not cst.Assign or len(small.targets) != 1:
             return None
         target = small.targets[0].target
-        if not (isinstance(target, cst.Attribute) and target.attr.value == "grad"):
+        if not (type(target) is cst.Attribute and target.attr.value == "grad"):
             return None
         value = small.value
         zeroes = (isinstance(value, cst.Name) and value.value == "None") or (

@@ -19,6 +19,7 @@ uses `walk_all`.
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Iterator
 
 import libcst as cst
@@ -48,8 +49,8 @@ _VISIT_ORDER: dict[str, tuple[str, ...]] = {
 }
 
 _fields_of: dict[type, tuple[str, ...]] = {}
-_is_node: dict[type, bool] = {}
 _SEQUENCES = (tuple, list)
+_NOT_A_NODE = re.compile(r"\b(str|bool|Literal)\b")
 
 
 def is_token_field(name: str) -> bool:
@@ -57,35 +58,39 @@ def is_token_field(name: str) -> bool:
     return name in _TOKEN_FIELDS or name.startswith("whitespace")
 
 
+def _holds_nodes(field: dataclasses.Field) -> bool:
+    """Declared as a node, nodes or no node (`Name.value: str` and `Param.star` hold text)."""
+    return not is_token_field(field.name) and _NOT_A_NODE.search(str(field.type)) is None
+
+
 def content_fields(kind: type) -> tuple[str, ...]:
-    """The content fields of a node type, in LibCST's visiting order."""
+    """The fields of a node type that can hold content nodes, in LibCST's visiting order."""
     fields = _fields_of.get(kind)
     if fields is None:
-        fields = _VISIT_ORDER.get(kind.__name__) or tuple(
-            field.name for field in dataclasses.fields(kind) if not is_token_field(field.name)
-        )
-        _fields_of[kind] = fields
+        holding = {field.name for field in dataclasses.fields(kind) if _holds_nodes(field)}
+        order = _VISIT_ORDER.get(kind.__name__) or tuple(field.name for field in dataclasses.fields(kind))
+        fields = _fields_of[kind] = tuple(name for name in order if name in holding)
     return fields
 
 
-def _node_type(kind: type) -> bool:
-    known = _is_node.get(kind)
-    if known is None:
-        known = _is_node[kind] = issubclass(kind, cst.CSTNode)
-    return known
-
-
 def children(node: cst.CSTNode) -> list[cst.CSTNode]:
-    """The content children of a node, in source order (tokens left out)."""
+    """The content children of a node, in source order (tokens left out).
+
+    A content field holds a node, a sequence of nodes, None or LibCST's
+    `MaybeSentinel.DEFAULT`; identity tests tell them apart without
+    `isinstance` against LibCST's ABCs."""
     found: list[cst.CSTNode] = []
-    for name in content_fields(type(node)):
+    fields = _fields_of.get(type(node))
+    for name in content_fields(type(node)) if fields is None else fields:
         value = getattr(node, name)
-        kind = type(value)
-        if kind in _SEQUENCES:
+        if type(value) in _SEQUENCES:
             found.extend(value)
-        elif _node_type(kind):
+        elif value is not None and value is not _ABSENT:
             found.append(value)
     return found
+
+
+_ABSENT = cst.MaybeSentinel.DEFAULT
 
 
 def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
