@@ -222,8 +222,42 @@ def _finding(path: str, directive: Directive, code: str, message: str, help_text
 
 @functools.lru_cache(maxsize=8)
 def suppressions(text: str) -> Suppressions:
-    """Suppressions of a text, parsed once per distinct text (fix rounds ask often)."""
+    """The suppressions that can change what a check reports, parsed once per distinct
+    text (fix rounds ask often).
+
+    A directive that names only other tools' codes (`# noqa: F401`, torch's
+    files hold thousands) silences no accumlint finding and is never AL001 or
+    AL002: when every `noqa` of the text is one, the text is not tokenized.
+    """
+    if not any(_may_matter(line) for line in _lines_mentioning_noqa(text)):
+        return Suppressions(())
     return Suppressions.parse(text)
+
+
+def _lines_mentioning_noqa(text: str) -> Iterator[str]:
+    end = 0
+    for match in _MENTION.finditer(text):
+        if match.start() < end:
+            continue  # this line was given already
+        start = text.rfind("\n", 0, match.start()) + 1
+        end = text.find("\n", match.end())
+        end = len(text) if end < 0 else end
+        yield text[start:end]
+
+
+def _may_matter(line: str) -> bool:
+    """Whether a directive could start at any `#` of the line (in a comment or not) that
+    silences every code, names one of accumlint's, or is malformed. Every directive a
+    comment holds starts at one of these `#`, so a False is certain."""
+    position = line.find("#")
+    while position >= 0:
+        match = _DIRECTIVE.match(line, position)
+        if match is not None:
+            directive = _directive(0, 0, match)
+            if directive.codes is ALL or directive.problem or any(_OWN_CODE.match(code) for code in directive.codes):
+                return True
+        position = line.find("#", position + 1)
+    return False
 
 
 # ---------------------------------------------------------------- --add-noqa

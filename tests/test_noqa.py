@@ -200,3 +200,49 @@ def test_another_tools_word_after_the_colon_is_not_malformed():
     directive = _directive(3, 0, _DIRECTIVE.search("x = 1  # noqa: set_linter"))
     assert directive.problem == ""
     assert _directive(3, 0, _DIRECTIVE.search("x = 1  # noqa:")).problem
+
+
+_COMMENTS = [
+    "import os  # noqa: F401\nx = 1  # noqa: E501, W291\n",
+    "import os  # noqa: F401\nloss.backward()  # noqa\n",
+    "import os  # noqa: F401\nloss.backward()  # noqa: GA201\n",
+    "x = 1  # noqa GA201\n",
+    "x = 1  # noqa:\n",
+    "s = '# noqa: F401'  # noqa: GA105\n",
+    "s = '# noqa: GA105'  # noqa: F401\n",
+    "# accumlint: noqa: E501\n",
+    "# accumlint: noqa\n",
+    "x = 1  # why  # NOQA: ga201\n",
+]
+
+
+def test_the_checks_suppressions_are_those_of_every_comment_for_accumlint_codes():
+    """Skipping the tokenizer when only other tools' codes are named changes nothing a check reports."""
+    from accumlint.noqa import suppressions
+
+    for text in _COMMENTS:
+        lines = range(1, text.count("\n") + 1)
+        found = [finding(line, code) for line in lines for code in ("GA201", "GA105")]
+        every, relevant = Suppressions.parse(text), suppressions(text)
+        assert [every.suppresses(d) for d in found] == [relevant.suppresses(d) for d in found], text
+        enabled = frozenset({"GA201", "GA105", "AL001", "AL002"})
+        for raw in ([], found[:1]):
+            assert every.check("x.py", raw, enabled) == relevant.check("x.py", raw, enabled), text
+            assert every.corrected(text, raw, enabled) == relevant.corrected(text, raw, enabled), text
+
+
+def test_other_tools_directives_alone_are_not_tokenized(monkeypatch):
+    from accumlint import noqa
+
+    def no_tokenizing(*args):
+        raise AssertionError("tokenized")
+
+    monkeypatch.setattr(noqa.tokenize, "generate_tokens", no_tokenizing)
+    text = "import os  # noqa: F401\n" * 1000 + "s = '#'  # noqa: E501\n"
+    assert noqa.suppressions(text).directives == ()
+    try:
+        noqa.suppressions(text + "x = 1  # noqa: GA201\n")
+    except AssertionError:
+        pass
+    else:
+        raise AssertionError("a directive naming an accumlint code must be tokenized")
