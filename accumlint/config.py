@@ -337,7 +337,7 @@ class Resolver:
 
     def __init__(self, overrides: Overrides = Overrides()) -> None:
         self.overrides = overrides
-        self._by_dir: dict[Path, Settings] = {}
+        self._by_dir: dict[str, Settings] = {}
         self._by_config: dict[Optional[Path], Settings] = {}
         self._fixed = None
         if overrides.config_path is not None:
@@ -347,27 +347,29 @@ class Resolver:
             path = path.resolve()
             self._fixed = self._settings(load_config(path) or Config(path=path))
 
-    def settings_for(self, path: str) -> Settings:
-        """Settings for a file or folder given on the command line or found below one."""
+    def settings_for(self, path: str, is_dir: Optional[bool] = None) -> Settings:
+        """Settings for a file or folder given on the command line or found below one
+        (`is_dir`: what the caller knows already, else the file system is asked)."""
         if self._fixed is not None:
             return self._fixed
-        start = Path(os.path.abspath(path))
-        directory = start if os.path.isdir(start) else start.parent
-        return self._for_dir(directory)
+        start = os.path.abspath(path)
+        if is_dir is None:
+            is_dir = os.path.isdir(start)
+        return self._for_dir(start if is_dir else os.path.dirname(start))
 
     def config_paths(self) -> list[Path]:
         """The configuration files used so far (for `-v`)."""
         return sorted(path for path in self._by_config if path is not None)
 
-    def _for_dir(self, directory: Path) -> Settings:
+    def _for_dir(self, directory: str) -> Settings:
         if directory in self._by_dir:
             return self._by_dir[directory]
-        candidate = directory / PYPROJECT
-        config = load_config(candidate) if os.path.isfile(candidate) else None
+        candidate = os.path.join(directory, PYPROJECT)
+        config = load_config(Path(candidate)) if os.path.isfile(candidate) else None
         if config is not None:
             settings = self._settings(config)
         else:
-            parent = directory.parent
+            parent = os.path.dirname(directory)
             settings = self._settings(Config()) if parent == directory else self._for_dir(parent)
         self._by_dir[directory] = settings
         return settings

@@ -281,7 +281,7 @@ def discovered(paths: tuple[str, ...], resolver: Resolver):
     """The files a run over `paths` checks (`discover` under each file's `exclude`)."""
 
     def excluded(path: str, is_dir: bool) -> bool:
-        return resolver.settings_for(path).is_excluded(path, is_dir)
+        return resolver.settings_for(path, is_dir).is_excluded(path, is_dir)
 
     return discover(list(paths), excluded)
 
@@ -302,7 +302,8 @@ def _sources(request: Request, resolver: Resolver):
                 data = read_bytes(source.display)
             except SourceError as error:
                 data = error
-        yield source.display, resolver.settings_for(source.display), data, source.root
+        settings = resolver.settings_for(source.display, is_dir=False if source.error is None else None)
+        yield source.display, settings, data, source.root
 
 
 def _load(result: FileResult, data: Union[bytes, SourceError]):
