@@ -15,11 +15,12 @@ enclosing scopes bind anywhere, since it runs after they are set up. Both
 texts are judged the same way, so only the difference matters.
 """
 
+
 from __future__ import annotations
 
 import builtins
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional, Sequence
 
 import libcst as cst
@@ -31,17 +32,36 @@ _ALWAYS_BOUND = frozenset(dir(builtins)) | {
     "__file__", "__name__", "__doc__", "__builtins__", "__spec__", "__loader__", "__package__",
     "__path__", "__annotations__", "__dict__", "__module__", "__qualname__", "__class__",
 }
-_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
-_SCOPES = (cst.FunctionDef, cst.ClassDef, cst.Lambda) + _COMPREHENSIONS
+_COMPREHENSIONS = frozenset({cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp})
+_LITERALS = frozenset({cst.SimpleString, cst.Integer, cst.Float, cst.Imaginary})
+_NOTHING: frozenset = frozenset()
 
 
 def unbound_reads(module: cst.Module) -> Counter:
     """(scope, name) -> how many reads of `name` in that scope may run unbound."""
-    flow = _Flow()
-    # a star import can bind anything: every read of such a module counts as bound
-    top = _Scope("<module>", None, frozenset(assigned_anywhere(module.body)), star=_has_star_import(module))
-    flow.block(module.body, frozenset(), top)
-    return flow.unbound
+    return _Flow(_Scans()).module(module)
+
+
+class ModuleReads:
+    """`unbound_reads` of one module and of its edited versions.
+
+    An edited module shares every untouched node with the original (edits are
+    applied along the targets' paths), and what a statement contributes depends
+    only on the statement, the names bound before it and its scope. So the
+    original's walk records each statement's and each function's contribution,
+    and the walk of an edited version takes it over wherever those are the same,
+    walking only what the edits changed and what their new bindings reach.
+    """
+
+    def __init__(self, module: cst.Module) -> None:
+        scans = _Scans(memo={})
+        self._recorded = _Recording()
+        self.unbound = _Flow(scans, self._recorded).module(module)
+        self._scans = _Scans(scans.memo, remember=False)
+
+    def of(self, edited: cst.Module) -> Counter:
+        """`unbound_reads(edited)`, for a module made from this one by edits."""
+        return _Flow(self._scans, replay=self._recorded).module(edited)
 
 
 # -- which names a piece of code binds or reads ------------------------------------
@@ -49,50 +69,50 @@ def unbound_reads(module: cst.Module) -> Counter:
 
 def target_names(target: cst.CSTNode) -> set[str]:
     """Names an assignment target binds (`a, (b, *c) = ...` -> a, b, c; `x.y = ...` -> none)."""
-    if isinstance(target, cst.Name):
+    kind = type(target)
+    if kind is cst.Name:
         return {target.value}
-    if isinstance(target, (cst.Tuple, cst.List)):
+    if kind is cst.Tuple or kind is cst.List:
         return {name for element in target.elements for name in target_names(element.value)}
-    if isinstance(target, cst.StarredElement):
+    if kind is cst.StarredElement:
         return target_names(target.value)
     return set()
 
 
-def read_names(node: cst.CSTNode) -> list[str]:
-    """Names an expression reads, in no particular order (comprehension and lambda
-    variables excluded), without recursion: expressions can be very deep."""
+def _reads(node: cst.CSTNode) -> tuple[list[str], frozenset]:
+    """(names an expression reads, in no particular order, comprehension and lambda
+    variables excluded; names its walruses bind), without recursion: expressions
+    can be very deep. A walrus's own target counts as read too."""
     found: list[str] = []
-    stack: list[tuple[cst.CSTNode, frozenset]] = [(node, frozenset())]
+    walruses: set[str] = set()
+    stack: list[tuple[cst.CSTNode, frozenset]] = [(node, _NOTHING)]
     while stack:
         current, local = stack.pop()
-        if isinstance(current, cst.Name):
+        kind = type(current)
+        if kind is cst.Name:
             if current.value not in local:
                 found.append(current.value)
-        elif isinstance(current, cst.Attribute):
+        elif kind is cst.Attribute or kind is cst.Arg:
             stack.append((current.value, local))
-        elif isinstance(current, cst.Arg):
-            stack.append((current.value, local))
-        elif isinstance(current, cst.Lambda):
+        elif kind in _LITERALS:
+            continue
+        elif kind is cst.Lambda:
             params = _param_names(current.params)
             stack.extend((default, local) for default in _param_defaults(current.params))
             stack.append((current.body, local | params))
-        elif isinstance(current, _COMPREHENSIONS):
-            bound = {name for n in walk(current) if isinstance(n, cst.CompFor) for name in target_names(n.target)}
+        elif kind in _COMPREHENSIONS:
+            bound = {name for n in walk(current) if type(n) is cst.CompFor for name in target_names(n.target)}
             stack.extend((child, local | bound) for child in children(current))
-        elif isinstance(current, (cst.SimpleString, cst.Integer, cst.Float, cst.Imaginary)):
-            continue
         else:
+            if kind is cst.NamedExpr:
+                walruses |= target_names(current.target)
             stack.extend((child, local) for child in children(current))
-    return found
-
-
-def _walrus_names(node: cst.CSTNode) -> set[str]:
-    return {name for n in walk(node) if isinstance(n, cst.NamedExpr) for name in target_names(n.target)}
+    return found, frozenset(walruses) if walruses else _NOTHING
 
 
 def _param_names(params: cst.Parameters) -> frozenset:
     every = [*params.posonly_params, *params.params, *params.kwonly_params]
-    if isinstance(params.star_arg, cst.Param):
+    if type(params.star_arg) is cst.Param:
         every.append(params.star_arg)
     if params.star_kwarg is not None:
         every.append(params.star_kwarg)
@@ -106,64 +126,97 @@ def _param_defaults(params: cst.Parameters) -> list[cst.BaseExpression]:
 
 def _import_names(node: cst.CSTNode) -> set[str]:
     """`import a.b` binds `a`; `import a.b as c` and `from a import b as c` bind `c`."""
-    if not isinstance(node, (cst.Import, cst.ImportFrom)) or isinstance(node.names, cst.ImportStar):
+    if type(node.names) is cst.ImportStar:
         return set()
     names: set[str] = set()
     for alias in node.names:
         name = alias.asname.name if alias.asname is not None else alias.name
-        while isinstance(name, cst.Attribute):
+        while type(name) is cst.Attribute:
             name = name.value
         names |= target_names(name)
     return names
 
 
-def _has_star_import(module: cst.Module) -> bool:
-    return any(isinstance(n, cst.ImportFrom) and isinstance(n.names, cst.ImportStar) for n in walk(module))
+def _is_star_import(node: cst.CSTNode) -> bool:
+    return type(node) is cst.ImportFrom and type(node.names) is cst.ImportStar
 
 
-def assigned_anywhere(body: Sequence[cst.CSTNode]) -> set[str]:
-    """Every name a block binds anywhere in it (not inside nested functions or classes,
-    whose own names it binds): what Python makes local to a function."""
-    return _scan(body)[0]
-
-
-def _scan(body: Sequence[cst.CSTNode]) -> tuple[set[str], set[str]]:
-    """(names bound anywhere in the block, names it declares `global` or `nonlocal`)."""
-    names: set[str] = set()
-    declared: set[str] = set()
-    stack = list(body)
-    while stack:
-        node = stack.pop()
-        kind = type(node)
-        if kind is cst.FunctionDef or kind is cst.ClassDef:
-            names.add(node.name.value)
-            continue
-        if kind is cst.Lambda:
-            continue
-        if kind in _TARGET_HOLDERS:
-            names |= target_names(node.target)
-        elif kind is cst.AsName:
-            names |= target_names(node.name)
-        elif kind is cst.Import or kind is cst.ImportFrom:
-            names |= _import_names(node)
-        elif kind in _MATCH_CAPTURES and getattr(node, "name", None) is not None:
-            names.add(node.name.value)
-        elif kind is cst.MatchMapping and node.rest is not None:
-            names.add(node.rest.value)
-        elif kind is cst.Global or kind is cst.Nonlocal:
-            declared |= {item.name.value for item in node.names}
-        stack.extend(children(node))
-    return names, declared
-
-
+# statements whose nested statements are scanned on their own (and remembered)
+_BLOCK_STATEMENTS = frozenset({cst.SimpleStatementLine, cst.If, cst.For, cst.While, cst.Try, cst.TryStar, cst.With, cst.Match})
 _TARGET_HOLDERS = frozenset({cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor, cst.NamedExpr, cst.Del})
 _MATCH_CAPTURES = frozenset({cst.MatchAs, cst.MatchStar})
+
+
+@dataclass
+class _Scans:
+    """Every name a block binds anywhere in it (not inside nested functions or classes,
+    whose own names it binds): what Python makes local to a function. With a memo, each
+    statement's names are remembered by identity (they depend on nothing else)."""
+
+    memo: Optional[dict[int, tuple[frozenset, frozenset, cst.CSTNode]]] = None
+    remember: bool = True  # False: only read the memo (an edited module's new nodes are not kept)
+
+    def block(self, body: Sequence[cst.CSTNode]) -> tuple[frozenset, frozenset]:
+        """(names bound anywhere in the block, names it declares `global` or `nonlocal`)."""
+        names: set[str] = set()
+        declared: set[str] = set()
+        for node in body:
+            found = self.statement(node)
+            names |= found[0]
+            declared |= found[1]
+        return frozenset(names), frozenset(declared)
+
+    def statement(self, root: cst.CSTNode) -> tuple[frozenset, frozenset, cst.CSTNode]:
+        """(names, declared, root) of one statement (or a match pattern)."""
+        memo = self.memo
+        if memo is not None:
+            known = memo.get(id(root))
+            if known is not None and known[2] is root:
+                return known
+        names: set[str] = set()
+        declared: set[str] = set()
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            kind = type(node)
+            if kind is cst.Name or kind in _LITERALS:
+                continue  # the commonest nodes; nothing in them binds
+            if kind is cst.Attribute or kind is cst.Arg:
+                stack.append(node.value)  # the attribute's or keyword's own name binds nothing
+                continue
+            if kind is cst.FunctionDef or kind is cst.ClassDef:
+                names.add(node.name.value)
+                continue
+            if kind is cst.Lambda:
+                continue
+            if kind in _BLOCK_STATEMENTS and node is not root:
+                inner = self.statement(node)
+                names |= inner[0]
+                declared |= inner[1]
+                continue
+            if kind in _TARGET_HOLDERS:
+                names |= target_names(node.target)
+            elif kind is cst.AsName:
+                names |= target_names(node.name)
+            elif kind is cst.Import or kind is cst.ImportFrom:
+                names |= _import_names(node)
+            elif kind in _MATCH_CAPTURES and node.name is not None:
+                names.add(node.name.value)
+            elif kind is cst.MatchMapping and node.rest is not None:
+                names.add(node.rest.value)
+            elif kind is cst.Global or kind is cst.Nonlocal:
+                declared |= {item.name.value for item in node.names}
+            stack.extend(children(node))
+        found = (frozenset(names) if names else _NOTHING, frozenset(declared) if declared else _NOTHING, root)
+        if memo is not None and self.remember:
+            memo[id(root)] = found
+        return found
 
 
 # -- the walk in execution order -----------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class _Scope:
     """Where reads are judged: a function's locals need a binding that certainly ran;
     other names resolve in the enclosing scopes (anywhere in them) or builtins."""
@@ -171,26 +224,65 @@ class _Scope:
     key: str
     locals: Optional[frozenset]  # None: module or class body (judged by flow alone)
     enclosing: frozenset
-    star: bool = False
-
-    def bound(self, name: str, flow_bound: frozenset) -> bool:
-        if self.star or name in _ALWAYS_BOUND or name in flow_bound:
-            return True
-        if self.locals is None:
-            return False
-        return name not in self.locals and name in self.enclosing
 
 
-@dataclass
+# What a statement's or a function's walk added to the recording, one plain tuple each
+# (there is one per statement): (node, scope, names bound before it, names bound after
+# it, start and end of its unbound reads in `found` and of its lookups in `queries`,
+# how many star imports it holds). Functions record no names bound.
+_Span = tuple
+_NODE, _SCOPE, _BOUND, _AFTER, _FOUND, _FOUND_END, _QUERIES, _QUERIES_END, _STARS = range(9)
+
+
+class _Recording:
+    """What the original's walk found, and which part of it each statement and function made."""
+
+    def __init__(self) -> None:
+        self.found: list[tuple[str, str]] = []
+        self.queries: list[str] = []
+        self.statements: dict[int, _Span] = {}
+        self.functions: dict[int, _Span] = {}
+
+
 class _Flow:
-    unbound: Counter = field(default_factory=Counter)
+    """The definite-assignment walk. It counts (scope, name) for each read that may
+    run unbound; a star import can bind anything, so a module holding one has none.
 
-    def reads(self, node: Optional[cst.CSTNode], bound: frozenset, scope: _Scope) -> None:
+    Recording (the original module), it remembers what each statement and function
+    added; replaying (an edited module), it takes that over for a node it meets
+    again with the same names bound before it and a scope that answers every
+    enclosing-scope lookup it made the same way."""
+
+    def __init__(self, scans: _Scans, recording: Optional[_Recording] = None, replay: Optional[_Recording] = None) -> None:
+        self.scans = scans
+        self.recording = recording
+        self.replay = replay
+        self.found: list[tuple[str, str]] = recording.found if recording is not None else []
+        self.queries: list[str] = recording.queries if recording is not None else []
+        self.stars = 0
+        self._fits: dict[tuple[int, int], tuple[_Scope, _Scope, Optional[bool]]] = {}
+
+    def module(self, module: cst.Module) -> Counter:
+        top = _Scope("<module>", None, self.scans.block(module.body)[0])
+        self.block(module.body, _NOTHING, top)
+        return Counter() if self.stars else Counter(self.found)
+
+    def reads(self, node: Optional[cst.CSTNode], bound: frozenset, scope: _Scope) -> frozenset:
+        """Counts the reads of an expression; returns the names its walruses bind."""
         if node is None:
-            return
-        for name in read_names(node):
-            if not scope.bound(name, bound):
-                self.unbound[(scope.key, name)] += 1
+            return _NOTHING
+        names, walruses = _reads(node)
+        local_names = scope.locals
+        for name in names:
+            if name in bound or name in _ALWAYS_BOUND:
+                continue
+            if local_names is None or name in local_names:
+                self.found.append((scope.key, name))
+                continue
+            self.queries.append(name)
+            if name not in scope.enclosing:
+                self.found.append((scope.key, name))
+        return walruses
 
     def block(self, statements: Sequence[cst.CSTNode], bound: frozenset, scope: _Scope) -> frozenset:
         for statement in statements:
@@ -203,32 +295,77 @@ class _Flow:
         return self.block(getattr(suite, "body", ()), bound, scope)
 
     def statement(self, node: cst.CSTNode, bound: frozenset, scope: _Scope) -> frozenset:
-        if isinstance(node, cst.SimpleStatementLine):
-            return self.block(node.body, bound, scope)
-        if isinstance(node, cst.If):
-            self.reads(node.test, bound, scope)
-            then = self.suite(node.body, bound | _walrus_names(node.test), scope)
-            if isinstance(node.orelse, cst.If):
+        if self.replay is not None:
+            span = self.replay.statements.get(id(node))
+            if span is not None and span[_NODE] is node and span[_BOUND] == bound and self._same(span, scope):
+                self._take(span)
+                return span[_AFTER]
+        if self.recording is None:
+            return self._statement(node, bound, scope)
+        found, queries, stars = len(self.found), len(self.queries), self.stars
+        after = self._statement(node, bound, scope)
+        self.recording.statements[id(node)] = (
+            node, scope, bound, after, found, len(self.found), queries, len(self.queries), self.stars - stars
+        )
+        return after
+
+    def _take(self, span: _Span) -> None:
+        self.found.extend(self.replay.found[span[_FOUND]:span[_FOUND_END]])
+        self.stars += span[_STARS]
+
+    def _same(self, span: _Span, scope: _Scope) -> bool:
+        """Whether the walk that made `span` would go the same way in `scope`."""
+        old = span[_SCOPE]
+        pair = (id(old), id(scope))
+        known = self._fits.get(pair)
+        if known is None:
+            if old.key != scope.key or old.locals != scope.locals:
+                verdict: Optional[bool] = False
+            else:
+                verdict = True if old.enclosing == scope.enclosing else None
+            known = self._fits[pair] = (old, scope, verdict)  # both kept alive: ids stay theirs
+        if known[2] is not None:
+            return known[2]
+        # the same names, but other enclosing ones: same where every lookup answers the same
+        before, now = old.enclosing, scope.enclosing
+        lookups = self.replay.queries[span[_QUERIES]:span[_QUERIES_END]]
+        return all((name in before) == (name in now) for name in lookups)
+
+    def _statement(self, node: cst.CSTNode, bound: frozenset, scope: _Scope) -> frozenset:
+        kind = type(node)
+        if kind is cst.SimpleStatementLine:
+            for small in node.body:
+                bound = self.small(small, bound, scope)
+            return bound
+        if kind is cst.If:
+            then = self.suite(node.body, bound | self.reads(node.test, bound, scope), scope)
+            if type(node.orelse) is cst.If:
                 other = self.statement(node.orelse, bound, scope)
             elif node.orelse is not None:
                 other = self.suite(node.orelse.body, bound, scope)
             else:
                 other = bound
             return then & other
-        if isinstance(node, cst.For):
+        if kind is cst.For:
             self.reads(node.iter, bound, scope)
             self.reads_of_target(node.target, bound, scope)
             self.suite(node.body, bound | target_names(node.target), scope)
             if node.orelse is not None:
                 self.suite(node.orelse.body, bound, scope)
             return bound
-        if isinstance(node, cst.While):
-            self.reads(node.test, bound, scope)
-            self.suite(node.body, bound | _walrus_names(node.test), scope)
+        if kind is cst.FunctionDef:
+            for decorator in node.decorators:
+                self.reads(decorator.decorator, bound, scope)
+            for default in _param_defaults(node.params):
+                self.reads(default, bound, scope)
+            self.function(node, scope)
+            return bound | {node.name.value}
+        if kind is cst.While:
+            self.suite(node.body, bound | self.reads(node.test, bound, scope), scope)
             if node.orelse is not None:
                 self.suite(node.orelse.body, bound, scope)
             return bound
-        if isinstance(node, (cst.Try, cst.TryStar)):
+        if kind is cst.Try or kind is cst.TryStar:
             after = self.suite(node.body, bound, scope)
             if node.orelse is not None:
                 after = self.suite(node.orelse.body, after, scope)
@@ -239,85 +376,91 @@ class _Flow:
             if node.finalbody is not None:
                 after = self.suite(node.finalbody.body, after, scope)
             return after
-        if isinstance(node, cst.With):
+        if kind is cst.With:
             for item in node.items:
                 self.reads(item.item, bound, scope)
                 if item.asname is not None:
                     self.reads_of_target(item.asname.name, bound, scope)
                     bound = bound | target_names(item.asname.name)
             return self.suite(node.body, bound, scope)
-        if isinstance(node, cst.Match):
+        if kind is cst.Match:
             self.reads(node.subject, bound, scope)
             for case in node.cases:
-                captured = assigned_anywhere([case.pattern])
+                captured = self.scans.statement(case.pattern)[0]
                 self.reads(case.guard, bound | captured, scope)
                 self.suite(case.body, bound | captured, scope)
             return bound
-        if isinstance(node, cst.FunctionDef):
-            for decorator in node.decorators:
-                self.reads(decorator.decorator, bound, scope)
-            for default in _param_defaults(node.params):
-                self.reads(default, bound, scope)
-            self.function(node, scope)
-            return bound | {node.name.value}
-        if isinstance(node, cst.ClassDef):
+        if kind is cst.ClassDef:
             for decorator in node.decorators:
                 self.reads(decorator.decorator, bound, scope)
             for arg in (*node.bases, *node.keywords):
                 self.reads(arg.value, bound, scope)
             # a class body sees what is bound around it; its methods see past it
             enclosing = scope.enclosing if scope.locals is None else scope.enclosing | scope.locals
-            inner = _Scope(f"{scope.key}.{node.name.value}", None, enclosing, scope.star)
-            self.suite(node.body, bound, inner)
+            self.suite(node.body, bound, _Scope(f"{scope.key}.{node.name.value}", None, enclosing))
             return bound | {node.name.value}
         return self.small(node, bound, scope)
 
     def function(self, node: cst.FunctionDef, outer: _Scope) -> None:
         body = getattr(node.body, "body", ())
         params = _param_names(node.params)
-        assigned, declared_global = _scan(body)
+        assigned, declared_global = self.scans.block(body)
         local_names = (assigned | params) - declared_global
         if outer.locals is None:
             enclosing = outer.enclosing
         else:
             enclosing = outer.enclosing | outer.locals
-        enclosing = enclosing | declared_global
-        scope = _Scope(f"{outer.key}.{node.name.value}", frozenset(local_names), frozenset(enclosing), outer.star)
-        self.block(body, frozenset(params), scope)
+        scope = _Scope(f"{outer.key}.{node.name.value}", frozenset(local_names), enclosing | declared_global)
+        if self.replay is not None:
+            span = self.replay.functions.get(id(node))
+            if span is not None and span[_NODE] is node and self._same(span, scope):
+                self._take(span)
+                return
+        found, queries, stars = len(self.found), len(self.queries), self.stars
+        self.block(body, params, scope)
+        if self.recording is not None:
+            self.recording.functions[id(node)] = (
+                node, scope, _NOTHING, _NOTHING, found, len(self.found), queries, len(self.queries), self.stars - stars
+            )
 
     def reads_of_target(self, target: cst.CSTNode, bound: frozenset, scope: _Scope) -> None:
         """`x.y = ...` and `x[i] = ...` read `x` (and `i`); a plain name does not."""
-        if isinstance(target, (cst.Tuple, cst.List)):
+        kind = type(target)
+        if kind is cst.Tuple or kind is cst.List:
             for element in target.elements:
                 self.reads_of_target(element.value, bound, scope)
-        elif isinstance(target, cst.StarredElement):
+        elif kind is cst.StarredElement:
             self.reads_of_target(target.value, bound, scope)
-        elif not isinstance(target, cst.Name):
+        elif kind is not cst.Name:
             self.reads(target, bound, scope)
 
     def small(self, node: cst.CSTNode, bound: frozenset, scope: _Scope) -> frozenset:
-        if isinstance(node, cst.Assign):
-            self.reads(node.value, bound, scope)
+        kind = type(node)
+        if kind is cst.Assign:
+            walruses = self.reads(node.value, bound, scope)
             names: set[str] = set()
             for target in node.targets:
                 self.reads_of_target(target.target, bound, scope)
                 names |= target_names(target.target)
-            return bound | names | _walrus_names(node.value)
-        if isinstance(node, cst.AugAssign):
+            return bound | names | walruses
+        if kind is cst.Expr:
+            return bound | self.reads(node, bound, scope)
+        if kind is cst.AugAssign:
             self.reads(node.target, bound, scope)
             self.reads(node.value, bound, scope)
             return bound | target_names(node.target)
-        if isinstance(node, cst.AnnAssign):
+        if kind is cst.AnnAssign:
             self.reads(node.value, bound, scope)
             self.reads_of_target(node.target, bound, scope)
             return bound | target_names(node.target) if node.value is not None else bound
-        if isinstance(node, (cst.Import, cst.ImportFrom)):
+        if kind is cst.Import or kind is cst.ImportFrom:
+            if _is_star_import(node):
+                self.stars += 1
             return bound | _import_names(node)
-        if isinstance(node, cst.Del):
+        if kind is cst.Del:
             self.reads_of_target(node.target, bound, scope)
             return bound - target_names(node.target)
-        if isinstance(node, (cst.Global, cst.Nonlocal, cst.Pass, cst.Break, cst.Continue)):
+        if kind is cst.Global or kind is cst.Nonlocal or kind is cst.Pass or kind is cst.Break or kind is cst.Continue:
             return bound
-        # Expr, Return, Raise, Assert and anything newer: reads only
-        self.reads(node, bound, scope)
-        return bound | _walrus_names(node)
+        # Return, Raise, Assert and anything newer: reads only
+        return bound | self.reads(node, bound, scope)

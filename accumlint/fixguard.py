@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections import Counter
 from typing import TYPE_CHECKING, Optional, Sequence
 
 import libcst as cst
 
-from accumlint.bindings import unbound_reads
+from accumlint.bindings import ModuleReads
 from accumlint.edits import AFTER, BEFORE, REPLACE, Edit, apply_edits
 from accumlint.model.tree import children
 
@@ -29,7 +28,7 @@ class FixGuard:
 
     def __init__(self, module: cst.Module) -> None:
         self.module = module
-        self._unbound: Optional[Counter] = None
+        self._reads: Optional[ModuleReads] = None
         self._parents: Optional[dict[int, cst.CSTNode]] = None
 
     def refusal(self, edits: Sequence[Edit]) -> Optional[str]:
@@ -40,7 +39,7 @@ class FixGuard:
             return "it would insert a statement into a class body"
         try:
             fixed = apply_edits(self.module, edits, self.parents)
-            added = unbound_reads(fixed) - self.unbound
+            added = self.reads.of(fixed) - self.reads.unbound
         except RecursionError:
             return "the fixed code is too deeply nested to check"
         if added:
@@ -52,10 +51,11 @@ class FixGuard:
         return self.refusal(edits) is None
 
     @property
-    def unbound(self) -> Counter:
-        if self._unbound is None:
-            self._unbound = unbound_reads(self.module)
-        return self._unbound
+    def reads(self) -> ModuleReads:
+        """The original's unbound reads, and what its walk lets an edited version reuse."""
+        if self._reads is None:
+            self._reads = ModuleReads(self.module)
+        return self._reads
 
     def _into_class_body(self, edit: Edit) -> bool:
         """New statements beside a class-level statement: `opt.zero_grad()` put before a

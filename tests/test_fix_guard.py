@@ -1,9 +1,12 @@
 """The fix guard's shortcuts decide exactly what the plain computation decides.
 
 The guard judges every fix a finding offers, even on a plain `check`, so it
-applies edits by rebuilding only the edited nodes' ancestors. Each edit set the
-guard is asked about — by every fixture's and every rule document's analysis
-and fix — must give the same module as LibCST's full pass over every node.
+applies edits by rebuilding only the edited nodes' ancestors, and walks of the
+edited module take over what the original's walk found for every statement
+they share. Each edit set the guard is asked about — by every fixture's and
+every rule document's analysis and fix — must give the same module as LibCST's
+full pass over every node, the same unbound reads as a fresh walk, and the same
+verdict; so must every edit of small modules made to bind and unbind names.
 """
 
 from __future__ import annotations
@@ -13,11 +16,13 @@ from pathlib import Path
 import libcst
 import pytest
 
-from accumlint import docs
+from accumlint import docs, fixguard
 from accumlint.analysis import AnalysisOptions, analyze
+from accumlint.bindings import ModuleReads, unbound_reads
 from accumlint.edits import Edit, apply_edits, insert_after, insert_before, remove, replace
 from accumlint.fixes import fix_text
 from accumlint.fixguard import FixGuard
+from accumlint.model.tree import walk
 from accumlint.rules.catalog import RULES
 
 REPO = Path(__file__).resolve().parent.parent
@@ -48,18 +53,48 @@ def _assert_same_as_a_full_pass(module: libcst.Module, edits) -> None:
     assert copied.deep_equals(full)
 
 
-@pytest.mark.parametrize("fixture", FIXTURES, ids=lambda p: p.relative_to(REPO).as_posix())
-def test_fixture_edits_rebuilt_along_their_paths_give_the_full_pass_module(fixture: Path, monkeypatch) -> None:
-    for module, edits in _asked(monkeypatch, fixture.read_text(encoding="utf-8")):
+class _FreshReads:
+    """`ModuleReads` without taking anything over: every module walked from scratch."""
+
+    def __init__(self, module: libcst.Module) -> None:
+        self.unbound = unbound_reads(module)
+
+    def of(self, edited: libcst.Module):
+        return unbound_reads(edited)
+
+
+def _fresh_refusal(module: libcst.Module, edits, monkeypatch) -> "str | None":
+    with monkeypatch.context() as patched:
+        patched.setattr(fixguard, "ModuleReads", _FreshReads)
+        return FixGuard(module).refusal(edits)
+
+
+def _assert_judged_as_a_fresh_walk_judges(module: libcst.Module, edits, monkeypatch) -> "str | None":
+    reads = ModuleReads(module)
+    assert reads.unbound == unbound_reads(module)
+    edited = apply_edits(module, edits, FixGuard(module).parents)
+    assert reads.of(edited) == unbound_reads(edited)
+    verdict = FixGuard(module).refusal(edits)
+    assert verdict == _fresh_refusal(module, edits, monkeypatch)
+    return verdict
+
+
+def _assert_guard_shortcuts(asked, monkeypatch) -> None:
+    for module, edits in asked:
         _assert_same_as_a_full_pass(module, edits)
+        _assert_judged_as_a_fresh_walk_judges(module, edits, monkeypatch)
+
+
+@pytest.mark.parametrize("fixture", FIXTURES, ids=lambda p: p.relative_to(REPO).as_posix())
+def test_fixture_edits_judged_by_the_shortcuts_as_by_the_plain_computation(fixture: Path, monkeypatch) -> None:
+    _assert_guard_shortcuts(_asked(monkeypatch, fixture.read_text(encoding="utf-8")), monkeypatch)
 
 
 @pytest.mark.parametrize("code", FIXABLE)
-def test_rule_example_edits_rebuilt_along_their_paths_give_the_full_pass_module(code: str, monkeypatch) -> None:
+def test_rule_example_edits_judged_by_the_shortcuts_as_by_the_plain_computation(code: str, monkeypatch) -> None:
     asked = _asked(monkeypatch, docs.rule_examples(code).invalid)
     assert asked  # every fixable rule's example offers a fix
-    for module, edits in asked:
-        _assert_same_as_a_full_pass(module, edits)
+    _assert_guard_shortcuts(asked, monkeypatch)
 
 
 SCRIPT = """\
@@ -121,3 +156,116 @@ def test_hand_made_edits_rebuilt_along_their_paths_give_the_full_pass_module() -
     ]
     for edits in cases:
         _assert_same_as_a_full_pass(module, edits)
+
+
+# Small modules where edits bind and unbind names at module level, in class bodies,
+# under `if __name__ == "__main__":`, beside star imports and walruses.
+MODULES = [
+    """\
+import torch
+LIMIT = 4
+
+
+def train(loader, model):
+    opt = make(model)
+    for step, batch in enumerate(loader):
+        loss = model(batch) / LIMIT
+        loss.backward()
+        if (ready := step % LIMIT == 0):
+            opt.step()
+    return total
+
+
+class Trainer:
+    scale = LIMIT
+    other = scale * 2
+
+    def run(self):
+        global total
+        total = self.scale + helper()
+        return [x for x in range(total) if x]
+
+
+def helper():
+    return LIMIT
+
+
+if __name__ == "__main__":
+    model = build()
+    train(loader, model)
+    with open(path) as handle:
+        data = handle.read()
+    while (chunk := data[:4]):
+        data = data[4:]
+    print(chunk, data)
+""",
+    """\
+from helpers import *
+
+value = compute()
+try:
+    other = value + 1
+except ValueError as error:
+    other = error
+finally:
+    done = True
+print(other, done)
+
+
+def use():
+    return value, missing
+""",
+    """\
+def outer():
+    count = 0
+
+    def inner():
+        nonlocal count
+        count += 1
+        return count, later
+
+    later = 1
+    del count
+    return inner
+
+
+match command:
+    case [name, *rest] if rest:
+        print(name, rest)
+    case {"key": found, **others}:
+        print(found, others)
+""",
+]
+SNIPPETS = [
+    "LIMIT = 8\n", "print(LIMIT)\n", "del LIMIT\n", "total = 0\n", "global total\n", "missing = 1\n",
+    "from os import *\n", "if (ready := check()):\n    pass\n", "print(ready, chunk)\n",
+    "def helper():\n    return data\n", "class Trainer:\n    pass\n", "for name in names:\n    print(name)\n",
+    "count = later\n", "opt.zero_grad()\n",
+]
+
+
+def _edit_sets(module: libcst.Module):
+    statements = [n for n in walk(module) if isinstance(n, libcst.BaseStatement)]
+    small = [n for n in walk(module) if isinstance(n, libcst.BaseSmallStatement)]
+    for index, statement in enumerate(statements):
+        yield [remove(statement)]
+        for snippet in SNIPPETS:
+            new = libcst.parse_statement(snippet)
+            yield [insert_before(statement, new)] if index % 2 else [insert_after(statement, new)]
+        later = statements[(index * 7 + 3) % len(statements)]
+        yield [remove(statement), insert_after(later, statement)]  # a move
+    for statement in small:
+        yield [replace(statement, libcst.parse_statement("pass\n").body[0])]
+
+
+@pytest.mark.parametrize("index", range(len(MODULES)))
+def test_binding_and_unbinding_edits_judged_by_the_shortcuts_as_by_the_plain_computation(index, monkeypatch) -> None:
+    module = libcst.parse_module(MODULES[index])
+    verdicts = set()
+    for edits in _edit_sets(module):
+        try:
+            apply_edits(module, edits)
+        except Exception:  # LibCST refuses the tree (a required node removed): not a fix
+            continue
+        verdicts.add(_assert_judged_as_a_fresh_walk_judges(module, edits, monkeypatch) is None)
+    assert verdicts == {True, False} or "import *" in MODULES[index]  # both verdicts were compared
