@@ -6,6 +6,7 @@ expected finding and every rule document's example must pass both stages.
 
 from __future__ import annotations
 
+import ast
 import textwrap
 from pathlib import Path
 
@@ -14,8 +15,7 @@ from hypothesis import HealthCheck, given, settings
 
 from accumlint import docs
 from accumlint.analysis import analyze
-from accumlint.gate import might_hold_training_code
-from accumlint.gate import MAX_NESTING, ParseFailure, Unanalysable, screen
+from accumlint.gate import MAX_NESTING, ParseFailure, Unanalysable, might_hold_training_code, nesting, screen
 from accumlint.rules.catalog import RULES
 
 from fuzzing import mutated_fixtures
@@ -138,6 +138,19 @@ def test_syntax_errors_carry_cpythons_position():
     with pytest.raises(ParseFailure) as caught:  # the compiler's errors, for files it keeps
         screen("for b in loader:\n    b.backward()\nreturn 3\n", "x.py")
     assert (caught.value.line, caught.value.message) == (3, "'return' outside function")
+
+
+def _reference_depth(node: ast.AST) -> int:
+    step = len(node.values) if isinstance(node, ast.BoolOp) else 1
+    return max((step + _reference_depth(child) for child in ast.iter_child_nodes(node)), default=0)
+
+
+def test_nesting_is_the_depth_of_pythons_tree():
+    texts = [path.read_text() for path in sorted(FIXTURES.rglob("*.py"))[::7]]
+    texts += ["x = a and b and c\n", "f(a)(b)[c].d.e = -(+(~g))\n", "del x, y[0]\n", "[*a] = b\n"]
+    for text in texts:
+        tree = ast.parse(text)
+        assert nesting(tree) == _reference_depth(tree), text[:80]
 
 
 def test_nesting_beyond_the_bound_is_refused_before_libcst():
