@@ -10,7 +10,6 @@ layers chose, and within a layer the most specific selector wins (`GA2` with
 
 from __future__ import annotations
 
-import difflib
 import os
 import sys
 import re
@@ -270,6 +269,8 @@ def _check_keys(table: dict, allowed: dict, section: str, origin: str) -> dict[s
     values = {}
     for key, value in table.items():
         if key not in allowed:
+            import difflib  # only for the error's hint: not paid by a valid configuration
+
             close = difflib.get_close_matches(key, list(allowed), n=1)
             hint = f" (did you mean `{close[0]}`?)" if close else f" (known keys: {', '.join(allowed)})"
             raise ConfigError(f"{origin}: unknown key `{key}` in [{section}]{hint}")

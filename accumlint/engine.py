@@ -324,9 +324,11 @@ def _load(result: FileResult, data: Union[bytes, SourceError]):
 
 def check(request: Request, resolver: Resolver, progress: Progress = _no_progress) -> RunResult:
     """Check (and fix) every file the request names; `progress` hears how many analyses are done."""
-    from accumlint.cache import open_cache
+    cache = None
+    if request.use_cache:  # `--no-cache` does not pay for importing it (hashlib, json)
+        from accumlint.cache import open_cache
 
-    cache = open_cache(request.cache_dir, request.paths) if request.use_cache else None
+        cache = open_cache(request.cache_dir, request.paths)
     files: list[FileResult] = []
     pending: list[_Pending] = []
     tasks: list[Task] = []

@@ -31,12 +31,19 @@ NAMES = {MALFORMED: "malformed-noqa", UNUSED: "unused-noqa"}
 
 _CODE = r"[A-Za-z]+[0-9]+"
 _CODES = rf"{_CODE}(?:[\s,]+{_CODE})*"
-# The directive, then what follows it: `: codes`, ` codes` (no colon: malformed), `:` alone (malformed),
-# or `: word` that is no code at all (another tool's, e.g. torch's `# noqa: set_linter`: a blanket noqa, as flake8 reads it).
-_DIRECTIVE = re.compile(
-    rf"#\s*(?P<file>accumlint\s*:\s*)?noqa\b(?:(?P<colon>:)\s*(?:(?P<codes>{_CODES})|(?P<foreign>[^\s#,]+))?|\s+(?P<bare_codes>{_CODES})\b)?",
-    re.IGNORECASE,
-)
+
+
+@functools.lru_cache(maxsize=None)
+def _directive_pattern() -> "re.Pattern[str]":
+    """The directive, then what follows it: `: codes`, ` codes` (no colon: malformed), `:` alone (malformed),
+    or `: word` that is no code at all (another tool's, e.g. torch's `# noqa: set_linter`: a blanket noqa, as
+    flake8 reads it). Compiled on first use: a text that never mentions `noqa` does not pay for it."""
+    return re.compile(
+        rf"#\s*(?P<file>accumlint\s*:\s*)?noqa\b(?:(?P<colon>:)\s*(?:(?P<codes>{_CODES})|(?P<foreign>[^\s#,]+))?|\s+(?P<bare_codes>{_CODES})\b)?",
+        re.IGNORECASE,
+    )
+
+
 _OWN_CODE = re.compile(r"^(GA|AL)\d{3}$")
 
 _MENTION = re.compile("noqa", re.IGNORECASE)
@@ -81,7 +88,7 @@ def _split(codes: str) -> frozenset[str]:
 
 def _directives(line: int, column: int, comment: str) -> Iterator[Directive]:
     """Every directive in one comment (`# why  # noqa: GA201` holds one; tokenize gives one comment)."""
-    for match in _DIRECTIVE.finditer(comment):
+    for match in _directive_pattern().finditer(comment):
         yield _directive(line, column, match)
 
 
@@ -249,9 +256,10 @@ def _may_matter(line: str) -> bool:
     """Whether a directive could start at any `#` of the line (in a comment or not) that
     silences every code, names one of accumlint's, or is malformed. Every directive a
     comment holds starts at one of these `#`, so a False is certain."""
+    pattern = _directive_pattern()
     position = line.find("#")
     while position >= 0:
-        match = _DIRECTIVE.match(line, position)
+        match = pattern.match(line, position)
         if match is not None:
             directive = _directive(0, 0, match)
             if directive.codes is ALL or directive.problem or any(_OWN_CODE.match(code) for code in directive.codes):

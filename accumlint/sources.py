@@ -10,12 +10,10 @@ whose owner cannot be kept is left alone, and the caller says why.
 
 from __future__ import annotations
 
-import difflib
 import io
 import os
 import signal
 import stat
-import tempfile
 import threading
 import tokenize
 from contextlib import contextmanager
@@ -266,6 +264,8 @@ def decode_python(data: bytes) -> tuple[str, str]:
 
 def unified_diff(before: str, after: str, label: str) -> str:
     """A unified diff between two texts, safe for files without a final newline."""
+    import difflib  # only `--diff` and the fixer's reports need it: not paid at start-up
+
     lines = difflib.unified_diff(
         before.splitlines(keepends=True), after.splitlines(keepends=True), label, label
     )
@@ -390,6 +390,8 @@ def write_atomic(path: str, data: bytes, *, expected: Optional[bytes] = None) ->
         reason = _refusal(target, status)
         if reason:
             raise WriteRefused(reason)
+    import tempfile  # only a fix writes: a check does not pay for importing it (shutil, random)
+
     with signals_deferred():
         handle, temporary = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(target) + ".", suffix=".tmp")
         try:

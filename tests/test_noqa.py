@@ -195,11 +195,11 @@ def test_fix_of_comments_through_the_command_line(tmp_path, monkeypatch, fake_an
 
 def test_another_tools_word_after_the_colon_is_not_malformed():
     """torch writes `# noqa: set_linter` for its own linter: not accumlint's to judge."""
-    from accumlint.noqa import _DIRECTIVE, _directive
+    from accumlint.noqa import _directive, _directive_pattern
 
-    directive = _directive(3, 0, _DIRECTIVE.search("x = 1  # noqa: set_linter"))
+    directive = _directive(3, 0, _directive_pattern().search("x = 1  # noqa: set_linter"))
     assert directive.problem == ""
-    assert _directive(3, 0, _DIRECTIVE.search("x = 1  # noqa:")).problem
+    assert _directive(3, 0, _directive_pattern().search("x = 1  # noqa:")).problem
 
 
 _COMMENTS = [
