@@ -65,12 +65,12 @@ def settings_lines(path: str, settings, cache_dir) -> Iterator[str]:
     yield ""
     yield f"enabled = [{', '.join(sorted(settings.enabled_for(path)))}]"
     yield f"unsafe-fixes = {str(settings.unsafe_fixes).lower()}"
-    for field in dataclasses.fields(config):
-        if field.name in ("path", "selection", "unsafe_fixes", "verify"):
+    for name in config._fields:
+        if name in ("path", "selection", "unsafe_fixes", "verify"):
             continue
-        yield f"{field.name.replace('_', '-')} = {_value(getattr(config, field.name))}"
-    for field in dataclasses.fields(config.verify):
-        yield f"verify.{field.name.replace('_', '-')} = {_value(getattr(config.verify, field.name))}"
+        yield f"{name.replace('_', '-')} = {_value(getattr(config, name))}"
+    for name in config.verify._fields:
+        yield f"verify.{name.replace('_', '-')} = {_value(getattr(config.verify, name))}"
     yield f"cache-dir = {cache_dir}"
 
 

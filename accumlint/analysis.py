@@ -6,8 +6,7 @@ rule over every loop. Positions are computed only when something is reported.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from accumlint.diagnostics import Diagnostic, FixInfo
 from accumlint.gate import ParseFailure, Unanalysable
@@ -18,16 +17,14 @@ if TYPE_CHECKING:
     from accumlint.rules.base import Finding
 
 
-@dataclass(frozen=True)
-class AnalysisOptions:
-    """What configuration changes about the analysis itself."""
+class AnalysisOptions(NamedTuple):
+    """What configuration changes about the analysis itself (a NamedTuple: cheaper to create than a frozen dataclass)."""
 
     optimizer_names: tuple[str, ...] = ()
     accumulation_names: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class Located:
+class Located(NamedTuple):
     """A finding with the diagnostic it becomes (kept together for the fixer)."""
 
     finding: "Finding"

@@ -19,7 +19,6 @@ time), and caches of other accumlint versions are removed.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import os
@@ -51,7 +50,7 @@ def _code_fingerprint() -> str:
 
 
 def _to_json(diagnostic: Diagnostic) -> dict:
-    return dataclasses.asdict(diagnostic)
+    return {**diagnostic._asdict(), "fix": diagnostic.fix._asdict() if diagnostic.fix else None}
 
 
 def _from_json(data: dict, path: str) -> Diagnostic:

@@ -300,8 +300,6 @@ def _print_results(run, output_format: str, options, *, diff: bool, fixed_to_std
     fixed code: code that cannot be read or parsed is printed back unchanged,
     so an editor that pipes its buffer through never loses it.
     """
-    from dataclasses import replace
-
     from accumlint.report import render
 
     if not run.files and not options.quiet:
@@ -312,7 +310,7 @@ def _print_results(run, output_format: str, options, *, diff: bool, fixed_to_std
     if diff:
         diffs = [f.document.diff(f.original) for f in run.files if f.changed]
         click.echo("".join(diffs), nl=False)
-        click.echo(render("text", run, replace(options, quiet=True, statistics=False, color=False)), nl=False, err=True)
+        click.echo(render("text", run, options._replace(quiet=True, statistics=False, color=False)), nl=False, err=True)
         fixed = sum(len(f.fixed) for f in run.files)
         if not options.quiet:
             remaining = len(run.diagnostics)

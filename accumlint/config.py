@@ -13,9 +13,8 @@ from __future__ import annotations
 import os
 import sys
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, NamedTuple, Optional
 
 from accumlint.rules.catalog import ALL_RULES, codes_matching
 
@@ -28,8 +27,11 @@ class ConfigError(Exception):
     """A configuration that cannot be used; the message names the key and file."""
 
 
-@dataclass(frozen=True)
-class VerifySettings:
+# The immutable records are NamedTuples: a frozen dataclass costs five times as
+# much to create (each generated method is compiled), and every start-up pays it.
+
+
+class VerifySettings(NamedTuple):
     """`[tool.accumlint.verify]`: defaults for `accumlint verify`, validated here."""
 
     accum_steps: Optional[int] = None
@@ -48,8 +50,7 @@ class VerifySettings:
     arg: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class SelectionLayer:
+class SelectionLayer(NamedTuple):
     """One source of selectors (the config file, or the command line)."""
 
     select: Optional[tuple[str, ...]] = None
@@ -57,8 +58,7 @@ class SelectionLayer:
     extend_select: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class Config:
+class Config(NamedTuple):
     """The validated contents of one `[tool.accumlint]` table (empty if none)."""
 
     path: Optional[Path] = None
@@ -76,8 +76,7 @@ class Config:
         return self.path.parent if self.path else Path.cwd()
 
 
-@dataclass(frozen=True)
-class Overrides:
+class Overrides(NamedTuple):
     """What the command line says; None means "not given, use the config"."""
 
     selection: SelectionLayer = SelectionLayer()
@@ -85,31 +84,31 @@ class Overrides:
     config_path: Optional[Path] = None
 
 
-@dataclass(frozen=True)
-class Settings:
+class Settings(NamedTuple):
     """Everything that decides how one file is checked."""
 
     config: Config
     enabled: frozenset[str]
     unsafe_fixes: bool
-    _ignores: tuple[tuple[Any, frozenset[str]], ...] = field(default=(), repr=False)
-    _exclude: Any = field(default=None, repr=False)
+    # The configuration's patterns, compiled: (per-file-ignores matcher, codes) pairs, the exclude matcher.
+    ignore_specs: tuple[tuple[Any, frozenset[str]], ...] = ()
+    exclude_spec: Any = None
 
     def enabled_for(self, path: str) -> frozenset[str]:
         """Codes enabled for one file once `per-file-ignores` are applied."""
         relative = _relative(path, self.config.root)
         removed: set[str] = set()
-        for spec, codes in self._ignores:
+        for spec, codes in self.ignore_specs:
             if spec.match_file(relative):
                 removed |= codes
         return self.enabled - removed
 
     def is_excluded(self, path: str, is_dir: bool = False) -> bool:
         """Whether `exclude` removes this file or folder."""
-        if self._exclude is None:
+        if self.exclude_spec is None:
             return False
         relative = _relative(path, self.config.root)
-        return bool(self._exclude.match_file(relative + "/" if is_dir else relative))
+        return bool(self.exclude_spec.match_file(relative + "/" if is_dir else relative))
 
 
 def _relative(path: str, root: Path) -> str:
@@ -392,8 +391,8 @@ class Resolver:
             config=config,
             enabled=enabled,
             unsafe_fixes=config.unsafe_fixes if unsafe is None else unsafe,
-            _ignores=ignores,
-            _exclude=exclude,
+            ignore_specs=ignores,
+            exclude_spec=exclude,
         )
         self._by_config[config.path] = settings
         return settings

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field, replace
-from typing import Callable, Optional, Union
+from dataclasses import dataclass, field
+from typing import Callable, NamedTuple, Optional, Union
 
 from accumlint.analysis import AnalysisOptions
 from accumlint.config import Resolver, Settings
@@ -63,16 +63,19 @@ def is_error(diagnostic: Diagnostic) -> bool:
 
 def internal_error(path: str, message: str) -> Diagnostic:
     """The diagnostic for a file whose analysis failed, so the run can go on."""
-    return replace(syntax_error(path, 1, 1, message), code=INTERNAL_ERROR, name=INTERNAL_ERROR)
+    return syntax_error(path, 1, 1, message)._replace(code=INTERNAL_ERROR, name=INTERNAL_ERROR)
 
 
 def io_error(path: str, message: str) -> Diagnostic:
     """The diagnostic for a path that cannot be read, or a fixed file that cannot be written."""
-    return replace(syntax_error(path, 1, 1, message), code=IO_ERROR, name=IO_ERROR)
+    return syntax_error(path, 1, 1, message)._replace(code=IO_ERROR, name=IO_ERROR)
 
 
-@dataclass(frozen=True)
-class Request:
+# Immutable records are NamedTuples: a frozen dataclass costs five times as
+# much to create (each generated method is compiled), and start-up pays it.
+
+
+class Request(NamedTuple):
     """What the command line asked the engine to do."""
 
     paths: tuple[str, ...] = (".",)
@@ -120,8 +123,7 @@ class RunResult:
 # ---------------------------------------------------------------- analysis (in workers)
 
 
-@dataclass(frozen=True)
-class Task:
+class Task(NamedTuple):
     """One file to analyse or fix: plain data, so it can cross to a worker process."""
 
     path: str
@@ -133,13 +135,12 @@ class Task:
     gate: bool = True
 
 
-@dataclass(frozen=True)
-class TaskResult:
+class TaskResult(NamedTuple):
     """Raw findings (check) or remaining findings and fixed text (fix)."""
 
     diagnostics: list[Diagnostic]
     text: Optional[str] = None
-    fixed: list[Diagnostic] = field(default_factory=list)
+    fixed: tuple[Diagnostic, ...] = ()
     converged: bool = True
     cacheable: bool = False
 
@@ -177,7 +178,7 @@ def run_task(task: Task) -> TaskResult:
             keep = _keeper(task.enabled, suppressed)
             outcome = fix_text(task.text, task.path, task.options, unsafe=task.unsafe, keep=keep)
             raw = outcome.remaining + list(suppressed.get(outcome.text, ()))
-            return TaskResult(raw, outcome.text, list(outcome.fixed), outcome.converged)
+            return TaskResult(raw, outcome.text, tuple(outcome.fixed), outcome.converged)
         from accumlint.analysis import analyze
 
         return TaskResult(analyze(task.text, task.path, task.options), cacheable=True)
@@ -366,7 +367,7 @@ def check(request: Request, resolver: Resolver, progress: Progress = _no_progres
         (item, task) for item, task, outcome in zip(pending, tasks, outcomes) if not _finish(item, outcome, cache, request)
     ]
     if unwritten:  # their findings are those of the text still on disk: check it again
-        rechecks, _ = execute([replace(task, fix=False) for _, task in unwritten], request.jobs, budget=request.file_budget)
+        rechecks, _ = execute([task._replace(fix=False) for _, task in unwritten], request.jobs, budget=request.file_budget)
         for (item, _), outcome in zip(unwritten, rechecks):
             result = item.result
             result.diagnostics = result.diagnostics + _select(result.original, outcome.diagnostics, item.enabled)

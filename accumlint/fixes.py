@@ -16,7 +16,6 @@ is not fixed at all.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
@@ -59,7 +58,7 @@ def fix_text(
         enabled = [item for item in find(module, text, path, options) if keep(text, item.diagnostic)]
         if module.code != text:
             # LibCST would not write this text back as it is: refuse rather than change other lines
-            return FixOutcome(text, fixed, [dataclasses.replace(item.diagnostic, fix=None) for item in enabled], True)
+            return FixOutcome(text, fixed, [item.diagnostic._replace(fix=None) for item in enabled], True)
         candidates = [
             item for item in enabled
             if _applies(item.diagnostic, unsafe) and (item.diagnostic.code, item.diagnostic.message) not in refused

@@ -21,8 +21,7 @@ import functools
 import io
 import re
 import tokenize
-from dataclasses import dataclass
-from typing import Iterable, Iterator, Optional
+from typing import Iterable, Iterator, NamedTuple, Optional
 
 from accumlint.diagnostics import Diagnostic, FixInfo
 
@@ -51,8 +50,7 @@ _MENTION = re.compile("noqa", re.IGNORECASE)
 ALL = None  # a suppression that covers every code
 
 
-@dataclass(frozen=True)
-class Directive:
+class Directive(NamedTuple):
     """One suppression comment, where it is and what it silences."""
 
     line: int
@@ -104,11 +102,11 @@ def _directive(line: int, column: int, match: re.Match) -> Directive:
     return Directive(line, start, end, codes, file_wide)
 
 
-@dataclass(frozen=True)
 class Suppressions:
     """The suppression comments of one text."""
 
-    directives: tuple[Directive, ...]
+    def __init__(self, directives: tuple[Directive, ...]) -> None:
+        self.directives = directives
 
     @classmethod
     def parse(cls, text: str) -> "Suppressions":

@@ -24,7 +24,7 @@ from __future__ import annotations
 import bisect
 import json
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Optional
 
 from accumlint.diagnostics import Diagnostic
@@ -159,7 +159,7 @@ class NotebookDocument:
         start = self._starts[index]
         line = max(diagnostic.line - start + 1, 1)
         end_line = max(diagnostic.end_line - start + 1, line) if self._cell_at(diagnostic.end_line) == index else line
-        located = replace(diagnostic, line=line, end_line=end_line, cell=self._numbers[index])
+        located = diagnostic._replace(line=line, end_line=end_line, cell=self._numbers[index])
         if diagnostic.related_line is None:
             return located
         related_index = self._cell_at(diagnostic.related_line)
@@ -168,8 +168,7 @@ class NotebookDocument:
         if related_index != index:
             named = f"cell {self._numbers[related_index]}, {named}"
         old = f"line {diagnostic.related_line}"
-        return replace(
-            located,
+        return located._replace(
             message=diagnostic.message.replace(old, named),
             help=diagnostic.help.replace(old, named),
             related_line=related_line,

@@ -17,8 +17,7 @@ import stat
 import threading
 import tokenize
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
-from typing import Callable, Iterator, Optional, Sequence
+from typing import Callable, Iterator, NamedTuple, Optional, Sequence
 
 from accumlint.diagnostics import Diagnostic
 
@@ -60,8 +59,7 @@ class WriteRefused(Exception):
 # ---------------------------------------------------------------- discovery
 
 
-@dataclass(frozen=True)
-class SourcePath:
+class SourcePath(NamedTuple):
     """A file to check: the path to print (as the user gave it) and whether it was named.
 
     `root` is the folder whose walk found it (None for a named file); `error`
@@ -272,8 +270,7 @@ def unified_diff(before: str, after: str, label: str) -> str:
     return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
 
 
-@dataclass(frozen=True)
-class PythonDocument:
+class PythonDocument(NamedTuple):
     """A `.py` file: the text analysed is the file's text."""
 
     path: str
@@ -286,7 +283,7 @@ class PythonDocument:
         return cls(path, text, encoding)
 
     def replaced(self, text: str) -> "PythonDocument":
-        return replace(self, text=text)
+        return self._replace(text=text)
 
     def locate(self, diagnostic: Diagnostic) -> Diagnostic:
         return diagnostic

@@ -28,8 +28,7 @@ import struct
 import sys
 import time
 from collections import deque
-from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Optional, Sequence
+from typing import Any, Callable, Iterator, NamedTuple, Optional, Sequence
 
 _HEADER = struct.Struct("!Q")
 # However little CPU it gets, an item ends after this many times its budget in wall time.
@@ -37,8 +36,7 @@ WALL_FACTOR = 10
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-@dataclass(frozen=True)
-class Failure:
+class Failure(NamedTuple):
     """Why one item has no result (the worker died, or ran past the budget)."""
 
     message: str

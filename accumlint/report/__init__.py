@@ -9,14 +9,13 @@ are the terminal format, with or without source snippets.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 FORMATS = ("concise", "full", "text", "json", "sarif", "github")
 _MODULES = {"concise": "text", "full": "text"}
 
 
-@dataclass(frozen=True)
-class ReportOptions:
+class ReportOptions(NamedTuple):
     """How the user asked to see the results."""
 
     full: bool = False  # source lines, carets, help and fix under each finding
@@ -31,7 +30,7 @@ def render(output_format: str, run, options: ReportOptions = ReportOptions()) ->
     if output_format not in FORMATS:
         raise ValueError(f"unknown output format {output_format!r}")
     if output_format == "full":
-        options = replace(options, full=True)
+        options = options._replace(full=True)
     module = importlib.import_module(f"accumlint.report.{_MODULES.get(output_format, output_format)}")
     return module.render(run, options)
 
