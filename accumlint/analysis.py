@@ -6,6 +6,8 @@ rule over every loop. Positions are computed only when something is reported.
 
 from __future__ import annotations
 
+import functools
+import gc
 from typing import TYPE_CHECKING, NamedTuple
 
 from accumlint.diagnostics import Diagnostic, FixInfo
@@ -31,7 +33,37 @@ class Located(NamedTuple):
     diagnostic: Diagnostic
 
 
+@functools.lru_cache(maxsize=None)
+def _load() -> None:
+    """Import LibCST, the model and the rules, once, when the first file needs them.
+
+    They make tens of thousands of objects that live as long as the process
+    (LibCST's node classes, the model's and the rules' functions) and hardly any
+    garbage, yet their allocations set off some forty runs of the cyclic
+    collector, each rescanning what the last ones kept, freeing nothing. So the
+    collector is paused while they load, and what exists then is frozen
+    (`gc.freeze`): no later collection scans it again. On a one-file check that
+    is 4 % of all instructions. Analysis runs in worker processes, which live
+    only as long as the run.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        import libcst  # noqa: F401 - what parsing, the model, the rules, the fix guard and positions import
+
+        import accumlint.fixguard  # noqa: F401
+        import accumlint.model.build  # noqa: F401
+        import accumlint.model.positions  # noqa: F401
+        import accumlint.parsing  # noqa: F401
+        import accumlint.rules.registry  # noqa: F401
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
+
+
 def parse(text: str) -> "cst.Module":
+    _load()
     import libcst
 
     from accumlint.parsing import parse_module
