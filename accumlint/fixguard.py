@@ -105,9 +105,9 @@ def touches_only_edited_lines(text: str, module: cst.Module, edits: Sequence[Edi
     """Whether `fixed` keeps, verbatim and in order, every line of `text` outside the
     statements the edits name: the regenerated module must not change unrelated
     lines (whitespace-only lines, odd line breaks) anywhere else in the file."""
-    from libcst.metadata import MetadataWrapper, WhitespaceInclusivePositionProvider
+    from accumlint.model.positions import positions_of
 
-    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(WhitespaceInclusivePositionProvider)
+    positions = positions_of(module, [edit.target for edit in edits], whitespace=True)
     lines = text.splitlines(keepends=True)
     edited = [False] * (len(lines) + 2)
     for edit in edits:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
+from libcst.metadata import MetadataWrapper, PositionProvider, WhitespaceInclusivePositionProvider
 
 from accumlint.model.positions import positions_of
 from accumlint.model.tree import walk_all
@@ -21,6 +21,20 @@ def test_positions_match_position_provider_on_fixture_nodes() -> None:
         expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
         nodes = [node for node in walk_all(module) if not isinstance(node, cst.Module)]
         found = positions_of(module, nodes)
+        for node in nodes:
+            assert found[node] == expected[node], f"{path}: {type(node).__name__}"
+            compared += 1
+    assert compared > 10_000
+
+
+def test_whitespace_inclusive_positions_match_the_provider_on_fixture_nodes() -> None:
+    """Every node of every fourth fixture, the others than above."""
+    compared = 0
+    for path in sorted((REPO / "fixtures").rglob("*.py"))[1::4]:
+        module = cst.parse_module(path.read_text())
+        expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve(WhitespaceInclusivePositionProvider)
+        nodes = [node for node in walk_all(module) if not isinstance(node, cst.Module)]
+        found = positions_of(module, nodes, whitespace=True)
         for node in nodes:
             assert found[node] == expected[node], f"{path}: {type(node).__name__}"
             compared += 1

@@ -6,12 +6,14 @@ with a regular expression: on loop-dense code it costs more than twice the
 parse. Only the nodes of the findings need a position, so this pass keeps
 plain tuples while it generates the code, without storing the tokens, and
 builds `CodeRange`s for the requested nodes only. The positions are LibCST's
-own syntactic ones (tests/test_positions.py compares them with
-`PositionProvider` on every fixture).
+own syntactic ones, or its whitespace-inclusive ones (what the fixer needs to
+know which lines an edit touches); tests/test_positions.py compares them with
+`PositionProvider` and `WhitespaceInclusivePositionProvider` on the fixtures.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 from typing import Iterable
 
@@ -78,9 +80,22 @@ class _PositionState(CodegenState):
         return _Syntactic(self, node, start_node, end_node)
 
 
-def positions_of(module: cst.Module, nodes: Iterable[cst.CSTNode]) -> dict[cst.CSTNode, CodeRange]:
-    """The syntactic `CodeRange` (1-based lines, 0-based columns) of each node."""
-    state = _PositionState(module)
+class _InclusiveState(_PositionState):
+    """Each node's whole code-generation extent, the whitespace it owns included."""
+
+    def record_syntactic_position(self, node, *, start_node=None, end_node=None) -> contextlib.nullcontext:
+        return _NOT_RECORDED
+
+
+_NOT_RECORDED = contextlib.nullcontext()
+
+
+def positions_of(
+    module: cst.Module, nodes: Iterable[cst.CSTNode], *, whitespace: bool = False
+) -> dict[cst.CSTNode, CodeRange]:
+    """The syntactic `CodeRange` (1-based lines, 0-based columns) of each node; with
+    `whitespace`, `WhitespaceInclusivePositionProvider`'s range instead."""
+    state = (_InclusiveState if whitespace else _PositionState)(module)
     module._codegen(state)
     found: dict[cst.CSTNode, CodeRange] = {}
     for node in nodes:
