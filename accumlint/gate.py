@@ -154,6 +154,7 @@ class _Lines:
         self.text = text
         self._starts: dict[int, list[int]] = {}
         self._mentions: dict[str, list[int]] = {}
+        self._comprehensions_of: dict[int, list[ast.AST]] = {}
 
     def mentions(self, name: str) -> list[int]:
         """The (1-based) lines that mention an identifier (as a name or an attribute, or in a
@@ -208,9 +209,18 @@ class _Lines:
                 for path in self.paths(line):
                     if any(isinstance(node, _LOOP_STATEMENTS) for node in path):
                         return True
-                    if any(_covers(node, line) for node in _expressions(path[-1]) if isinstance(node, _COMPREHENSIONS)):
+                    if any(_covers(node, line) for node in self._comprehensions(path[-1])):
                         return True
         return False
+
+    def _comprehensions(self, statement: ast.AST) -> list[ast.AST]:
+        """The comprehensions of a statement outside its nested statements, found once per
+        statement (a generated table of thousands of lines may mention a name on each)."""
+        found = self._comprehensions_of.get(id(statement))
+        if found is None:
+            found = [node for node in _expressions(statement) if isinstance(node, _COMPREHENSIONS)]
+            self._comprehensions_of[id(statement)] = found
+        return found
 
 
 def _blocks(node: ast.AST) -> Iterator[list]:
