@@ -6,7 +6,8 @@ minutes on long operator or attribute chains, and rejects some valid Python.
 So a file goes through two cheap stages first:
 
 1. the text (`might_hold_training_code`): most files of a tree never mention
-   a `.backward(` call, `training_step`, `accumulate_grad_batches` or
+   a `.backward(` call outside comments and string literals
+   (`accumlint.literals`), `training_step`, `accumulate_grad_batches` or
    `def compute_loss`;
 2. Python's own parser (`screen`), which gives three answers:
    - the truth about syntax: an error is reported at CPython's position, the
@@ -30,6 +31,8 @@ import ast
 import bisect
 import re
 from typing import Iterator, Optional
+
+from accumlint.literals import literals_of
 
 # How deep the tree may nest (chains of operators, attributes, calls and
 # subscripts count a level per link). LibCST's parse grows about
@@ -60,13 +63,26 @@ _BLOCK_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
 
 def might_hold_training_code(text: str) -> bool:
     """Stage one, on the text: most files of a tree fail it."""
-    if "backward" in text and any(
-        _method_call_at(text, offset, len(method)) for method in BACKWARD_METHODS for offset in _word_offsets(text, method)
-    ):
+    if "backward" in text and _backward_call_in_code(text):
         return True
     if ACCUMULATION_SETTING in text or "training_step" in text:
         return True
     return "compute_loss" in text and _COMPUTE_LOSS_DEF.search(text) is not None
+
+
+def _backward_call_in_code(text: str) -> bool:
+    """Whether a `.backward(` call appears outside comments and plain string literals
+    (a library's docstrings are full of them); when the scan of literals is not sure, yes."""
+    calls = [
+        offset
+        for method in BACKWARD_METHODS
+        for offset in _word_offsets(text, method)
+        if _method_call_at(text, offset, len(method))
+    ]
+    if not calls:
+        return False
+    literals = literals_of(text)
+    return literals is None or not all(literals.hold(offset) for offset in calls)
 
 
 def _word_offsets(text: str, word: str) -> Iterator[int]:
