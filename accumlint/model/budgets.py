@@ -9,7 +9,6 @@ length of a scheduler that is not itself sized in micro-batches.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Optional
 
@@ -26,8 +25,9 @@ from accumlint.model.schedules import (
 )
 from accumlint.model.tree import walk
 from accumlint.model.window import Window
+from accumlint.patterns import LazyPattern
 
-_STEP_COUNTER = re.compile(r"(?i)(^|_)(step|update)s?(_(count|num|idx))?$|^n?_?updates$")
+_STEP_COUNTER = LazyPattern(r"(?i)(^|_)(step|update)s?(_(count|num|idx))?$|^n?_?updates$")
 _ORDERING = (cst.GreaterThanEqual, cst.GreaterThan, cst.Equal, cst.LessThan, cst.LessThanEqual)
 
 

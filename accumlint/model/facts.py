@@ -17,6 +17,7 @@ import libcst as cst
 
 from accumlint.model.names import dotted
 from accumlint.model.tree import calls_in, children
+from accumlint.patterns import LazyPattern
 
 Loop = Union[cst.For, cst.While]
 Function = cst.FunctionDef
@@ -63,7 +64,7 @@ class LoopSite:
         return found
 
 
-_PADDING_EVIDENCE = re.compile(
+_PADDING_EVIDENCE = LazyPattern(
     r"(?<![\w/.-])-\s*100\b|DataCollatorWithPadding|DataCollatorForSeq2Seq|DataCollatorForLanguageModeling"
     r"|DataCollatorForTokenClassification|DataCollatorForWholeWordMask|padding\s*=\s*(True|['\"]longest['\"]|['\"]max_length['\"])"
     r"|pad_sequence|label_pad_token_id|\.masked_fill\([^)]*ignore_index|labels?\[[^]]*\]\s*=\s*ignore_index"
@@ -72,7 +73,7 @@ _PADDING_EVIDENCE = re.compile(
 )
 # `ignore_index=-100` or `IGNORE_INDEX = -100` alone says which label a loss would skip,
 # not that any label is skipped: it is not evidence that token counts differ.
-_IGNORE_INDEX_DEFAULT = re.compile(
+_IGNORE_INDEX_DEFAULT = LazyPattern(
     r"ignore_index\s*=\s*-\s*100\b|^[ \t]*(?:self\.)?_?[A-Z_]*IGNORE[A-Z_]*\s*=\s*-\s*100\b", re.MULTILINE
 )
 

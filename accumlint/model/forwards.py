@@ -18,9 +18,10 @@ from accumlint.model.loop import Statement
 from accumlint.model.tree import calls_in
 from accumlint.model.names import dotted
 from accumlint.model.roles import Objects
+from accumlint.patterns import LazyPattern
 
 _HARMLESS = {"len", "float", "int", "range", "print", "sum", "min", "max", "isinstance"}
-_LOSS_NAME = re.compile(r"loss|criterion|crit", re.IGNORECASE)
+_LOSS_NAME = LazyPattern(r"loss|criterion|crit", re.IGNORECASE)
 
 
 def forwards_of(statements: list[Statement], model: Optional[cst.BaseExpression]) -> list[Statement]:

@@ -29,6 +29,7 @@ from accumlint.model.facts import ModuleFacts
 from accumlint.model.tree import walk
 from accumlint.model.kwargs import keywords
 from accumlint.model.names import call_name, dotted, int_value, keyword, last_part, string_value
+from accumlint.patterns import LazyPattern
 
 if TYPE_CHECKING:
     from accumlint.model.loop import Statement
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
 
 # Names that mean code controls gradient synchronisation somewhere (a helper like
 # `maybe_no_sync(...)` included): GA401 stays silent on any of them.
-_SYNC_CONTROL_NAME = re.compile(
+_SYNC_CONTROL_NAME = LazyPattern(
     r"no_sync|require_backward_grad_sync|set_requires_gradient_sync|no_backward_sync|skip_sync|sync_gradients"
     r"|disable_allreduce|enable_allreduce|trigger_sync_in_backward"
 )
@@ -44,7 +45,7 @@ _SYNC_CONTEXT_METHODS = {"no_sync", "no_backward_sync"}
 _SYNC_CALL_METHODS = {"set_requires_gradient_sync", "disable_allreduce", "enable_allreduce"}
 _SYNC_FLAG = "require_backward_grad_sync"
 _PREPARE_METHODS = {"prepare", "prepare_model", "prepare_optimizer", "prepare_scheduler"}
-_SHARDING_STRATEGY = re.compile(r"fsdp|deepspeed|FSDPStrategy|DeepSpeedStrategy|ModelParallelStrategy", re.IGNORECASE)
+_SHARDING_STRATEGY = LazyPattern(r"fsdp|deepspeed|FSDPStrategy|DeepSpeedStrategy|ModelParallelStrategy", re.IGNORECASE)
 
 
 @dataclass(frozen=True)

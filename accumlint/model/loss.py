@@ -21,19 +21,20 @@ from accumlint.model.loop import Statement, TrainingLoop
 from accumlint.model.names import call_name, code, dotted, keyword, last_part, string_value
 from accumlint.model.roles import Objects
 from accumlint.model.scopes import free_names
+from accumlint.patterns import LazyPattern
 
 MEAN, TOKEN, SUM, UNKNOWN = "mean", "token", "sum", "unknown"
 
-_LOSS_FUNCTIONS = re.compile(
+_LOSS_FUNCTIONS = LazyPattern(
     r"^(cross_entropy|nll_loss|mse_loss|l1_loss|smooth_l1_loss|huber_loss|binary_cross_entropy"
     r"|binary_cross_entropy_with_logits|kl_div|soft_margin_loss|multilabel_soft_margin_loss"
     r"|multi_margin_loss|hinge_embedding_loss|cosine_embedding_loss|margin_ranking_loss"
     r"|poisson_nll_loss|gaussian_nll_loss|triplet_margin_loss|ctc_loss|\w+_loss)$"
 )
-_CRITERION_NAME = re.compile(r"^(criterion|criteria|loss_fn|loss_func|loss_function|lossfn|loss_fct|loss_fcn|compute_loss|loss_module)$")
-_MODEL_NAME = re.compile(r"model|^net$|^netG$|^netD$|^raw_model$|^module$", re.IGNORECASE)
-_LM_CLASS = re.compile(r"For(CausalLM|ConditionalGeneration|MaskedLM|Seq2SeqLM)\b|AutoModelForSeq2SeqLM|GPT2LMHeadModel")
-_FLATTEN = re.compile(r"\.(view|reshape)\(\s*-1|\.flatten\(|ignore_index")
+_CRITERION_NAME = LazyPattern(r"^(criterion|criteria|loss_fn|loss_func|loss_function|lossfn|loss_fct|loss_fcn|compute_loss|loss_module)$")
+_MODEL_NAME = LazyPattern(r"model|^net$|^netG$|^netD$|^raw_model$|^module$", re.IGNORECASE)
+_LM_CLASS = LazyPattern(r"For(CausalLM|ConditionalGeneration|MaskedLM|Seq2SeqLM)\b|AutoModelForSeq2SeqLM|GPT2LMHeadModel")
+_FLATTEN = LazyPattern(r"\.(view|reshape)\(\s*-1|\.flatten\(|ignore_index")
 
 
 @dataclass(frozen=True, eq=False)

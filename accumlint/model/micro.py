@@ -23,8 +23,9 @@ from accumlint.model.loss import UNKNOWN
 from accumlint.model.names import call_name, code, dotted, last_part, positional
 from accumlint.model.tree import walk
 from accumlint.model.window import Window
+from accumlint.patterns import LazyPattern
 
-_MICRO_ITERABLE = re.compile(r"micro|chunk|split|shard", re.IGNORECASE)
+_MICRO_ITERABLE = LazyPattern(r"micro|chunk|split|shard", re.IGNORECASE)
 
 
 @dataclass(frozen=True, eq=False)

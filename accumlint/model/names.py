@@ -13,18 +13,20 @@ from typing import Optional
 
 import libcst as cst
 
-_OPTIMIZER_NAME = re.compile(
+from accumlint.patterns import LazyPattern
+
+_OPTIMIZER_NAME = LazyPattern(
     r"(^|_)(optimi[sz]er|optim|opt)s?($|_|\d)|^opt[A-Z0-9]|^optimi[sz]er[A-Z0-9]|optimi[sz]er$",
 )
-_SCHEDULER_NAME = re.compile(r"sched|lr_?scheduler|warmup", re.IGNORECASE)
-_SCALER_NAME = re.compile(r"(^|_)(grad_?)?scaler($|_)|^scaler", re.IGNORECASE)
-_ACCUMULATION_NAME = re.compile(
+_SCHEDULER_NAME = LazyPattern(r"sched|lr_?scheduler|warmup", re.IGNORECASE)
+_SCALER_NAME = LazyPattern(r"(^|_)(grad_?)?scaler($|_)|^scaler", re.IGNORECASE)
+_ACCUMULATION_NAME = LazyPattern(
     r"accum|grad_acc|gradient_acc|update_freq|micro_steps|micro_batches|n_micro|num_micro"
     r"|microbatches|accumulate|gas$|^gas",
     re.IGNORECASE,
 )
-_TOKEN_COUNT_NAME = re.compile(r"token|tok|count|num_items|n_items|ntok", re.IGNORECASE)
-_BATCH_SIZE_NAME = re.compile(r"batch_size|bsz|batchsize|(^|_)bs($|_)", re.IGNORECASE)
+_TOKEN_COUNT_NAME = LazyPattern(r"token|tok|count|num_items|n_items|ntok", re.IGNORECASE)
+_BATCH_SIZE_NAME = LazyPattern(r"batch_size|bsz|batchsize|(^|_)bs($|_)", re.IGNORECASE)
 
 
 def dotted(node: Optional[cst.CSTNode]) -> Optional[str]:

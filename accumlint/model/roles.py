@@ -29,27 +29,28 @@ from accumlint.model.names import (
     looks_like_scheduler,
     positional,
 )
+from accumlint.patterns import LazyPattern
 
-_OPTIMIZER_CLASSES = re.compile(
+_OPTIMIZER_CLASSES = LazyPattern(
     r"^(SGD|Adam|AdamW|Adamax|Adagrad|Adadelta|RMSprop|Rprop|ASGD|NAdam|RAdam|LBFGS|SparseAdam|Lion|Lamb|LAMB"
     r"|Adafactor|AdamW8bit|Adam8bit|PagedAdamW\w*|FusedAdam|FusedLAMB|DeepSpeedCPUAdam|ZeroRedundancyOptimizer"
     r"|Muon|Shampoo|Sophia\w*|Adan|AdaBelief|Novograd|LARS|\w*ScheduleFree\w*)$"
 )
-_OPTIMIZER_FACTORY = re.compile(r"optimi[sz]er", re.IGNORECASE)
-_SCHEDULER_FACTORY = re.compile(r"sched|(^|_)[A-Z]?\w*LR$|LR$|Scheduler", re.IGNORECASE)
-_LOSS_CLASS = re.compile(r"Loss$")
+_OPTIMIZER_FACTORY = LazyPattern(r"optimi[sz]er", re.IGNORECASE)
+_SCHEDULER_FACTORY = LazyPattern(r"sched|(^|_)[A-Z]?\w*LR$|LR$|Scheduler", re.IGNORECASE)
+_LOSS_CLASS = LazyPattern(r"Loss$")
 _CLIP_FUNCTIONS = {"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "clip_gradients", "clip_grad"}
-_MODEL_NAME = re.compile(r"model|net|module", re.IGNORECASE)
+_MODEL_NAME = LazyPattern(r"model|net|module", re.IGNORECASE)
 _PREPARING = {"prepare", "prepare_model", "setup", "setup_module"}
 _ZEROING_METHODS = {"zero_grad", "zero_grad_"}
 _SYNC_CONTEXTS = {"no_sync", "no_backward_sync"}
 # weight averages: diffusers EMAModel, timm ModelEma*, ultralytics ModelEMA,
 # ema_pytorch EMA, torch_ema ExponentialMovingAverage, torch.optim.swa_utils.AveragedModel
-_EMA_CLASSES = re.compile(r"^(EMAModel|ModelEma(V2|V3)?|ModelEMA|EMA|ExponentialMovingAverage|AveragedModel|EMAHelper)$")
-_EMA_NAME = re.compile(r"(?i:(^|_)ema($|_|\d))|^ema[A-Z]|[a-z]EMA($|[A-Z_\d])")
+_EMA_CLASSES = LazyPattern(r"^(EMAModel|ModelEma(V2|V3)?|ModelEMA|EMA|ExponentialMovingAverage|AveragedModel|EMAHelper)$")
+_EMA_NAME = LazyPattern(r"(?i:(^|_)ema($|_|\d))|^ema[A-Z]|[a-z]EMA($|[A-Z_\d])")
 _EMA_METHODS = {"update", "step", "update_parameters"}
 # logging calls whose arguments are what a run reports
-_LOG_RECEIVERS = re.compile(r"^(logging|logger|log|LOGGER|_logger|LOG)$")
+_LOG_RECEIVERS = LazyPattern(r"^(logging|logger|log|LOGGER|_logger|LOG)$")
 _LOG_METHODS = {"info", "debug", "warning", "error", "log", "critical"}
 _METRIC_METHODS = {"add_scalar", "add_scalars", "set_postfix", "set_postfix_str", "set_description",
                    "log_metric", "log_metrics", "log_dict"}
@@ -331,7 +332,7 @@ def _is_logging(method: str, receiver: Optional[str]) -> bool:
     return method in ("log", "log_dict") and (head in _LOG_FRAMEWORKS or tail in _LOG_FRAMEWORKS)
 
 
-_PARAMETER_NAME = re.compile(r"^(p|param|params?_?\w*|\w*_param|parameter|weight|w)$", re.IGNORECASE)
+_PARAMETER_NAME = LazyPattern(r"^(p|param|params?_?\w*|\w*_param|parameter|weight|w)$", re.IGNORECASE)
 
 
 def _is_parameter(name: str, loops: tuple[cst.CSTNode, ...]) -> bool:

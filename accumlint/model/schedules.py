@@ -19,12 +19,13 @@ from accumlint.model.facts import ModuleFacts
 from accumlint.model.names import call_name, dotted, last_part, positional
 from accumlint.model.roles import Objects
 from accumlint.model.tree import children
+from accumlint.patterns import LazyPattern
 
 LENGTH_KEYWORDS = (
     "num_training_steps", "num_warmup_steps", "T_max", "total_steps", "total_iters", "max_steps",
     "steps_per_epoch", "warmup_steps", "T_0", "decay_steps", "max_iters", "warmup_iters",
 )
-_LOADER_NAME = re.compile(r"loader|(^|_)dl($|_)|batches", re.IGNORECASE)
+_LOADER_NAME = LazyPattern(r"loader|(^|_)dl($|_)|batches", re.IGNORECASE)
 
 IsK = Callable[[cst.BaseExpression], bool]
 

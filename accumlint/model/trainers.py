@@ -13,7 +13,6 @@ included), directly or through another class of the module.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Optional
 
@@ -22,10 +21,11 @@ import libcst as cst
 from accumlint.model.facts import Function, ModuleFacts
 from accumlint.model.names import dotted
 from accumlint.model.tree import walk
+from accumlint.patterns import LazyPattern
 
-_TRANSFORMERS_TRAINER = re.compile(r"^transformers(\.[\w.]+)?\.(Trainer|Seq2SeqTrainer)$")
-_TRL_TRAINER = re.compile(r"^trl(\.[\w.]+)?\.\w*Trainer$")
-_HF_MODEL = re.compile(r"AutoModelFor\w+|\b\w+For\w+\.from_pretrained\b")
+_TRANSFORMERS_TRAINER = LazyPattern(r"^transformers(\.[\w.]+)?\.(Trainer|Seq2SeqTrainer)$")
+_TRL_TRAINER = LazyPattern(r"^trl(\.[\w.]+)?\.\w*Trainer$")
+_HF_MODEL = LazyPattern(r"AutoModelFor\w+|\b\w+For\w+\.from_pretrained\b")
 _FLAG = "model_accepts_loss_kwargs"
 
 

@@ -33,8 +33,9 @@ from accumlint.model.names import (
     positional,
 )
 from accumlint.model.roles import Objects
+from accumlint.patterns import LazyPattern
 
-_MODEL_NAME = re.compile(r"model|net|module|policy|unet|transformer|encoder|decoder", re.IGNORECASE)
+_MODEL_NAME = LazyPattern(r"model|net|module|policy|unet|transformer|encoder|decoder", re.IGNORECASE)
 
 _RESCALE_CALLS = {"scale_grads", "scale_gradients", "multiply_grads", "rescale_gradients", "scale_grad", "_scale_grads"}
 

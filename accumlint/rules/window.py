@@ -14,9 +14,10 @@ from accumlint.model.loop import Event
 from accumlint.model.micro import lost_micro_losses
 from accumlint.model.names import code, dotted, last_part, normalized
 from accumlint.model.window import Window
+from accumlint.patterns import LazyPattern
 from accumlint.rules.base import Finding, k_text, movable, movable_to, same_block, sync_gated
 
-_ZEROING_TEXT = re.compile(r"zero_grad|\.grad\s*=\s*None|\.grad(\.data)?\.(zero_|detach_)|set_to_none|zero_gradients")
+_ZEROING_TEXT = LazyPattern(r"zero_grad|\.grad\s*=\s*None|\.grad(\.data)?\.(zero_|detach_)|set_to_none|zero_gradients")
 
 
 def _position(event: Event) -> tuple[int, int]:
