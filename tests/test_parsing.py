@@ -8,6 +8,7 @@ anything but the parser's own nodes.
 
 from __future__ import annotations
 
+import gc
 import threading
 from pathlib import Path
 
@@ -60,11 +61,31 @@ def test_other_threads_still_validate_during_a_parse(monkeypatch: pytest.MonkeyP
     assert outcome == ["refused"]
 
 
-def test_a_failed_parse_restores_validation() -> None:
+def test_a_failed_parse_restores_validation_and_collection() -> None:
     with pytest.raises(cst.ParserSyntaxError):
         parsing.parse_module("def (:\n")
     with pytest.raises(cst.CSTValidationError):
         cst.Name("")
+    assert gc.isenabled()
+
+
+def test_collection_is_paused_during_the_parse_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[bool] = []
+    plain_parse = cst.parse_module
+
+    def parse_and_look(text: str) -> cst.Module:
+        seen.append(gc.isenabled())
+        return plain_parse(text)
+
+    monkeypatch.setattr(cst, "parse_module", parse_and_look)
+    parsing.parse_module("x = 1\n")
+    assert seen == [False] and gc.isenabled()
+    gc.disable()
+    try:
+        parsing.parse_module("x = 1\n")  # a caller's own pause is left as it was
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda path: str(path.relative_to(REPO)))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Callable, Optional, Union
 
 import libcst as cst
@@ -78,7 +79,7 @@ _IGNORE_INDEX_DEFAULT = LazyPattern(
 )
 
 
-def padding_evidence(text: str) -> bool:
+def shows_padding(text: str) -> bool:
     """Whether the module shows that token counts differ between micro-batches (padding,
     labels set to -100, padding collators, an ignore_index that names padding)."""
     text = _IGNORE_INDEX_DEFAULT.sub("", re.sub(r"#[^\n]*", "", text))
@@ -97,10 +98,14 @@ class ModuleFacts:
     loops: list[LoopSite] = field(default_factory=list)
     len_arguments: set[str] = field(default_factory=set)
     calls: list[cst.Call] = field(default_factory=list)
-    padding_evidence: bool = False
     trainer_accumulation: Optional[cst.BaseExpression] = None
     window_token_normalization: bool = False
     _calls_of: dict[cst.CSTNode, list[cst.Call]] = field(default_factory=dict, repr=False)
+
+    @cached_property
+    def padding_evidence(self) -> bool:
+        """`shows_padding` of the module's text, read only by the rule that needs it."""
+        return shows_padding(self.text)
 
     def calls_in(self, statement: cst.CSTNode) -> list[cst.Call]:
         """`tree.calls_in`, once per statement: outer loops, helpers called from
@@ -184,7 +189,6 @@ def _ancestors(chain: Chain) -> tuple[cst.CSTNode, ...]:
 def collect_facts(module: cst.Module, text: str) -> ModuleFacts:
     facts = ModuleFacts(module=module, text=text)
     facts.window_token_normalization = "num_items_in_batch" in text
-    facts.padding_evidence = padding_evidence(text)
     stack: list[tuple[cst.CSTNode, Chain]] = [(module, None)]
     while stack:
         node, chain = stack.pop()

@@ -115,19 +115,19 @@ def walk_all(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
 def calls_in(node: cst.CSTNode) -> list[cst.Call]:
     """Calls inside a statement, innermost first (the order Python evaluates them);
     nested functions, lambdas and classes are not entered (they run elsewhere)."""
+    # post-order without recursion: a pre-order walk that takes the children right
+    # to left meets every node after the nodes that follow it in post-order
     found: list[cst.Call] = []
-    # post-order without recursion: (node, children already pushed?)
-    stack: list[tuple[cst.CSTNode, bool]] = [(node, False)]
+    stack: list[cst.CSTNode] = [node]
     while stack:
-        current, expanded = stack.pop()
-        if expanded:
-            if type(current) is cst.Call:
-                found.append(current)
+        current = stack.pop()
+        kind = type(current)
+        if kind is cst.Call:
+            found.append(current)
+        elif kind in _OPAQUE:
             continue
-        if type(current) in _OPAQUE:
-            continue
-        stack.append((current, True))
-        stack.extend((child, False) for child in reversed(children(current)))
+        stack.extend(children(current))
+    found.reverse()
     return found
 
 

@@ -170,13 +170,12 @@ def _mismatched(window: Window, factor: cst.BaseExpression, k: cst.BaseExpressio
 
 def token_mean_bias(window: Window) -> Iterable[Finding]:
     facts = window.facts
-    if not window.accumulates or not facts.padding_evidence or facts.window_token_normalization:
+    if not window.accumulates or facts.window_token_normalization:
         return
-    if window.rescales_gradients:
+    token_flows = [flow for flow in window.flows if flow.reduction == TOKEN]
+    if not token_flows or not facts.padding_evidence or window.rescales_gradients:
         return
-    for flow in window.flows:
-        if flow.reduction != TOKEN:
-            continue
+    for flow in token_flows:
         divided_by_k = any(s.op == "div" and window.is_k(s.factor) for s in flow.scalings)
         if not (divided_by_k or window.framework_scales(flow) is True):
             continue
