@@ -271,8 +271,9 @@ def missing_zero_grad(window: Window) -> Iterable[Finding]:
     if not steps or window.loop.of_kind("zero") or window.deepspeed:
         return
     optimizers = {normalized(e.role.target) for e in steps}
-    texts = [code(window.loop.function or window.facts.module)]
-    owner = window.facts.class_of.get(window.loop.function) if window.loop.function is not None else None
+    function = window.loop.function
+    texts = [code(function) if function is not None else window.facts.text]
+    owner = window.facts.class_of.get(function) if function is not None else None
     if owner is not None:
         texts.append(code(owner))
     for statement in window.loop.statements:
