@@ -82,8 +82,9 @@ def find(module: "cst.Module", text: str, path: str, options: AnalysisOptions) -
     from accumlint.model.build import model_of
     from accumlint.rules.registry import run_rules
 
-    findings = run_rules(model_of(module, text, options))
-    return _locate(module, guarded(module, findings), path) if findings else []
+    model = model_of(module, text, options)
+    findings = run_rules(model)
+    return _locate(module, text, model.facts.calls, guarded(module, findings), path) if findings else []
 
 
 def analyze(text: str, path: str, options: AnalysisOptions = AnalysisOptions()) -> list[Diagnostic]:
@@ -91,12 +92,14 @@ def analyze(text: str, path: str, options: AnalysisOptions = AnalysisOptions()) 
     return [located.diagnostic for located in find(parse(text), text, path, options)]
 
 
-def _locate(module: "cst.Module", findings: list["Finding"], path: str) -> list[Located]:
+def _locate(
+    module: "cst.Module", text: str, calls: list["cst.Call"], findings: list["Finding"], path: str
+) -> list[Located]:
     from accumlint.model.positions import positions_of
     from accumlint.rules.catalog import rule
 
     wanted = [finding.node for finding in findings] + [f.related for f in findings if f.related is not None]
-    positions = positions_of(module, wanted)
+    positions = positions_of(module, wanted, text, calls)
     located = []
     for finding in findings:
         where = positions[finding.node]

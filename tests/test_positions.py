@@ -53,3 +53,47 @@ def test_crlf_and_cr_newlines_count_as_lines() -> None:
     module = cst.parse_module("a = 1\r\nb = 2\r\nc = 3\r\n")
     third = module.body[2]
     assert positions_of(module, [third])[third].start.line == 3
+
+
+def _calls(module: cst.Module) -> list[cst.Call]:
+    return [node for node in walk_all(module) if isinstance(node, cst.Call)]
+
+
+def test_calls_found_in_the_text_have_the_positions_of_the_pass() -> None:
+    """Every call of every third fixture, located through the text where its source
+    is one line occurring once, and by the module pass otherwise."""
+    by_text = 0
+    for path in sorted((REPO / "fixtures").rglob("*.py"))[::3]:
+        text = path.read_text()
+        module = cst.parse_module(text)
+        calls = _calls(module)
+        expected = positions_of(module, calls)
+        found = positions_of(module, calls, text, calls)
+        for call in calls:
+            source = cst.Module(body=[]).code_for_node(call)
+            assert found[call] == expected[call], f"{path}: {source}"
+            by_text += "\n" not in source and text.count(source) == 1
+    assert by_text > 1_000
+
+
+def test_what_the_text_cannot_place_is_placed_by_the_pass() -> None:
+    for text in (
+        "\ufefff(x)\n",                              # LibCST drops the byte-order mark
+        "a = 1\n\x0cf(x)\n",                         # and a form feed that starts a statement
+        "a = 1\rf(x)\r",                             # and a last lone carriage return
+        "f(x)\nf(x)\n",                              # twice: the text cannot tell which
+        "y = (g(\n    1)); f(x)\n",                  # after a line break the text cannot be trusted
+        "def h():\n    return g(1,\n             2)\n",  # a call over two lines
+    ):
+        module = cst.parse_module(text)
+        calls = _calls(module)
+        expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+        found = positions_of(module, calls, text, calls)
+        assert found == {call: expected[call] for call in calls}, repr(text)
+
+
+def test_a_call_of_another_tree_is_not_looked_for_in_the_text() -> None:
+    text = "f(x)\n"
+    module = cst.parse_module(text)
+    foreign = cst.parse_expression("f(x)")
+    assert positions_of(module, [foreign], text, _calls(module)) == {}

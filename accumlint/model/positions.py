@@ -1,4 +1,4 @@
-"""Source positions of the few nodes a file reports, in one lean code-generation pass.
+"""Source positions of the few nodes a file reports: found in the text, or in one lean code-generation pass.
 
 LibCST's `PositionProvider` builds a `CodeRange` for every node of the module
 through a generator-based context manager per node, and splits every token
@@ -9,13 +9,21 @@ builds `CodeRange`s for the requested nodes only. The positions are LibCST's
 own syntactic ones, or its whitespace-inclusive ones (what the fixer needs to
 know which lines an edit touches); tests/test_positions.py compares them with
 `PositionProvider` and `WhitespaceInclusivePositionProvider` on the fixtures.
+
+Most reported nodes are calls on one line (`optimizer.step()`), and such a
+call's source is the same text wherever it stands. When that text occurs
+exactly once in the module's text, that occurrence is the call, and a pass
+over the call alone, started there, gives its syntactic position: no pass over
+the module is needed unless another reported node lacks one. (Only texts that
+LibCST reproduces exactly qualify: it drops a byte-order mark, a form feed
+that starts a statement and a last lone carriage return.)
 """
 
 from __future__ import annotations
 
 import contextlib
 import re
-from typing import Iterable
+from typing import Iterable, Optional
 
 import libcst as cst
 from libcst.metadata import CodePosition, CodeRange
@@ -91,15 +99,50 @@ _NOT_RECORDED = contextlib.nullcontext()
 
 
 def positions_of(
-    module: cst.Module, nodes: Iterable[cst.CSTNode], *, whitespace: bool = False
+    module: cst.Module,
+    nodes: Iterable[cst.CSTNode],
+    text: str = "",
+    calls: Iterable[cst.Call] = (),
+    *,
+    whitespace: bool = False,
 ) -> dict[cst.CSTNode, CodeRange]:
-    """The syntactic `CodeRange` (1-based lines, 0-based columns) of each node; with
-    `whitespace`, `WhitespaceInclusivePositionProvider`'s range instead."""
-    state = (_InclusiveState if whitespace else _PositionState)(module)
-    module._codegen(state)
-    found: dict[cst.CSTNode, CodeRange] = {}
+    """The syntactic `CodeRange` (1-based lines, 0-based columns) of each node of
+    `module`, parsed from `text`; `calls` are calls known to stand in the module
+    (the only nodes looked for in the text). With `whitespace`,
+    `WhitespaceInclusivePositionProvider`'s range instead, from the module pass."""
+    spans: dict[cst.CSTNode, Span] = {}
+    rest = []
+    searchable = text and not whitespace and _NOT_REPRODUCED.search(text) is None
+    known = {id(call) for call in calls} if searchable else set()
     for node in nodes:
-        span = state.spans.get(node)
-        if span is not None:
-            found[node] = CodeRange(CodePosition(span[0], span[1]), CodePosition(span[2], span[3]))
-    return found
+        span = _found_in_text(module, node, text) if id(node) in known else None
+        if span is None:
+            rest.append(node)
+        else:
+            spans[node] = span
+    if rest:
+        state = (_InclusiveState if whitespace else _PositionState)(module)
+        module._codegen(state)
+        spans.update((node, state.spans[node]) for node in rest if node in state.spans)
+    return {node: CodeRange(CodePosition(*span[:2]), CodePosition(*span[2:])) for node, span in spans.items()}
+
+
+# what LibCST does not reproduce: a byte-order mark, a form feed, a carriage return
+# without a line feed (a file's last line ending, when every line ends so)
+_NOT_REPRODUCED = re.compile(r"[\ufeff\f]|\r(?!\n)")
+_ALONE = cst.Module(body=[])
+
+
+def _found_in_text(module: cst.Module, call: cst.Call, text: str) -> Optional[Span]:
+    """The span of a one-line call whose source occurs once in the text."""
+    source = _ALONE.code_for_node(call)
+    if "\n" in source or "\r" in source:
+        return None  # a line break inside brackets may carry the block's indentation
+    at = text.find(source)
+    if at < 0 or text.find(source, at + 1) >= 0:
+        return None
+    lines = _NEWLINE.split(text[:at])
+    state = _PositionState(module)
+    state.line, state.column = len(lines), len(lines[-1])
+    call._codegen(state)
+    return state.spans[call]
