@@ -89,7 +89,10 @@ def shows_padding(text: str) -> bool:
 @dataclass(eq=False)
 class ModuleFacts:
     module: cst.Module
-    text: str = ""  # the module's source: what `module.code` would generate, without generating it
+    # the text the module was parsed from: what `module.code` would generate, without generating
+    # it (LibCST drops a byte-order mark, a form feed that starts a statement and a last lone
+    # carriage return; no text search of the model can match across those)
+    text: str = ""
     imports: dict[str, str] = field(default_factory=dict)
     bindings: dict[str, list[Binding]] = field(default_factory=dict)
     functions: dict[str, Function] = field(default_factory=dict)
