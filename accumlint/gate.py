@@ -140,8 +140,6 @@ def holds_training_code(tree: ast.Module, text: str) -> bool:
                 function = _innermost_function(call_path)
                 if function is not None:
                     backward_functions.add(function.name)
-    if any(_owns_loop(function) for function in lines.functions_named(backward_functions)):
-        return True  # a per-step function with its own micro-batch loop
     return lines.referenced_in_loop(_reaching(lines, backward_functions))  # a helper a loop calls
 
 
@@ -324,18 +322,6 @@ def _accumulate_context(path: list[ast.AST]) -> bool:
                 call = item.context_expr
                 if type(call) is ast.Call and _called_name(call.func) == "accumulate":
                     return True
-    return False
-
-
-def _owns_loop(function: ast.AST) -> bool:
-    """Whether a loop runs in the function itself (not only in functions nested in it)."""
-    stack = list(ast.iter_child_nodes(function))
-    while stack:
-        node = stack.pop()
-        if isinstance(node, _LOOP_STATEMENTS + _COMPREHENSIONS):
-            return True
-        if not isinstance(node, _FUNCTIONS):
-            stack.extend(ast.iter_child_nodes(node))
     return False
 
 

@@ -91,6 +91,9 @@ def test_the_text_stage_drops_files_without_a_backward_method_call(source):
         "class Turtle:\n    def square(self):\n        for _ in range(4):\n            self.backward(10)\n",
         "class Pen(Turtle):\n    def back(self, n):\n        for _ in range(n):\n            super().backward(1)\n",
         "for b in loader:\n    super(Wrapper, self).backward(b)\n",
+        # a backward after a loop, in a function no loop calls: the loop model reads a window
+        # only around a backward that runs in a loop (GA110's dedented backward sits in an outer loop)
+        "def train_step(batches):\n    for b in batches:\n        loss = model(b)\n    loss.backward()\n",
         # a backward in a function whose name no loop mentions
         "def check(x):\n    x.sum().backward()\n\nfor case in cases:\n    print(case)\n",
     ],
@@ -107,8 +110,6 @@ def test_files_without_training_code_are_dropped(source):
         "def step(b):\n    loss(b).backward()\n\ndef train():\n    for b in loader:\n        step(b)\n",
         "def inner(b):\n    loss(b).backward()\n\ndef step(b):\n    inner(b)\n\nfor b in loader:\n    step(b)\n",
         "def closure():\n    loss().backward()\n\nfor b in loader:\n    opt.step(closure)\n",
-        # a per-step function whose micro-batch loop sits before its backward (GA110's shape)
-        "def train_step(batches):\n    for b in batches:\n        loss = model(b)\n    loss.backward()\n",
         # framework hooks: the framework runs the loop
         "class M(LightningModule):\n    def training_step(self, batch, i):\n        return self(batch)\n",
         "class T(Trainer):\n    def compute_loss(self, model, inputs):\n        return model(**inputs).loss\n",
