@@ -56,7 +56,7 @@ def fix_text(
     for _ in range(MAX_ROUNDS):
         module = parse(text)
         enabled = [item for item in find(module, text, path, options) if keep(text, item.diagnostic)]
-        if module.code != text:
+        if enabled and module.code != text:  # (without findings both answers are the same: skip the codegen)
             # LibCST would not write this text back as it is: refuse rather than change other lines
             return FixOutcome(text, fixed, [item.diagnostic._replace(fix=None) for item in enabled], True)
         candidates = [
