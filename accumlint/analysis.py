@@ -34,8 +34,9 @@ class Located(NamedTuple):
 
 
 @functools.lru_cache(maxsize=None)
-def _load() -> None:
-    """Import LibCST, the model and the rules, once, when the first file needs them.
+def load_analysis() -> None:
+    """Import LibCST, the model and the rules, once, when the first file needs them (or
+    before the engine forks its workers, which inherit them).
 
     They make tens of thousands of objects that live as long as the process
     (LibCST's node classes, the model's and the rules' functions) and hardly any
@@ -63,7 +64,7 @@ def _load() -> None:
 
 
 def parse(text: str) -> "cst.Module":
-    _load()
+    load_analysis()
     import libcst
 
     from accumlint.parsing import parse_module

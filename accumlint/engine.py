@@ -229,8 +229,11 @@ def execute(
     progress(0, len(tasks))
     if not tasks:
         return [], 0
-    if workers > 1:
-        import accumlint.fixes  # noqa: F401 - imported once here, inherited by the forked workers
+    if workers > 1:  # imported once here, inherited by the forked workers
+        from accumlint.analysis import load_analysis
+
+        load_analysis()
+        import accumlint.fixes  # noqa: F401
 
     results: list[Optional[TaskResult]] = [None] * len(tasks)
     order = sorted(range(len(tasks)), key=lambda i: -len(tasks[i].text))  # biggest first

@@ -32,7 +32,7 @@ import bisect
 import re
 from typing import Iterator, Optional
 
-from accumlint.literals import literals_of
+from accumlint.literals import literals_of, word_character
 
 # How deep the tree may nest (chains of operators, attributes, calls and
 # subscripts count a level per link). LibCST's parse grows about
@@ -48,7 +48,9 @@ MAX_NESTING = 400
 # `.backward` on `self` or `super()` is the class's own method: the loop
 # model reads neither as a backward (`model.roles`), nor does the gate.
 BACKWARD_METHODS = frozenset({"backward", "manual_backward"})
-OWN_METHOD_RECEIVERS = frozenset({"self", "super"})
+# The receivers of a class's own methods, as dotted names (`model.names.dotted`);
+# `self(batch).backward()` (a Lightning module's forward) is a tensor's backward.
+OWN_METHOD_RECEIVERS = frozenset({"self", "super()"})
 # Methods a framework calls once per micro-batch: their bodies are loop bodies.
 FRAMEWORK_HOOKS = frozenset({"training_step", "compute_loss"})
 # Whose mere mention makes a module worth analysing.
@@ -91,15 +93,11 @@ def _word_offsets(text: str, word: str) -> Iterator[int]:
     position = text.find(word)
     while position >= 0:
         end = position + size
-        if (position == 0 or not _word_character(text[position - 1])) and (
-            end == len(text) or not _word_character(text[end])
+        if (position == 0 or not word_character(text[position - 1])) and (
+            end == len(text) or not word_character(text[end])
         ):
             yield position
         position = text.find(word, end)
-
-
-def _word_character(character: str) -> bool:
-    return character.isalnum() or character == "_"
 
 
 def _method_call_at(text: str, offset: int, size: int) -> bool:
@@ -303,9 +301,11 @@ def _is_backward(func: ast.AST) -> bool:
     if func.attr == "manual_backward":
         return True
     receiver = func.value
-    if type(receiver) is ast.Call:
-        receiver = receiver.func
-    return not (type(receiver) is ast.Name and receiver.id in OWN_METHOD_RECEIVERS)
+    if type(receiver) is ast.Name:
+        return receiver.id not in OWN_METHOD_RECEIVERS
+    if type(receiver) is ast.Call and type(receiver.func) is ast.Name:
+        return f"{receiver.func.id}()" not in OWN_METHOD_RECEIVERS
+    return True
 
 
 def _innermost_function(path: list[ast.AST]) -> Optional[ast.AST]:

@@ -66,10 +66,15 @@ def _prefix(text: str, quote: int) -> str:
     """The string prefix before a quote, lower-cased: the run of letters and digits just
     before it, when that whole run is one (`rb"..."`; in `if"..."` the run is a keyword)."""
     start = quote
-    while start > 0 and (text[start - 1].isalnum() or text[start - 1] == "_"):
+    while start > 0 and word_character(text[start - 1]):
         start -= 1
     run = text[start:quote].lower()
     return run if run in _PREFIXES else ""
+
+
+def word_character(character: str) -> bool:
+    """Whether a character can be part of an identifier (or a string prefix)."""
+    return character.isalnum() or character == "_"
 
 
 def _closing(text: str, start: int, quote: str) -> Optional[int]:

@@ -128,6 +128,8 @@ def test_files_without_training_code_are_dropped(source):
         "def train(b):\n    model(b).backward()\n\nbatches = {b: train(b) for b in loader}\n",
         "for b in loader:\n    @hook(model(b).backward())\n    def f():\n        pass\n",
         "with accelerator.accumulate(model):\n    out = model(b)\n\ndef helper(l):\n    l.backward()\n",
+        # a Lightning module's own forward, then the tensor's backward
+        "class M(Module):\n    def fit(self, loader):\n        for b in loader:\n            self(b).backward()\n",
     ],
 )
 def test_training_shapes_are_kept(source):

@@ -16,6 +16,7 @@ from typing import Optional
 
 import libcst as cst
 
+from accumlint.gate import OWN_METHOD_RECEIVERS
 from accumlint.model.facts import ModuleFacts
 from accumlint.model.frameworks import AcceleratorInfo, Frameworks
 from accumlint.model.names import (
@@ -301,7 +302,7 @@ class Objects:
             return Role("backward", call, receiver_name, positional(call, 0), "fabric")
         if kind == "engine":
             return Role("backward", call, receiver_name, positional(call, 0), "deepspeed")
-        if receiver_name in ("self", "super()"):
+        if receiver_name in OWN_METHOD_RECEIVERS:  # the class's own method (the gate reads it so too)
             return None
         return Role("backward", call, receiver_name, receiver, "tensor")
 
