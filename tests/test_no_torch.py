@@ -10,22 +10,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
-TRAIN = textwrap.dedent(
-    """\
-    import torch
-
-    def train(model, loader, optimizer, criterion, accum_steps=4):
-        for i, (x, y) in enumerate(loader):
-            loss = criterion(model(x), y)
-            loss.backward()
-            if (i + 1) % accum_steps == 0:
-                optimizer.step()
-                optimizer.zero_grad()
-    """
-)
+from samples import UNSCALED_LOOP as TRAIN
 
 
 def python(code: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
