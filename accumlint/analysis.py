@@ -16,6 +16,7 @@ from accumlint.gate import ParseFailure, Unanalysable
 if TYPE_CHECKING:
     import libcst as cst
 
+    from accumlint.model.facts import ModuleFacts
     from accumlint.rules.base import Finding
 
 
@@ -85,7 +86,7 @@ def find(module: "cst.Module", text: str, path: str, options: AnalysisOptions) -
 
     model = model_of(module, text, options)
     findings = run_rules(model)
-    return _locate(module, text, model.facts.calls, guarded(module, findings), path) if findings else []
+    return _locate(module, text, model.facts, guarded(module, findings), path) if findings else []
 
 
 def analyze(text: str, path: str, options: AnalysisOptions = AnalysisOptions()) -> list[Diagnostic]:
@@ -93,14 +94,13 @@ def analyze(text: str, path: str, options: AnalysisOptions = AnalysisOptions()) 
     return [located.diagnostic for located in find(parse(text), text, path, options)]
 
 
-def _locate(
-    module: "cst.Module", text: str, calls: list["cst.Call"], findings: list["Finding"], path: str
-) -> list[Located]:
+def _locate(module: "cst.Module", text: str, facts: "ModuleFacts", findings: list["Finding"], path: str) -> list[Located]:
     from accumlint.model.positions import positions_of
     from accumlint.rules.catalog import rule
 
     wanted = [finding.node for finding in findings] + [f.related for f in findings if f.related is not None]
-    positions = positions_of(module, wanted, text, calls)
+    loops = [(site.node, site.ancestors) for site in facts.loops]
+    positions = positions_of(module, wanted, text, facts.calls, loops=loops)
     located = []
     for finding in findings:
         where = positions[finding.node]

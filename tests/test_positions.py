@@ -97,3 +97,72 @@ def test_a_call_of_another_tree_is_not_looked_for_in_the_text() -> None:
     module = cst.parse_module(text)
     foreign = cst.parse_expression("f(x)")
     assert positions_of(module, [foreign], text, _calls(module)) == {}
+
+
+def _loops(module: cst.Module) -> list[tuple[cst.CSTNode, tuple[cst.CSTNode, ...]]]:
+    """Every loop of the module with its ancestors, as the loop model records them."""
+    found = []
+    stack: list[tuple[cst.CSTNode, tuple[cst.CSTNode, ...]]] = [(module, ())]
+    while stack:
+        node, ancestors = stack.pop()
+        if isinstance(node, (cst.For, cst.While)):
+            found.append((node, ancestors))
+        stack.extend((child, (*ancestors, node)) for child in node.children)
+    return found
+
+
+def test_nodes_found_through_their_loop_have_the_positions_of_the_provider() -> None:
+    """Every node of every third fixture (offset by one), placed by passes over the
+    outermost loops where their source occurs once, and by the module pass otherwise."""
+    by_loop = 0
+    for path in sorted((REPO / "fixtures").rglob("*.py"))[1::3]:
+        text = path.read_text()
+        module = cst.parse_module(text)
+        expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+        nodes = [node for node in walk_all(module) if not isinstance(node, cst.Module)]
+        loops = _loops(module)
+        found = positions_of(module, nodes, text, loops=loops)
+        for node in nodes:
+            assert found[node] == expected[node], f"{path}: {type(node).__name__}"
+        in_loops = {id(node) for loop, _ in loops for node in walk_all(loop)}
+        by_loop += sum(id(node) in in_loops for node in nodes)
+    assert by_loop > 10_000
+
+
+def _in_loops(text: str, monkeypatch=None) -> dict:
+    """positions_of for the nodes inside the loops of `text`; with `monkeypatch`, a pass over
+    the whole module fails the test."""
+    module = cst.parse_module(text)
+    loops = _loops(module)
+    nodes = [node for loop, _ in loops for node in walk_all(loop)]
+    expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    if monkeypatch is not None:
+        def no_module_pass(self, state):
+            raise AssertionError("the module pass ran")
+
+        monkeypatch.setattr(cst.Module, "_codegen", no_module_pass)
+    found = positions_of(module, nodes, text, loops=loops)
+    assert found == {node: expected[node] for node in nodes}, repr(text)
+    return found
+
+
+def test_a_loop_whose_source_occurs_once_needs_no_module_pass(monkeypatch) -> None:
+    for text in (
+        "import x\n\nfor step, batch in enumerate(loader):\n    loss = model(batch)\n    loss.backward()\n",
+        "match m:\n    case 1:\n        for x in y:\n            g(x)\n",  # a match pushes the cases' indentation
+        "if a:\n\tfor x in y:\n\t\tg(x)\n",  # tabs
+        "class C:\n  def f(self):\n      while x:\n          g(x)\n",  # an indentation of its own per block
+        "def f():\r\n    for x in y:\r\n        g(x)\r\n",
+        "def f():\n    for x in y:\n        for z in x:\n            g(z)\n\n\ndef h():\n    pass\n",  # nested
+    ):
+        with monkeypatch.context() as patch:
+            _in_loops(text, patch)
+
+
+def test_a_loop_whose_source_is_not_unique_is_placed_by_the_module_pass() -> None:
+    for text in (
+        "def f():\n    for x in y:\n        g(x)\n\ndef h():\n    for x in y:\n        g(x)\n",  # twice
+        "for x in y:\n    g(x)\nif a:\n    for x in y:\n        g(x)\n",  # inside the other's text, not at a line's start
+        "for x in y:\n    g(x)",  # the last line ends the file without a line break
+    ):
+        _in_loops(text)

@@ -13,8 +13,12 @@ know which lines an edit touches); tests/test_positions.py compares them with
 Most reported nodes are calls on one line (`optimizer.step()`), and such a
 call's source is the same text wherever it stands. When that text occurs
 exactly once in the module's text, that occurrence is the call, and a pass
-over the call alone, started there, gives its syntactic position: no pass over
-the module is needed unless another reported node lacks one. (Only texts that
+over the call alone, started there, gives its syntactic position. The other
+reported nodes nearly all stand in a training loop: a pass over each outermost
+loop alone (its enclosing blocks' indentation pushed first) generates the
+loop's exact source, and where that source occurs once in the text, at the
+start of a line, that occurrence is the loop, so the pass's lines only need
+shifting. The module pass runs only for what neither places. (Only texts that
 LibCST reproduces exactly qualify: it drops a byte-order mark, a form feed
 that starts a statement and a last lone carriage return.)
 """
@@ -23,7 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from typing import Iterable, Optional
+from typing import Iterable, Optional, Sequence
 
 import libcst as cst
 from libcst.metadata import CodePosition, CodeRange
@@ -88,6 +92,14 @@ class _PositionState(CodegenState):
         return _Syntactic(self, node, start_node, end_node)
 
 
+class _SourceState(_PositionState):
+    """Also keeps the tokens: the generated source of what the pass covered."""
+
+    def add_token(self, value: str) -> None:
+        self.tokens.append(value)
+        super().add_token(value)
+
+
 class _InclusiveState(_PositionState):
     """Each node's whole code-generation extent, the whitespace it owns included."""
 
@@ -104,11 +116,13 @@ def positions_of(
     text: str = "",
     calls: Iterable[cst.Call] = (),
     *,
+    loops: Iterable[tuple[cst.CSTNode, Sequence[cst.CSTNode]]] = (),
     whitespace: bool = False,
 ) -> dict[cst.CSTNode, CodeRange]:
     """The syntactic `CodeRange` (1-based lines, 0-based columns) of each node of
     `module`, parsed from `text`; `calls` are calls known to stand in the module
-    (the only nodes looked for in the text). With `whitespace`,
+    (the only nodes looked for in the text), `loops` are (loop, ancestors from the
+    module down) of loops known to stand in it. With `whitespace`,
     `WhitespaceInclusivePositionProvider`'s range instead, from the module pass."""
     spans: dict[cst.CSTNode, Span] = {}
     rest = []
@@ -120,6 +134,8 @@ def positions_of(
             rest.append(node)
         else:
             spans[node] = span
+    if rest and searchable:
+        rest = _placed_in_loops(module, rest, text, loops, spans)
     if rest:
         state = (_InclusiveState if whitespace else _PositionState)(module)
         module._codegen(state)
@@ -131,6 +147,55 @@ def positions_of(
 # without a line feed (a file's last line ending, when every line ends so)
 _NOT_REPRODUCED = re.compile(r"[\ufeff\f]|\r(?!\n)")
 _ALONE = cst.Module(body=[])
+
+
+def _placed_in_loops(
+    module: cst.Module,
+    nodes: list[cst.CSTNode],
+    text: str,
+    loops: Iterable[tuple[cst.CSTNode, Sequence[cst.CSTNode]]],
+    spans: dict[cst.CSTNode, Span],
+) -> list[cst.CSTNode]:
+    """Place what a pass over an outermost loop alone can; the nodes it could not."""
+    for loop, ancestors in loops:
+        if any(type(ancestor) in _LOOPS for ancestor in ancestors):
+            continue
+        found = _loop_spans(module, loop, ancestors, text)
+        if found is None:
+            continue
+        remaining = []
+        for node in nodes:
+            span = found.get(node)
+            if span is None:
+                remaining.append(node)
+            else:
+                spans[node] = span
+        nodes = remaining
+        if not nodes:
+            break
+    return nodes
+
+
+_LOOPS = (cst.For, cst.While)
+# what pushes the indentation its statements are generated with
+_INDENTING = (cst.IndentedBlock, cst.Match)
+
+
+def _loop_spans(
+    module: cst.Module, loop: cst.CSTNode, ancestors: Sequence[cst.CSTNode], text: str
+) -> Optional[dict[cst.CSTNode, Span]]:
+    """The spans of a loop's nodes, where its source occurs once in the text, at a line's start."""
+    state = _SourceState(module)
+    for ancestor in ancestors:
+        if type(ancestor) in _INDENTING:
+            state.increase_indent(module.default_indent if ancestor.indent is None else ancestor.indent)
+    loop._codegen(state)
+    source = "".join(state.tokens)
+    at = text.find(source)
+    if at < 0 or (at > 0 and text[at - 1] != "\n") or text.find(source, at + 1) >= 0:
+        return None
+    shift = text.count("\n", 0, at)
+    return {node: (span[0] + shift, span[1], span[2] + shift + 0, span[3]) for node, span in state.spans.items()}
 
 
 def _found_in_text(module: cst.Module, call: cst.Call, text: str) -> Optional[Span]:
