@@ -10,6 +10,7 @@ import functools
 import gc
 from typing import TYPE_CHECKING, NamedTuple
 
+from accumlint.collector import collector_paused
 from accumlint.diagnostics import Diagnostic, FixInfo
 from accumlint.gate import ParseFailure, Unanalysable
 
@@ -48,20 +49,17 @@ def load_analysis() -> None:
     is 4 % of all instructions. Analysis runs in worker processes, which live
     only as long as the run.
     """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        import libcst  # noqa: F401 - what parsing, the model, the rules, the fix guard and positions import
+    with collector_paused():
+        try:
+            import libcst  # noqa: F401 - what parsing, the model, the rules, the fix guard and positions import
 
-        import accumlint.fixguard  # noqa: F401
-        import accumlint.model.build  # noqa: F401
-        import accumlint.model.positions  # noqa: F401
-        import accumlint.parsing  # noqa: F401
-        import accumlint.rules.registry  # noqa: F401
-    finally:
-        gc.freeze()
-        if enabled:
-            gc.enable()
+            import accumlint.fixguard  # noqa: F401
+            import accumlint.model.build  # noqa: F401
+            import accumlint.model.positions  # noqa: F401
+            import accumlint.parsing  # noqa: F401
+            import accumlint.rules.registry  # noqa: F401
+        finally:
+            gc.freeze()
 
 
 def parse(text: str) -> "cst.Module":

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Callable, NamedTuple, Optional, Union
 
 from accumlint.analysis import AnalysisOptions
+from accumlint.collector import collector_paused
 from accumlint.config import Resolver, Settings
 from accumlint.diagnostics import SYNTAX_ERROR, Diagnostic, syntax_error
 from accumlint.gate import ParseFailure, Unanalysable, might_hold_training_code, screen
@@ -160,7 +161,19 @@ def _keeper(enabled: frozenset[str], suppressed: dict):
 
 
 def run_task(task: Task) -> TaskResult:
-    """Screen, then analyse (or fix) one text; any failure becomes a diagnostic of that file."""
+    """Screen, then analyse (or fix) one text; any failure becomes a diagnostic of that file.
+
+    The cyclic collector is paused for the whole of it (`accumlint.collector`):
+    each collection would traverse the file's trees again, and nothing keeps
+    them in a cycle (the module's tree goes by reference counting when the file
+    is done; the model's few cycles, a statement and its events, hold a
+    statement's nodes at most). What the analysis leaves is collected as soon
+    as it returns. On torch's sources: 13 % of the run's CPU time."""
+    with collector_paused():
+        return _run_task(task)
+
+
+def _run_task(task: Task) -> TaskResult:
     try:
         if not screen(task.text, task.path, gate=task.gate):
             return TaskResult([], cacheable=True)

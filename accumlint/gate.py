@@ -32,6 +32,7 @@ import bisect
 import re
 from typing import Iterator, Optional
 
+from accumlint.collector import collector_paused
 from accumlint.literals import literals_of, word_character
 
 # How deep the tree may nest (chains of operators, attributes, calls and
@@ -398,7 +399,8 @@ class Unanalysable(Exception):
 def parse_python(text: str, path: str) -> ast.Module:
     """Python's tree of the text; raises ParseFailure at CPython's position, or Unanalysable."""
     try:
-        return ast.parse(text, filename=path)
+        with collector_paused():
+            return ast.parse(text, filename=path)
     except SyntaxError as error:
         raise _failure(error, text) from None
     except ValueError as error:  # Python 3.10 and 3.11 reject null bytes with ValueError (3.12: SyntaxError)

@@ -16,20 +16,18 @@ when `CSTNode.__post_init__` is not the one-line validating hook this module
 knows (tests/test_parsing.py fails then, and checks on every fixture that the
 trees are the same either way).
 
-The parse also runs with Python's cyclic garbage collector paused: it allocates
-a few hundred thousand nodes that form a tree (no cycle for the collector to
-find), and each collection their allocation triggers traverses every object
-the process holds (a tenth of the parse on the fixtures). Collection resumes,
-with whatever it deferred, as soon as the parse returns.
+The parse also runs with Python's cyclic garbage collector paused
+(`accumlint.collector`: a tenth of the parse on the fixtures).
 """
 
 from __future__ import annotations
 
-import gc
 import threading
 
 import libcst
 from libcst._nodes.base import CSTNode
+
+from accumlint.collector import collector_paused
 
 _VALIDATING_HOOK = CSTNode.__dict__.get("__post_init__")
 # The hook is known when it does nothing but run `_validate()`.
@@ -50,16 +48,10 @@ def _validate_unless_parsing(node: CSTNode) -> None:
 
 def parse_module(text: str) -> libcst.Module:
     """`libcst.parse_module(text)`, the nodes it builds left unvalidated."""
-    collecting = gc.isenabled()
-    if collecting:
-        gc.disable()
-    try:
+    with collector_paused():
         if not SKIPS_VALIDATION:
             return libcst.parse_module(text)
         return _unvalidated_parse(text)
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def _unvalidated_parse(text: str) -> libcst.Module:

@@ -10,6 +10,7 @@ no role at all: `env.step(action)` is not a step.
 from __future__ import annotations
 
 import re
+import weakref
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Optional
@@ -224,8 +225,12 @@ class Objects:
 
     @cached_property
     def frameworks(self) -> Frameworks:
-        """Accelerate, data-parallel and sync-control facts of this module."""
-        return Frameworks(self.facts, self)
+        """Accelerate, data-parallel and sync-control facts of this module.
+
+        They ask these objects back through a weak proxy: a plain reference would
+        make a cycle, and the module's whole tree (which `facts` holds) would wait
+        for the cyclic collector instead of going as soon as the file is done."""
+        return Frameworks(self.facts, weakref.proxy(self))
 
     def accelerator(self, expr: Optional[cst.BaseExpression]) -> Optional[AcceleratorInfo]:
         """The Accelerator behind `expr` (see `Frameworks.accelerator`)."""
