@@ -14,6 +14,7 @@ from pathlib import Path
 
 import libcst as cst
 import pytest
+from libcst._nodes.base import CSTNode
 
 from accumlint import parsing
 
@@ -39,26 +40,55 @@ def test_the_parse_skips_validation_and_only_the_parse(monkeypatch: pytest.Monke
 
 
 def test_other_threads_still_validate_during_a_parse(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A thread that exists when the parse starts builds a node while it runs."""
     outcome: list[str] = []
+    parsing_started, built = threading.Event(), threading.Event()
 
     def build_elsewhere() -> None:
+        parsing_started.wait()
         try:
             cst.Name("")
             outcome.append("accepted")
         except cst.CSTValidationError:
             outcome.append("refused")
+        built.set()
 
     plain_parse = cst.parse_module
 
     def parse_while_another_thread_builds(text: str) -> cst.Module:
-        other = threading.Thread(target=build_elsewhere)
-        other.start()
-        other.join()
+        parsing_started.set()
+        built.wait()
         return plain_parse(text)
 
+    other = threading.Thread(target=build_elsewhere)
+    other.start()
     monkeypatch.setattr(cst, "parse_module", parse_while_another_thread_builds)
     parsing.parse_module("x = 1\n")
+    other.join()
     assert outcome == ["refused"]
+
+
+def test_a_parse_alone_runs_with_the_no_op_hook(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The only thread needs no per-node question; with another one alive it is asked."""
+    seen = []
+    plain_parse = cst.parse_module
+
+    def parse_and_look(text: str) -> cst.Module:
+        seen.append(CSTNode.__post_init__)
+        return plain_parse(text)
+
+    monkeypatch.setattr(cst, "parse_module", parse_and_look)
+    parsing.parse_module("x = 1\n")
+    release = threading.Event()
+    other = threading.Thread(target=release.wait)
+    other.start()
+    try:
+        parsing.parse_module("x = 1\n")
+    finally:
+        release.set()
+        other.join()
+    assert seen == [parsing._skip_validation, parsing._validate_unless_parsing]
+    assert CSTNode.__post_init__ is parsing._VALIDATING_HOOK
 
 
 def test_a_failed_parse_restores_validation_and_collection() -> None:
