@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import libcst as cst
+import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider, WhitespaceInclusivePositionProvider
 
 from accumlint.model.positions import positions_of
@@ -166,3 +167,23 @@ def test_a_loop_whose_source_is_not_unique_is_placed_by_the_module_pass() -> Non
         "for x in y:\n    g(x)",  # the last line ends the file without a line break
     ):
         _in_loops(text)
+
+
+def test_a_call_is_placed_by_the_innermost_statement_whose_source_occurs_once(monkeypatch) -> None:
+    """Only the calls are asked for, as findings do: each is placed by a statement around
+    it, the loop itself when nothing smaller is unique, never by the module pass."""
+    for text in (
+        # the same line twice: the `if` around each places it
+        "for x in y:\n    if a:\n        step()\n    if b:\n        step()\n",
+        # an `elif` alone generates as `if`: that text stands once, in h, and must not place f's call
+        "def f():\n    for x in y:\n        if a:\n            f(x)\n        elif b:\n            g(x)\n\n"
+        "def h():\n    for z in w:\n        if b:\n            g(x)\n",
+        "for x in y:\n    match x:\n        case 1:\n            g(x)\n        case _:\n            g(x)\n",
+    ):
+        module = cst.parse_module(text)
+        calls = _calls(module)
+        expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+        with monkeypatch.context() as patch:
+            patch.setattr(cst.Module, "_codegen", lambda self, state: pytest.fail("the module pass ran"))
+            found = positions_of(module, calls, text, loops=_loops(module))
+        assert found == {call: expected[call] for call in calls}, repr(text)

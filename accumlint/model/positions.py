@@ -14,11 +14,12 @@ Most reported nodes are calls on one line (`optimizer.step()`), and such a
 call's source is the same text wherever it stands. When that text occurs
 exactly once in the module's text, that occurrence is the call, and a pass
 over the call alone, started there, gives its syntactic position. The other
-reported nodes nearly all stand in a training loop: a pass over each outermost
-loop alone (its enclosing blocks' indentation pushed first) generates the
-loop's exact source, and where that source occurs once in the text, at the
-start of a line, that occurrence is the loop, so the pass's lines only need
-shifting. The module pass runs only for what neither places. (Only texts that
+reported nodes nearly all stand in a training loop: a pass over the innermost
+statement that holds one, alone (its enclosing blocks' indentation pushed
+first), generates that statement's exact source, and where that source occurs
+once in the text, at the start of a line, that occurrence is the statement, so
+the pass's lines only need shifting; where it occurs more than once, the
+statement around it is tried, up to the outermost loop. The module pass runs only for what neither places. (Only texts that
 LibCST reproduces exactly qualify: it drops a byte-order mark, a form feed
 that starts a statement and a last lone carriage return.)
 """
@@ -32,6 +33,8 @@ from typing import Iterable, Optional, Sequence
 import libcst as cst
 from libcst.metadata import CodePosition, CodeRange
 from libcst._nodes.internal import CodegenState
+
+from accumlint.model.tree import children
 
 _NEWLINE = re.compile(r"\r\n?|\n")
 Span = tuple[int, int, int, int]
@@ -156,46 +159,91 @@ def _placed_in_loops(
     loops: Iterable[tuple[cst.CSTNode, Sequence[cst.CSTNode]]],
     spans: dict[cst.CSTNode, Span],
 ) -> list[cst.CSTNode]:
-    """Place what a pass over an outermost loop alone can; the nodes it could not."""
+    """Place what passes over statements of the outermost loops can; the nodes they could not.
+
+    Each node is looked for in the innermost statement that holds it, then in
+    the statements around that one, up to the loop: the first whose source
+    occurs once in the text places it (and whatever else it holds)."""
+    placed: dict[cst.CSTNode, Span] = {}
+    tried: set[int] = set()
+    wanted = {id(node) for node in nodes}
     for loop, ancestors in loops:
+        if not wanted:
+            break
         if any(type(ancestor) in _LOOPS for ancestor in ancestors):
             continue
-        found = _loop_spans(module, loop, ancestors, text)
-        if found is None:
-            continue
-        remaining = []
-        for node in nodes:
-            span = found.get(node)
-            if span is None:
-                remaining.append(node)
-            else:
-                spans[node] = span
-        nodes = remaining
-        if not nodes:
-            break
-    return nodes
+        for node_id, holders in _holders(module, loop, _indents(module, ancestors), wanted).items():
+            for statement, indents in holders:
+                if node_id not in wanted:
+                    break
+                if id(statement) in tried:
+                    continue
+                tried.add(id(statement))
+                found = _statement_spans(module, statement, indents, text)
+                if found is not None:
+                    placed.update(found)
+                    wanted.difference_update(id(node) for node in found)
+    remaining = []
+    for node in nodes:
+        span = placed.get(node)
+        if span is None:
+            remaining.append(node)
+        else:
+            spans[node] = span
+    return remaining
 
 
 _LOOPS = (cst.For, cst.While)
-# what pushes the indentation its statements are generated with
-_INDENTING = (cst.IndentedBlock, cst.Match)
+Holders = list[tuple[cst.CSTNode, tuple[str, ...]]]
 
 
-def _loop_spans(
-    module: cst.Module, loop: cst.CSTNode, ancestors: Sequence[cst.CSTNode], text: str
+def _indents(module: cst.Module, ancestors: Sequence[cst.CSTNode]) -> tuple[str, ...]:
+    """The indentation the blocks and `match` statements around a statement push."""
+    return tuple(
+        module.default_indent if ancestor.indent is None else ancestor.indent
+        for ancestor in ancestors
+        if type(ancestor) in (cst.IndentedBlock, cst.Match)
+    )
+
+
+def _holders(
+    module: cst.Module, loop: cst.CSTNode, indents: tuple[str, ...], wanted: set[int]
+) -> dict[int, Holders]:
+    """For each wanted node inside the loop: the statements that hold it, innermost
+    first, each with the indentation it is generated with. Only statements of a
+    block's body count: LibCST generates such a statement the same way alone as
+    inside its module (an `elif`, which generates as `if` alone, does not count)."""
+    found: dict[int, Holders] = {}
+    stack: list[tuple[cst.CSTNode, Holders, tuple[str, ...]]] = [(loop, [(loop, indents)], indents)]
+    while stack and len(found) < len(wanted):
+        node, holders, current = stack.pop()
+        if id(node) in wanted:
+            found[id(node)] = holders
+        kind = type(node)
+        if kind is cst.IndentedBlock:
+            inner = (*current, module.default_indent if node.indent is None else node.indent)
+            stack.extend((statement, [(statement, inner), *holders], inner) for statement in node.body)
+            continue
+        if kind is cst.Match:
+            current = (*current, module.default_indent if node.indent is None else node.indent)
+        stack.extend((child, holders, current) for child in children(node))
+    return found
+
+
+def _statement_spans(
+    module: cst.Module, statement: cst.CSTNode, indents: tuple[str, ...], text: str
 ) -> Optional[dict[cst.CSTNode, Span]]:
-    """The spans of a loop's nodes, where its source occurs once in the text, at a line's start."""
+    """The spans of a statement's nodes from a pass over it alone, where its source
+    occurs once in the text, at a line's start (None elsewhere)."""
     state = _SourceState(module)
-    for ancestor in ancestors:
-        if type(ancestor) in _INDENTING:
-            state.increase_indent(module.default_indent if ancestor.indent is None else ancestor.indent)
-    loop._codegen(state)
+    state.indent_tokens.extend(indents)
+    statement._codegen(state)
     source = "".join(state.tokens)
     at = text.find(source)
     if at < 0 or (at > 0 and text[at - 1] != "\n") or text.find(source, at + 1) >= 0:
         return None
     shift = text.count("\n", 0, at)
-    return {node: (span[0] + shift, span[1], span[2] + shift + 0, span[3]) for node, span in state.spans.items()}
+    return {node: (span[0] + shift, span[1], span[2] + shift, span[3]) for node, span in state.spans.items()}
 
 
 def _found_in_text(module: cst.Module, call: cst.Call, text: str) -> Optional[Span]:
