@@ -30,6 +30,7 @@ from __future__ import annotations
 import ast
 import bisect
 import re
+import warnings
 from typing import Iterator, Optional
 
 from accumlint.collector import collector_paused
@@ -399,7 +400,8 @@ class Unanalysable(Exception):
 def parse_python(text: str, path: str) -> ast.Module:
     """Python's tree of the text; raises ParseFailure at CPython's position, or Unanalysable."""
     try:
-        with collector_paused():
+        with collector_paused(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the checked file's SyntaxWarnings are not accumlint's to print
             return ast.parse(text, filename=path)
     except SyntaxError as error:
         raise _failure(error, text) from None
@@ -414,7 +416,9 @@ def parse_python(text: str, path: str) -> ast.Module:
 def compile_check(tree: ast.Module, path: str, text: str) -> None:
     """Errors CPython reports only when compiling ('return' outside a function, ...)."""
     try:
-        compile(tree, path, "exec", dont_inherit=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # `x is not "0"`: CPython warns, the file is valid
+            compile(tree, path, "exec", dont_inherit=True)
     except SyntaxError as error:
         raise _failure(error, text) from None
     except (RecursionError, MemoryError):

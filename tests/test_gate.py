@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import textwrap
+import warnings
 from pathlib import Path
 
 import pytest
@@ -168,6 +169,14 @@ def test_syntax_errors_carry_cpythons_position():
 def _reference_depth(node: ast.AST) -> int:
     step = len(node.values) if isinstance(node, ast.BoolOp) else 1
     return max((step + _reference_depth(child) for child in ast.iter_child_nodes(node)), default=0)
+
+
+def test_the_checked_files_warnings_are_not_printed():
+    """CPython warns about `is not "0"` and invalid escapes while it compiles; a linter must not."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert screen('for b in loader:\n    b.backward()\n    if b is not "0":\n        p = "\\d"\n', "x.py")
+    assert caught == []
 
 
 def test_nesting_is_the_depth_of_pythons_tree():
