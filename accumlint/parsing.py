@@ -12,9 +12,9 @@ So the parse runs with that hook switched off, for the parsing thread only,
 and only while `parse_module` runs: nodes the fixer builds later, and nodes any
 other thread builds meanwhile, are still validated. When the parsing thread is
 the only one (a check's worker always is), the hook is a plain no-op for the
-parse: no other thread exists to build a node, and the parse starts none;
-asking which thread builds each node costs 2.5 % of the parse. The hook is LibCST's
-private API: `SKIPS_VALIDATION` is False, and the parse is LibCST's plain one,
+parse: no other thread exists to build a node, and the parse starts none
+(asking which thread builds each node costs 2.5 % of the parse). The hook is
+LibCST's private API: `SKIPS_VALIDATION` is False, and the parse is LibCST's plain one,
 when `CSTNode.__post_init__` is not the one-line validating hook this module
 knows (tests/test_parsing.py fails then, and checks on every fixture that the
 trees are the same either way).

@@ -39,9 +39,8 @@ def test_the_collector_resumes_as_it_was(collecting) -> None:
 
 
 def test_the_collector_resumes_when_the_block_raises(collecting) -> None:
-    with pytest.raises(ValueError):
-        with collector_paused():
-            raise ValueError
+    with pytest.raises(ValueError), collector_paused():
+        raise ValueError
     assert gc.isenabled()
 
 

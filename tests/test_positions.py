@@ -176,8 +176,10 @@ def test_a_call_is_placed_by_the_innermost_statement_whose_source_occurs_once(mo
         # the same line twice: the `if` around each places it
         "for x in y:\n    if a:\n        step()\n    if b:\n        step()\n",
         # an `elif` alone generates as `if`: that text stands once, in h, and must not place f's call
-        "def f():\n    for x in y:\n        if a:\n            f(x)\n        elif b:\n            g(x)\n\n"
-        "def h():\n    for z in w:\n        if b:\n            g(x)\n",
+        (
+            "def f():\n    for x in y:\n        if a:\n            f(x)\n        elif b:\n            g(x)\n\n"
+            "def h():\n    for z in w:\n        if b:\n            g(x)\n"
+        ),
         "for x in y:\n    match x:\n        case 1:\n            g(x)\n        case _:\n            g(x)\n",
     ):
         module = cst.parse_module(text)

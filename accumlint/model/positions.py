@@ -19,9 +19,10 @@ statement that holds one, alone (its enclosing blocks' indentation pushed
 first), generates that statement's exact source, and where that source occurs
 once in the text, at the start of a line, that occurrence is the statement, so
 the pass's lines only need shifting; where it occurs more than once, the
-statement around it is tried, up to the outermost loop. The module pass runs only for what neither places. (Only texts that
-LibCST reproduces exactly qualify: it drops a byte-order mark, a form feed
-that starts a statement and a last lone carriage return.)
+statement around it is tried, up to the outermost loop. The module pass runs
+only for what neither places. (Only texts that LibCST reproduces exactly
+qualify: it drops a byte-order mark, a form feed that starts a statement and
+a last lone carriage return.)
 """
 
 from __future__ import annotations
@@ -199,11 +200,12 @@ Holders = list[tuple[cst.CSTNode, tuple[str, ...]]]
 
 def _indents(module: cst.Module, ancestors: Sequence[cst.CSTNode]) -> tuple[str, ...]:
     """The indentation the blocks and `match` statements around a statement push."""
-    return tuple(
-        module.default_indent if ancestor.indent is None else ancestor.indent
-        for ancestor in ancestors
-        if type(ancestor) in (cst.IndentedBlock, cst.Match)
-    )
+    return tuple(_indent(module, ancestor) for ancestor in ancestors if type(ancestor) in (cst.IndentedBlock, cst.Match))
+
+
+def _indent(module: cst.Module, node: cst.IndentedBlock | cst.Match) -> str:
+    """What a block (or a `match`, for its cases) adds to the indentation, as LibCST generates it."""
+    return module.default_indent if node.indent is None else node.indent
 
 
 def _holders(
@@ -221,11 +223,11 @@ def _holders(
             found[id(node)] = holders
         kind = type(node)
         if kind is cst.IndentedBlock:
-            inner = (*current, module.default_indent if node.indent is None else node.indent)
+            inner = (*current, _indent(module, node))
             stack.extend((statement, [(statement, inner), *holders], inner) for statement in node.body)
             continue
         if kind is cst.Match:
-            current = (*current, module.default_indent if node.indent is None else node.indent)
+            current = (*current, _indent(module, node))
         stack.extend((child, holders, current) for child in children(node))
     return found
 
