@@ -65,7 +65,7 @@ def _unvalidated_parse(text: str) -> libcst.Module:
     thread = threading.get_ident()
     with _swap:
         _parsing.add(thread)
-        alone = len(_parsing) == 1 and threading.active_count() == 1
+        alone = threading.active_count() == 1
         CSTNode.__post_init__ = _skip_validation if alone else _validate_unless_parsing
     try:
         return libcst.parse_module(text)

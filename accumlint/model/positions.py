@@ -13,7 +13,7 @@ know which lines an edit touches); tests/test_positions.py compares them with
 Most reported nodes are calls on one line (`optimizer.step()`), and such a
 call's source is the same text wherever it stands. When that text occurs
 exactly once in the module's text, that occurrence is the call, and a pass
-over the call alone, started there, gives its syntactic position. The other
+over the call alone, shifted there, gives its syntactic position. The other
 reported nodes nearly all stand in a training loop: a pass over the innermost
 statement that holds one, alone (its enclosing blocks' indentation pushed
 first), generates that statement's exact source, and where that source occurs
@@ -133,7 +133,8 @@ def positions_of(
     searchable = text and not whitespace and _NOT_REPRODUCED.search(text) is None
     known = {id(call) for call in calls} if searchable else set()
     for node in nodes:
-        span = _found_in_text(module, node, text) if id(node) in known else None
+        found = _spans_alone(module, node, (), text, whole_lines=False) if id(node) in known else None
+        span = found.get(node) if found is not None else None
         if span is None:
             rest.append(node)
         else:
@@ -150,7 +151,6 @@ def positions_of(
 # what LibCST does not reproduce: a byte-order mark, a form feed, a carriage return
 # without a line feed (a file's last line ending, when every line ends so)
 _NOT_REPRODUCED = re.compile(r"[\ufeff\f]|\r(?!\n)")
-_ALONE = cst.Module(body=[])
 
 
 def _placed_in_loops(
@@ -180,7 +180,7 @@ def _placed_in_loops(
                 if id(statement) in tried:
                     continue
                 tried.add(id(statement))
-                found = _statement_spans(module, statement, indents, text)
+                found = _spans_alone(module, statement, indents, text, whole_lines=True)
                 if found is not None:
                     placed.update(found)
                     wanted.difference_update(id(node) for node in found)
@@ -232,32 +232,30 @@ def _holders(
     return found
 
 
-def _statement_spans(
-    module: cst.Module, statement: cst.CSTNode, indents: tuple[str, ...], text: str
+def _spans_alone(
+    module: cst.Module, node: cst.CSTNode, indents: tuple[str, ...], text: str, *, whole_lines: bool
 ) -> Optional[dict[cst.CSTNode, Span]]:
-    """The spans of a statement's nodes from a pass over it alone, where its source
-    occurs once in the text, at a line's start (None elsewhere)."""
+    """The spans of a node and the nodes inside it, from a pass over it alone (with the
+    indentation of the blocks around it pushed first), where the source that pass
+    generates occurs exactly once in the text; None elsewhere.
+
+    A statement (`whole_lines`) must occur at a line's start. Anything else must
+    be one line: after a line break inside brackets the text carries the
+    indentation of the block, which a node alone does not generate."""
     state = _SourceState(module)
     state.indent_tokens.extend(indents)
-    statement._codegen(state)
+    node._codegen(state)
     source = "".join(state.tokens)
-    at = text.find(source)
-    if at < 0 or (at > 0 and text[at - 1] != "\n") or text.find(source, at + 1) >= 0:
+    if not whole_lines and ("\n" in source or "\r" in source):
         return None
-    shift = text.count("\n", 0, at)
-    return {node: (span[0] + shift, span[1], span[2] + shift, span[3]) for node, span in state.spans.items()}
-
-
-def _found_in_text(module: cst.Module, call: cst.Call, text: str) -> Optional[Span]:
-    """The span of a one-line call whose source occurs once in the text."""
-    source = _ALONE.code_for_node(call)
-    if "\n" in source or "\r" in source:
-        return None  # a line break inside brackets may carry the block's indentation
     at = text.find(source)
     if at < 0 or text.find(source, at + 1) >= 0:
         return None
-    lines = _NEWLINE.split(text[:at])
-    state = _PositionState(module)
-    state.line, state.column = len(lines), len(lines[-1])
-    call._codegen(state)
-    return state.spans[call]
+    line_start = text.rfind("\n", 0, at) + 1
+    if whole_lines and line_start != at:
+        return None
+    lines, columns = text.count("\n", 0, at), at - line_start
+    return {
+        inner: (first + lines, start + columns if first == 1 else start, last + lines, end + columns if last == 1 else end)
+        for inner, (first, start, last, end) in state.spans.items()
+    }
