@@ -7,16 +7,26 @@ expected finding and every rule document's example must pass both stages.
 from __future__ import annotations
 
 import ast
+import sys
 import textwrap
+import threading
 import warnings
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from accumlint import docs
+from accumlint import docs, gate
 from accumlint.analysis import analyze
-from accumlint.gate import MAX_NESTING, ParseFailure, Unanalysable, might_hold_training_code, nesting, screen
+from accumlint.gate import (
+    MAX_NESTING,
+    ParseFailure,
+    Unanalysable,
+    might_hold_training_code,
+    nesting,
+    plainly_holds_training_code,
+    screen,
+)
 from accumlint.rules.catalog import RULES
 
 from fuzzing import mutated_fixtures
@@ -214,3 +224,134 @@ def test_the_gate_never_imports_libcst():
         """
     )
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
+
+
+# -- the shortcut: texts that plainly hold a loop skip Python's tree ------------------
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "for batch in loader:\n    model(batch).backward()\n",
+        "def train():\n    while True:  # until stopped\n\n        # one micro-batch\n        loss.backward()\n",
+        "async def train():\n    async for b in stream:\n        if b:\n            model(b).backward()\n",
+        "for b in loader:\n    self.manual_backward(loss)\n",  # Lightning's, whatever the receiver
+        "class M(LightningModule):\n    def training_step(self, batch, i):\n        return self(batch)\n",
+        "class T(Trainer):\n    async def compute_loss(self, model, inputs):\n        return 0\n",
+        "with accelerator.accumulate(model):\n    out = model(b)\n",
+        "trainer = Trainer(accumulate_grad_batches=4)\n",
+    ],
+)
+def test_the_text_plainly_shows_a_loop(source):
+    assert plainly_holds_training_code(source)
+    assert screen(source, "x.py")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "def check(x):\n    x.sum().backward()\n",  # no loop header above it
+        "for b in loader:\n    pass\ny.backward()\n",  # after the loop, not in it
+        "for b in loader:\n    self.backward(b)\n",  # the class's own method
+        "for b in loader:\n    super(Wrapper, self).backward(b)\n",
+        "for b in loader:\n    x = '''\n    loss.backward()'''\n",  # in a string
+        "for b in range(\n        4):\n    loss.backward()\n",  # a header over two lines: not plain
+        "def f():\n    # for b in loader:\n        loss.backward()\n",  # a header in a comment
+        "[model(b).backward() for b in loader]\n",  # stage two reads comprehensions
+        "x = training_step_count\n",
+    ],
+)
+def test_the_text_does_not_plainly_show_a_loop(source):
+    assert not plainly_holds_training_code(source)
+
+
+def _verdict(text: str) -> object:
+    try:
+        return screen(text, "x.py")
+    except (ParseFailure, Unanalysable) as error:
+        return type(error).__name__, getattr(error, "line", None), getattr(error, "column", None), error.message
+
+
+def _deep_texts() -> list[str]:
+    """Valid and invalid texts around the shortcut's bound (chains, brackets, blocks,
+    keyword calls, boolean chains), each inside a training loop."""
+    head = "for b in loader:\n    b.backward()\n"
+    shapes = [
+        lambda n: "x = " + " + ".join(["a"] * n),
+        lambda n: "x = a" + ".b" * n,
+        lambda n: "x = " + "f(k=" * n + "1" + ")" * min(n, 150),
+        lambda n: "x = " + "lambda: " * n + "0",
+        lambda n: "x = " + "(a and " * n + "b" + ")" * n,
+        lambda n: "x = " + " or ".join(["a"] * n),
+        lambda n: "".join("    " * i + "if a:\n" for i in range(min(n, 99))) + "    " * min(n, 99) + "pass",
+        lambda n: "def f():\n    return " + "-" * n + "a",
+    ]
+    return [head + shape(n) + "\n" for shape in shapes for n in (5, 40, 48, 120, 160, 300, 1000)]
+
+
+_BOUND_PROBE = """
+import ast, json, sys
+sys.path.insert(0, sys.argv[1])
+from test_gate import _deep_texts
+from accumlint import gate
+assert gate._budget_bounds_compile_here()
+found = []
+for text in _deep_texts():
+    if gate._compiles_within_bound(text, "x.py"):
+        found.append([gate.nesting(ast.parse(text)), len(gate._BOOLEAN_OPERATORS.findall(text))])
+    else:
+        found.append(None)
+print(json.dumps(found))
+"""
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="3.12's compiler has a C-stack limit of its own")
+def test_a_passing_compile_bounds_the_nesting():
+    """What the shortcut relies on: when its compile passes, Python's tree nests no deeper
+    than the bound it computes; each shape is both taken and refused at some depth. Run
+    in a fresh interpreter, as shallow as the check's own (pytest's calls use up part of
+    the recursion budget, which only makes the shortcut rarer)."""
+    import json
+    import subprocess
+
+    run = subprocess.run(
+        [sys.executable, "-c", _BOUND_PROBE, str(Path(__file__).parent)], capture_output=True, text=True, check=True
+    )
+    found = json.loads(run.stdout)
+    taken = [depths for depths in found if depths is not None]
+    for depth, booleans in taken:
+        assert depth <= gate._NESTING_WITHIN_BUDGET + booleans <= MAX_NESTING
+    assert len(taken) >= 12 and len(found) - len(taken) >= 12
+    assert max(depth - booleans for depth, booleans in taken) > gate._NESTING_WITHIN_BUDGET // 2  # near the bound
+
+
+def test_the_shortcut_and_stage_two_tell_every_file_the_same(monkeypatch):
+    """A file's verdict (kept, dropped, its syntax error and position, its refusal) does
+    not depend on the way it went: the fixtures, deep code, and broken code."""
+    texts = [path.read_text() for path in sorted(FIXTURES.rglob("*.py"))]
+    texts += _deep_texts()
+    texts += [
+        "for b in loader:\n    b.backward()\nreturn 3\n",
+        "for b in loader:\n    b.backward()\nx = (\n",
+        "for b in loader:\n    b.backward()\nx = " + "(" * 300 + ")" * 300 + "\n",
+        "for b in loader:\n    b.backward()\n    nonlocal q\n",
+        "for b in loader:\n    b.backward()\nx = 'a\0'\n",
+    ]
+    shortcut = [_verdict(text) for text in texts]
+    monkeypatch.setattr(gate, "plainly_holds_training_code", lambda text: False)
+    assert [_verdict(text) for text in texts] == shortcut
+
+
+def test_the_shortcut_is_not_taken_beside_another_thread():
+    """The recursion limit is the interpreter's: lowered, it would trip another thread."""
+    text = "for b in loader:\n    b.backward()\n"
+    assert gate._compiles_within_bound(text, "x.py") == gate._budget_bounds_compile_here()
+    release = threading.Event()
+    other = threading.Thread(target=release.wait)
+    other.start()
+    try:
+        assert not gate._compiles_within_bound(text, "x.py")
+        assert screen(text, "x.py")
+    finally:
+        release.set()
+        other.join()
