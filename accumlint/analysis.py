@@ -84,7 +84,7 @@ def find(module: "cst.Module", text: str, path: str, options: AnalysisOptions) -
 
     model = model_of(module, text, options)
     findings = run_rules(model)
-    return _locate(module, text, model.facts, guarded(module, findings), path) if findings else []
+    return _locate(module, text, model.facts, guarded(module, findings, model.facts.parents), path) if findings else []
 
 
 def analyze(text: str, path: str, options: AnalysisOptions = AnalysisOptions()) -> list[Diagnostic]:

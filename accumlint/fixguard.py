@@ -10,7 +10,6 @@ it cannot zero once before the loop).
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import TYPE_CHECKING, Optional, Sequence
 
 import libcst as cst
@@ -26,10 +25,10 @@ if TYPE_CHECKING:
 class FixGuard:
     """Checks edits against one parsed module (its facts are computed once)."""
 
-    def __init__(self, module: cst.Module) -> None:
+    def __init__(self, module: cst.Module, parents: Optional[dict[int, cst.CSTNode]] = None) -> None:
         self.module = module
         self._reads: Optional[ModuleReads] = None
-        self._parents: Optional[dict[int, cst.CSTNode]] = None
+        self._parents = parents
 
     def refusal(self, edits: Sequence[Edit]) -> Optional[str]:
         """Why these edits must not be applied, or None when they may."""
@@ -72,6 +71,8 @@ class FixGuard:
 
     @property
     def parents(self) -> dict[int, cst.CSTNode]:
+        """id(node) -> parent for every content node: the module facts' map when the
+        guard was given it, else one walk of its own."""
         if self._parents is None:
             parents: dict[int, cst.CSTNode] = {}
             stack: list[cst.CSTNode] = [self.module]
@@ -84,15 +85,25 @@ class FixGuard:
         return self._parents
 
 
-@functools.lru_cache(maxsize=2)
-def guard_for(module: cst.Module) -> FixGuard:
-    """The guard of a module (rules and the fixer ask about the same parse)."""
-    return FixGuard(module)
+_recent: list[FixGuard] = []  # the guards of the last two modules asked about
 
 
-def guarded(module: cst.Module, findings: list["Finding"]) -> list["Finding"]:
+def guard_for(module: cst.Module, parents: Optional[dict[int, cst.CSTNode]] = None) -> FixGuard:
+    """The guard of a module (rules and the fixer ask about the same parse); `parents`,
+    the module facts' map (`ModuleFacts.parents`), saves the guard a walk of its own."""
+    for guard in _recent:
+        if guard.module is module:
+            if guard._parents is None:
+                guard._parents = parents
+            return guard
+    guard = FixGuard(module, parents)
+    _recent[:] = [guard, *_recent[:1]]
+    return guard
+
+
+def guarded(module: cst.Module, findings: list["Finding"], parents: Optional[dict[int, cst.CSTNode]] = None) -> list["Finding"]:
     """The findings, each without its fix when the fix fails a guard."""
-    guard = guard_for(module)
+    guard = guard_for(module, parents)
     kept = []
     for finding in findings:
         if finding.edits and not guard.allows(finding.edits):

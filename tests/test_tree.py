@@ -16,7 +16,9 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from accumlint.model.tree import children, content_fields, is_token_field, walk, walk_all
+from accumlint.fixguard import FixGuard
+from accumlint.model.facts import collect_facts
+from accumlint.model.tree import LEAVES, children, content_fields, is_token_field, walk, walk_all
 
 REPO = Path(__file__).resolve().parent.parent
 NODE_TYPES = sorted(
@@ -84,3 +86,23 @@ def test_walk_is_preorder_source_order_and_iterative() -> None:
     assert names == ["x", "f", "a", "g", "b"]
     deep = cst.parse_module("y = " + "(" * 400 + "1" + ")" * 400 + "\n")
     assert sum(1 for _ in walk(deep)) > 3  # no RecursionError on deep trees
+
+
+def test_leaves_are_the_content_nodes_without_content_children() -> None:
+    """Walks skip pushing LEAVES: each must have nothing below it, and every node type
+    that holds no content is either one of them or a token the walks never yield."""
+    assert all(content_fields(kind) == () for kind in LEAVES)
+    childless = {kind for kind in NODE_TYPES if content_fields(kind) == ()}
+    assert [kind.__name__ for kind in childless - LEAVES if not issubclass(kind, _TOKEN_TYPES)] == []
+    assert cst.Name in LEAVES and cst.Call not in LEAVES
+
+
+def test_the_module_facts_hold_every_content_nodes_parent() -> None:
+    """The facts walk skips leaves and string literals' insides for its recorders, yet
+    its parent map is the fix guard's own walk: every content node below the module."""
+    modules = _fixture_modules()
+    modules.append(cst.parse_module("x = f'{a.b(c)!r:>{w}}' + 'plain'\nfor b in d:\n    pass\n"))
+    for module in modules:
+        facts = collect_facts(module, module.code)
+        assert facts.parents == FixGuard(module).parents
+    assert len(facts.parents) > 10

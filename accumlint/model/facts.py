@@ -17,7 +17,7 @@ from typing import Callable, Optional, Union
 import libcst as cst
 
 from accumlint.model.names import dotted
-from accumlint.model.tree import calls_in, children
+from accumlint.model.tree import LEAVES, calls_in, children
 from accumlint.patterns import LazyPattern
 
 Loop = Union[cst.For, cst.While]
@@ -103,6 +103,9 @@ class ModuleFacts:
     calls: list[cst.Call] = field(default_factory=list)
     trainer_accumulation: Optional[cst.BaseExpression] = None
     window_token_normalization: bool = False
+    # id(node) -> its parent, for every content node (`model.tree.children`) but the module:
+    # loops' ancestors, and what the fix guard and the fixer walk up from an edit's target
+    parents: dict[int, cst.CSTNode] = field(default_factory=dict, repr=False)
     _calls_of: dict[cst.CSTNode, list[cst.Call]] = field(default_factory=dict, repr=False)
 
     @cached_property
@@ -176,38 +179,57 @@ class ModuleFacts:
         return [self.qualified(dotted(base.value)) or "" for base in owner.bases]
 
 
-# The ancestors of a node during the walk, innermost first: (parent, the parent's chain).
-# Sharing the chain costs nothing per node; only a loop's ancestors become a tuple.
-Chain = Optional[tuple[cst.CSTNode, "Chain"]]
-
-
-def _ancestors(chain: Chain) -> tuple[cst.CSTNode, ...]:
+def ancestors(parents: dict[int, cst.CSTNode], node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
+    """The nodes above `node`, outermost (the module) first."""
     found = []
-    while chain is not None:
-        found.append(chain[0])
-        chain = chain[1]
-    return tuple(reversed(found))
+    parent = parents.get(id(node))
+    while parent is not None:
+        found.append(parent)
+        parent = parents.get(id(parent))
+    found.reverse()
+    return tuple(found)
 
 
 def collect_facts(module: cst.Module, text: str) -> ModuleFacts:
+    """One pre-order walk: each node's parent, and what the recorders take from it.
+
+    Leaves (names, numbers, strings without code) get their parent but are not
+    pushed: they are a third of a module's nodes and hold nothing to record. The
+    code inside string literals (f-string braces) gets parents too, but no
+    recorder reads it."""
     facts = ModuleFacts(module=module, text=text)
     facts.window_token_normalization = "num_items_in_batch" in text
-    stack: list[tuple[cst.CSTNode, Chain]] = [(module, None)]
+    parents = facts.parents
+    stack: list[cst.CSTNode] = [module]
+    pop, push = stack.pop, stack.extend
+    recorder_of = _RECORDERS.get
     while stack:
-        node, chain = stack.pop()
+        node = pop()
         kind = type(node)
-        recorder = _RECORDERS.get(kind)
+        recorder = recorder_of(kind)
         if recorder is not None:
-            recorder(facts, node, chain)
+            recorder(facts, node)
         if kind in _STRINGS:
+            _record_parents(parents, node)
             continue
         below = children(node)
         if below:
-            link = (node, chain)
-            stack.extend([(child, link) for child in reversed(below)])
+            for child in below:
+                parents[id(child)] = node
+            below.reverse()
+            push([child for child in below if type(child) not in LEAVES])
     if facts.trainer_accumulation is None:
         _trainer_accumulation_through_kwargs(facts)
     return facts
+
+
+def _record_parents(parents: dict[int, cst.CSTNode], root: cst.CSTNode) -> None:
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        for child in children(node):
+            parents[id(child)] = node
+            stack.append(child)
 
 
 def _trainer_accumulation_through_kwargs(facts: ModuleFacts) -> None:
@@ -222,11 +244,11 @@ def _trainer_accumulation_through_kwargs(facts: ModuleFacts) -> None:
                 return
 
 
-def _record_loop(facts: ModuleFacts, node: Loop, chain: Chain) -> None:
-    facts.loops.append(LoopSite(node, _ancestors(chain)))
+def _record_loop(facts: ModuleFacts, node: Loop) -> None:
+    facts.loops.append(LoopSite(node, ancestors(facts.parents, node)))
 
 
-def _record_call(facts: ModuleFacts, node: cst.Call, chain: Chain) -> None:
+def _record_call(facts: ModuleFacts, node: cst.Call) -> None:
     facts.calls.append(node)
     for arg in node.args:
         if arg.keyword is not None and arg.keyword.value == "accumulate_grad_batches":
@@ -237,9 +259,9 @@ def _record_call(facts: ModuleFacts, node: cst.Call, chain: Chain) -> None:
             facts.len_arguments.add(name)
 
 
-def _record_function(facts: ModuleFacts, node: Function, chain: Chain) -> None:
-    owner = chain[0] if chain is not None else None
-    grandparent = chain[1][0] if chain is not None and chain[1] is not None else None
+def _record_function(facts: ModuleFacts, node: Function) -> None:
+    owner = facts.parents.get(id(node))
+    grandparent = facts.parents.get(id(owner)) if owner is not None else None
     # a method's parent chain is ClassDef -> IndentedBlock -> FunctionDef
     if type(grandparent) is cst.ClassDef:
         facts.class_of[node] = grandparent
@@ -249,32 +271,32 @@ def _record_function(facts: ModuleFacts, node: Function, chain: Chain) -> None:
         facts.functions.setdefault(node.name.value, node)
 
 
-def _record_class(facts: ModuleFacts, node: cst.ClassDef, chain: Chain) -> None:
+def _record_class(facts: ModuleFacts, node: cst.ClassDef) -> None:
     facts.classes[node.name.value] = node
 
 
-def _record_assign(facts: ModuleFacts, node: cst.Assign, chain: Chain) -> None:
+def _record_assign(facts: ModuleFacts, node: cst.Assign) -> None:
     for target in node.targets:
         _bind(facts, target.target, node.value, node)
 
 
-def _record_annotated(facts: ModuleFacts, node: cst.AnnAssign, chain: Chain) -> None:
+def _record_annotated(facts: ModuleFacts, node: cst.AnnAssign) -> None:
     if node.value is not None:
         _bind(facts, node.target, node.value, node)
 
 
-def _record_with_item(facts: ModuleFacts, node: cst.WithItem, chain: Chain) -> None:
+def _record_with_item(facts: ModuleFacts, node: cst.WithItem) -> None:
     if node.asname is not None:
         _bind(facts, node.asname.name, node.item, node)
 
 
-def _record_import_node(facts: ModuleFacts, node: Union[cst.Import, cst.ImportFrom], chain: Chain) -> None:
+def _record_import_node(facts: ModuleFacts, node: Union[cst.Import, cst.ImportFrom]) -> None:
     _record_import(facts, node)
 
 
 # Exact-type dispatch: one dict look-up per node instead of a chain of
 # isinstance checks against LibCST's ABCs (each a Python-level __instancecheck__).
-_RECORDERS: dict[type, Callable[[ModuleFacts, cst.CSTNode, Chain], None]] = {
+_RECORDERS: dict[type, Callable[[ModuleFacts, cst.CSTNode], None]] = {
     cst.For: _record_loop,
     cst.While: _record_loop,
     cst.Call: _record_call,

@@ -92,6 +92,15 @@ def children(node: cst.CSTNode) -> list[cst.CSTNode]:
 
 _ABSENT = cst.MaybeSentinel.DEFAULT
 
+# Content nodes without content children (`children` returns nothing for them): a
+# walk that only looks for other kinds need not push them. tests/test_tree.py checks
+# the table against LibCST's node classes.
+LEAVES = frozenset({
+    cst.Name, cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.Ellipsis, cst.FormattedStringText,
+    cst.Pass, cst.Break, cst.Continue, cst.ImportStar, cst.ParamStar, cst.ParamSlash,
+    *(getattr(cst, name) for name in ("TemplatedStringText",) if hasattr(cst, name)),  # LibCST 1.8's t-strings
+})
+
 
 def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """Every content node below `node` (itself first), pre-order, without recursion
@@ -126,7 +135,7 @@ def calls_in(node: cst.CSTNode) -> list[cst.Call]:
             found.append(current)
         elif kind in _OPAQUE:
             continue
-        stack.extend(children(current))
+        stack.extend([child for child in children(current) if type(child) not in LEAVES])
     found.reverse()
     return found
 

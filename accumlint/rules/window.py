@@ -115,7 +115,7 @@ def _zeroing_after_step(window: Window, zero: Event, anchor: Optional[Event]) ->
     if len(moved) < 2 or _zeroes_before_loop(window) or not isinstance(window.loop.node, (cst.For, cst.While)):
         return moved
     once = moved + (insert_before(window.loop.node, zero.statement.node.with_changes(leading_lines=())),)
-    return once if guard_for(window.facts.module).allows(once) else moved
+    return once if guard_for(window.facts.module, window.facts.parents).allows(once) else moved
 
 
 def _move_zeroing_after(window: Window, zero: Event, step: Optional[Event]) -> tuple[Edit, ...]:
