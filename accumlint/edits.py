@@ -139,7 +139,7 @@ def filled_statement(template: str, **nodes: cst.BaseExpression) -> cst.BaseStat
 
 def parenthesized(node: cst.BaseExpression) -> cst.BaseExpression:
     """`node` wrapped in parentheses unless it binds tighter than any operator."""
-    if isinstance(node, (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer, cst.Float)) or node.lpar:
+    if type(node) in (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer, cst.Float) or node.lpar:
         return node
     return node.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
 
@@ -157,4 +157,4 @@ def divided(value: cst.BaseExpression, k: cst.BaseExpression, *, wrap: bool = Tr
 
 
 def _simple(node: cst.BaseExpression) -> bool:
-    return isinstance(node, (cst.Name, cst.Attribute, cst.Call, cst.Subscript))
+    return type(node) in (cst.Name, cst.Attribute, cst.Call, cst.Subscript)

@@ -63,11 +63,11 @@ class FixGuard:
         inserts = edit.action in (BEFORE, AFTER) or (
             edit.action == REPLACE and isinstance(edit.nodes[0], cst.FlattenSentinel)
         )
-        if not inserts or all(isinstance(node, cst.FunctionDef) for node in edit.nodes):
+        if not inserts or all(type(node) is cst.FunctionDef for node in edit.nodes):
             return False  # a new method (GA207's `__init__`) belongs in the class body
         block = self.parents.get(id(edit.target))
         owner = self.parents.get(id(block)) if block is not None else None
-        return isinstance(owner, cst.ClassDef)
+        return type(owner) is cst.ClassDef
 
     @property
     def parents(self) -> dict[int, cst.CSTNode]:

@@ -44,7 +44,7 @@ def step_counter_increments(window: Window) -> list[Increment]:
     found = []
     for statement in window.loop.statements:
         for small in statement.node.body:
-            if not (isinstance(small, cst.AugAssign) and isinstance(small.operator, cst.AddAssign)):
+            if not (type(small) is cst.AugAssign and type(small.operator) is cst.AddAssign):
                 continue
             name = dotted(small.target)
             if name is None or int_value(small.value) != 1:
@@ -58,7 +58,7 @@ def step_counter_increments(window: Window) -> list[Increment]:
 def step_budget(window: Window, counter: str, is_k: IsK) -> Optional[cst.Comparison]:
     """A comparison of `counter` with a value in optimizer steps, anywhere in the module."""
     for node in walk(window.facts.module):
-        if not isinstance(node, cst.Comparison) or len(node.comparisons) != 1:
+        if type(node) is not cst.Comparison or len(node.comparisons) != 1:
             continue
         target = node.comparisons[0]
         if not isinstance(target.operator, _ORDERING):

@@ -32,7 +32,7 @@ def accumulate_accelerator(window: Window) -> Optional[cst.BaseExpression]:
     """The Accelerator whose `accumulate(...)` the loop enters (its receiver expression)."""
     for statement in window.loop.statements:
         call = window.accumulate_call(statement)
-        if call is not None and isinstance(call.func, cst.Attribute):
+        if call is not None and type(call.func) is cst.Attribute:
             return call.func.value
     return None
 
@@ -45,10 +45,10 @@ def _only_flags(statement: Statement, after: Optional[cst.CSTNode] = None) -> bo
         path = path[path.index(after) + 1:]
     for index, node in enumerate(path):
         following = path[index + 1] if index + 1 < len(path) else None
-        if isinstance(node, cst.If):
+        if type(node) is cst.If:
             if following is not node.body or not is_flag(node.test):
                 return False
-        elif isinstance(node, (cst.Try, cst.TryStar)):
+        elif type(node) in (cst.Try, cst.TryStar):
             if following is not node.body:
                 return False
     return True
@@ -56,15 +56,15 @@ def _only_flags(statement: Statement, after: Optional[cst.CSTNode] = None) -> bo
 
 def is_flag(test: cst.BaseExpression) -> bool:
     """`args.use_ema`, `model_ema is not None`, `not args.no_ema`, and `and` of those."""
-    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
         return is_flag(test.expression)
-    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+    if type(test) is cst.BooleanOperation and type(test.operator) is cst.And:
         return is_flag(test.left) and is_flag(test.right)
-    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+    if type(test) is cst.Comparison and len(test.comparisons) == 1:
         target = test.comparisons[0]
         return (
-            isinstance(target.operator, (cst.IsNot, cst.Is))
-            and isinstance(target.comparator, cst.Name) and target.comparator.value == "None"
+            type(target.operator) in (cst.IsNot, cst.Is)
+            and type(target.comparator) is cst.Name and target.comparator.value == "None"
             and dotted(test.left) is not None
         )
     name = dotted(test)

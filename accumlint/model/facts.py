@@ -54,12 +54,12 @@ class LoopSite:
         found: list[cst.CSTNode] = []
         child: cst.CSTNode = self.node
         for ancestor in reversed(self.ancestors):
-            if isinstance(ancestor, (cst.IndentedBlock, cst.Module)):
+            if type(ancestor) in (cst.IndentedBlock, cst.Module):
                 body = list(ancestor.body)
                 index = next((i for i, s in enumerate(body) if s is child), None)
                 if index is not None:
                     found.extend(body[:index] if before else body[index + 1:])
-            if isinstance(ancestor, cst.FunctionDef):
+            if type(ancestor) is cst.FunctionDef:
                 break
             child = ancestor
         return found
@@ -160,7 +160,7 @@ class ModuleFacts:
         if owner is None:
             return None
         for statement in owner.body.body:
-            if isinstance(statement, cst.FunctionDef) and statement.name.value == name:
+            if type(statement) is cst.FunctionDef and statement.name.value == name:
                 return statement
         return None
 
@@ -330,9 +330,9 @@ def _bind(facts: ModuleFacts, target: cst.BaseExpression, value: cst.BaseExpress
 
 
 def _record_import(facts: ModuleFacts, node: Union[cst.Import, cst.ImportFrom]) -> None:
-    if isinstance(node.names, cst.ImportStar):
+    if type(node.names) is cst.ImportStar:
         return
-    if isinstance(node, cst.Import):
+    if type(node) is cst.Import:
         for alias in node.names:
             full = dotted(alias.name)
             if full is None:

@@ -38,7 +38,7 @@ def may_hide_forward(statement: Statement, model: Optional[cst.BaseExpression], 
     name = dotted(model) if model is not None else None
     for call in calls_in(statement.node):
         func = call.func
-        if isinstance(func, cst.Name) and func.value not in _HARMLESS and not _LOSS_NAME.search(func.value):
+        if type(func) is cst.Name and func.value not in _HARMLESS and not _LOSS_NAME.search(func.value):
             if objects.kind_of(func) != "loss":
                 return True
         if name is not None and any(dotted(arg.value) == name for arg in call.args):

@@ -98,7 +98,7 @@ class Frameworks:
         info = AcceleratorInfo(scales=None, steps=None)
         for binding in self.facts.values_of(name):
             value = binding.value
-            if isinstance(value, cst.Call) and last_part(call_name(value) or "") == "Accelerator":
+            if type(value) is cst.Call and last_part(call_name(value) or "") == "Accelerator":
                 info = self._accelerator_call(value)
                 break
         later = self.facts.bindings.get(f"{name}.gradient_accumulation_steps", [])
@@ -130,7 +130,7 @@ class Frameworks:
         """`GradientAccumulationPlugin(num_steps=K)`, inline or bound to a name."""
         candidates = [plugin] + [b.value for b in self.facts.values_of(dotted(plugin))]
         for value in candidates:
-            if isinstance(value, cst.Call) and last_part(call_name(value) or "") == "GradientAccumulationPlugin":
+            if type(value) is cst.Call and last_part(call_name(value) or "") == "GradientAccumulationPlugin":
                 num_steps = keyword(value, "num_steps")
                 return num_steps.value if num_steps is not None else None
         return None
@@ -139,7 +139,7 @@ class Frameworks:
         """The innermost `accelerator.accumulate(...)` call whose `with` holds the statement."""
         for item in reversed(statement.withs):
             value = item.item
-            if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+            if type(value) is cst.Call and type(value.func) is cst.Attribute:
                 if value.func.attr.value == "accumulate" and self.objects.kind_of(value.func.value) == "accelerator":
                     return value
         return None
@@ -147,7 +147,7 @@ class Frameworks:
     def accumulate_k(self, call: cst.Call) -> Optional[cst.BaseExpression]:
         """K of the Accelerator an `accumulate(...)` call belongs to (None: no K or unknown).
         An Accelerator with K is evidence that the loop accumulates."""
-        info = self.accelerator(call.func.value) if isinstance(call.func, cst.Attribute) else None
+        info = self.accelerator(call.func.value) if type(call.func) is cst.Attribute else None
         if info is None or info.steps is None or int_value(info.steps) in (0, 1):
             return None
         return info.steps
@@ -164,7 +164,7 @@ class Frameworks:
             return None
         for binding in bindings:
             value = binding.value
-            if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+            if type(value) is cst.Call and type(value.func) is cst.Attribute:
                 if value.func.attr.value in _PREPARE_METHODS:
                     return True
         if all(self.objects.built_kind(b.value, b.index) is not None for b in bindings):
@@ -193,7 +193,7 @@ class Frameworks:
         """The Accelerator or Fabric whose `prepare` / `setup` returned the model."""
         for binding in self.facts.values_of(model):
             value = binding.value
-            if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
+            if type(value) is cst.Call and type(value.func) is cst.Attribute:
                 if self.objects.kind_of(value.func.value) in ("accelerator", "fabric"):
                     return value.func.value
         return None
@@ -206,7 +206,7 @@ class Frameworks:
         return False
 
     def _wrap_of(self, value: cst.BaseExpression) -> Optional[str]:
-        if not isinstance(value, cst.Call):
+        if type(value) is not cst.Call:
             return None
         name = self.facts.qualified(call_name(value)) or ""
         tail = last_part(name)
@@ -214,7 +214,7 @@ class Frameworks:
             return "sharded"
         if tail in ("DistributedDataParallel", "DDP"):
             return "apex" if name.startswith("apex") else "ddp"
-        if not isinstance(value.func, cst.Attribute) or value.func.attr.value not in ("prepare", "prepare_model", "setup", "setup_module"):
+        if type(value.func) is not cst.Attribute or value.func.attr.value not in ("prepare", "prepare_model", "setup", "setup_module"):
             return None
         owner = value.func.value
         kind = self.objects.kind_of(owner)
@@ -228,15 +228,15 @@ class Frameworks:
     def _fabric_shards(self, fabric: cst.BaseExpression) -> bool:
         for binding in self.facts.values_of(dotted(fabric)):
             value = binding.value
-            if isinstance(value, cst.Call) and last_part(call_name(value) or "") == "Fabric":
+            if type(value) is cst.Call and last_part(call_name(value) or "") == "Fabric":
                 strategy = keyword(value, "strategy")
                 if strategy is None:
                     return False
                 value = strategy.value
-                if isinstance(value, cst.SimpleString):
+                if type(value) is cst.SimpleString:
                     text = string_value(value)
                 else:
-                    text = call_name(value) if isinstance(value, cst.Call) else None
+                    text = call_name(value) if type(value) is cst.Call else None
                 # an unknown strategy (`strategy=args.strategy`) may shard: stay silent
                 return text is None or bool(_SHARDING_STRATEGY.search(text))
         return False
@@ -267,13 +267,13 @@ class Frameworks:
 def mentions_sync_control(node: cst.CSTNode) -> bool:
     """Whether any name or attribute under `node` is a sync control (`no_sync`,
     `require_backward_grad_sync`, `maybe_no_sync`, `accelerator.sync_gradients`...)."""
-    return any(isinstance(n, cst.Name) and _SYNC_CONTROL_NAME.search(n.value) for n in walk(node))
+    return any(type(n) is cst.Name and _SYNC_CONTROL_NAME.search(n.value) for n in walk(node))
 
 
 def _sync_context_call(item: cst.BaseExpression) -> Optional[cst.Call]:
     """The `no_sync` / `no_backward_sync` call of a `with` item, also in `a if c else b`."""
     for node in walk(item):
-        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        if type(node) is cst.Call and type(node.func) is cst.Attribute:
             if node.func.attr.value in _SYNC_CONTEXT_METHODS:
                 return node
     return None
@@ -283,26 +283,26 @@ def _sync_model(call: cst.Call) -> Optional[cst.BaseExpression]:
     """`model.no_sync()` -> model; `accelerator.no_sync(model)` / `fabric.no_backward_sync(model)` -> model."""
     if call.args and call.args[0].keyword is None:
         return call.args[0].value
-    return call.func.value if isinstance(call.func, cst.Attribute) else None
+    return call.func.value if type(call.func) is cst.Attribute else None
 
 
 def _enabled(call: cst.Call, item: cst.BaseExpression) -> Optional[cst.BaseExpression]:
     enabled = keyword(call, "enabled")
     if enabled is not None:
         return enabled.value
-    if isinstance(item, cst.IfExp):
+    if type(item) is cst.IfExp:
         return item.test
     return None
 
 
 def _flag_or_call(small: cst.BaseSmallStatement, statement: "Statement") -> Optional[SyncControl]:
-    if isinstance(small, cst.Assign) and len(small.targets) == 1:
+    if type(small) is cst.Assign and len(small.targets) == 1:
         target = small.targets[0].target
-        if isinstance(target, cst.Attribute) and target.attr.value == _SYNC_FLAG:
+        if type(target) is cst.Attribute and target.attr.value == _SYNC_FLAG:
             return SyncControl("flag", small, target.value, small.value, (statement,))
-    if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+    if type(small) is cst.Expr and type(small.value) is cst.Call:
         call = small.value
-        if isinstance(call.func, cst.Attribute) and call.func.attr.value in _SYNC_CALL_METHODS:
+        if type(call.func) is cst.Attribute and call.func.attr.value in _SYNC_CALL_METHODS:
             condition = call.args[0].value if call.args else None
             return SyncControl("call", call, call.func.value, condition, (statement,))
     return None

@@ -57,18 +57,18 @@ def parse_gate(test: cst.BaseExpression, resolve: Resolver) -> Optional[Gate]:
 def _parse(test: cst.BaseExpression, resolve: Resolver, depth: int) -> Optional[Gate]:
     if depth > 6:
         return None
-    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
         inner = _parse(test.expression, resolve, depth + 1)
         return None if inner is None else replace(inner, positive=not inner.positive)
-    if isinstance(test, cst.BooleanOperation):
+    if type(test) is cst.BooleanOperation:
         return _parse_boolean(test, resolve, depth)
-    if isinstance(test, cst.Comparison):
+    if type(test) is cst.Comparison:
         return _parse_comparison(test)
-    if isinstance(test, cst.BinaryOperation) and isinstance(test.operator, cst.Modulo):
+    if type(test) is cst.BinaryOperation and type(test.operator) is cst.Modulo:
         # `if (i + 1) % K:` is true off the boundary
         gate = _modulo(test, test, zero_means_boundary=True)
         return None if gate is None else replace(gate, positive=False)
-    if isinstance(test, cst.Call):
+    if type(test) is cst.Call:
         name = dotted(test.func) or ""
         if last_part(name) == "is_gradient_accumulation_boundary":
             return Gate("boundary", test, True)
@@ -87,7 +87,7 @@ def _parse(test: cst.BaseExpression, resolve: Resolver, depth: int) -> Optional[
 def _parse_boolean(test: cst.BooleanOperation, resolve: Resolver, depth: int) -> Optional[Gate]:
     left = _parse(test.left, resolve, depth + 1)
     right = _parse(test.right, resolve, depth + 1)
-    is_or = isinstance(test.operator, cst.Or)
+    is_or = type(test.operator) is cst.Or
     gate = left or right
     if gate is None:
         return None
@@ -107,25 +107,25 @@ def _parse_comparison(test: cst.Comparison) -> Optional[Gate]:
     target = test.comparisons[0]
     operator = target.operator
     left, right = test.left, target.comparator
-    if isinstance(left, cst.BinaryOperation) and isinstance(left.operator, cst.Modulo):
-        equal = isinstance(operator, cst.Equal)
-        if not (equal or isinstance(operator, cst.NotEqual)):
+    if type(left) is cst.BinaryOperation and type(left.operator) is cst.Modulo:
+        equal = type(operator) is cst.Equal
+        if not (equal or type(operator) is cst.NotEqual):
             return None
         gate = _modulo(left, test, zero_means_boundary=int_value(right) == 0, compared=right)
         return None if gate is None else replace(gate, positive=equal)
     since = None
-    if isinstance(left, cst.BinaryOperation) and isinstance(left.operator, cst.Subtract):
+    if type(left) is cst.BinaryOperation and type(left.operator) is cst.Subtract:
         # `ni - last_opt_step >= accumulate` (yolov5 / ultralytics)
         since = dotted(left.right)
         if since is None:
             return None
         left = left.left
     counter = dotted(left)
-    if counter is None or isinstance(right, cst.Integer) and int_value(right) in (0, 1):
+    if counter is None or type(right) is cst.Integer and int_value(right) in (0, 1):
         return None
-    if isinstance(operator, (cst.Equal, cst.GreaterThanEqual)):
+    if type(operator) in (cst.Equal, cst.GreaterThanEqual):
         return Gate("count", test, True, counter=counter, k=right, form=COUNT, since=since)
-    if isinstance(operator, (cst.LessThan, cst.NotEqual)):
+    if type(operator) in (cst.LessThan, cst.NotEqual):
         return Gate("count", test, False, counter=counter, k=right, form=COUNT, since=since)
     return None
 
@@ -141,7 +141,7 @@ def _modulo(
     k = expression.right
     numerator = expression.left
     offset = 0
-    if isinstance(numerator, cst.BinaryOperation) and isinstance(numerator.operator, cst.Add):
+    if type(numerator) is cst.BinaryOperation and type(numerator.operator) is cst.Add:
         offset = int_value(numerator.right) or 0
         numerator = numerator.left
     counter = dotted(numerator)
@@ -159,8 +159,8 @@ def _modulo(
 
 
 def _is_k_minus_one(node: cst.BaseExpression, k: cst.BaseExpression) -> bool:
-    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Subtract):
+    if type(node) is cst.BinaryOperation and type(node.operator) is cst.Subtract:
         return int_value(node.right) == 1 and normalized(node.left) == normalized(k)
-    if isinstance(node, cst.Integer) and isinstance(k, cst.Integer):
+    if type(node) is cst.Integer and type(k) is cst.Integer:
         return int_value(node) == (int_value(k) or 0) - 1
     return False

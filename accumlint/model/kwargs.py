@@ -38,7 +38,7 @@ def _dict_items(facts: ModuleFacts, expr: cst.BaseExpression, depth: int) -> Opt
     name = dotted(expr)
     value = expr
     extra: dict[str, cst.BaseExpression] = {}
-    if isinstance(expr, (cst.Name, cst.Attribute)) and name is not None:
+    if type(expr) in (cst.Name, cst.Attribute) and name is not None:
         bindings = facts.bindings.get(name, [])
         if len(bindings) != 1 or bindings[0].index is not None or _updated(facts, name):
             return None
@@ -48,9 +48,9 @@ def _dict_items(facts: ModuleFacts, expr: cst.BaseExpression, depth: int) -> Opt
             if key is None:
                 return None
             extra[key] = item.value
-    if isinstance(value, cst.Dict):
+    if type(value) is cst.Dict:
         items = _literal_items(facts, value, depth)
-    elif isinstance(value, cst.Call) and dotted(value.func) == "dict" and not any(
+    elif type(value) is cst.Call and dotted(value.func) == "dict" and not any(
         arg.keyword is None and not arg.star for arg in value.args
     ):
         items = keywords(facts, value)
@@ -68,7 +68,7 @@ def _updated(facts: ModuleFacts, name: str) -> bool:
 def _literal_items(facts: ModuleFacts, value: cst.Dict, depth: int) -> Optional[dict[str, cst.BaseExpression]]:
     items: dict[str, cst.BaseExpression] = {}
     for element in value.elements:
-        if isinstance(element, cst.StarredDictElement):
+        if type(element) is cst.StarredDictElement:
             nested = _dict_items(facts, element.value, depth + 1)
             if nested is None:
                 return None
@@ -83,11 +83,11 @@ def _literal_items(facts: ModuleFacts, value: cst.Dict, depth: int) -> Optional[
 
 def _subscript_key(statement: cst.CSTNode, name: str) -> Optional[str]:
     """The string key of `name["key"] = ...` in an assignment statement."""
-    targets = [t.target for t in statement.targets] if isinstance(statement, cst.Assign) else [
+    targets = [t.target for t in statement.targets] if type(statement) is cst.Assign else [
         getattr(statement, "target", None)]
     for target in targets:
-        if isinstance(target, cst.Subscript) and dotted(target.value) == name and len(target.slice) == 1:
+        if type(target) is cst.Subscript and dotted(target.value) == name and len(target.slice) == 1:
             index = target.slice[0].slice
-            if isinstance(index, cst.Index):
+            if type(index) is cst.Index:
                 return string_value(index.value)
     return None

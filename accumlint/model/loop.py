@@ -109,7 +109,7 @@ class TrainingLoop:
     @property
     def per_step_function(self) -> bool:
         """The window is a function's body: the loop over steps is in a caller or a framework."""
-        return isinstance(self.site.node, cst.FunctionDef)
+        return type(self.site.node) is cst.FunctionDef
 
     @property
     def function(self) -> Optional[Function]:
@@ -151,10 +151,10 @@ class TrainingLoop:
         (`for name, loss in losses: backward(loss, retain_graph=True)`): its loss
         comes from that loop's target, and each backward needs the graph again."""
         inner = event.statement.loops[-1] if self.in_inner_loop(event.statement) else self.site.node
-        if not isinstance(inner, cst.For):
+        if type(inner) is not cst.For:
             return False
-        targets = {node.value for node in walk(inner.target) if isinstance(node, cst.Name)}
-        used = {node.value for node in walk(event.role.call) if isinstance(node, cst.Name)}
+        targets = {node.value for node in walk(inner.target) if type(node) is cst.Name}
+        used = {node.value for node in walk(event.role.call) if type(node) is cst.Name}
         return bool(targets & used)
 
 
@@ -248,7 +248,7 @@ class _Walker:
                 on_false.update(gate=gate, gate_if=statement)
         self._block(statement.body, **on_true)
         orelse = statement.orelse
-        if isinstance(orelse, cst.If):
+        if type(orelse) is cst.If:
             self._if(orelse, on_false)
         elif orelse is not None:
             self._block(orelse.body, **on_false)
@@ -390,9 +390,9 @@ def _drop_update_gates(statements: list[Statement]) -> None:
 
 def _parent_loop(site: LoopSite) -> Optional[Loop]:
     for node in reversed(site.ancestors):
-        if isinstance(node, cst.FunctionDef):
+        if type(node) is cst.FunctionDef:
             return None
-        if isinstance(node, (cst.For, cst.While)):
+        if type(node) in (cst.For, cst.While):
             return node
     return None
 
@@ -403,19 +403,19 @@ _WRAPPERS = {"tqdm", "enumerate", "iter", "islice", "zip", "progress_bar", "trac
 def _read_header(loop: TrainingLoop, facts: ModuleFacts) -> None:
     """The loop's own counter (`enumerate`, `range`) and the iterable it walks."""
     node = loop.node
-    if not isinstance(node, cst.For):
+    if type(node) is not cst.For:
         return
     target, iterable = node.target, node.iter
     iterable = _enumerated(iterable, facts) or iterable
-    if isinstance(iterable, cst.Call) and last_part(call_name(iterable) or "") == "enumerate":
-        if isinstance(target, (cst.Tuple, cst.List)) and target.elements:
+    if type(iterable) is cst.Call and last_part(call_name(iterable) or "") == "enumerate":
+        if type(target) in (cst.Tuple, cst.List) and target.elements:
             loop.counter = dotted(target.elements[0].value)
             start = keyword(iterable, "start")
             start_value = start.value if start is not None else positional(iterable, 1)
             loop.counter_base = 0 if start_value is None else int_value(start_value)
             loop.iterable = unwrap_iterable(positional(iterable, 0))
         return
-    if isinstance(iterable, cst.Call) and last_part(call_name(iterable) or "") == "range":
+    if type(iterable) is cst.Call and last_part(call_name(iterable) or "") == "range":
         loop.counter = dotted(target)
         first = positional(iterable, 0)
         loop.counter_base = 0 if positional(iterable, 1) is None else int_value(first)
@@ -432,9 +432,9 @@ def _enumerated(iterable: cst.BaseExpression, facts: ModuleFacts) -> Optional[cs
     values = [b.value for b in facts.values_of(name) if b.index is None] if name is not None else [iterable]
     found: list[cst.Call] = []
     for value in values:
-        for option in (value.body, value.orelse) if isinstance(value, cst.IfExp) else (value,):
+        for option in (value.body, value.orelse) if type(value) is cst.IfExp else (value,):
             option = unwrap_iterable(option)
-            if not (isinstance(option, cst.Call) and last_part(call_name(option) or "") == "enumerate"):
+            if not (type(option) is cst.Call and last_part(call_name(option) or "") == "enumerate"):
                 return None
             found.append(option)
     starts = {_code(option.args[1].value) if len(option.args) > 1 else "0" for option in found}
@@ -445,15 +445,15 @@ def _read_derived_counters(loop: TrainingLoop) -> None:
     """`ni = i + nb * epoch`: a counter over all epochs that keeps the loop index's base."""
     if loop.counter is None:
         return
-    outer = {dotted(node.target) for node in loop.site.ancestors if isinstance(node, cst.For)}
+    outer = {dotted(node.target) for node in loop.site.ancestors if type(node) is cst.For}
     found = set()
     for statement in loop.statements:
         small = statement.small
-        if statement.helper is not None or statement.loops or not isinstance(small, cst.Assign):
+        if statement.helper is not None or statement.loops or type(small) is not cst.Assign:
             continue
         name = dotted(small.targets[0].target) if len(small.targets) == 1 else None
         value = small.value
-        if name is None or not (isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add)):
+        if name is None or not (type(value) is cst.BinaryOperation and type(value.operator) is cst.Add):
             continue
         for index, other in ((value.left, value.right), (value.right, value.left)):
             if dotted(index) == loop.counter and _epoch_multiple(other, outer):
@@ -462,7 +462,7 @@ def _read_derived_counters(loop: TrainingLoop) -> None:
 
 
 def _epoch_multiple(node: cst.BaseExpression, outer: set) -> bool:
-    if not (isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply)):
+    if not (type(node) is cst.BinaryOperation and type(node.operator) is cst.Multiply):
         return False
     for factor in (node.left, node.right):
         name = dotted(factor) or ""
@@ -473,7 +473,7 @@ def _epoch_multiple(node: cst.BaseExpression, outer: set) -> bool:
 
 def unwrap_iterable(node: Optional[cst.BaseExpression]) -> Optional[cst.BaseExpression]:
     """`tqdm(loader, desc=...)` -> `loader`: progress bars keep the length."""
-    while isinstance(node, cst.Call) and last_part(call_name(node) or "") in ("tqdm", "track", "progress_bar"):
+    while type(node) is cst.Call and last_part(call_name(node) or "") in ("tqdm", "track", "progress_bar"):
         node = positional(node, 0)
     return node
 
@@ -489,7 +489,7 @@ def _lightning_steps(facts: ModuleFacts, objects: Objects, skip=()) -> list[Trai
     for owner in facts.classes.values():
         if not any("LightningModule" in base for base in facts.class_bases(owner)):
             continue
-        step = next((s for s in owner.body.body if isinstance(s, cst.FunctionDef)
+        step = next((s for s in owner.body.body if type(s) is cst.FunctionDef
                      and s.name.value == "training_step"), None)
         if step is None or step in skip:
             continue  # a `training_step` with a micro-step loop is already a window
@@ -503,7 +503,7 @@ def _lightning_steps(facts: ModuleFacts, objects: Objects, skip=()) -> list[Trai
         elif facts.trainer_accumulation is not None:
             for statement in statements:
                 small = statement.small
-                if statement.helper is None and isinstance(small, cst.Return) and small.value is not None:
+                if statement.helper is None and type(small) is cst.Return and small.value is not None:
                     role = Role("backward", small.value, "trainer", small.value, "lightning-auto")
                     statement.events.append(Event(role, statement))
             found.append(loop)

@@ -80,14 +80,14 @@ def split_scaling(expr: cst.BaseExpression, statement: Optional[Statement]) -> t
     """`(loss / K) * w` -> (loss, [div K, mul w]); constants are not scalings."""
     scalings: list[Scaling] = []
     while True:
-        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Divide):
+        if type(expr) is cst.BinaryOperation and type(expr.operator) is cst.Divide:
             inverse = _reciprocal(expr.right)
             if inverse is not None:
                 scalings.append(Scaling("inverse", inverse, expr, statement))
             elif code(expr.right) not in ("1", "1.0"):
                 scalings.append(Scaling("div", expr.right, expr, statement))
             expr = expr.left
-        elif isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
+        elif type(expr) is cst.BinaryOperation and type(expr.operator) is cst.Multiply:
             left_constant, right_constant = _is_constant(expr.left), _is_constant(expr.right)
             if left_constant != right_constant:
                 # a weight like `0.5 * loss`: some scaling, never K itself
@@ -104,7 +104,7 @@ def split_scaling(expr: cst.BaseExpression, statement: Optional[Statement]) -> t
             else:
                 scalings.append(Scaling("mul", factor, expr, statement))
             expr = kept
-        elif isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value in (
+        elif type(expr) is cst.Call and type(expr.func) is cst.Attribute and expr.func.attr.value in (
             "div", "div_", "mul", "mul_", "true_divide",
         ) and len(expr.args) == 1:
             op = "mul" if expr.func.attr.value.startswith("mul") else "div"
@@ -118,15 +118,15 @@ def split_scaling(expr: cst.BaseExpression, statement: Optional[Statement]) -> t
 
 def _reciprocal(node: cst.BaseExpression) -> Optional[cst.BaseExpression]:
     """`1 / K` or `1.0 / K` -> K."""
-    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Divide):
-        if isinstance(node.left, (cst.Integer, cst.Float)) and code(node.left) in ("1", "1.0", "1."):
+    if type(node) is cst.BinaryOperation and type(node.operator) is cst.Divide:
+        if type(node.left) in (cst.Integer, cst.Float) and code(node.left) in ("1", "1.0", "1."):
             return node.right
     return None
 
 
 def _is_constant(node: cst.BaseExpression) -> bool:
-    return isinstance(node, (cst.Integer, cst.Float)) or (
-        isinstance(node, cst.UnaryOperation) and isinstance(node.expression, (cst.Integer, cst.Float))
+    return type(node) in (cst.Integer, cst.Float) or (
+        type(node) is cst.UnaryOperation and type(node.expression) in (cst.Integer, cst.Float)
     )
 
 
@@ -151,7 +151,7 @@ class LossReader:
         target = event.role.target
         if target is None:
             return flow
-        if isinstance(target, cst.Call):
+        if type(target) is cst.Call:
             inner = self.objects.role(target)
             if inner is not None and inner.kind == "scale" and inner.target is not None:
                 target = inner.target
@@ -177,7 +177,7 @@ class LossReader:
                 flow.reduction = self.reduction(expr, loop.function, flow)
                 return
             statement, small = definition
-            if isinstance(small, cst.AugAssign):
+            if type(small) is cst.AugAssign:
                 op = {cst.DivideAssign: "div", cst.MultiplyAssign: "mul"}.get(type(small.operator))
                 if op == "mul" and _is_constant(small.value):
                     op = "const"
@@ -189,7 +189,7 @@ class LossReader:
                 self._trace(loop, statement, expr, flow, depth + 1)
                 return
             value = small.value
-            if isinstance(small, cst.Assign) and isinstance(small.targets[0].target, (cst.Tuple, cst.List)):
+            if type(small) is cst.Assign and type(small.targets[0].target) in (cst.Tuple, cst.List):
                 flow.origin, flow.origin_statement = value, statement
                 flow.reduction = self._unpacked(value, name, small.targets[0].target)
                 return
@@ -211,17 +211,17 @@ class LossReader:
     def _through_helper(self, loop: TrainingLoop, definition, flow: LossFlow, depth: int) -> bool:
         """`loss = self.compute_loss(batch)`: continue the flow at the helper's `return`."""
         statement, small = definition
-        if not isinstance(small, cst.Assign) or not isinstance(small.value, cst.Call):
+        if type(small) is not cst.Assign or type(small.value) is not cst.Call:
             return False
         helper = self.facts.helper(small.value, loop.function)
         if helper is None:
             return False
         for candidate in loop.statements:
-            if candidate.helper is helper and isinstance(candidate.small, cst.Return):
+            if candidate.helper is helper and type(candidate.small) is cst.Return:
                 value = candidate.small.value
                 if value is None:
                     return False
-                if isinstance(value, cst.Tuple) and value.elements:
+                if type(value) is cst.Tuple and value.elements:
                     value = value.elements[0].value
                 flow.entry_statement = statement
                 inner, scalings = split_scaling(value, candidate)
@@ -236,11 +236,9 @@ class LossReader:
             if not backward.precedes(statement) or statement.loops != backward.loops:
                 continue
             for small in statement.node.body:
-                if isinstance(small, cst.AugAssign) and dotted(small.target) == name and isinstance(
-                    small.operator, cst.DivideAssign
-                ):
+                if type(small) is cst.AugAssign and dotted(small.target) == name and type(small.operator) is cst.DivideAssign:
                     found.append(Scaling("div", small.value, small, statement, True))
-                elif isinstance(small, cst.Assign) and dotted(small.targets[0].target) == name:
+                elif type(small) is cst.Assign and dotted(small.targets[0].target) == name:
                     inner, scalings = split_scaling(small.value, statement)
                     if dotted(inner) != name:
                         return found
@@ -253,17 +251,17 @@ class LossReader:
         """mean / token / sum / unknown for an expression that computes a loss."""
         if depth > 4:
             return UNKNOWN
-        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Add, cst.Subtract)):
+        if type(expr) is cst.BinaryOperation and type(expr.operator) in (cst.Add, cst.Subtract):
             kinds = {self.reduction(side, function, None, depth + 1) for side in (expr.left, expr.right)}
             return kinds.pop() if len(kinds) == 1 else UNKNOWN
-        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Multiply):
+        if type(expr) is cst.BinaryOperation and type(expr.operator) is cst.Multiply:
             inner, _ = split_scaling(expr, None)
             return UNKNOWN if inner is expr else self.reduction(inner, function, None, depth + 1)
-        if isinstance(expr, cst.Attribute) and expr.attr.value == "loss":
+        if type(expr) is cst.Attribute and expr.attr.value == "loss":
             return TOKEN if self._language_model() else MEAN
-        if isinstance(expr, cst.Subscript) and string_value(_subscript_index(expr)) == "loss":
+        if type(expr) is cst.Subscript and string_value(_subscript_index(expr)) == "loss":
             return TOKEN if self._language_model() else MEAN
-        if not isinstance(expr, cst.Call):
+        if type(expr) is not cst.Call:
             return UNKNOWN
         return self._call(expr, function, depth)
 
@@ -307,10 +305,10 @@ class LossReader:
         (nanoGPT). A model whose first result is the loss (`loss, loss_items =
         self.model(batch)`, the yolo / ultralytics convention) returns a loss scaled by
         its batch size, not a mean: unknown."""
-        first = target.elements[0].value if isinstance(target, (cst.Tuple, cst.List)) and target.elements else None
+        first = target.elements[0].value if type(target) in (cst.Tuple, cst.List) and target.elements else None
         if dotted(first) == name:
             return UNKNOWN
-        if isinstance(value, cst.Call) and "loss" in last_part(name).lower():
+        if type(value) is cst.Call and "loss" in last_part(name).lower():
             callee = dotted(value.func) or ""
             if _MODEL_NAME.search(last_part(callee)):
                 return MEAN
@@ -321,9 +319,9 @@ class LossReader:
         from accumlint.model.tree import walk
 
         for node in walk(helper.body):
-            if isinstance(node, cst.Return) and node.value is not None:
+            if type(node) is cst.Return and node.value is not None:
                 value = node.value
-                if isinstance(value, cst.Tuple) and value.elements:
+                if type(value) is cst.Tuple and value.elements:
                     value = value.elements[0].value
                 inner, scalings = split_scaling(value, None)
                 if scalings:
@@ -331,7 +329,7 @@ class LossReader:
                 name = dotted(inner)
                 if name is not None and not name.endswith("()"):
                     for inner_node in walk(helper.body):
-                        if isinstance(inner_node, cst.Assign) and dotted(inner_node.targets[0].target) == name:
+                        if type(inner_node) is cst.Assign and dotted(inner_node.targets[0].target) == name:
                             return self.reduction(inner_node.value, helper, None, depth + 1)
                     return UNKNOWN
                 return self.reduction(inner, helper, None, depth + 1)
@@ -344,7 +342,7 @@ class LossReader:
 
 
 def _subscript_index(node: cst.Subscript) -> Optional[cst.BaseExpression]:
-    if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+    if len(node.slice) == 1 and type(node.slice[0].slice) is cst.Index:
         return node.slice[0].slice.value
     return None
 
@@ -359,16 +357,16 @@ def _last_definition(statements: list[Statement], before: Statement, name: str):
         if statement.helper is not before.helper or statement.exclusive_with(before):
             continue
         for small in statement.node.body:
-            if isinstance(small, cst.Assign):
+            if type(small) is cst.Assign:
                 for target in small.targets:
                     if dotted(target.target) == name or _in_tuple(target.target, name):
                         found = (statement, small)
-            elif isinstance(small, (cst.AugAssign, cst.AnnAssign)) and dotted(small.target) == name:
-                if isinstance(small, cst.AnnAssign) and small.value is None:
+            elif type(small) in (cst.AugAssign, cst.AnnAssign) and dotted(small.target) == name:
+                if type(small) is cst.AnnAssign and small.value is None:
                     continue
                 found = (statement, small)
     return found
 
 
 def _in_tuple(target: cst.BaseExpression, name: str) -> bool:
-    return isinstance(target, (cst.Tuple, cst.List)) and any(dotted(e.value) == name for e in target.elements)
+    return type(target) in (cst.Tuple, cst.List) and any(dotted(e.value) == name for e in target.elements)

@@ -69,9 +69,9 @@ def _last_assignment(window: Window, before: Statement, name: str) -> Optional[S
         if statement.helper is not before.helper:
             continue
         for small in statement.node.body:
-            if isinstance(small, cst.AugAssign) and dotted(small.target) == name:
-                found = None if not isinstance(small.operator, (cst.DivideAssign, cst.MultiplyAssign)) else found
-            elif isinstance(small, cst.Assign) and any(_binds(t.target, name) for t in small.targets):
+            if type(small) is cst.AugAssign and dotted(small.target) == name:
+                found = None if type(small.operator) not in (cst.DivideAssign, cst.MultiplyAssign) else found
+            elif type(small) is cst.Assign and any(_binds(t.target, name) for t in small.targets):
                 found = None if _adds_to_itself(small.value, name) else statement
     return found
 
@@ -79,22 +79,22 @@ def _last_assignment(window: Window, before: Statement, name: str) -> Optional[S
 def _adds_to_itself(value: cst.BaseExpression, name: str) -> bool:
     """`total = total + loss` accumulates; `loss = loss / K` only rescales."""
     return any(
-        isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Add, cst.Subtract))
+        type(node) is cst.BinaryOperation and type(node.operator) in (cst.Add, cst.Subtract)
         and any(dotted(side) == name for side in walk(node))
         for node in walk(value)
     )
 
 
 def _binds(target: cst.BaseExpression, name: str) -> bool:
-    if isinstance(target, (cst.Tuple, cst.List)):
+    if type(target) in (cst.Tuple, cst.List):
         return any(dotted(element.value) == name for element in target.elements)
     return dotted(target) == name
 
 
 def _micro_step_loop(window: Window, loop: Loop, definition: Statement) -> bool:
-    if isinstance(loop, cst.For):
+    if type(loop) is cst.For:
         iterable = loop.iter
-        if isinstance(iterable, cst.Call) and last_part(call_name(iterable) or "") == "range":
+        if type(iterable) is cst.Call and last_part(call_name(iterable) or "") == "range":
             count = positional(iterable, 0) if positional(iterable, 1) is None else None
             if count is not None and window.is_accumulation_name(count):
                 return True

@@ -108,13 +108,13 @@ def positional(call: cst.Call, index: int) -> Optional[cst.BaseExpression]:
 
 
 def string_value(node: Optional[cst.CSTNode]) -> Optional[str]:
-    if isinstance(node, cst.SimpleString):
+    if type(node) is cst.SimpleString:
         return node.evaluated_value if isinstance(node.evaluated_value, str) else None
     return None
 
 
 def int_value(node: Optional[cst.CSTNode]) -> Optional[int]:
-    if isinstance(node, cst.Integer):
+    if type(node) is cst.Integer:
         return int(node.value.replace("_", ""), 0)
     return None
 

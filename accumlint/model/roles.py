@@ -97,7 +97,7 @@ class Objects:
     def built_kind(self, value: cst.BaseExpression, index: Optional[int]) -> Optional[str]:
         """What a constructor call returns: optimizer, scheduler, scaler, accelerator,
         fabric, engine, dataloader, loss, or None when the module does not say."""
-        if not isinstance(value, cst.Call):
+        if type(value) is not cst.Call:
             return None
         name = self.facts.qualified(call_name(value)) or ""
         tail = last_part(name)
@@ -150,7 +150,7 @@ class Objects:
             kind = self.built_kind(binding.value, binding.index)
             if kind is not None:
                 return kind
-            if isinstance(binding.value, cst.Call) and binding.index is not None:
+            if type(binding.value) is cst.Call and binding.index is not None:
                 prepared = self._prepared_kind(binding)
                 if prepared is not None:
                     return prepared
@@ -195,7 +195,7 @@ class Objects:
                 value = binding.value
                 if self.built_kind(value, binding.index) == "ddp":
                     return name
-                if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)):
+                if not (type(value) is cst.Call and type(value.func) is cst.Attribute):
                     continue
                 if value.func.attr.value not in _PREPARING:
                     continue
@@ -289,8 +289,8 @@ class Objects:
         if not (type(target) is cst.Attribute and target.attr.value == "grad"):
             return None
         value = small.value
-        zeroes = (isinstance(value, cst.Name) and value.value == "None") or (
-            isinstance(value, cst.Call) and last_part(call_name(value) or "") in ("zeros_like", "zeros")
+        zeroes = (type(value) is cst.Name and value.value == "None") or (
+            type(value) is cst.Call and last_part(call_name(value) or "") in ("zeros_like", "zeros")
         )
         owner = dotted(target.value)
         if not zeroes or owner is None or not _is_parameter(owner, loops):
@@ -343,7 +343,7 @@ _PARAMETER_NAME = LazyPattern(r"^(p|param|params?_?\w*|\w*_param|parameter|weigh
 
 def _is_parameter(name: str, loops: tuple[cst.CSTNode, ...]) -> bool:
     for loop in loops:
-        if isinstance(loop, cst.For) and dotted(loop.target) == name:
+        if type(loop) is cst.For and dotted(loop.target) == name:
             return "param" in code(loop.iter).lower() or bool(_PARAMETER_NAME.match(name))
     return bool(_PARAMETER_NAME.match(last_part(name)))
 

@@ -48,7 +48,7 @@ def scheduler_constructors(facts: ModuleFacts, objects: Objects, name: Optional[
     """The calls that built the scheduler bound to `name` in this module."""
     return [
         binding.value for binding in facts.values_of(name)
-        if isinstance(binding.value, cst.Call) and objects.built_kind(binding.value, binding.index) == "scheduler"
+        if type(binding.value) is cst.Call and objects.built_kind(binding.value, binding.index) == "scheduler"
     ]
 
 
@@ -87,7 +87,7 @@ def sized_in_micro_batches(facts: ModuleFacts, objects: Objects, name: Optional[
     for call in scheduler_constructors(facts, objects, name):
         for argument in length_arguments(call):
             for node in _expression_nodes(argument):
-                if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply):
+                if type(node) is cst.BinaryOperation and type(node.operator) is cst.Multiply:
                     if is_k(node.left) or is_k(node.right):
                         return True
     return False
@@ -95,7 +95,7 @@ def sized_in_micro_batches(facts: ModuleFacts, objects: Objects, name: Optional[
 
 def divides_by_k(expr: cst.CSTNode, is_k: IsK) -> bool:
     return any(
-        isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Divide, cst.FloorDivide))
+        type(node) is cst.BinaryOperation and type(node.operator) in (cst.Divide, cst.FloorDivide)
         and is_k(node.right)
         for node in _expression_nodes(expr)
     )
@@ -140,7 +140,7 @@ def _trace(facts, objects, expr, carrier, is_k, found, seen, depth) -> Optional[
 
 def _loader_length(objects: Objects, expr: cst.CSTNode) -> Optional[cst.Call]:
     for node in _expression_nodes(expr):
-        if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "len":
+        if type(node) is cst.Call and type(node.func) is cst.Name and node.func.value == "len":
             argument = positional(node, 0)
             name = dotted(argument)
             if name is not None and (objects.kind_of(argument) == "dataloader" or _LOADER_NAME.search(last_part(name))):
@@ -154,17 +154,17 @@ def referenced_names(expr: cst.CSTNode) -> list[str]:
     stack: list[cst.CSTNode] = [expr]
     while stack:
         node = stack.pop()
-        if isinstance(node, (cst.Name, cst.Attribute)):
+        if type(node) in (cst.Name, cst.Attribute):
             name = dotted(node)
             if name is not None:
                 names.append(name)
                 continue
-        if isinstance(node, cst.Call):
+        if type(node) is cst.Call:
             stack.extend(arg.value for arg in node.args)
-            if isinstance(node.func, cst.Attribute):
+            if type(node.func) is cst.Attribute:
                 stack.append(node.func.value)
             continue
-        if isinstance(node, (cst.Lambda, cst.SimpleString, cst.FormattedString)):
+        if type(node) in (cst.Lambda, cst.SimpleString, cst.FormattedString):
             continue
         stack.extend(children(node))
     return names
@@ -175,6 +175,6 @@ def _expression_nodes(expr: cst.CSTNode) -> Iterator[cst.CSTNode]:
     while stack:
         node = stack.pop()
         yield node
-        if isinstance(node, cst.Lambda):
+        if type(node) is cst.Lambda:
             continue
         stack.extend(children(node))

@@ -19,19 +19,19 @@ from accumlint.model.names import normalized
 
 def free_names(expr: cst.BaseExpression) -> set[str]:
     """Names an expression reads (`args.steps // world` -> {"args", "world"})."""
-    attributes = {id(node.attr) for node in walk(expr) if isinstance(node, cst.Attribute)}
-    return {node.value for node in walk(expr) if isinstance(node, cst.Name) and id(node) not in attributes}
+    attributes = {id(node.attr) for node in walk(expr) if type(node) is cst.Attribute}
+    return {node.value for node in walk(expr) if type(node) is cst.Name and id(node) not in attributes}
 
 
 def module_names(module: cst.Module) -> set[str]:
     """Names bound at module level, in any top-level block (`if __name__ == ...:` too)."""
     found: set[str] = set()
     for statement in _top_level(module.body):
-        if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+        if type(statement) in (cst.FunctionDef, cst.ClassDef):
             found.add(statement.name.value)
-        elif isinstance(statement, (cst.For, cst.With)):
+        elif type(statement) in (cst.For, cst.With):
             found |= _targets(statement)
-        elif isinstance(statement, cst.SimpleStatementLine):
+        elif type(statement) is cst.SimpleStatementLine:
             for small in statement.body:
                 found |= _targets(small)
     return found
@@ -45,7 +45,7 @@ def _top_level(body) -> Iterator[cst.CSTNode]:
         node = stack.pop()
         if isinstance(node, cst.BaseStatement):
             yield node
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.SimpleStatementLine)):
+        if type(node) in (cst.FunctionDef, cst.ClassDef, cst.SimpleStatementLine):
             continue
         stack.extend(reversed([child for child in children(node) if not isinstance(child, cst.BaseExpression)]))
 
@@ -53,20 +53,20 @@ def _top_level(body) -> Iterator[cst.CSTNode]:
 def _targets(node: cst.CSTNode) -> set[str]:
     """Names a statement binds (assignment and loop targets, imports, `with ... as`)."""
     targets: list[cst.CSTNode] = []
-    if isinstance(node, cst.Assign):
+    if type(node) is cst.Assign:
         targets = [t.target for t in node.targets]
-    elif isinstance(node, (cst.AnnAssign, cst.AugAssign, cst.For)):
+    elif type(node) in (cst.AnnAssign, cst.AugAssign, cst.For):
         targets = [node.target]
-    elif isinstance(node, cst.With):
+    elif type(node) is cst.With:
         targets = [item.asname.name for item in node.items if item.asname is not None]
-    elif isinstance(node, (cst.Import, cst.ImportFrom)) and not isinstance(node.names, cst.ImportStar):
+    elif type(node) in (cst.Import, cst.ImportFrom) and type(node.names) is not cst.ImportStar:
         for alias in node.names:
             bound = alias.asname.name if alias.asname is not None else alias.name
-            while isinstance(bound, cst.Attribute):
+            while type(bound) is cst.Attribute:
                 bound = bound.value
             targets.append(bound)
-    return {n.value for t in targets for n in walk(t) if isinstance(n, cst.Name)
-            and not isinstance(t, cst.Attribute)}
+    return {n.value for t in targets for n in walk(t) if type(n) is cst.Name
+            and type(t) is not cst.Attribute}
 
 
 def parameters(function: Function) -> list[str]:
@@ -78,7 +78,7 @@ def local_names(function: Function) -> set[str]:
     """Names the function binds itself (parameters included): they hide module names."""
     found = set(parameters(function))
     for node in walk(function.body):
-        if isinstance(node, (cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For, cst.With, cst.Import, cst.ImportFrom)):
+        if type(node) in (cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For, cst.With, cst.Import, cst.ImportFrom):
             found |= _targets(node)
     return found
 
@@ -90,9 +90,9 @@ def call_sites(facts: ModuleFacts, helper: Function) -> list[cst.Call]:
     found = []
     for call in facts.calls:
         func = call.func
-        if isinstance(func, cst.Name) and func.value == name and not method:
+        if type(func) is cst.Name and func.value == name and not method:
             found.append(call)
-        elif isinstance(func, cst.Attribute) and func.attr.value == name and method:
+        elif type(func) is cst.Attribute and func.attr.value == name and method:
             found.append(call)
     return found
 
@@ -100,7 +100,7 @@ def call_sites(facts: ModuleFacts, helper: Function) -> list[cst.Call]:
 def parameter_receiving(helper: Function, call: cst.Call, value: cst.BaseExpression) -> Optional[str]:
     """The helper's parameter that `call` passes `value` to (by position or keyword)."""
     names = parameters(helper)
-    if helper.params.params and names and names[0] == "self" and isinstance(call.func, cst.Attribute):
+    if helper.params.params and names and names[0] == "self" and type(call.func) is cst.Attribute:
         names = names[1:]
     wanted = normalized(value)
     position = 0
@@ -120,7 +120,7 @@ def parameter_receiving(helper: Function, call: cst.Call, value: cst.BaseExpress
 def passes(helper: Function, call: cst.Call, parameter: str) -> bool:
     """Whether `call` passes an explicit argument for the helper's `parameter`."""
     names = parameters(helper)
-    if names and names[0] == "self" and isinstance(call.func, cst.Attribute):
+    if names and names[0] == "self" and type(call.func) is cst.Attribute:
         names = names[1:]
     positional = [arg for arg in call.args if arg.keyword is None and not arg.star]
     if parameter in names[: len(positional)]:

@@ -64,9 +64,9 @@ def hf_model_in_module(facts: ModuleFacts) -> bool:
 def uses_items_in_batch(function: Function) -> bool:
     """`num_items_in_batch` is read in the body, or the loss comes from `super().compute_loss(...)`."""
     for node in walk(function.body):
-        if isinstance(node, cst.Name) and node.value == "num_items_in_batch":
+        if type(node) is cst.Name and node.value == "num_items_in_batch":
             return True
-        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "compute_loss":
+        if type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value == "compute_loss":
             if dotted(node.func.value) == "super()":
                 return True
     return False
@@ -77,18 +77,18 @@ def written_for_items_in_batch(function: Function) -> bool:
     which passes it (older signatures fail there with a TypeError instead)."""
     params = function.params
     names = [p.name.value for p in [*params.params, *params.kwonly_params, *params.posonly_params]]
-    return "num_items_in_batch" in names or isinstance(params.star_kwarg, cst.Param)
+    return "num_items_in_batch" in names or type(params.star_kwarg) is cst.Param
 
 
 def super_init(init: Function) -> Optional[cst.SimpleStatementLine]:
     """The `super().__init__(...)` statement at the top level of an `__init__`."""
     body = init.body
-    if not isinstance(body, cst.IndentedBlock):
+    if type(body) is not cst.IndentedBlock:
         return None
     for statement in body.body:
-        if isinstance(statement, cst.SimpleStatementLine) and isinstance(statement.body[0], cst.Expr):
+        if type(statement) is cst.SimpleStatementLine and type(statement.body[0]) is cst.Expr:
             call = statement.body[0].value
-            if isinstance(call, cst.Call) and dotted(call.func) == "super().__init__":
+            if type(call) is cst.Call and dotted(call.func) == "super().__init__":
                 return statement
     return None
 
@@ -118,7 +118,7 @@ def _disables(facts: ModuleFacts, owner: cst.ClassDef, seen: set[int]) -> bool:
         return False
     seen.add(id(owner))
     for node in walk(owner.body):
-        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Name) and node.value.value == "False":
+        if type(node) is cst.Assign and type(node.value) is cst.Name and node.value.value == "False":
             if any(dotted(t.target) in (f"self.{_FLAG}", _FLAG) for t in node.targets):
                 return True
     return any(
@@ -129,6 +129,6 @@ def _disables(facts: ModuleFacts, owner: cst.ClassDef, seen: set[int]) -> bool:
 
 def _method(owner: cst.ClassDef, name: str) -> Optional[Function]:
     for statement in owner.body.body:
-        if isinstance(statement, cst.FunctionDef) and statement.name.value == name:
+        if type(statement) is cst.FunctionDef and statement.name.value == name:
             return statement
     return None

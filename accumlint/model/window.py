@@ -189,7 +189,7 @@ class Window:
     @cached_property
     def micro_k(self) -> Optional[cst.BaseExpression]:
         micro = self.loop.micro_loop
-        if isinstance(micro, cst.For) and isinstance(micro.iter, cst.Call):
+        if type(micro) is cst.For and type(micro.iter) is cst.Call:
             if last_part(call_name(micro.iter) or "") == "range" and positional(micro.iter, 1) is None:
                 return positional(micro.iter, 0)
         return None
@@ -337,7 +337,7 @@ class Window:
         """Gradients divided or multiplied at the boundary (torchtune, fairseq shapes)."""
         for statement in self.loop.statements:
             for small in statement.node.body:
-                if isinstance(small, cst.AugAssign) and (dotted(small.target) or "").endswith("grad"):
+                if type(small) is cst.AugAssign and (dotted(small.target) or "").endswith("grad"):
                     return True
             for event_call in self.facts.calls_in(statement.node):
                 name = call_name(event_call) or ""

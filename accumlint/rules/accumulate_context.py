@@ -57,7 +57,7 @@ def _accumulate_entries(window: Window) -> list[tuple[cst.Call, Statement]]:
 
 def _accumulate(window: Window, node: cst.BaseExpression) -> bool:
     return (
-        isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "accumulate"
+        type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value == "accumulate"
         and window.objects.kind_of(node.func.value) == "accelerator"
     )
 
@@ -123,7 +123,7 @@ def _module_k(model: ModuleModel) -> Optional[cst.BaseExpression]:
 def _constructors(model: ModuleModel, owner: Optional[str]) -> list[cst.Call]:
     return [
         binding.value for binding in model.facts.values_of(owner)
-        if isinstance(binding.value, cst.Call) and last_part(call_name(binding.value) or "") == "Accelerator"
+        if type(binding.value) is cst.Call and last_part(call_name(binding.value) or "") == "Accelerator"
     ]
 
 
@@ -138,14 +138,14 @@ def _with_steps(call: cst.Call, k: cst.BaseExpression) -> cst.Call:
     """`Accelerator(...)` with `gradient_accumulation_steps=K` appended in the call's own layout."""
     new = cst.Arg(
         keyword=cst.Name("gradient_accumulation_steps"),
-        value=k.with_changes(lpar=[], rpar=[]) if isinstance(k, (cst.Name, cst.Attribute)) else k,
+        value=k.with_changes(lpar=[], rpar=[]) if type(k) in (cst.Name, cst.Attribute) else k,
         equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")),
     )
     args = list(call.args)
     if not args:
         return call.with_changes(args=[new])
     last = args[-1]
-    if isinstance(last.comma, cst.Comma):  # a trailing comma: one argument per line
+    if type(last.comma) is cst.Comma:  # a trailing comma: one argument per line
         new = new.with_changes(comma=last.comma)
         args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=call.whitespace_before_args))
     else:

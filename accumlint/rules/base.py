@@ -43,7 +43,7 @@ def movable(statement: Statement) -> bool:
     if not statement.alone or not statement.block:
         return False
     block = statement.block[-1]
-    return isinstance(block, cst.IndentedBlock) and any(s is statement.node for s in block.body)
+    return type(block) is cst.IndentedBlock and any(s is statement.node for s in block.body)
 
 
 def movable_to(statement: Statement, anchor: Statement) -> bool:
@@ -55,7 +55,7 @@ def movable_to(statement: Statement, anchor: Statement) -> bool:
 
 def same_block(statement: Statement, node: cst.CSTNode) -> bool:
     block = statement.block[-1] if statement.block else None
-    return isinstance(block, cst.IndentedBlock) and any(s is node for s in block.body)
+    return type(block) is cst.IndentedBlock and any(s is node for s in block.body)
 
 
 def contains(outer: cst.CSTNode, inner: cst.CSTNode) -> bool:
@@ -67,7 +67,7 @@ def sync_gated(window: Window, event: Event, anchor: Event) -> Optional[cst.If]:
     `accumulate()` that accelerate does not hold back (None when the anchor already
     runs on sync steps only, or outside `accumulate()`)."""
     call = window.accumulate_call(event.statement)
-    if call is None or not isinstance(call.func, cst.Attribute) or anchor.statement.gate is not None:
+    if call is None or type(call.func) is not cst.Attribute or anchor.statement.gate is not None:
         return None
     test = cst.parse_expression(f"{code(call.func.value)}.sync_gradients")
     body = cst.IndentedBlock(body=[event.statement.node.with_changes(leading_lines=())])

@@ -55,7 +55,7 @@ def _sync_edits(window: Window, model: str, kind: str) -> tuple[Edit, ...]:
     boundary = _boundary(window)
     body = window.loop.micro_loop.body if window.has_micro_loop else window.loop.node.body
     owner = window.objects.frameworks.wrapper(model)
-    if boundary is None or not isinstance(body, cst.IndentedBlock) or kind == "apex":
+    if boundary is None or type(body) is not cst.IndentedBlock or kind == "apex":
         return ()
     if kind in ("accelerate", "fabric") and owner is None:
         return ()
@@ -87,35 +87,35 @@ def _boundary(window: Window) -> Optional[cst.BaseExpression]:
     """The test that is true on the micro-batch that closes a window."""
     if window.has_micro_loop:
         micro, k = window.loop.micro_loop, window.micro_k
-        if not isinstance(micro, cst.For) or k is None or dotted(micro.target) is None:
+        if type(micro) is not cst.For or k is None or dotted(micro.target) is None:
             return None
         return filled_expression(f"{dotted(micro.target)} == __k__ - 1", __k__=parenthesized(k))
     gate = window.step_gate
     if gate is None or not gate.positive or gate.whole_test is None or not _inline(gate):
         return None
-    return gate.whole_test if isinstance(window.loop.node, cst.For) else None
+    return gate.whole_test if type(window.loop.node) is cst.For else None
 
 
 def _rebinds(statements: list[cst.CSTNode], boundary: cst.BaseExpression) -> bool:
     """A name the boundary test reads is (re)bound inside the loop body: the copied test
     would read it at the wrong time."""
-    names = {node.value for node in walk(boundary) if isinstance(node, cst.Name)}
+    names = {node.value for node in walk(boundary) if type(node) is cst.Name}
     for statement in statements:
         for node in walk(statement):
-            if isinstance(node, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For, cst.WithItem)):
-                target = node.target if not isinstance(node, cst.WithItem) else node.asname
-                bound = {n.value for n in walk(target) if isinstance(n, cst.Name)} if target is not None else set()
+            if type(node) in (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For, cst.WithItem):
+                target = node.target if type(node) is not cst.WithItem else node.asname
+                bound = {n.value for n in walk(target) if type(n) is cst.Name} if target is not None else set()
                 if bound & names:
                     return True
-            if isinstance(node, cst.NamedExpr) and dotted(node.target) in names:
+            if type(node) is cst.NamedExpr and dotted(node.target) in names:
                 return True
     return False
 
 
 def _negated(test: cst.BaseExpression) -> cst.BaseExpression:
     """`a != b` for `a == b`, else `not (test)`; holding the test's own nodes."""
-    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and not test.lpar:
-        if isinstance(test.comparisons[0].operator, cst.Equal):
+    if type(test) is cst.Comparison and len(test.comparisons) == 1 and not test.lpar:
+        if type(test.comparisons[0].operator) is cst.Equal:
             return filled_expression("__left__ != __right__", __left__=test.left, __right__=test.comparisons[0].comparator)
     return filled_expression("not (__test__)", __test__=test.with_changes(lpar=[], rpar=[]))
 
@@ -133,23 +133,23 @@ def _nullcontext(window: Window, edits: list[Edit]) -> Optional[str]:
     if anchor is None:
         return None
     statement = cst.parse_statement("from contextlib import nullcontext\n")
-    future = isinstance(anchor.body[0], cst.ImportFrom) and dotted(anchor.body[0].module) == "__future__"
+    future = type(anchor.body[0]) is cst.ImportFrom and dotted(anchor.body[0].module) == "__future__"
     edits.append(insert_after(anchor, statement) if future else insert_before(anchor, statement))
     return "nullcontext"
 
 
 def _first_import(module: cst.Module) -> Optional[cst.SimpleStatementLine]:
     """The module's first import line, or its last `from __future__` import."""
-    lines = [s for s in module.body if isinstance(s, cst.SimpleStatementLine)
-             and isinstance(s.body[0], (cst.Import, cst.ImportFrom))]
-    futures = [s for s in lines if isinstance(s.body[0], cst.ImportFrom) and dotted(s.body[0].module) == "__future__"]
+    lines = [s for s in module.body if type(s) is cst.SimpleStatementLine
+             and type(s.body[0]) in (cst.Import, cst.ImportFrom)]
+    futures = [s for s in lines if type(s.body[0]) is cst.ImportFrom and dotted(s.body[0].module) == "__future__"]
     if futures:
         return futures[-1]
     return lines[0] if lines else None
 
 
 def _inline(gate: Gate) -> bool:
-    return gate.kind == "modulo" and not isinstance(gate.whole_test, cst.Name)
+    return gate.kind == "modulo" and type(gate.whole_test) is not cst.Name
 
 
 def manual_gate_in_framework_accumulate(window: Window) -> Iterable[Finding]:
@@ -164,10 +164,10 @@ def manual_gate_in_framework_accumulate(window: Window) -> Iterable[Finding]:
         framework = "DeepSpeed's engine" if step.role.flavor == "engine" else "`accelerator.accumulate()`"
         edits: tuple[Edit, ...] = ()
         accelerator = _accelerator_of(step)
-        if accelerator is not None and isinstance(gate_if, cst.If) and gate_if.test is gate.whole_test:
+        if accelerator is not None and type(gate_if) is cst.If and gate_if.test is gate.whole_test:
             # keep the block (it may count updates) but let accelerate say when a window closes
             edits = (replace(gate_if.test, cst.parse_expression(f"{accelerator}.sync_gradients")),)
-        elif isinstance(gate_if, cst.If) and gate_if.orelse is None and isinstance(gate_if.body, cst.IndentedBlock):
+        elif type(gate_if) is cst.If and gate_if.orelse is None and type(gate_if.body) is cst.IndentedBlock:
             body = list(gate_if.body.body)
             body[0] = body[0].with_changes(leading_lines=[*gate_if.leading_lines, *body[0].leading_lines])
             edits = (replace(gate_if, cst.FlattenSentinel(body)),)
@@ -184,7 +184,7 @@ def manual_gate_in_framework_accumulate(window: Window) -> Iterable[Finding]:
 def _accelerator_of(step) -> Optional[str]:
     for item in step.statement.withs:
         value = item.item
-        if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "accumulate":
+        if type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value == "accumulate":
             return dotted(value.func.value)
     return None
 

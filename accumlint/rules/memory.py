@@ -28,13 +28,13 @@ def graph_kept_alive(window: Window) -> Iterable[Finding]:
         small = statement.small
         added: Optional[cst.BaseExpression] = None
         holder: Optional[str] = None
-        if isinstance(small, cst.AugAssign) and isinstance(small.operator, cst.AddAssign):
+        if type(small) is cst.AugAssign and type(small.operator) is cst.AddAssign:
             added, holder = small.value, dotted(small.target)
         elif _self_sum(small) is not None:
             holder, added = _self_sum(small)
-        elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+        elif type(small) is cst.Expr and type(small.value) is cst.Call:
             call = small.value
-            if isinstance(call.func, cst.Attribute) and call.func.attr.value == "append" and len(call.args) == 1:
+            if type(call.func) is cst.Attribute and call.func.attr.value == "append" and len(call.args) == 1:
                 added, holder = call.args[0].value, dotted(call.func.value)
         if added is None or holder is None or holder in assigned_in_loop.get(statement.helper, set()):
             continue
@@ -53,10 +53,10 @@ def graph_kept_alive(window: Window) -> Iterable[Finding]:
 
 def _self_sum(small: cst.BaseSmallStatement):
     """`total = total + loss` -> ("total", loss)."""
-    if not isinstance(small, cst.Assign) or len(small.targets) != 1:
+    if type(small) is not cst.Assign or len(small.targets) != 1:
         return None
     value, holder = small.value, dotted(small.targets[0].target)
-    if holder is None or not isinstance(value, cst.BinaryOperation) or not isinstance(value.operator, cst.Add):
+    if holder is None or type(value) is not cst.BinaryOperation or type(value.operator) is not cst.Add:
         return None
     if dotted(value.left) == holder:
         return holder, value.right
@@ -81,7 +81,7 @@ def _assigned_names(window: Window) -> dict:
         if statement.gate is not None or statement.conditional:
             continue
         for small in statement.node.body:
-            if isinstance(small, cst.Assign) and _self_sum(small) is None:
+            if type(small) is cst.Assign and _self_sum(small) is None:
                 for target in small.targets:
                     name = dotted(target.target)
                     if name is not None:
@@ -96,9 +96,9 @@ def _tensor_at(window: Window, at: Statement, name: str) -> bool:
         if statement.order >= at.order:
             break
         for small in statement.node.body:
-            if isinstance(small, cst.Assign) and any(dotted(t.target) == name for t in small.targets):
+            if type(small) is cst.Assign and any(dotted(t.target) == name for t in small.targets):
                 latest = small.value
-    if isinstance(latest, cst.Call):
+    if type(latest) is cst.Call:
         callee = last_part(dotted(latest.func) or "")
         if callee in _DETACHING:
             return False

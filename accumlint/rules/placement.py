@@ -27,8 +27,8 @@ def sync_block(window: Window, after: int) -> Optional[cst.If]:
         gate = statement.gate
         if statement.order <= after:
             continue
-        if gate is not None and gate.kind == "sync" and statement.helper is None and isinstance(statement.gate_if, cst.If):
-            if isinstance(statement.gate_if.body, cst.IndentedBlock) and statement.gate_if.test is gate.whole_test:
+        if gate is not None and gate.kind == "sync" and statement.helper is None and type(statement.gate_if) is cst.If:
+            if type(statement.gate_if.body) is cst.IndentedBlock and statement.gate_if.test is gate.whole_test:
                 return statement.gate_if
     return None
 
@@ -40,9 +40,9 @@ def movable_unit(statement: Statement) -> Optional[cst.CSTNode]:
     unit: cst.CSTNode = statement.node
     path = list(statement.block)
     while (
-        len(path) >= 3 and isinstance(path[-1], cst.IndentedBlock) and isinstance(path[-2], cst.If)
+        len(path) >= 3 and type(path[-1]) is cst.IndentedBlock and type(path[-2]) is cst.If
         and path[-2].orelse is None and len(path[-1].body) == 1 and path[-1].body[0] is unit
-        and is_flag(path[-2].test) and isinstance(path[-3], cst.IndentedBlock)
+        and is_flag(path[-2].test) and type(path[-3]) is cst.IndentedBlock
     ):
         unit = path[-2]
         path = path[:-2]

@@ -56,9 +56,9 @@ def _rebinding_division(window: Window, flow: LossFlow) -> Optional[Scaling]:
 
 def _assigns(statement: Statement, name: str) -> bool:
     for small in statement.node.body:
-        if isinstance(small, cst.Assign) and any(dotted(t.target) == name for t in small.targets):
+        if type(small) is cst.Assign and any(dotted(t.target) == name for t in small.targets):
             return True
-        if isinstance(small, cst.AugAssign) and dotted(small.target) == name:
+        if type(small) is cst.AugAssign and dotted(small.target) == name:
             return True
     return False
 
@@ -82,19 +82,19 @@ def _unrestored(window: Window, call: cst.Call, name: str) -> list[cst.BaseExpre
     stack: list[tuple[cst.CSTNode, tuple[cst.CSTNode, ...]]] = [(arg.value, ()) for arg in call.args]
     while stack:
         node, parents = stack.pop()
-        if isinstance(node, (cst.Name, cst.Attribute)) and dotted(node) == name:
+        if type(node) in (cst.Name, cst.Attribute) and dotted(node) == name:
             if not any(_multiplies_back(window, parent) for parent in parents):
                 found.append(_chain(node, parents))
             continue
-        if isinstance(node, cst.Lambda):
+        if type(node) is cst.Lambda:
             continue
-        inner = [node.value] if isinstance(node, cst.Arg) else children(node)  # not `loss=` keywords
+        inner = [node.value] if type(node) is cst.Arg else children(node)  # not `loss=` keywords
         stack.extend((child, parents + (node,)) for child in inner)
     return found
 
 
 def _multiplies_back(window: Window, node: cst.CSTNode) -> bool:
-    return isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply) and (
+    return type(node) is cst.BinaryOperation and type(node.operator) is cst.Multiply and (
         window.is_k(node.left) or window.is_k(node.right)
     )
 
@@ -103,9 +103,9 @@ def _chain(node: cst.BaseExpression, parents: tuple[cst.CSTNode, ...]) -> cst.Ba
     """`loss` -> `loss.detach().item()`: climb through attribute access and calls on it."""
     top = node
     for parent in reversed(parents):
-        if isinstance(parent, cst.Attribute) and parent.value is top:
+        if type(parent) is cst.Attribute and parent.value is top:
             top = parent
-        elif isinstance(parent, cst.Call) and parent.func is top:
+        elif type(parent) is cst.Call and parent.func is top:
             top = parent
         else:
             break

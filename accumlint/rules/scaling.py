@@ -65,18 +65,18 @@ def inverted_loss_scaling(window: Window) -> Iterable[Finding]:
 
 def _invert(scaling: Scaling) -> tuple[Edit, ...]:
     node = scaling.node
-    if isinstance(node, cst.AugAssign) and isinstance(node.operator, cst.MultiplyAssign):
+    if type(node) is cst.AugAssign and type(node.operator) is cst.MultiplyAssign:
         return (replace(node.operator, cst.DivideAssign(
             whitespace_before=node.operator.whitespace_before, whitespace_after=node.operator.whitespace_after)),)
-    if isinstance(node, cst.AugAssign):
+    if type(node) is cst.AugAssign:
         return (replace(node.value, scaling.factor),)
-    if isinstance(node, cst.BinaryOperation):
+    if type(node) is cst.BinaryOperation:
         kept = node.left if node.right is scaling.factor or scaling.op == "inverse" else node.right
         if scaling.op == "inverse":
             return (replace(node.right, parenthesized(scaling.factor)),)
         operation = divided(kept, scaling.factor, wrap=False)
         return (replace(node, operation.with_changes(lpar=node.lpar, rpar=node.rpar)),)
-    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+    if type(node) is cst.Call and type(node.func) is cst.Attribute:
         return (replace(node.func.attr, cst.Name(node.func.attr.value.replace("mul", "div"))),)
     return ()
 
@@ -134,12 +134,12 @@ def _remove_division(scaling: Scaling) -> tuple[Edit, ...]:
             return (remove(statement.node),)
         return ()
     node = scaling.node
-    if isinstance(node, cst.BinaryOperation):
-        kept = node.left if node.right is scaling.factor or isinstance(node.operator, cst.Divide) else node.right
-        if isinstance(node.operator, cst.Multiply):
+    if type(node) is cst.BinaryOperation:
+        kept = node.left if node.right is scaling.factor or type(node.operator) is cst.Divide else node.right
+        if type(node.operator) is cst.Multiply:
             kept = node.right if contains(node.left, scaling.factor) else node.left
         return (replace(node, kept),)
-    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+    if type(node) is cst.Call and type(node.func) is cst.Attribute:
         return (replace(node, node.func.value),)
     return ()
 

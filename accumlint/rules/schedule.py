@@ -81,9 +81,9 @@ def _edits(window: Window, length: cst.Call, k: Optional[cst.BaseExpression]) ->
 
 def _first_import(module: cst.Module) -> Optional[cst.CSTNode]:
     for statement in module.body:
-        if isinstance(statement, cst.SimpleStatementLine) and isinstance(statement.body[0], (cst.Import, cst.ImportFrom)):
+        if type(statement) is cst.SimpleStatementLine and type(statement.body[0]) in (cst.Import, cst.ImportFrom):
             small = statement.body[0]
-            if isinstance(small, cst.ImportFrom) and dotted(small.module) == "__future__":
+            if type(small) is cst.ImportFrom and dotted(small.module) == "__future__":
                 continue
             return statement
     return None

@@ -66,15 +66,15 @@ def _late_context(window: Window, control: SyncControl, statements: list[Stateme
 def _wrap_forward(window: Window, control: SyncControl, forward: Statement) -> tuple[Edit, ...]:
     """Move the statements from the forward up to the `with` into the `with`'s body."""
     with_node = _with_of(control)
-    if with_node is None or not isinstance(with_node.body, cst.IndentedBlock) or not movable(forward):
+    if with_node is None or type(with_node.body) is not cst.IndentedBlock or not movable(forward):
         return ()
     block = forward.block[-1]
-    body = list(block.body) if isinstance(block, cst.IndentedBlock) else []
+    body = list(block.body) if type(block) is cst.IndentedBlock else []
     positions = [i for i, s in enumerate(body) if s is forward.node or s is with_node]
     if len(positions) != 2 or body[positions[0]] is not forward.node:
         return ()
     moved = body[positions[0]:positions[1]]
-    if not all(isinstance(s, cst.SimpleStatementLine) for s in moved):
+    if not all(type(s) is cst.SimpleStatementLine for s in moved):
         return ()
     inner = [moved[0].with_changes(leading_lines=()), *moved[1:], *with_node.body.body]
     new_with = with_node.with_changes(body=with_node.body.with_changes(body=inner),
@@ -85,7 +85,7 @@ def _wrap_forward(window: Window, control: SyncControl, forward: Statement) -> t
 def _with_of(control: SyncControl) -> Optional[cst.With]:
     for statement in control.statements:
         for node in statement.block:
-            if isinstance(node, cst.With) and any(item is control.node for item in node.items):
+            if type(node) is cst.With and any(item is control.node for item in node.items):
                 return node
     return None
 
@@ -118,7 +118,7 @@ def _enclosing_in_block(flag: Statement, forward: Statement) -> Optional[cst.CST
     """The statement of the flag's own block that holds the forward (the forward itself,
     or the `with torch.autocast(...):` around it)."""
     block = flag.block[-1]
-    if not isinstance(block, cst.IndentedBlock):
+    if type(block) is not cst.IndentedBlock:
         return None
     for statement in block.body:
         if statement is forward.node or any(node is forward.node for node in walk(statement)):
@@ -135,8 +135,8 @@ def _assigned_between(flag: Statement, anchor: cst.CSTNode) -> bool:
     read = free_names(flag.small.value)
     for statement in body[start:end]:
         for node in walk(statement):
-            if isinstance(node, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
-                targets = node.targets if isinstance(node, cst.Assign) else [node]
+            if type(node) in (cst.Assign, cst.AugAssign, cst.AnnAssign):
+                targets = node.targets if type(node) is cst.Assign else [node]
                 for target in targets:
                     if free_names(target.target) & read:
                         return True
@@ -161,7 +161,7 @@ def _wrong_condition(window: Window, control: SyncControl) -> Iterable[Finding]:
             return
         syncs_on_boundary = gate.positive == syncs_when_true
         wrong = gate.form != step_gate.form or not syncs_on_boundary
-        if not isinstance(step_gate.whole_test, cst.Name):
+        if type(step_gate.whole_test) is not cst.Name:
             fix = _gate_text(step_gate.whole_test, positive=syncs_when_true)
     if not wrong:
         return
@@ -181,7 +181,7 @@ def _gate_text(test: cst.BaseExpression, *, positive: bool) -> cst.BaseExpressio
     """The step gate's test, or its complement (`== 0` becomes `!= 0`, else `not (...)`)."""
     if positive:
         return test
-    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+    if type(test) is cst.Comparison and len(test.comparisons) == 1:
         target = test.comparisons[0]
         flipped = {cst.Equal: cst.NotEqual, cst.NotEqual: cst.Equal}.get(type(target.operator))
         if flipped is not None:
@@ -196,14 +196,14 @@ def _sync_condition(control: SyncControl) -> tuple[Optional[cst.BaseExpression],
     node a fix replaces."""
     if control.kind == "flag":
         return control.node.value, True, control.node.value
-    if control.kind != "context" or not isinstance(control.node, cst.WithItem):
+    if control.kind != "context" or type(control.node) is not cst.WithItem:
         return None, False, None
     item = control.node.item
-    if isinstance(item, cst.IfExp):
-        in_body = any(isinstance(n, cst.Call) and n.func is not None and "sync" in (dotted(n.func) or "")
+    if type(item) is cst.IfExp:
+        in_body = any(type(n) is cst.Call and n.func is not None and "sync" in (dotted(n.func) or "")
                       for n in [item.body])
         return item.test, not in_body, item.test
-    if isinstance(item, cst.Call):
+    if type(item) is cst.Call:
         enabled = next((arg for arg in item.args if arg.keyword is not None and arg.keyword.value == "enabled"), None)
         if enabled is not None:
             return enabled.value, False, enabled.value
@@ -223,10 +223,10 @@ def _enclosing_arm(control: SyncControl) -> Optional[tuple[cst.BaseExpression, b
     if with_node is None or with_node not in path:
         return None
     index = path.index(with_node)
-    if index < 2 or not isinstance(path[index - 1], cst.IndentedBlock):
+    if index < 2 or type(path[index - 1]) is not cst.IndentedBlock:
         return None
     owner = path[index - 2]
-    if not isinstance(owner, cst.If) or not isinstance(owner.orelse, (cst.Else, type(None))):
+    if type(owner) is not cst.If or not isinstance(owner.orelse, (cst.Else, type(None))):
         return None
     if path[index - 1] is owner.body:
         return owner.test, True
@@ -240,13 +240,13 @@ def _never_last_micro_step(window: Window, condition: cst.BaseExpression, syncs_
     window's last micro-batch, the one whose backward the step uses."""
     micro = window.loop.micro_loop
     k = window.micro_k
-    if not syncs_when_true or not isinstance(micro, cst.For) or k is None:
+    if not syncs_when_true or type(micro) is not cst.For or k is None:
         return False
     target = dotted(micro.target)
-    if not (isinstance(condition, cst.Comparison) and len(condition.comparisons) == 1):
+    if not (type(condition) is cst.Comparison and len(condition.comparisons) == 1):
         return False
     comparison = condition.comparisons[0]
-    if not isinstance(comparison.operator, cst.Equal) or dotted(condition.left) != target:
+    if type(comparison.operator) is not cst.Equal or dotted(condition.left) != target:
         return False
     other = comparison.comparator
     k_value = window.known_int(k)

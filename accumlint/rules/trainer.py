@@ -86,7 +86,7 @@ def trainer_double_scaling(model: ModuleModel) -> Iterable[Finding]:
 
 def _division_by_gas(function: cst.FunctionDef) -> Optional[cst.BinaryOperation]:
     for node in walk(function.body):
-        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Divide):
+        if type(node) is cst.BinaryOperation and type(node.operator) is cst.Divide:
             if dotted(node.right) == _GAS:
                 return node
     return None

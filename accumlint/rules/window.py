@@ -112,7 +112,7 @@ def _zeroing_after_step(window: Window, zero: Event, anchor: Optional[Event]) ->
     gated = sync_gated(window, zero, anchor) if len(moved) == 2 and anchor is not None else None
     if gated is not None:  # inside `accumulate()`, where accelerate does not hold a model's zeroing back
         moved = (remove(zero.statement.node), insert_after(anchor.statement.node, gated))
-    if len(moved) < 2 or _zeroes_before_loop(window) or not isinstance(window.loop.node, (cst.For, cst.While)):
+    if len(moved) < 2 or _zeroes_before_loop(window) or type(window.loop.node) not in (cst.For, cst.While):
         return moved
     once = moved + (insert_before(window.loop.node, zero.statement.node.with_changes(leading_lines=())),)
     return once if guard_for(window.facts.module, window.facts.parents).allows(once) else moved
@@ -169,7 +169,7 @@ def step_every_micro_batch(window: Window) -> Iterable[Finding]:
 
 def _gate_step_edits(window: Window, step: Event) -> tuple[Edit, ...]:
     loop = window.loop.node
-    if not isinstance(loop, cst.For) or not movable(step.statement):
+    if type(loop) is not cst.For or not movable(step.statement):
         return ()
     block = step.statement.block[-1]
     last_backward = max((e.order for e in window.loop.backwards), default=-1)
@@ -189,7 +189,7 @@ def _gate_step_edits(window: Window, step: Event) -> tuple[Edit, ...]:
     if counter is None:
         counter, base = _fresh_name(loop), 0
         inner = loop.target
-        if isinstance(inner, cst.Tuple) and not inner.lpar:
+        if type(inner) is cst.Tuple and not inner.lpar:
             inner = inner.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
         new_target = cst.Tuple([cst.Element(cst.Name(counter)), cst.Element(inner)], lpar=[], rpar=[])
         edits.append(replace(loop.target, new_target))
@@ -209,7 +209,7 @@ def _gate_step_edits(window: Window, step: Event) -> tuple[Edit, ...]:
 
 
 def _fresh_name(loop: cst.For) -> str:
-    used = {n.value for n in walk(loop) if isinstance(n, cst.Name)}
+    used = {n.value for n in walk(loop) if type(n) is cst.Name}
     for candidate in ("micro_step", "micro_index", "micro_i"):
         if candidate not in used:
             return candidate
@@ -219,7 +219,7 @@ def _fresh_name(loop: cst.For) -> str:
 def backward_after_step(window: Window) -> Iterable[Finding]:
     for step in window.optimizer_steps:
         gate_if = step.statement.gate_if
-        if step.gate is None or step.statement.helper is not None or not isinstance(gate_if, cst.If):
+        if step.gate is None or step.statement.helper is not None or type(gate_if) is not cst.If:
             continue
         if step.role.closure_step:
             continue  # its backward runs inside the step, in its own window
@@ -282,7 +282,7 @@ def missing_zero_grad(window: Window) -> Iterable[Finding]:
         if any("dist_autograd" in code(item.item) for item in statement.withs):
             return  # distributed autograd keeps gradients in its own context
         for node in walk(statement.node):
-            if isinstance(node, cst.Call) and window.objects.role(node) is None:
+            if type(node) is cst.Call and window.objects.role(node) is None:
                 name = (dotted(node.func) or "").lower()
                 if "zero" in name or "reset" in name:
                     return
@@ -308,7 +308,7 @@ def off_by_one_boundary(window: Window) -> Iterable[Finding]:
             continue
         if not any(b.statement.precedes(statement) for b in window.loop.backwards):
             continue  # a gate before the backward is GA103's
-        numerator = gate.test.left.left if isinstance(gate.test, cst.Comparison) else None
+        numerator = gate.test.left.left if type(gate.test) is cst.Comparison else None
         edits: tuple[Edit, ...] = ()
         if numerator is not None:
             plus_one = filled_expression("(__counter__ + 1)", __counter__=numerator)
@@ -342,8 +342,8 @@ def dropped_tail_window(window: Window) -> Iterable[Finding]:
             continue
         iterable = code(loop.iterable)
         edits: tuple[Edit, ...] = ()
-        if isinstance(gate.test, cst.Comparison):
-            positive = isinstance(gate.test.comparisons[0].operator, cst.Equal)
+        if type(gate.test) is cst.Comparison:
+            positive = type(gate.test.comparisons[0].operator) is cst.Equal
             numerator = f"({loop.counter} + 1)" if loop.counter_base == 0 else loop.counter
             clause = f"{numerator} == len(__iterable__)" if positive else f"{numerator} != len(__iterable__)"
             joined = f"__test__ {'or' if positive else 'and'} {clause}"
@@ -362,7 +362,7 @@ def dropped_tail_window(window: Window) -> Iterable[Finding]:
 
 
 def _sized(window: Window, iterable: cst.BaseExpression) -> bool:
-    if isinstance(iterable, (cst.List, cst.Tuple, cst.ListComp)):
+    if type(iterable) in (cst.List, cst.Tuple, cst.ListComp):
         return True
     name = dotted(iterable)
     if name is None:
@@ -371,9 +371,9 @@ def _sized(window: Window, iterable: cst.BaseExpression) -> bool:
         return True
     for binding in window.facts.values_of(name):
         value = binding.value
-        if isinstance(value, (cst.List, cst.Tuple, cst.ListComp)):
+        if type(value) in (cst.List, cst.Tuple, cst.ListComp):
             return True
-        if isinstance(value, cst.Call) and binding.index is None and last_part(dotted(value.func) or "") == "DataLoader":
+        if type(value) is cst.Call and binding.index is None and last_part(dotted(value.func) or "") == "DataLoader":
             return not _iterable_dataset(window, value)
     return False
 
@@ -388,7 +388,7 @@ def _iterable_dataset(window: Window, loader: cst.Call) -> bool:
     texts = [code(dataset_expr)]
     for binding in window.facts.values_of(dotted(dataset_expr)):
         texts.append(code(binding.value))
-        if isinstance(binding.value, cst.Call):
+        if type(binding.value) is cst.Call:
             owner = window.facts.classes.get(last_part(dotted(binding.value.func) or ""))
             if owner is not None:
                 texts.append(" ".join(window.facts.class_bases(owner)))
@@ -398,7 +398,7 @@ def _iterable_dataset(window: Window, loader: cst.Call) -> bool:
 def _flushes_after(window: Window) -> bool:
     for statement in window.loop.site.siblings(before=False):
         for node in walk(statement):
-            if isinstance(node, cst.Call):
+            if type(node) is cst.Call:
                 role = window.objects.role(node)
                 if role is not None and role.kind == "step":
                     return True
