@@ -106,3 +106,18 @@ def test_the_module_facts_hold_every_content_nodes_parent() -> None:
         facts = collect_facts(module, module.code)
         assert facts.parents == FixGuard(module).parents
     assert len(facts.parents) > 10
+
+
+_EXACT_TYPE_TEST = re.compile(r"type\((?:[^()]|\([^()]*\))*\) (?:is not|is|not in|in) \(?((?:cst\.\w+(?:, )?)+)\)?")
+
+
+def test_exact_type_tests_name_classes_without_subclasses() -> None:
+    """The model tests LibCST nodes with `type(node) is cst.Call` (isinstance goes through
+    ABCMeta's Python-level check): right only while the class has no subclass."""
+    named = set()
+    for path in (REPO / "accumlint").rglob("*.py"):
+        for group in _EXACT_TYPE_TEST.findall(path.read_text()):
+            named.update(re.findall(r"cst\.(\w+)", group))
+    assert len(named) > 30
+    with_subclasses = [name for name in sorted(named) if getattr(cst, name).__subclasses__()]
+    assert with_subclasses == []
