@@ -3,7 +3,10 @@
 Not a test: it prints figures. Each workload runs accumlint and its baseline
 as separate processes, alternately, `--repeat` times, and reports the median
 CPU seconds (user + system of the process and its children), the median wall
-seconds and the peak resident memory of the largest process:
+seconds and the peak resident memory of the largest process. The ratio is the
+median of each pair's ratio (a run of accumlint against the baseline run right
+after it): on a shared machine whose speed drifts over minutes, a pair sees the
+same speed, where two medians taken apart need not:
 
 | workload | accumlint | baseline |
 |---|---|---|
@@ -85,14 +88,16 @@ def median(samples: list[Sample]) -> Sample:
     )
 
 
-def side_by_side(ours: list[str], baseline: list[str], repeat: int) -> tuple[Sample, Sample]:
-    """Alternate the two commands so that machine load hits both alike."""
+def side_by_side(ours: list[str], baseline: list[str], repeat: int) -> tuple[Sample, Sample, float]:
+    """Alternate the two commands so that machine load hits both alike; the medians,
+    and the median of the pairs' CPU ratios."""
     mine: list[Sample] = []
     theirs: list[Sample] = []
     for _ in range(repeat):
         mine.append(measure(ours))
         theirs.append(measure(baseline))
-    return median(mine), median(theirs)
+    ratios = [a.cpu / b.cpu if b.cpu else float("inf") for a, b in zip(mine, theirs)]
+    return median(mine), median(theirs), statistics.median(ratios)
 
 
 def python_files(tree: Path, excluded: list[str]) -> list[str]:
@@ -119,51 +124,50 @@ def main() -> None:
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.platform()}")
     print(f"ruff: {subprocess.run([ruff, '--version'], capture_output=True, text=True).stdout.strip()}")
 
-    rows: list[tuple[str, str, Sample, str, Sample]] = []
+    rows: list[tuple[str, str, Sample, str, Sample, float]] = []
     with tempfile.TemporaryDirectory() as scratch:
         config = Path(scratch) / "pyproject.toml"
         config.write_text("[tool.accumlint]\nexclude = [%s]\n" % ", ".join(f'"{p}"' for p in TEST_FOLDERS))
         ruff_exclude = ",".join(folder.rstrip("/") for folder in TEST_FOLDERS)
 
-        ours, theirs = side_by_side(
+        ours, theirs, ratio = side_by_side(
             [*accumlint, str(stdlib), "--config", str(config)],
             [ruff, "check", "--no-cache", "--select", "E9,F", "--exit-zero", "--extend-exclude", ruff_exclude, str(stdlib)],
             args.repeat,
         )
-        rows.append(("stdlib", f"{len(python_files(stdlib, TEST_FOLDERS))} files", ours, "ruff E9,F", theirs))
+        rows.append(("stdlib", f"{len(python_files(stdlib, TEST_FOLDERS))} files", ours, "ruff E9,F", theirs, ratio))
 
         dense = python_files(fixtures, [])
-        ours, theirs = side_by_side(
+        ours, theirs, ratio = side_by_side(
             [*accumlint, "--jobs", "1", str(fixtures)],
             [sys.executable, "-c", _PARSE_ONLY, *dense],
             args.repeat,
         )
-        rows.append(("loop-dense", f"{len(dense)} files, 1 process", ours, "LibCST parse", theirs))
+        rows.append(("loop-dense", f"{len(dense)} files, 1 process", ours, "LibCST parse", theirs, ratio))
 
         torch_spec = importlib.util.find_spec("torch")
         if torch_spec is not None and torch_spec.origin and not args.skip_torch:
             torch_tree = Path(torch_spec.origin).parent
-            ours, theirs = side_by_side(
+            ours, theirs, ratio = side_by_side(
                 [*accumlint, str(torch_tree)],
                 [ruff, "check", "--no-cache", "--select", "E9,F", "--exit-zero", str(torch_tree)],
                 args.repeat,
             )
-            rows.append(("ML tree", f"torch {len(python_files(torch_tree, []))} files", ours, "ruff E9,F", theirs))
+            rows.append(("ML tree", f"torch {len(python_files(torch_tree, []))} files", ours, "ruff E9,F", theirs, ratio))
 
         one = fixtures / "check" / "plain" / "bug_backward_after_step.py"
         if not one.is_file():
             raise SystemExit(f"missing benchmark file {one}")
-        ours, theirs = side_by_side(
+        ours, theirs, ratio = side_by_side(
             [*accumlint, str(one)],
             [sys.executable, "-c", "import libcst"],
             max(args.repeat, 5),
         )
-        rows.append(("one file", one.name, ours, "import libcst", theirs))
+        rows.append(("one file", one.name, ours, "import libcst", theirs, ratio))
 
     print()
     print(f"{'workload':<11} {'what':<22} {'accumlint cpu/wall/MiB':>24} {'baseline':<14} {'cpu/wall/MiB':>20} {'cpu ratio':>9} {'target':>7}")
-    for label, what, ours, baseline, theirs in rows:
-        ratio = ours.cpu / theirs.cpu if theirs.cpu else float("inf")
+    for label, what, ours, baseline, theirs, ratio in rows:
         verdict = "ok" if ratio <= TARGETS[label] else "MISSED"
         print(
             f"{label:<11} {what:<22} {ours.cpu:8.2f} {ours.wall:7.2f} {ours.rss_mib:7.0f} "
