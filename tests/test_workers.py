@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from accumlint.workers import WALL_FACTOR, Failure, WorkerPool
+from accumlint.workers import CHUNK_ITEMS, WALL_FACTOR, Failure, WorkerPool
 
 
 def _gone(pid: int) -> bool:
@@ -103,3 +103,47 @@ def test_closing_early_ends_every_worker():
 @pytest.mark.parametrize("size", [1, 3])
 def test_no_items_no_workers(size):
     assert _run([], size=size) == {}
+
+
+def _burn(item):
+    """Spend `item` seconds of CPU (or spin forever on "spin"), then report the pid."""
+    if item == "spin":
+        while True:
+            pass
+    if isinstance(item, float):
+        end = time.process_time() + item
+        while time.process_time() < end:
+            pass
+    return os.getpid()
+
+
+def test_a_worker_is_handed_a_share_of_the_items_at_once():
+    from collections import deque
+
+    pool = WorkerPool(1, _work, 10.0)
+    assert len(pool._chunk(deque(range(100)))) == CHUNK_ITEMS
+    assert len(pool._chunk(deque(range(6)))) == 3  # half of what waits: a failure hands back little
+    assert len(WorkerPool(4, _work, 10.0)._chunk(deque(range(10)))) == 1  # every worker gets some
+
+
+def test_a_crash_inside_a_chunk_costs_only_its_item():
+    items = ["a", "b", "crash", "c", "d", "e", "f", "g"]
+    results = _run(items, size=1)
+    assert isinstance(results[2], Failure) and "segmentation fault" in results[2].message
+    assert all(isinstance(results[index], int) for index in range(len(items)) if index != 2)
+    assert results[0] == results[1] != results[3]  # the rest of the chunk went to a fresh worker
+
+
+def test_an_item_past_its_budget_inside_a_chunk_costs_only_itself():
+    with WorkerPool(1, _burn, 0.3) as pool:
+        results = dict(pool.map(["a", "spin", "b", "c", "d", "e"]))
+    assert isinstance(results[1], Failure) and "per-file budget of 0.3 s" in results[1].message
+    assert all(isinstance(results[index], int) for index in (0, 2, 3, 4, 5))
+
+
+def test_each_item_of_a_chunk_has_a_budget_of_its_own():
+    """Four items of 0.2 s each in one chunk, under a budget of 0.35 s: the budget counts
+    from the result before each, not from when the chunk was handed over."""
+    with WorkerPool(1, _burn, 0.35) as pool:
+        results = dict(pool.map([0.2] * 8))
+    assert all(isinstance(pid, int) for pid in results.values()) and len(set(results.values())) == 1
