@@ -22,7 +22,7 @@ from accumlint.analysis import AnalysisOptions
 from accumlint.collector import collector_paused
 from accumlint.config import Resolver, Settings
 from accumlint.diagnostics import SYNTAX_ERROR, Diagnostic, syntax_error
-from accumlint.gate import ParseFailure, Unanalysable, might_hold_training_code, screen
+from accumlint.gate import ParseFailure, Unanalysable, screen, text_stage
 from accumlint.noqa import NAMES as SUPPRESSION_CODES
 from accumlint.noqa import suppressions
 from accumlint.sources import (
@@ -134,6 +134,7 @@ class Task(NamedTuple):
     fix: bool = False
     unsafe: bool = False
     gate: bool = True
+    plain: Optional[bool] = None  # the text stage's shortcut verdict (`gate.text_stage`), when known
 
 
 class TaskResult(NamedTuple):
@@ -175,7 +176,7 @@ def run_task(task: Task) -> TaskResult:
 
 def _run_task(task: Task) -> TaskResult:
     try:
-        if not screen(task.text, task.path, gate=task.gate):
+        if not screen(task.text, task.path, gate=task.gate, plain=task.plain):
             return TaskResult([], cacheable=True)
     except ParseFailure as failure:  # CPython's own verdict and position
         return TaskResult([syntax_error(task.path, failure.line, failure.column, failure.message)], cacheable=True)
@@ -356,7 +357,8 @@ def check(request: Request, resolver: Resolver, progress: Progress = _no_progres
         if document is None:
             continue
         result.document = result.original = document
-        if request.prefilter and not might_hold_training_code(document.text):
+        plain = text_stage(document.text) if request.prefilter else None
+        if request.prefilter and plain is None:
             continue
         if len(document.text) > MAX_ANALYSED_CHARS:
             size = len(document.text) / 1e6
@@ -376,7 +378,7 @@ def check(request: Request, resolver: Resolver, progress: Progress = _no_progres
                 result.diagnostics = _select(document, cached, enabled)
                 continue
         pending.append(item)
-        tasks.append(Task(path, document.text, options, enabled, request.fix, settings.unsafe_fixes, request.prefilter))
+        tasks.append(Task(path, document.text, options, enabled, request.fix, settings.unsafe_fixes, request.prefilter, plain))
 
     outcomes, workers = execute(tasks, request.jobs, progress, request.file_budget)
     unwritten = [

@@ -79,9 +79,18 @@ _BLOCK_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
 
 def might_hold_training_code(text: str) -> bool:
     """Stage one, on the text: most files of a tree fail it."""
-    if "backward" in text and _backward_calls_in_code(text):
-        return True
-    if ACCUMULATION_SETTING in text or "training_step" in text:
+    return _might_hold(text, _backward_calls_in_code(text) if "backward" in text else [])
+
+
+def text_stage(text: str) -> Optional[bool]:
+    """Stage one and the shortcut's test of the text in one scan of it: None when the
+    file cannot hold training code, else `plainly_holds_training_code` (for `screen`)."""
+    calls = _backward_calls_in_code(text) if "backward" in text else []
+    return _plainly_holds(text, calls) if _might_hold(text, calls) else None
+
+
+def _might_hold(text: str, backward_calls: list[int]) -> bool:
+    if backward_calls or ACCUMULATION_SETTING in text or "training_step" in text:
         return True
     return "compute_loss" in text and _COMPUTE_LOSS_DEF.search(text) is not None
 
@@ -108,15 +117,17 @@ def plainly_holds_training_code(text: str) -> bool:
 
     A shortcut, not a verdict: a wrong yes costs one LibCST parse of a file with nothing
     to report (the model reads the same shapes), a wrong no costs stage two's tree."""
+    return _plainly_holds(text, _backward_calls_in_code(text) if "backward" in text else [])
+
+
+def _plainly_holds(text: str, backward_calls: list[int]) -> bool:
     if ACCUMULATION_SETTING in text:
         return True
     if ("training_step" in text or "compute_loss" in text) and _HOOK_DEFINITION.search(text):
         return True
     if "accumulate" in text and _ACCUMULATE_CONTEXT.search(text):
         return True
-    return "backward" in text and any(
-        _under_a_loop_header(text, offset) for offset in _backward_calls_in_code(text) if not _own_backward(text, offset)
-    )
+    return any(_under_a_loop_header(text, offset) for offset in backward_calls if not _own_backward(text, offset))
 
 
 _HOOK_DEFINITION = re.compile(r"^[ \t]*(?:async[ \t]+)?def[ \t]+(?:training_step|compute_loss)\b", re.MULTILINE)
@@ -437,13 +448,16 @@ def _called_name(func: ast.AST) -> object:
     return None
 
 
-def screen(text: str, path: str, *, gate: bool = True) -> bool:
+def screen(text: str, path: str, *, gate: bool = True, plain: Optional[bool] = None) -> bool:
     """Whether LibCST should analyse the text. Raises ParseFailure or Unanalysable.
 
     With `gate=False` (`--no-prefilter`) every valid file is analysed, but
-    syntax and nesting are still checked first.
+    syntax and nesting are still checked first. `plain` is what `text_stage`
+    said, when the caller has it.
     """
-    if (not gate or plainly_holds_training_code(text)) and _compiles_within_bound(text, path):
+    if plain is None and gate:
+        plain = plainly_holds_training_code(text)
+    if (not gate or plain) and _compiles_within_bound(text, path):
         return True
     tree = parse_python(text, path)
     if gate and not holds_training_code(tree, text):

@@ -26,6 +26,7 @@ from accumlint.gate import (
     nesting,
     plainly_holds_training_code,
     screen,
+    text_stage,
 )
 from accumlint.rules.catalog import RULES
 
@@ -355,3 +356,11 @@ def test_the_shortcut_is_not_taken_beside_another_thread():
     finally:
         release.set()
         other.join()
+
+
+def test_the_text_stage_is_stage_one_and_the_shortcut_in_one():
+    texts = [path.read_text() for path in sorted(FIXTURES.rglob("*.py"))]
+    texts += ["x = 1\n", "for b in c:\n    self.backward(b)\n", "trainer = Trainer(accumulate_grad_batches=2)\n"]
+    verdicts = [text_stage(text) for text in texts]
+    assert verdicts == [plainly_holds_training_code(t) if might_hold_training_code(t) else None for t in texts]
+    assert {True, False, None} <= set(verdicts)

@@ -201,7 +201,7 @@ def collect_facts(module: cst.Module, text: str) -> ModuleFacts:
     facts.window_token_normalization = "num_items_in_batch" in text
     parents = facts.parents
     stack: list[cst.CSTNode] = [module]
-    pop, push = stack.pop, stack.extend
+    pop, push = stack.pop, stack.append
     recorder_of = _RECORDERS.get
     while stack:
         node = pop()
@@ -212,12 +212,10 @@ def collect_facts(module: cst.Module, text: str) -> ModuleFacts:
         if kind in _STRINGS:
             _record_parents(parents, node)
             continue
-        below = children(node)
-        if below:
-            for child in below:
-                parents[id(child)] = node
-            below.reverse()
-            push([child for child in below if type(child) not in LEAVES])
+        for child in reversed(children(node)):
+            parents[id(child)] = node
+            if type(child) not in LEAVES:
+                push(child)
     if facts.trainer_accumulation is None:
         _trainer_accumulation_through_kwargs(facts)
     return facts
