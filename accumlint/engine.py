@@ -253,7 +253,7 @@ def execute(
     order = sorted(range(len(tasks)), key=lambda i: -len(tasks[i].text))  # biggest first
     done = 0
     with WorkerPool(workers, run_task, budget, FILE_MEMORY_BUDGET) as pool:
-        for position, outcome in pool.map([tasks[i] for i in order]):
+        for position, outcome in pool.map([tasks[i] for i in order], [len(tasks[i].text) for i in order]):
             index = order[position]
             if isinstance(outcome, Failure):
                 outcome = TaskResult([internal_error(tasks[index].path, outcome.message)])

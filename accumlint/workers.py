@@ -250,6 +250,7 @@ class WorkerPool:
         self.budget = budget
         self.memory = memory
         self._workers: list[_Worker] = []
+        self._waiting_weight = 0  # of the items not yet handed to a worker
 
     def __enter__(self) -> "WorkerPool":
         return self
@@ -272,19 +273,23 @@ class WorkerPool:
         self._workers.remove(worker)
         return worker.stop()
 
-    def map(self, items: Sequence[Any]) -> Iterator[tuple[int, Any]]:
-        """(index, result or Failure) for every item, as they complete, in any order."""
+    def map(self, items: Sequence[Any], weights: Optional[Sequence[int]] = None) -> Iterator[tuple[int, Any]]:
+        """(index, result or Failure) for every item, as they complete, in any order.
+        `weights` (a file's size, say) keep one worker from being handed most of the work."""
         waiting = deque(range(len(items)))
+        weights = weights if weights is not None else [1] * len(items)
+        self._waiting_weight = sum(weights)
         idle = [self._spawn() for _ in range(min(self.size, len(items)))]
         busy: dict[int, _Worker] = {}  # result fd -> worker
         while waiting or busy:
             while idle and waiting:
                 worker = idle.pop()
-                chunk = self._chunk(waiting)
+                chunk = self._chunk(waiting, weights)
                 try:
                     worker.give([(index, items[index]) for index in chunk], self.budget)
                 except OSError:  # it died before taking the items: not their fault
                     self._retire(worker)
+                    self._waiting_weight += sum(weights[index] for index in chunk)
                     waiting.extendleft(reversed(chunk))
                     idle.append(self._spawn())
                     continue
@@ -298,7 +303,7 @@ class WorkerPool:
                 except (EOFError, OSError, pickle.UnpicklingError):
                     del busy[fd]
                     index = worker.index
-                    self._give_back(worker, waiting)
+                    self._give_back(worker, waiting, weights)
                     result = Failure(_death(self._retire(worker)))
                     if waiting:
                         idle.append(self._spawn())
@@ -313,7 +318,7 @@ class WorkerPool:
                 if worker.deadline <= now and worker.past_budget(self.budget, now):
                     del busy[fd]
                     index = worker.index
-                    self._give_back(worker, waiting)
+                    self._give_back(worker, waiting, weights)
                     self._retire(worker)
                     if waiting:
                         idle.append(self._spawn())
@@ -321,15 +326,22 @@ class WorkerPool:
                         f"analysis took longer than the per-file budget of {self.budget:g} s; file not checked"
                     )
 
-    def _chunk(self, waiting: deque) -> list[int]:
-        """The next items for one worker: a share of what waits, so that every worker
-        keeps some, and at most CHUNK_ITEMS (a failing worker hands the rest back)."""
-        size = min(CHUNK_ITEMS, max(1, len(waiting) // (2 * self.size)))
-        return [waiting.popleft() for _ in range(min(size, len(waiting)))]
+    def _chunk(self, waiting: deque, weights: Sequence[int]) -> list[int]:
+        """The next items for one worker: at most CHUNK_ITEMS, and at least one, of at
+        most half a worker's share of the weight that waits (with the biggest items
+        first, the first chunks are single items and the last ones full)."""
+        share = self._waiting_weight / (2 * self.size)
+        chunk = [waiting.popleft()]
+        weight = weights[chunk[0]]
+        while waiting and len(chunk) < CHUNK_ITEMS and weight + weights[waiting[0]] <= share:
+            weight += weights[waiting[0]]
+            chunk.append(waiting.popleft())
+        self._waiting_weight -= weight
+        return chunk
 
-    @staticmethod
-    def _give_back(worker: _Worker, waiting: deque) -> None:
+    def _give_back(self, worker: _Worker, waiting: deque, weights: Sequence[int]) -> None:
         """The items a failed worker was given but had not started: they wait again, first."""
         worker.queue.popleft()
+        self._waiting_weight += sum(weights[index] for index in worker.queue)
         waiting.extendleft(reversed(worker.queue))
         worker.queue.clear()

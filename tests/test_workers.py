@@ -117,13 +117,26 @@ def _burn(item):
     return os.getpid()
 
 
-def test_a_worker_is_handed_a_share_of_the_items_at_once():
+def _chunks(size: int, weights: list[int]) -> list[int]:
+    """The chunk sizes a pool of `size` workers hands out, in order, for items of these weights."""
     from collections import deque
 
-    pool = WorkerPool(1, _work, 10.0)
-    assert len(pool._chunk(deque(range(100)))) == CHUNK_ITEMS
-    assert len(pool._chunk(deque(range(6)))) == 3  # half of what waits: a failure hands back little
-    assert len(WorkerPool(4, _work, 10.0)._chunk(deque(range(10)))) == 1  # every worker gets some
+    pool = WorkerPool(size, _work, 10.0)
+    pool._waiting_weight = sum(weights)
+    waiting = deque(range(len(weights)))
+    found = []
+    while waiting:
+        found.append(len(pool._chunk(waiting, weights)))
+    return found
+
+
+def test_a_worker_is_handed_a_share_of_the_items_at_once():
+    assert _chunks(1, [1] * 100)[:3] == [CHUNK_ITEMS] * 3
+    assert _chunks(1, [1] * 6) == [3, 1, 1, 1]  # half of what waits: a failure hands back little
+    assert _chunks(4, [1] * 10)[0] == 1  # every worker gets some
+    # the biggest first (as the engine orders files): a big one alone, then the small ones together
+    assert _chunks(2, [1000, 400] + [1] * 100)[:3] == [1, 1, CHUNK_ITEMS]
+    assert _chunks(2, [1000, 400, 10, 10]) == [1, 1, 1, 1]
 
 
 def test_a_crash_inside_a_chunk_costs_only_its_item():
