@@ -16,7 +16,7 @@ import libcst as cst
 
 from accumlint.bindings import ModuleReads
 from accumlint.edits import AFTER, BEFORE, REPLACE, Edit, apply_edits
-from accumlint.model.tree import children
+from accumlint.model.tree import record_parents
 
 if TYPE_CHECKING:
     from accumlint.rules.base import Finding
@@ -74,14 +74,8 @@ class FixGuard:
         """id(node) -> parent for every content node: the module facts' map when the
         guard was given it, else one walk of its own."""
         if self._parents is None:
-            parents: dict[int, cst.CSTNode] = {}
-            stack: list[cst.CSTNode] = [self.module]
-            while stack:
-                node = stack.pop()
-                for child in children(node):
-                    parents[id(child)] = node
-                    stack.append(child)
-            self._parents = parents
+            self._parents = {}
+            record_parents(self._parents, self.module)
         return self._parents
 
 

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import ast
 import bisect
+import contextlib
 import re
 import sys
 import threading
@@ -47,6 +48,7 @@ from typing import Iterator, Optional
 
 from accumlint.collector import collector_paused
 from accumlint.literals import literals_of, word_character
+from accumlint.patterns import LazyPattern
 
 # How deep the tree may nest (chains of operators, attributes, calls and
 # subscripts count a level per link). LibCST's parse grows about
@@ -69,7 +71,7 @@ OWN_METHOD_RECEIVERS = frozenset({"self", "super()"})
 FRAMEWORK_HOOKS = frozenset({"training_step", "compute_loss"})
 # Whose mere mention makes a module worth analysing.
 ACCUMULATION_SETTING = "accumulate_grad_batches"
-_COMPUTE_LOSS_DEF = re.compile(r"def\s+compute_loss\b")
+_COMPUTE_LOSS_DEF = LazyPattern(r"def\s+compute_loss\b")
 
 _LOOP_STATEMENTS = (ast.For, ast.AsyncFor, ast.While)
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
@@ -79,13 +81,13 @@ _BLOCK_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
 
 def might_hold_training_code(text: str) -> bool:
     """Stage one, on the text: most files of a tree fail it."""
-    return _might_hold(text, _backward_calls_in_code(text) if "backward" in text else [])
+    return _might_hold(text, _backward_calls_in_code(text))
 
 
 def text_stage(text: str) -> Optional[bool]:
     """Stage one and the shortcut's test of the text in one scan of it: None when the
     file cannot hold training code, else `plainly_holds_training_code` (for `screen`)."""
-    calls = _backward_calls_in_code(text) if "backward" in text else []
+    calls = _backward_calls_in_code(text)
     return _plainly_holds(text, calls) if _might_hold(text, calls) else None
 
 
@@ -98,6 +100,8 @@ def _might_hold(text: str, backward_calls: list[int]) -> bool:
 def _backward_calls_in_code(text: str) -> list[int]:
     """The offsets of the `.backward(` calls outside comments and plain string literals
     (a library's docstrings are full of them); when the scan of literals is not sure, all."""
+    if "backward" not in text:  # both methods end in it: the common case costs one search
+        return []
     calls = [
         offset
         for method in BACKWARD_METHODS
@@ -117,7 +121,7 @@ def plainly_holds_training_code(text: str) -> bool:
 
     A shortcut, not a verdict: a wrong yes costs one LibCST parse of a file with nothing
     to report (the model reads the same shapes), a wrong no costs stage two's tree."""
-    return _plainly_holds(text, _backward_calls_in_code(text) if "backward" in text else [])
+    return _plainly_holds(text, _backward_calls_in_code(text))
 
 
 def _plainly_holds(text: str, backward_calls: list[int]) -> bool:
@@ -130,9 +134,9 @@ def _plainly_holds(text: str, backward_calls: list[int]) -> bool:
     return any(_under_a_loop_header(text, offset) for offset in backward_calls if not _own_backward(text, offset))
 
 
-_HOOK_DEFINITION = re.compile(r"^[ \t]*(?:async[ \t]+)?def[ \t]+(?:training_step|compute_loss)\b", re.MULTILINE)
-_ACCUMULATE_CONTEXT = re.compile(r"^[ \t]*(?:async[ \t]+)?with\b[^\n]*[.\s]accumulate[ \t]*\(", re.MULTILINE)
-_LOOP_HEADER = re.compile(r"(?:async[ \t]+)?(?:for|while)\b[^#\n]*:[ \t]*(?:#[^\n]*)?$")
+_HOOK_DEFINITION = LazyPattern(r"^[ \t]*(?:async[ \t]+)?def[ \t]+(?:training_step|compute_loss)\b", re.MULTILINE)
+_ACCUMULATE_CONTEXT = LazyPattern(r"^[ \t]*(?:async[ \t]+)?with\b[^\n]*[.\s]accumulate[ \t]*\(", re.MULTILINE)
+_LOOP_HEADER = LazyPattern(r"(?:async[ \t]+)?(?:for|while)\b[^#\n]*:[ \t]*(?:#[^\n]*)?$")
 
 
 def _under_a_loop_header(text: str, offset: int) -> bool:
@@ -171,7 +175,7 @@ def _own_backward(text: str, offset: int) -> bool:
     return _OWN_RECEIVER.search(text, text.rfind("\n", 0, offset) + 1, offset) is not None
 
 
-_OWN_RECEIVER = re.compile(r"(?:(?<![\w.])self|\bsuper[ \t]*\([^()]*\))[ \t]*\.[ \t]*$")
+_OWN_RECEIVER = LazyPattern(r"(?:(?<![\w.])self|\bsuper[ \t]*\([^()]*\))[ \t]*\.[ \t]*$")
 
 
 def _word_offsets(text: str, word: str) -> Iterator[int]:
@@ -487,11 +491,20 @@ class Unanalysable(Exception):
         self.message = message
 
 
+@contextlib.contextmanager
+def _checked_files_warnings_ignored() -> Iterator[None]:
+    """CPython warns while it parses and compiles the checked file (`x is not "0"`,
+    invalid escapes): the file is valid, and its warnings are not accumlint's to print.
+    (`catch_warnings(action=...)` would do, from Python 3.11 on.)"""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
 def parse_python(text: str, path: str) -> ast.Module:
     """Python's tree of the text; raises ParseFailure at CPython's position, or Unanalysable."""
     try:
-        with collector_paused(), warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the checked file's SyntaxWarnings are not accumlint's to print
+        with collector_paused(), _checked_files_warnings_ignored():
             return ast.parse(text, filename=path)
     except SyntaxError as error:
         raise _failure(error, text) from None
@@ -506,8 +519,7 @@ def parse_python(text: str, path: str) -> ast.Module:
 def compile_check(tree: ast.Module, path: str, text: str) -> None:
     """Errors CPython reports only when compiling ('return' outside a function, ...)."""
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # `x is not "0"`: CPython warns, the file is valid
+        with _checked_files_warnings_ignored():
             compile(tree, path, "exec", dont_inherit=True)
     except SyntaxError as error:
         raise _failure(error, text) from None
@@ -525,7 +537,7 @@ _COMPILE_FRAMES = 16
 # boolean chain is one level there and a level per operand for `nesting`: at most one
 # more per `and`/`or` of the text.
 _NESTING_WITHIN_BUDGET = 3 * 3 * (_COMPILE_FRAMES + 1) + 1
-_BOOLEAN_OPERATORS = re.compile(r"\b(?:and|or)\b")
+_BOOLEAN_OPERATORS = LazyPattern(r"\b(?:and|or)\b")
 _budget_bounds_compile: Optional[bool] = None
 
 
@@ -540,8 +552,7 @@ def _compiles_within_bound(text: str, path: str) -> bool:
         return False
     if _NESTING_WITHIN_BUDGET + len(_BOOLEAN_OPERATORS.findall(text)) > MAX_NESTING:
         return False
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the checked file's SyntaxWarnings are not accumlint's to print
+    with _checked_files_warnings_ignored():
         return _compiles_with_budget(text, path, _COMPILE_FRAMES)
 
 

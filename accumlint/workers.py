@@ -289,8 +289,7 @@ class WorkerPool:
                     worker.give([(index, items[index]) for index in chunk], self.budget)
                 except OSError:  # it died before taking the items: not their fault
                     self._retire(worker)
-                    self._waiting_weight += sum(weights[index] for index in chunk)
-                    waiting.extendleft(reversed(chunk))
+                    self._requeue(chunk, waiting, weights)
                     idle.append(self._spawn())
                     continue
                 busy[worker.result_read] = worker
@@ -342,6 +341,9 @@ class WorkerPool:
     def _give_back(self, worker: _Worker, waiting: deque, weights: Sequence[int]) -> None:
         """The items a failed worker was given but had not started: they wait again, first."""
         worker.queue.popleft()
-        self._waiting_weight += sum(weights[index] for index in worker.queue)
-        waiting.extendleft(reversed(worker.queue))
+        self._requeue(list(worker.queue), waiting, weights)
         worker.queue.clear()
+
+    def _requeue(self, indices: list[int], waiting: deque, weights: Sequence[int]) -> None:
+        self._waiting_weight += sum(weights[index] for index in indices)
+        waiting.extendleft(reversed(indices))

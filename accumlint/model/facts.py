@@ -17,7 +17,7 @@ from typing import Callable, Optional, Union
 import libcst as cst
 
 from accumlint.model.names import dotted
-from accumlint.model.tree import LEAVES, calls_in, children
+from accumlint.model.tree import LEAVES, calls_in, children, record_parents
 from accumlint.patterns import LazyPattern
 
 Loop = Union[cst.For, cst.While]
@@ -210,7 +210,7 @@ def collect_facts(module: cst.Module, text: str) -> ModuleFacts:
         if recorder is not None:
             recorder(facts, node)
         if kind in _STRINGS:
-            _record_parents(parents, node)
+            record_parents(parents, node)
             continue
         for child in reversed(children(node)):
             parents[id(child)] = node
@@ -219,15 +219,6 @@ def collect_facts(module: cst.Module, text: str) -> ModuleFacts:
     if facts.trainer_accumulation is None:
         _trainer_accumulation_through_kwargs(facts)
     return facts
-
-
-def _record_parents(parents: dict[int, cst.CSTNode], root: cst.CSTNode) -> None:
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        for child in children(node):
-            parents[id(child)] = node
-            stack.append(child)
 
 
 def _trainer_accumulation_through_kwargs(facts: ModuleFacts) -> None:

@@ -112,6 +112,16 @@ def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         stack.extend(reversed(children(current)))
 
 
+def record_parents(parents: dict[int, cst.CSTNode], root: cst.CSTNode) -> None:
+    """Put id(node) -> parent into `parents` for every content node below `root`."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        for child in children(node):
+            parents[id(child)] = node
+            stack.append(child)
+
+
 def walk_all(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """Every node below `node`, tokens included, pre-order (slow: `children` copies)."""
     stack = [node]
