@@ -326,6 +326,14 @@ def test_a_passing_compile_bounds_the_nesting():
     assert max(depth - booleans for depth, booleans in taken) > gate._NESTING_WITHIN_BUDGET // 2  # near the bound
 
 
+def test_the_boolean_operators_are_counted_exactly_or_overcounted():
+    """The shortcut's bound needs at least as many as the text holds; the letters' count
+    over-counts (`torch`, `random`) and is replaced by the words' count past what is enough."""
+    words = "torch.random(x) and y or z\n"
+    assert gate._boolean_operators(words, 100) == 4 >= len(gate._BOOLEAN_OPERATORS.findall(words))
+    assert gate._boolean_operators("torch " * 50 + "a and b\n", 10) == 1
+
+
 def test_the_shortcut_and_stage_two_tell_every_file_the_same(monkeypatch):
     """A file's verdict (kept, dropped, its syntax error and position, its refusal) does
     not depend on the way it went: the fixtures, deep code, and broken code."""

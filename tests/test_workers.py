@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from accumlint.workers import CHUNK_ITEMS, WALL_FACTOR, Failure, WorkerPool
+from accumlint.workers import CHUNK_ITEMS, NAP, WALL_FACTOR, Failure, WorkerPool, _nap
 
 
 def _gone(pid: int) -> bool:
@@ -160,3 +160,57 @@ def test_each_item_of_a_chunk_has_a_budget_of_its_own():
     with WorkerPool(1, _burn, 0.35) as pool:
         results = dict(pool.map([0.2] * 8))
     assert all(isinstance(pid, int) for pid in results.values()) and len(set(results.values())) == 1
+
+
+class _Busy:
+    """What `_nap` reads of a worker: its queue (the running item first) and its last item's CPU time."""
+
+    def __init__(self, queued: int, item_seconds: float) -> None:
+        self.queue = list(range(queued))
+        self.item_seconds = item_seconds
+
+
+def test_the_parent_naps_only_while_every_busy_worker_has_items_left_behind_the_running_one():
+    assert _nap([_Busy(16, 0.01)]) == pytest.approx(min(NAP, 15 * 0.01 / 2))
+    assert _nap([_Busy(3, 0.001)]) == pytest.approx(0.001)  # less than the two items left would take
+    assert _nap([_Busy(16, 1.0)]) == NAP
+    assert _nap([_Busy(16, 0.01), _Busy(1, 0.01)]) == 0.0  # a worker on its last item wants a chunk soon
+    assert _nap([_Busy(16, 0.0)]) == 0.0  # no item done yet: nothing to go by
+
+
+def test_results_that_wait_together_are_all_read_after_one_wake_up(monkeypatch: pytest.MonkeyPatch):
+    """One long nap at the start: every result of the first chunk is waiting when the parent
+    looks, and all of them are read before it waits again."""
+    from accumlint import workers
+
+    naps = iter([0.5])
+    monkeypatch.setattr(workers, "_nap", lambda busy: next(naps, 0.0))
+    real_select = workers.select.select
+    read_between_waits = [0]
+
+    def counted(readers, writers, errors, timeout):
+        if timeout != 0:
+            read_between_waits.append(0)
+        return real_select(readers, writers, errors, timeout)
+
+    monkeypatch.setattr(workers.select, "select", counted)
+    with WorkerPool(1, _work, 10.0) as pool:
+        for _ in pool.map(["a"] * 16, [1] * 16):
+            read_between_waits[-1] += 1
+    first_chunk = 8  # half of what waits
+    assert read_between_waits[:2] == [0, first_chunk] and sum(read_between_waits) == 16
+
+
+def _burn_then_crash(item):
+    if item == "crash":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    return _burn(item)
+
+
+def test_results_waiting_before_a_crash_are_all_kept():
+    items = [0.02] * 6 + ["crash"] + [0.02] * 3
+    with WorkerPool(1, _burn_then_crash, 10.0) as pool:
+        results = dict(pool.map(items, [1] * len(items)))
+    assert isinstance(results[6], Failure) and "segmentation fault" in results[6].message
+    assert all(isinstance(results[index], int) for index in range(len(items)) if index != 6)
+    assert len({results[index] for index in range(6)}) == 1 and results[0] != results[7]
