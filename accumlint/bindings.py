@@ -64,6 +64,61 @@ class ModuleReads:
         return _Flow(self._scans, replay=self._recorded).module(edited)
 
 
+class FunctionReads:
+    """`unbound_reads` of one function of a module (a module-level function, or a method of
+    a module-level class) and of its edited versions, for edits inside its body.
+
+    Such edits change nothing the rest of the module contributes: the function's
+    body binds nothing outside it (the enclosing names are those the module's
+    statements bind, the def's own name among them), and every other scope is
+    walked the same way. So the module's unbound reads differ from the edited
+    module's only by what the body contributes, and the walk can stay inside it
+    (with the scope the module walk gives it), taking over what it can as
+    `ModuleReads` does. A star import makes every read bound, as in `unbound_reads`:
+    `stars` says whether the module holds one (then the module's walk decides), and
+    an edited body that holds one has no unbound read."""
+
+    def __init__(self, module: cst.Module, owner: Optional[cst.ClassDef], function: cst.FunctionDef) -> None:
+        scans = _Scans(memo={})
+        top = _Scope("<module>", None, scans.block(module.body)[0])
+        self._outer = top if owner is None else _Scope(f"{top.key}.{owner.name.value}", None, top.enclosing)
+        self.stars = _has_star_import(module)
+        self._recorded = _Recording()
+        walk = _Flow(scans, self._recorded)
+        walk.function(function, self._outer)
+        self.unbound = Counter(walk.found)
+        self._scans = _Scans(scans.memo, remember=False)
+
+    def of(self, edited: cst.FunctionDef) -> Counter:
+        """The unbound reads of the function's edited version (the same def, another body)."""
+        walk = _Flow(self._scans, replay=self._recorded)
+        walk.function(edited, self._outer)
+        return Counter() if walk.stars else Counter(walk.found)
+
+
+# The nodes that hold statements (Python accepts a star import only at module level,
+# but the walk counts one wherever it stands, and so does this search).
+_STATEMENT_BLOCKS = frozenset({
+    cst.If, cst.Else, cst.For, cst.While, cst.Try, cst.TryStar, cst.ExceptHandler, cst.ExceptStarHandler,
+    cst.Finally, cst.With, cst.Match, cst.MatchCase, cst.IndentedBlock, cst.FunctionDef, cst.ClassDef,
+})
+
+
+def _has_star_import(module: cst.Module) -> bool:
+    """Whether a statement anywhere in the module is `from ... import *` (expressions hold none)."""
+    stack: list[cst.CSTNode] = list(module.body)
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if kind is cst.SimpleStatementLine or kind is cst.SimpleStatementSuite:
+            if any(_is_star_import(small) for small in node.body):
+                return True
+        elif kind in _STATEMENT_BLOCKS:
+            stack.extend(child for child in children(node) if type(child) in _STATEMENT_BLOCKS
+                         or type(child) is cst.SimpleStatementLine or type(child) is cst.SimpleStatementSuite)
+    return False
+
+
 # -- which names a piece of code binds or reads ------------------------------------
 
 

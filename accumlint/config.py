@@ -96,6 +96,8 @@ class Settings(NamedTuple):
 
     def enabled_for(self, path: str) -> frozenset[str]:
         """Codes enabled for one file once `per-file-ignores` are applied."""
+        if not self.ignore_specs:
+            return self.enabled
         relative = _relative(path, self.config.root)
         removed: set[str] = set()
         for spec, codes in self.ignore_specs:

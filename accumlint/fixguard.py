@@ -10,11 +10,12 @@ it cannot zero once before the loop).
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from typing import TYPE_CHECKING, Optional, Sequence
 
 import libcst as cst
 
-from accumlint.bindings import ModuleReads
+from accumlint.bindings import FunctionReads, ModuleReads
 from accumlint.edits import AFTER, BEFORE, REPLACE, Edit, apply_edits
 from accumlint.model.tree import record_parents
 
@@ -28,6 +29,7 @@ class FixGuard:
     def __init__(self, module: cst.Module, parents: Optional[dict[int, cst.CSTNode]] = None) -> None:
         self.module = module
         self._reads: Optional[ModuleReads] = None
+        self._by_function: dict[tuple[int, Optional[int]], FunctionReads] = {}
         self._parents = parents
 
     def refusal(self, edits: Sequence[Edit]) -> Optional[str]:
@@ -38,7 +40,7 @@ class FixGuard:
             return "it would insert a statement into a class body"
         try:
             fixed = apply_edits(self.module, edits, self.parents)
-            added = self.reads.of(fixed) - self.reads.unbound
+            added = self._added_reads(edits, fixed)
         except RecursionError:
             return "the fixed code is too deeply nested to check"
         if added:
@@ -48,6 +50,44 @@ class FixGuard:
 
     def allows(self, edits: Sequence[Edit]) -> bool:
         return self.refusal(edits) is None
+
+    def _added_reads(self, edits: Sequence[Edit], fixed: cst.Module) -> Counter:
+        """The reads that may run unbound in the fixed module and not in the original. Edits
+        inside one function's body are judged by that body alone (`FunctionReads`)."""
+        place = self._function_holding(edits)
+        if place is not None:
+            index, method = place
+            edited = _function_at(fixed, index, method)
+            reads = self._function_reads(index, method)
+            if edited is not None and len(fixed.body) == len(self.module.body) and not reads.stars:
+                return reads.of(edited) - reads.unbound
+        return self.reads.of(fixed) - self.reads.unbound
+
+    def _function_holding(self, edits: Sequence[Edit]) -> Optional[tuple[int, Optional[int]]]:
+        """(index of a module-level statement, index of a method in it or None) of the one
+        function whose body holds every edit's target, or None."""
+        found = None
+        for edit in edits:
+            chain = [edit.target]  # the target, then its ancestors up to the module
+            while chain[-1] is not self.module:
+                parent = self.parents.get(id(chain[-1]))
+                if parent is None:
+                    return None
+                chain.append(parent)
+            place = _place(self.module, chain[::-1])
+            if place is None or (found is not None and place != found):
+                return None
+            found = place
+        return found
+
+    def _function_reads(self, index: int, method: Optional[int]) -> FunctionReads:
+        key = (index, method)
+        reads = self._by_function.get(key)
+        if reads is None:
+            top = self.module.body[index]
+            owner = top if method is not None else None
+            reads = self._by_function[key] = FunctionReads(self.module, owner, _function_at(self.module, index, method))
+        return reads
 
     @property
     def reads(self) -> ModuleReads:
@@ -77,6 +117,32 @@ class FixGuard:
             self._parents = {}
             record_parents(self._parents, self.module)
         return self._parents
+
+
+def _place(module: cst.Module, path: list[cst.CSTNode]) -> Optional[tuple[int, Optional[int]]]:
+    """Where the function whose body holds the last node of `path` (the module down to
+    it) stands: a module-level def, or a def in a module-level class's body."""
+    if len(path) < 4:  # module, def, its body, a statement in it at least
+        return None
+    index = _index(module.body, path[1])
+    if type(path[1]) is cst.FunctionDef:
+        return (index, None) if path[2] is path[1].body else None
+    if type(path[1]) is cst.ClassDef and len(path) >= 6 and type(path[3]) is cst.FunctionDef and path[4] is path[3].body:
+        return index, _index(path[2].body, path[3])
+    return None
+
+
+def _index(statements: Sequence[cst.CSTNode], statement: cst.CSTNode) -> int:
+    return next(position for position, candidate in enumerate(statements) if candidate is statement)
+
+
+def _function_at(module: cst.Module, index: int, method: Optional[int]) -> Optional[cst.FunctionDef]:
+    """The def at a place `_place` gave, in the module or in an edited version of it."""
+    node = module.body[index] if index < len(module.body) else None
+    if method is not None:
+        body = node.body if type(node) is cst.ClassDef else None
+        node = body.body[method] if type(body) is cst.IndentedBlock and method < len(body.body) else None
+    return node if type(node) is cst.FunctionDef else None
 
 
 _recent: list[FixGuard] = []  # the guards of the last two modules asked about

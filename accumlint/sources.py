@@ -115,11 +115,18 @@ class _IgnoreFiles:
     def ignored(self, path: str, is_dir: bool, stop: str) -> bool:
         """Whether a .gitignore between `path` (absolute) and `stop` (included) ignores it."""
         for directory, spec in self._chain(os.path.dirname(path), stop):
-            relative = os.path.relpath(path, directory).replace(os.sep, "/") + ("/" if is_dir else "")
+            relative = _below(path, directory).replace(os.sep, "/") + ("/" if is_dir else "")
             result = spec.check_file(relative)
             if result.include is not None:
                 return bool(result.include)
         return False
+
+
+def _below(path: str, directory: str) -> str:
+    """`os.path.relpath(path, directory)` for a path inside the (absolute) directory, without
+    relpath's work (it makes both absolute and compares them part by part)."""
+    prefix = directory if directory.endswith(os.sep) else directory + os.sep
+    return path[len(prefix):] if path.startswith(prefix) else os.path.relpath(path, directory)
 
 
 def _repository_root(start: str) -> str:

@@ -64,8 +64,10 @@ class _FreshReads:
 
 
 def _fresh_refusal(module: libcst.Module, edits, monkeypatch) -> "str | None":
+    """The verdict from fresh walks of both whole modules (no function-scoped walk either)."""
     with monkeypatch.context() as patched:
         patched.setattr(fixguard, "ModuleReads", _FreshReads)
+        patched.setattr(FixGuard, "_function_holding", lambda guard, edits: None)
         return FixGuard(module).refusal(edits)
 
 
@@ -74,6 +76,8 @@ def _assert_judged_as_a_fresh_walk_judges(module: libcst.Module, edits, monkeypa
     assert reads.unbound == unbound_reads(module)
     edited = apply_edits(module, edits, FixGuard(module).parents)
     assert reads.of(edited) == unbound_reads(edited)
+    # edits inside one function are judged by its body alone: the same reads added
+    assert FixGuard(module)._added_reads(edits, edited) == unbound_reads(edited) - unbound_reads(module)
     verdict = FixGuard(module).refusal(edits)
     assert verdict == _fresh_refusal(module, edits, monkeypatch)
     return verdict
@@ -269,3 +273,22 @@ def test_binding_and_unbinding_edits_judged_by_the_shortcuts_as_by_the_plain_com
             continue
         verdicts.add(_assert_judged_as_a_fresh_walk_judges(module, edits, monkeypatch) is None)
     assert verdicts == {True, False} or "import *" in MODULES[index]  # both verdicts were compared
+
+
+def test_edits_inside_one_function_are_judged_by_its_body_alone() -> None:
+    """Where the guard's function-scoped walk applies (the tests above check that it
+    adds the reads a walk of both whole modules adds): a module-level def, a method of a
+    module-level class; not the def itself, two functions, or module-level code."""
+    module = libcst.parse_module(MODULES[0])
+    train, trainer, helper, main = module.body[2], module.body[3], module.body[4], module.body[5]
+    run = trainer.body.body[2]
+    loop = train.body.body[1]
+    guard = FixGuard(module)
+    zero = libcst.parse_statement("opt.zero_grad()\n")
+    assert guard._function_holding([insert_before(loop, zero), remove(loop.body.body[1])]) == (2, None)
+    assert guard._function_holding([insert_after(run.body.body[1], zero)]) == (3, 2)
+    assert guard._function_holding([insert_before(train, zero)]) is None  # beside the def: module level
+    assert guard._function_holding([replace(train, zero)]) is None  # the def itself
+    assert guard._function_holding([remove(loop), remove(helper.body.body[0])]) is None  # two functions
+    assert guard._function_holding([remove(main.body.body[0])]) is None  # module-level code
+    assert guard._function_holding([insert_before(trainer.body.body[0], zero)]) is None  # a class body

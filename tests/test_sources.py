@@ -199,3 +199,11 @@ def test_read_write_round_trip_is_byte_exact(tmp_path_factory, lines, newline, e
     document = PythonDocument.from_bytes(str(path), path.read_bytes())
     write_atomic(str(path), document.encoded())
     assert path.read_bytes() == raw
+
+
+def test_a_path_below_a_folder_is_cut_out_of_it_as_relpath_would():
+    from accumlint.sources import _below
+
+    assert _below("/repo/src/train.py", "/repo") == os.path.relpath("/repo/src/train.py", "/repo") == "src/train.py"
+    assert _below("/train.py", "/") == "train.py"
+    assert _below("/repo2/train.py", "/repo") == os.path.relpath("/repo2/train.py", "/repo")  # a prefix, not a parent
