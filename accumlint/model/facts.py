@@ -17,7 +17,7 @@ from typing import Callable, Optional, Union
 import libcst as cst
 
 from accumlint.model.names import dotted
-from accumlint.model.tree import LEAVES, calls_in, children, record_parents
+from accumlint.model.tree import ABSENT, KNOWN_CONTENT_FIELDS, LEAVES, SEQUENCES, calls_in, content_fields, record_parents
 from accumlint.patterns import LazyPattern
 
 Loop = Union[cst.For, cst.While]
@@ -203,6 +203,7 @@ def collect_facts(module: cst.Module, text: str) -> ModuleFacts:
     stack: list[cst.CSTNode] = [module]
     pop, push = stack.pop, stack.append
     recorder_of = _RECORDERS.get
+    fields_of = KNOWN_CONTENT_FIELDS.get
     while stack:
         node = pop()
         kind = type(node)
@@ -212,10 +213,18 @@ def collect_facts(module: cst.Module, text: str) -> ModuleFacts:
         if kind in _STRINGS:
             record_parents(parents, node)
             continue
-        for child in reversed(children(node)):
-            parents[id(child)] = node
-            if type(child) not in LEAVES:
-                push(child)
+        # `children(node)`, last first, inlined: this walk meets every node of the module
+        for name in reversed(fields_of(kind) or content_fields(kind)):
+            value = getattr(node, name)
+            if type(value) in SEQUENCES:
+                for child in reversed(value):
+                    parents[id(child)] = node
+                    if type(child) not in LEAVES:
+                        push(child)
+            elif value is not None and value is not ABSENT:
+                parents[id(value)] = node
+                if type(value) not in LEAVES:
+                    push(value)
     if facts.trainer_accumulation is None:
         _trainer_accumulation_through_kwargs(facts)
     return facts

@@ -48,8 +48,9 @@ _VISIT_ORDER: dict[str, tuple[str, ...]] = {
     "TypeAlias": ("name", "type_parameters", "value"),
 }
 
-_fields_of: dict[type, tuple[str, ...]] = {}
-_SEQUENCES = (tuple, list)
+# content_fields' answers so far (walks that inline `children` read it directly)
+KNOWN_CONTENT_FIELDS: dict[type, tuple[str, ...]] = {}
+SEQUENCES = (tuple, list)
 _NOT_A_NODE = re.compile(r"\b(str|bool|Literal)\b")
 
 
@@ -65,11 +66,11 @@ def _holds_nodes(field: dataclasses.Field) -> bool:
 
 def content_fields(kind: type) -> tuple[str, ...]:
     """The fields of a node type that can hold content nodes, in LibCST's visiting order."""
-    fields = _fields_of.get(kind)
+    fields = KNOWN_CONTENT_FIELDS.get(kind)
     if fields is None:
         holding = {field.name for field in dataclasses.fields(kind) if _holds_nodes(field)}
         order = _VISIT_ORDER.get(kind.__name__) or tuple(field.name for field in dataclasses.fields(kind))
-        fields = _fields_of[kind] = tuple(name for name in order if name in holding)
+        fields = KNOWN_CONTENT_FIELDS[kind] = tuple(name for name in order if name in holding)
     return fields
 
 
@@ -80,17 +81,17 @@ def children(node: cst.CSTNode) -> list[cst.CSTNode]:
     `MaybeSentinel.DEFAULT`; identity tests tell them apart without
     `isinstance` against LibCST's ABCs."""
     found: list[cst.CSTNode] = []
-    fields = _fields_of.get(type(node))
+    fields = KNOWN_CONTENT_FIELDS.get(type(node))
     for name in content_fields(type(node)) if fields is None else fields:
         value = getattr(node, name)
-        if type(value) in _SEQUENCES:
+        if type(value) in SEQUENCES:
             found.extend(value)
-        elif value is not None and value is not _ABSENT:
+        elif value is not None and value is not ABSENT:
             found.append(value)
     return found
 
 
-_ABSENT = cst.MaybeSentinel.DEFAULT
+ABSENT = cst.MaybeSentinel.DEFAULT  # what an optional content field holds when empty
 
 # Content nodes without content children (`children` returns nothing for them): a
 # walk that only looks for other kinds need not push them. tests/test_tree.py checks
