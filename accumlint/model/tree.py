@@ -110,7 +110,13 @@ def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     while stack:
         current = stack.pop()
         yield current
-        stack.extend(reversed(children(current)))
+        kind = type(current)
+        for name in reversed(KNOWN_CONTENT_FIELDS.get(kind) or content_fields(kind)):  # `children`, last first
+            value = getattr(current, name)
+            if type(value) in SEQUENCES:
+                stack.extend(reversed(value))
+            elif value is not None and value is not ABSENT:
+                stack.append(value)
 
 
 def record_parents(parents: dict[int, cst.CSTNode], root: cst.CSTNode) -> None:
@@ -146,7 +152,12 @@ def calls_in(node: cst.CSTNode) -> list[cst.Call]:
             found.append(current)
         elif kind in _OPAQUE:
             continue
-        stack.extend([child for child in children(current) if type(child) not in LEAVES])
+        for name in KNOWN_CONTENT_FIELDS.get(kind) or content_fields(kind):  # `children`, inlined
+            value = getattr(current, name)
+            if type(value) in SEQUENCES:
+                stack.extend([child for child in value if type(child) not in LEAVES])
+            elif value is not None and value is not ABSENT and type(value) not in LEAVES:
+                stack.append(value)
     found.reverse()
     return found
 
