@@ -55,11 +55,10 @@ class FixGuard:
         """The reads that may run unbound in the fixed module and not in the original. Edits
         inside one function's body are judged by that body alone (`FunctionReads`)."""
         place = self._function_holding(edits)
-        if place is not None:
-            index, method = place
-            edited = _function_at(fixed, index, method)
-            reads = self._function_reads(index, method)
-            if edited is not None and len(fixed.body) == len(self.module.body) and not reads.stars:
+        edited = _function_at(fixed, *place) if place is not None and len(fixed.body) == len(self.module.body) else None
+        if edited is not None:
+            reads = self._function_reads(*place)
+            if not reads.stars:
                 return reads.of(edited) - reads.unbound
         return self.reads.of(fixed) - self.reads.unbound
 

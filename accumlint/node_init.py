@@ -35,15 +35,12 @@ _MEMBER = type(type("_Slotted", (), {"__slots__": ("value",)}).value)  # the des
 _templates: dict[tuple[bool, ...], CodeType] = {}
 
 
-def install() -> int:
-    """Give every LibCST node type that allows it the slot-storing constructor; how many got it."""
-    installed = 0
+def install() -> None:
+    """Give every LibCST node type that allows it the slot-storing constructor."""
     for kind in _node_types():
         constructor = _constructor(kind)
         if constructor is not None:
             kind.__init__ = constructor
-            installed += 1
-    return installed
 
 
 def _node_types() -> list[type]:
@@ -81,8 +78,6 @@ def _constructor(kind: type) -> Optional[FunctionType]:
             defaults.append(_FACTORY)
         elif field.default is not dataclasses.MISSING:
             defaults.append(field.default)
-        elif defaults:  # dataclasses forbid a required field after a default one
-            return None
     code = _template(shape).replace(co_varnames=("self", *(field.name for field in fields)))
     constructor = FunctionType(code, namespace, "__init__", tuple(defaults) or None)
     constructor.__qualname__ = f"{kind.__qualname__}.__init__"

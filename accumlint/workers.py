@@ -331,25 +331,7 @@ class WorkerPool:
                 timeout -= nap
             ready, _, _ = select.select(list(busy), [], [], timeout)
             for fd in ready:
-                worker = busy[fd]
-                while True:  # every result waiting in its pipe
-                    try:
-                        index, result, cpu_seconds = _read_message(fd)
-                    except (EOFError, OSError, pickle.UnpicklingError):
-                        del busy[fd]
-                        index = worker.index
-                        self._give_back(worker, waiting, weights)
-                        result = Failure(_death(self._retire(worker)))
-                        if waiting:
-                            idle.append(self._spawn())
-                    else:
-                        worker.answered(cpu_seconds, self.budget)
-                        if not worker.queue:
-                            del busy[fd]
-                            idle.append(worker)
-                    yield index, result
-                    if fd not in busy or not _readable(fd):
-                        break
+                yield from self._results(fd, busy, idle, waiting, weights)
             now = time.monotonic()
             for fd, worker in list(busy.items()):
                 if worker.deadline <= now and worker.past_budget(self.budget, now):
@@ -362,6 +344,31 @@ class WorkerPool:
                     yield index, Failure(
                         f"analysis took longer than the per-file budget of {self.budget:g} s; file not checked"
                     )
+
+    def _results(
+        self, fd: int, busy: dict[int, _Worker], idle: list[_Worker], waiting: deque, weights: Sequence[int]
+    ) -> Iterator[tuple[int, Any]]:
+        """Every result waiting in a busy worker's pipe; a worker that has answered all it was
+        given goes idle, one that died costs its running item and is replaced."""
+        worker = busy[fd]
+        while True:
+            try:
+                index, result, cpu_seconds = _read_message(fd)
+            except (EOFError, OSError, pickle.UnpicklingError):
+                del busy[fd]
+                index = worker.index
+                self._give_back(worker, waiting, weights)
+                result = Failure(_death(self._retire(worker)))
+                if waiting:
+                    idle.append(self._spawn())
+            else:
+                worker.answered(cpu_seconds, self.budget)
+                if not worker.queue:
+                    del busy[fd]
+                    idle.append(worker)
+            yield index, result
+            if fd not in busy or not _readable(fd):
+                return
 
     def _chunk(self, waiting: deque, weights: Sequence[int]) -> list[int]:
         """The next items for one worker: at most CHUNK_ITEMS, and at least one, of at
