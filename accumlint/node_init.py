@@ -8,6 +8,9 @@ that way (about 320 K on the fixtures). The constructor made here for a node
 type does exactly what that one does (the same parameters, defaults and
 default factories, then `__post_init__`), but stores each field through its
 slot's descriptor, fetched once: about a twentieth of a parse's instructions.
+While the only thread there is parses, the parser also has them skip the call
+of `__post_init__` (`validating(False)`), whose hook it has made a no-op for
+the parse anyway (`accumlint.parsing`): one Python call per node fewer.
 
 Making them costs a few milliseconds (one small code object per shape of
 fields, one function per node type), more than a one-file check can win
@@ -21,7 +24,7 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
-from types import CodeType, FunctionType
+from types import CellType, CodeType, FunctionType
 from typing import Optional
 
 from libcst._nodes.base import CSTNode
@@ -33,6 +36,13 @@ _FACTORY = getattr(dataclasses, "_HAS_DEFAULT_FACTORY", None)
 _MEMBER = type(type("_Slotted", (), {"__slots__": ("value",)}).value)  # the descriptor type of a slot
 # One code object per shape: which fields have a default factory.
 _templates: dict[tuple[bool, ...], CodeType] = {}
+# Whether the constructors call `__post_init__`: one cell, in every constructor's closure.
+_CALL_POST_INIT = CellType(True)
+
+
+def validating(on: bool) -> None:
+    """Whether the installed constructors call `__post_init__` (LibCST's validating hook)."""
+    _CALL_POST_INIT.cell_contents = on
 
 
 def install() -> None:
@@ -57,6 +67,8 @@ def _node_types() -> list[type]:
 
 def _constructor(kind: type) -> Optional[FunctionType]:
     """The slot-storing `__init__` of a node type, or None when a field is not a plain slot."""
+    if any("__post_init__" in owner.__dict__ for owner in kind.__mro__ if owner is not CSTNode):
+        return None  # a hook of its own, which `validating(False)` must not skip
     fields = dataclasses.fields(kind)
     setters = []
     for field in fields:
@@ -79,7 +91,7 @@ def _constructor(kind: type) -> Optional[FunctionType]:
         elif field.default is not dataclasses.MISSING:
             defaults.append(field.default)
     code = _template(shape).replace(co_varnames=("self", *(field.name for field in fields)))
-    constructor = FunctionType(code, namespace, "__init__", tuple(defaults) or None)
+    constructor = FunctionType(code, namespace, "__init__", tuple(defaults) or None, (_CALL_POST_INIT,))
     constructor.__qualname__ = f"{kind.__qualname__}.__init__"
     return constructor
 
@@ -89,12 +101,17 @@ def _template(shape: tuple[bool, ...]) -> CodeType:
     if code is None:
         parameters = "".join(f", p{index}" for index in range(len(shape)))
         body = "".join(
-            f"    set{index}(self, make{index}() if p{index} is FACTORY else p{index})\n"
+            f"        set{index}(self, make{index}() if p{index} is FACTORY else p{index})\n"
             if factory
-            else f"    set{index}(self, p{index})\n"
+            else f"        set{index}(self, p{index})\n"
             for index, factory in enumerate(shape)
         )
+        source = (
+            "def closure():\n    call_post_init = True\n"  # the free variable the cell fills
+            f"    def __init__(self{parameters}):\n{body}        if call_post_init:\n            self.__post_init__()\n"
+            "    return __init__\n"
+        )
         namespace: dict[str, object] = {}
-        exec(compile(f"def __init__(self{parameters}):\n{body}    self.__post_init__()\n", __name__, "exec"), namespace)
-        code = _templates[shape] = namespace["__init__"].__code__
+        exec(compile(source, __name__, "exec"), namespace)
+        code = _templates[shape] = namespace["closure"]().__code__
     return code

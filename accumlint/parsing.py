@@ -12,8 +12,9 @@ So the parse runs with that hook switched off, for the parsing thread only,
 and only while `parse_module` runs: nodes the fixer builds later, and nodes any
 other thread builds meanwhile, are still validated. When the parsing thread is
 the only one (a check's worker always is), the hook is a plain no-op for the
-parse: no other thread exists to build a node, and the parse starts none
-(asking which thread builds each node costs 2.5 % of the parse). The hook is
+parse, and the installed node constructors do not even call it: no other
+thread exists to build a node, and the parse starts none (asking which thread
+builds each node costs 2.5 % of the parse). The hook is
 LibCST's private API: `SKIPS_VALIDATION` is False, and the parse is LibCST's plain one,
 when `CSTNode.__post_init__` is not the one-line validating hook this module
 knows (tests/test_parsing.py fails then, and checks on every fixture that the
@@ -80,6 +81,7 @@ def _unvalidated_parse(text: str) -> libcst.Module:
         _parsing.add(thread)
         alone = threading.active_count() == 1
         CSTNode.__post_init__ = _skip_validation if alone else _validate_unless_parsing
+        node_init.validating(not alone)
     try:
         return libcst.parse_module(text)
     finally:
@@ -87,3 +89,4 @@ def _unvalidated_parse(text: str) -> libcst.Module:
             _parsing.discard(thread)
             if not _parsing:
                 CSTNode.__post_init__ = _VALIDATING_HOOK
+                node_init.validating(True)

@@ -13,6 +13,8 @@ from typing import Iterator
 
 import libcst as cst
 import pytest
+from libcst._nodes.base import CSTNode
+from threads import beside_another_thread
 
 from accumlint import node_init, parsing
 
@@ -142,3 +144,61 @@ def test_the_parser_installs_them_only_once_enough_text_was_parsed(
     for _ in range(4):
         parsing.parse_module("total = step + 1\n")  # 17 characters
     assert installs == [34]
+
+
+def test_the_constructors_leave_out_the_hook_only_while_told(
+    monkeypatch: pytest.MonkeyPatch, originals: dict[type, object]
+) -> None:
+    node_init.install()
+    calls: list[str] = []
+    monkeypatch.setattr(CSTNode, "__post_init__", lambda node: calls.append(type(node).__name__))
+    node_init.validating(False)
+    try:
+        cst.Name("x")
+        assert calls == []
+    finally:
+        node_init.validating(True)
+    cst.Name("x")
+    assert calls == ["Name"]
+
+
+def test_a_parse_alone_calls_no_hook_and_one_beside_another_thread_calls_it_for_every_node(
+    monkeypatch: pytest.MonkeyPatch, originals: dict[type, object]
+) -> None:
+    node_init.install()
+    counted: list[int] = []
+    plain_parse = cst.parse_module
+
+    def parse_and_count(text: str) -> cst.Module:
+        hook = CSTNode.__post_init__
+        calls = [0]
+
+        def counting(node: CSTNode) -> None:
+            calls[0] += 1
+            hook(node)
+
+        CSTNode.__post_init__ = counting
+        try:
+            plain_parse(text)
+        finally:
+            CSTNode.__post_init__ = hook
+        counted.append(calls[0])
+        return plain_parse(text)
+
+    monkeypatch.setattr(cst, "parse_module", parse_and_count)
+    parsing.parse_module("total = step + 1\n")
+    beside_another_thread(lambda: parsing.parse_module("total = step + 1\n"))
+    assert counted[0] == 0 and counted[1] > 10
+    assert node_init._CALL_POST_INIT.cell_contents is True
+
+
+def test_a_node_type_with_a_hook_of_its_own_keeps_its_constructor() -> None:
+    @dataclasses.dataclass(frozen=True)
+    class Checked(cst.Name):
+        __slots__ = ()
+
+        def __post_init__(self) -> None:
+            super().__post_init__()
+
+    assert node_init._constructor(Checked) is None
+    assert node_init._constructor(cst.Name) is not None

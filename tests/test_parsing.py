@@ -15,6 +15,7 @@ from pathlib import Path
 import libcst as cst
 import pytest
 from libcst._nodes.base import CSTNode
+from threads import beside_another_thread
 
 from accumlint import parsing
 
@@ -79,14 +80,7 @@ def test_a_parse_alone_runs_with_the_no_op_hook(monkeypatch: pytest.MonkeyPatch)
 
     monkeypatch.setattr(cst, "parse_module", parse_and_look)
     parsing.parse_module("x = 1\n")
-    release = threading.Event()
-    other = threading.Thread(target=release.wait)
-    other.start()
-    try:
-        parsing.parse_module("x = 1\n")
-    finally:
-        release.set()
-        other.join()
+    beside_another_thread(lambda: parsing.parse_module("x = 1\n"))
     assert seen == [parsing._skip_validation, parsing._validate_unless_parsing]
     assert CSTNode.__post_init__ is parsing._VALIDATING_HOOK
 
