@@ -11,6 +11,7 @@ import signal
 import sys
 import textwrap
 from contextlib import contextmanager
+from pathlib import Path
 
 import libcst
 import pytest
@@ -18,6 +19,8 @@ import pytest
 from accumlint.analysis import AnalysisOptions, analyze
 from accumlint.model.build import windows_of
 from accumlint.model.gates import parse_gate
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 def _windows(source: str):
@@ -268,3 +271,96 @@ def test_closure_step_is_a_whole_update() -> None:
         optimizer.step(lambda: closure(x, y))
     """), "x.py")
     assert diagnostics == []
+
+
+# -- loops walked at their own level first ------------------------------------------------
+
+EPOCHS_OVER_BATCHES = """
+def train(loader, epochs):
+    step = 0
+    for epoch in range(epochs):
+        model.train()
+        for i, (x, y) in enumerate(loader):
+            loss = criterion(model(x), y) / 4
+            loss.backward()
+            if (i + 1) % 4 == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+        scheduler.step()
+"""
+
+
+def _loop_summary(loops) -> list:
+    """What a TrainingLoop holds, nodes by identity, Statements by their fields."""
+    return [
+        (
+            id(loop.node), id(loop.micro_loop), loop.counter, loop.counter_base, sorted(loop.derived_counters),
+            id(loop.iterable), dict(loop.increments),
+            [
+                (id(s.node), s.order, repr(s.gate), id(s.gate_if), s.conditional, [id(n) for n in s.loops],
+                 [id(n) for n in s.withs], [id(n) for n in s.block], id(s.call_site), id(s.helper), s.arms,
+                 [(e.kind, id(e.role.call)) for e in s.events])
+                for s in loop.statements
+            ],
+        )
+        for loop in loops
+    ]
+
+
+def _loops_both_ways(text: str, monkeypatch: pytest.MonkeyPatch):
+    """build_loops as it runs, then with every loop walked whole from the start."""
+    from accumlint.model import loop as loop_model
+    from accumlint.model.facts import collect_facts
+    from accumlint.model.roles import Objects
+
+    module = libcst.parse_module(text)
+    facts = collect_facts(module, text)
+    shortcut = _loop_summary(loop_model.build_loops(facts, Objects(facts)))
+    whole = loop_model._Walker.__init__
+
+    def always_whole(self, *args, own_level: bool = False, **kwargs) -> None:
+        whole(self, *args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(loop_model._Walker, "__init__", always_whole)
+        facts = collect_facts(module, text)
+        walked_whole = _loop_summary(loop_model.build_loops(facts, Objects(facts)))
+    return shortcut, walked_whole
+
+
+def test_an_epoch_loop_without_a_backward_of_its_own_is_not_walked_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    from accumlint.model import loop as loop_model
+
+    walked: list[tuple[int, bool]] = []
+    plain_walk = loop_model._Walker.walk
+
+    def recording(self, body):
+        walked.append((id(body), self.own_level))
+        return plain_walk(self, body)
+
+    monkeypatch.setattr(loop_model._Walker, "walk", recording)
+    (window,) = _windows(EPOCHS_OVER_BATCHES)
+    epoch_loop = window.loop.site.ancestors[-2]
+    assert type(epoch_loop) is libcst.For and epoch_loop.target.value == "epoch"
+    assert (id(epoch_loop.body), False) not in walked  # its own level told it holds no backward
+    assert (id(epoch_loop.body), True) in walked and (id(window.loop.node.body), True) in walked
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "fixtures").rglob("*.py")), ids=lambda p: p.name)
+def test_walking_own_levels_first_builds_the_same_loops(path, monkeypatch: pytest.MonkeyPatch) -> None:
+    text = path.read_text(encoding="utf-8")
+    shortcut, walked_whole = _loops_both_ways(text, monkeypatch)
+    assert shortcut == walked_whole
+
+
+def test_walking_own_levels_first_builds_the_same_micro_step_windows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The window is the enclosing loop: it is walked whole, once, when its inner loop asks."""
+    text = textwrap.dedent("""
+    for batch in loader:
+        for micro in batch.chunk(4):
+            (model(micro).mean() / 4).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    """)
+    shortcut, walked_whole = _loops_both_ways(text, monkeypatch)
+    assert shortcut == walked_whole and len(shortcut) == 1 and shortcut[0][1] != id(None)

@@ -162,7 +162,7 @@ class _Walker:
     """Walks one loop body into Statements (iteration order, gates, contexts)."""
 
     def __init__(self, facts: ModuleFacts, objects: Objects, function: Optional[Function],
-                 accumulation_names: tuple[str, ...] = ()) -> None:
+                 accumulation_names: tuple[str, ...] = (), *, own_level: bool = False) -> None:
         self.facts = facts
         self.accumulation_names = accumulation_names
         self.objects = objects
@@ -170,6 +170,9 @@ class _Walker:
         self.statements: list[Statement] = []
         self.assigned: dict[str, cst.BaseExpression] = {}
         self.increments: dict[str, int] = {}
+        # `own_level`: inner loops are left out, and `left_out` says whether there was one
+        self.own_level = own_level
+        self.left_out = False
 
     def walk(self, body: cst.BaseSuite) -> list[Statement]:
         self._block(body, gate=None, gate_if=None, conditional=False, loops=(), withs=(), path=(), helper=None,
@@ -214,6 +217,9 @@ class _Walker:
             withs = context["withs"] + tuple(statement.items)
             self._block(statement.body, **{**context, "withs": withs, "path": context["path"] + (statement,)})
         elif kind is cst.For or kind is cst.While:
+            if self.own_level:
+                self.left_out = True
+                return
             inner = {**context, "loops": context["loops"] + (statement,), "path": context["path"] + (statement,)}
             self._block(statement.body, **inner)
             if statement.orelse is not None:
@@ -325,10 +331,24 @@ def build_loops(facts: ModuleFacts, objects: Objects, accumulation_names: tuple[
     of its own) makes that loop the window; in a function with no enclosing loop (`training_step`, `update_policy(self,
     batch)`: the loop over steps is in a caller or a framework), the function's body
     is the window."""
+    sites = {site.node: site for site in facts.loops}
     walks: dict[cst.CSTNode, tuple[LoopSite, list[Statement], dict[str, int]]] = {}
-    for site in facts.loops:
-        walker = _Walker(facts, objects, site.function, accumulation_names)
-        walks[site.node] = (site, walker.walk(site.node.body), walker.increments)
+
+    def walked(node: cst.CSTNode) -> list[Statement]:
+        """The loop's whole body walked, inner loops included (once per loop)."""
+        if node not in walks:
+            walker = _Walker(facts, objects, sites[node].function, accumulation_names)
+            walks[node] = (sites[node], walker.walk(node.body), walker.increments)
+        return walks[node][1]
+
+    def own_level(site: LoopSite) -> list[Statement]:
+        """What runs in the loop itself: all `direct` needs. An outer loop (over epochs)
+        often runs no backward of its own, and its inner loops need not be walked for it."""
+        walker = _Walker(facts, objects, site.function, accumulation_names, own_level=True)
+        statements = walker.walk(site.node.body)
+        if not walker.left_out:  # no inner loop: the whole walk
+            walks[site.node] = (site, statements, walker.increments)
+        return statements
 
     def direct(statements: list[Statement], kind: str) -> list[Event]:
         return [e for s in statements if not s.loops for e in s.events if e.kind == kind]
@@ -338,12 +358,13 @@ def build_loops(facts: ModuleFacts, objects: Objects, accumulation_names: tuple[
         return bool(inner_orders) and any(e.order > max(inner_orders) for e in direct(statements, "step"))
 
     chosen: dict[cst.CSTNode, Optional[Loop]] = {}
-    for node, (site, statements, _) in list(walks.items()):
-        if not direct(statements, "backward"):
+    for node, site in sites.items():
+        if not direct(own_level(site), "backward"):
             continue
+        statements = walked(node)
         parent = _parent_loop(site)
-        if not direct(statements, "step") and parent is not None and parent in walks:
-            if steps_after(walks[parent][1], node) and not direct(walks[parent][1], "backward"):
+        if not direct(statements, "step") and parent is not None and parent in sites:
+            if steps_after(walked(parent), node) and not direct(walked(parent), "backward"):
                 chosen.setdefault(parent, node)
                 continue
         function = site.function

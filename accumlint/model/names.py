@@ -109,7 +109,8 @@ def positional(call: cst.Call, index: int) -> Optional[cst.BaseExpression]:
 
 def string_value(node: Optional[cst.CSTNode]) -> Optional[str]:
     if type(node) is cst.SimpleString:
-        return node.evaluated_value if isinstance(node.evaluated_value, str) else None
+        value = node.evaluated_value  # `ast.literal_eval` each time it is read
+        return value if isinstance(value, str) else None
     return None
 
 

@@ -124,9 +124,18 @@ def record_parents(parents: dict[int, cst.CSTNode], root: cst.CSTNode) -> None:
     stack = [root]
     while stack:
         node = stack.pop()
-        for child in children(node):
-            parents[id(child)] = node
-            stack.append(child)
+        kind = type(node)
+        for name in KNOWN_CONTENT_FIELDS.get(kind) or content_fields(kind):  # `children`, inlined
+            value = getattr(node, name)
+            if type(value) in SEQUENCES:
+                for child in value:
+                    parents[id(child)] = node
+                    if type(child) not in LEAVES:
+                        stack.append(child)
+            elif value is not None and value is not ABSENT:
+                parents[id(value)] = node
+                if type(value) not in LEAVES:
+                    stack.append(value)
 
 
 def walk_all(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
