@@ -550,3 +550,50 @@ def test_pre_commit_hooks():
     assert by_id["accumlint-fix"]["entry"] == "accumlint check --fix"
     for hook in hooks:
         assert hook["language"] == "python" and hook["types_or"] == ["python", "jupyter"]
+
+
+# ---------------------------------------------------------------- the process's own exit
+
+
+def _command_process(project: Path, before: str, *args: str) -> subprocess.CompletedProcess:
+    """`run()` (the console script) in a fresh process, after `before` ran in it."""
+    write(project, "train.py", textwrap.dedent("""\
+        def train(model, loader, optimizer, criterion):
+            for i, (x, y) in enumerate(loader):
+                loss = criterion(model(x), y)
+                loss.backward()
+                if (i + 1) % 4 == 0:
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """))
+    code = f"{before}\nimport sys\nsys.argv = {['accumlint', *args]!r}\nfrom accumlint.cli import run\nrun()\n"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=project, timeout=120)
+
+
+def test_the_command_ends_at_once_with_its_status_output_and_exit_handlers(project):
+    before = textwrap.dedent("""\
+        import atexit, sys
+        class Tail:
+            def __del__(self):
+                print("teardown ran")
+        kept = Tail()
+        atexit.register(lambda: sys.stderr.write("exit handler ran\\n"))
+        """)
+    done = _command_process(project, before, "check", "--no-cache", "--output-format", "json", "train.py")
+    assert done.returncode == 1
+    assert [d["code"] for d in json.loads(done.stdout)] == ["GA201"]  # all of it, flushed
+    assert "exit handler ran" in done.stderr
+    assert "teardown ran" not in done.stdout  # no interpreter teardown
+
+
+def test_the_command_takes_the_normal_exit_while_another_thread_runs(project):
+    before = textwrap.dedent("""\
+        import threading, time
+        def late():
+            time.sleep(0.5)
+            print("thread finished", flush=True)
+        threading.Thread(target=late).start()
+        """)
+    done = _command_process(project, before, "check", "--no-cache", "train.py")
+    assert done.returncode == 1
+    assert "GA201" in done.stdout and done.stdout.rstrip().endswith("thread finished")
