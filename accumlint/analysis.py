@@ -83,8 +83,11 @@ def find(module: "cst.Module", text: str, path: str, options: AnalysisOptions) -
     from accumlint.rules.registry import run_rules
 
     model = model_of(module, text, options)
-    findings = run_rules(model)
-    return _locate(module, text, model.facts, guarded(module, findings, model.facts.parents), path) if findings else []
+    try:
+        findings = run_rules(model)
+        return _locate(module, text, model.facts, guarded(module, findings, model.facts.parents), path) if findings else []
+    finally:
+        model.release()
 
 
 def analyze(text: str, path: str, options: AnalysisOptions = AnalysisOptions()) -> list[Diagnostic]:

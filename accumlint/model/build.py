@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from accumlint.model.facts import ModuleFacts, collect_facts
-from accumlint.model.loop import build_loops
+from accumlint.model.loop import Statement, build_loops, release
 from accumlint.model.loss import LossReader
 from accumlint.model.names import code
 from accumlint.model.roles import Objects
@@ -23,6 +23,11 @@ class ModuleModel:
     facts: ModuleFacts
     objects: Objects
     windows: list[Window]
+    statements: list[Statement]  # every statement the loop walks made, windows' or not
+
+    def release(self) -> None:
+        """Done with the model: its statements let go of their events (`loop.release`)."""
+        release(self.statements)
 
 
 def model_of(module: cst.Module, text: str, options) -> ModuleModel:
@@ -30,11 +35,12 @@ def model_of(module: cst.Module, text: str, options) -> ModuleModel:
     facts = collect_facts(module, text)
     objects = Objects(facts, tuple(options.optimizer_names))
     reader = LossReader(facts, objects)
+    statements: list[Statement] = []
     windows = [
         build_window(loop, facts, objects, reader, tuple(options.accumulation_names))
-        for loop in build_loops(facts, objects, tuple(options.accumulation_names))
+        for loop in build_loops(facts, objects, tuple(options.accumulation_names), statements)
     ]
-    return ModuleModel(facts, objects, windows)
+    return ModuleModel(facts, objects, windows, statements)
 
 
 def windows_of(module: cst.Module, text: str, options) -> list[Window]:

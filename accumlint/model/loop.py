@@ -65,6 +65,15 @@ class Statement:
         return self.order < other.order and not self.exclusive_with(other)
 
 
+def release(statements: list[Statement]) -> None:
+    """Break the cycle of each statement and its events (an Event names its Statement),
+    once the analysis is done with them: reference counting then frees the module's
+    trees at once, instead of the cyclic collector tracing them all again later (on
+    the fixtures, nine in ten of the objects it would trace)."""
+    for statement in statements:
+        statement.events = []
+
+
 @dataclass(eq=False)
 class Event:
     """A role-bearing call and the statement that makes it."""
@@ -162,7 +171,9 @@ class _Walker:
     """Walks one loop body into Statements (iteration order, gates, contexts)."""
 
     def __init__(self, facts: ModuleFacts, objects: Objects, function: Optional[Function],
-                 accumulation_names: tuple[str, ...] = (), *, own_level: bool = False) -> None:
+                 accumulation_names: tuple[str, ...] = (), *, own_level: bool = False,
+                 made: Optional[list[Statement]] = None) -> None:
+        self.made = made  # where every walk puts the statements it made (for `release`)
         self.facts = facts
         self.accumulation_names = accumulation_names
         self.objects = objects
@@ -177,6 +188,8 @@ class _Walker:
     def walk(self, body: cst.BaseSuite) -> list[Statement]:
         self._block(body, gate=None, gate_if=None, conditional=False, loops=(), withs=(), path=(), helper=None,
                     arms=())
+        if self.made is not None:
+            self.made.extend(self.statements)
         return self.statements
 
     def _block(self, suite, **context) -> None:
@@ -324,7 +337,9 @@ class _Walker:
 # -- building the loops of a module ----------------------------------------------
 
 
-def build_loops(facts: ModuleFacts, objects: Objects, accumulation_names: tuple[str, ...] = ()) -> list[TrainingLoop]:
+def build_loops(
+    facts: ModuleFacts, objects: Objects, accumulation_names: tuple[str, ...] = (), made: Optional[list[Statement]] = None
+) -> list[TrainingLoop]:
     """Every training loop of the module, once each, with inner micro-step loops merged.
 
     A micro-step loop whose step follows it in an enclosing loop (that runs no backward
@@ -337,14 +352,14 @@ def build_loops(facts: ModuleFacts, objects: Objects, accumulation_names: tuple[
     def walked(node: cst.CSTNode) -> list[Statement]:
         """The loop's whole body walked, inner loops included (once per loop)."""
         if node not in walks:
-            walker = _Walker(facts, objects, sites[node].function, accumulation_names)
+            walker = _Walker(facts, objects, sites[node].function, accumulation_names, made=made)
             walks[node] = (sites[node], walker.walk(node.body), walker.increments)
         return walks[node][1]
 
     def own_level(site: LoopSite) -> list[Statement]:
         """What runs in the loop itself: all `direct` needs. An outer loop (over epochs)
         often runs no backward of its own, and its inner loops need not be walked for it."""
-        walker = _Walker(facts, objects, site.function, accumulation_names, own_level=True)
+        walker = _Walker(facts, objects, site.function, accumulation_names, own_level=True, made=made)
         statements = walker.walk(site.node.body)
         if not walker.left_out:  # no inner loop: the whole walk
             walks[site.node] = (site, statements, walker.increments)
@@ -370,7 +385,7 @@ def build_loops(facts: ModuleFacts, objects: Objects, accumulation_names: tuple[
         function = site.function
         if not direct(statements, "step") and parent is None and function is not None:
             if function not in walks:
-                walker = _Walker(facts, objects, function, accumulation_names)
+                walker = _Walker(facts, objects, function, accumulation_names, made=made)
                 function_site = LoopSite(function, site.ancestors[: site.ancestors.index(function) + 1])
                 walks[function] = (function_site, walker.walk(function.body), walker.increments)
             if steps_after(walks[function][1], node) and not direct(walks[function][1], "backward"):
@@ -378,7 +393,7 @@ def build_loops(facts: ModuleFacts, objects: Objects, accumulation_names: tuple[
                 continue
         chosen.setdefault(node, None)
 
-    loops = [*_lightning_steps(facts, objects, skip=chosen)]
+    loops = [*_lightning_steps(facts, objects, skip=chosen, made=made)]
     for node, micro in chosen.items():
         site, statements, increments = walks[node]
         nested_training = {other for other in chosen if other is not node}
@@ -499,7 +514,7 @@ def unwrap_iterable(node: Optional[cst.BaseExpression]) -> Optional[cst.BaseExpr
     return node
 
 
-def _lightning_steps(facts: ModuleFacts, objects: Objects, skip=()) -> list[TrainingLoop]:
+def _lightning_steps(facts: ModuleFacts, objects: Objects, skip=(), made: Optional[list[Statement]] = None) -> list[TrainingLoop]:
     """`training_step` of a LightningModule: the body of a loop the Trainer runs.
 
     Manual optimization (`self.manual_backward`) is an ordinary loop body whose
@@ -514,7 +529,7 @@ def _lightning_steps(facts: ModuleFacts, objects: Objects, skip=()) -> list[Trai
                      and s.name.value == "training_step"), None)
         if step is None or step in skip:
             continue  # a `training_step` with a micro-step loop is already a window
-        statements = _Walker(facts, objects, step).walk(step.body)
+        statements = _Walker(facts, objects, step, made=made).walk(step.body)
         loop = TrainingLoop(site=LoopSite(step, (owner, step)), statements=statements)
         params = [p.name.value for p in step.params.params if p.name.value != "self"]
         if any(e.kind == "backward" for e in loop.events):
