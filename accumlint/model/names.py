@@ -108,10 +108,23 @@ def positional(call: cst.Call, index: int) -> Optional[cst.BaseExpression]:
 
 
 def string_value(node: Optional[cst.CSTNode]) -> Optional[str]:
-    if type(node) is cst.SimpleString:
-        value = node.evaluated_value  # `ast.literal_eval` each time it is read
-        return value if isinstance(value, str) else None
-    return None
+    """The text of a string literal; None for bytes and anything else.
+
+    A literal without backslashes or carriage returns (nearly all: `"mean"`, `"cuda"`)
+    is what stands between its quotes. LibCST's `evaluated_value` runs
+    `ast.literal_eval`, whose nested functions are left for the cyclic collector on
+    every call, so only the others go through it."""
+    if type(node) is not cst.SimpleString:
+        return None
+    text = node.value
+    if "\\" not in text and "\r" not in text:
+        quote = text[-1]
+        start = text.index(quote)
+        if text[:start].lower() in ("", "r", "u"):
+            width = 3 if text.startswith(quote * 3, start) and len(text) - start >= 6 else 1
+            return text[start + width:len(text) - width]
+    value = node.evaluated_value
+    return value if isinstance(value, str) else None
 
 
 def int_value(node: Optional[cst.CSTNode]) -> Optional[int]:
