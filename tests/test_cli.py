@@ -589,8 +589,18 @@ def test_the_command_ends_at_once_with_its_status_output_and_exit_handlers(proje
 def test_the_command_takes_the_normal_exit_while_another_thread_runs(project):
     before = textwrap.dedent("""\
         import threading, time
-        def late():
-            time.sleep(0.5)
+        import accumlint.cli
+        checked = threading.Event()
+        plain_main = accumlint.cli.main
+        def main():
+            try:
+                plain_main()
+            finally:
+                checked.set()
+        accumlint.cli.main = main
+        def late():  # still running when the check is done, whatever its speed
+            checked.wait()
+            time.sleep(0.2)
             print("thread finished", flush=True)
         threading.Thread(target=late).start()
         """)
