@@ -345,7 +345,8 @@ def build_loops(
     A micro-step loop whose step follows it in an enclosing loop (that runs no backward
     of its own) makes that loop the window; in a function with no enclosing loop (`training_step`, `update_policy(self,
     batch)`: the loop over steps is in a caller or a framework), the function's body
-    is the window."""
+    is the window. `made`, when given, receives every Statement the walks make,
+    kept or not, for `release`."""
     sites = {site.node: site for site in facts.loops}
     walks: dict[cst.CSTNode, tuple[LoopSite, list[Statement], dict[str, int]]] = {}
 
