@@ -17,6 +17,7 @@ import libcst as cst
 
 from accumlint.bindings import FunctionReads, ModuleReads
 from accumlint.edits import AFTER, BEFORE, REPLACE, Edit, apply_edits
+from accumlint.model.facts import ancestors
 from accumlint.model.tree import record_parents
 
 if TYPE_CHECKING:
@@ -67,13 +68,10 @@ class FixGuard:
         function whose body holds every edit's target, or None."""
         found = None
         for edit in edits:
-            chain = [edit.target]  # the target, then its ancestors up to the module
-            while chain[-1] is not self.module:
-                parent = self.parents.get(id(chain[-1]))
-                if parent is None:
-                    return None
-                chain.append(parent)
-            place = _place(self.module, chain[::-1])
+            path = (*ancestors(self.parents, edit.target), edit.target)
+            if path[0] is not self.module:
+                return None
+            place = _place(self.module, path)
             if place is None or (found is not None and place != found):
                 return None
             found = place
@@ -118,7 +116,7 @@ class FixGuard:
         return self._parents
 
 
-def _place(module: cst.Module, path: list[cst.CSTNode]) -> Optional[tuple[int, Optional[int]]]:
+def _place(module: cst.Module, path: Sequence[cst.CSTNode]) -> Optional[tuple[int, Optional[int]]]:
     """Where the function whose body holds the last node of `path` (the module down to
     it) stands: a module-level def, or a def in a module-level class's body."""
     if len(path) < 4:  # module, def, its body, a statement in it at least

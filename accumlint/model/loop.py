@@ -350,12 +350,12 @@ def build_loops(
     sites = {site.node: site for site in facts.loops}
     walks: dict[cst.CSTNode, tuple[LoopSite, list[Statement], dict[str, int]]] = {}
 
-    def walked(node: cst.CSTNode) -> list[Statement]:
-        """The loop's whole body walked, inner loops included (once per loop)."""
-        if node not in walks:
-            walker = _Walker(facts, objects, sites[node].function, accumulation_names, made=made)
-            walks[node] = (sites[node], walker.walk(node.body), walker.increments)
-        return walks[node][1]
+    def walked(site: LoopSite) -> list[Statement]:
+        """The whole body of a loop (or of a function) walked, inner loops included, once."""
+        if site.node not in walks:
+            walker = _Walker(facts, objects, site.function, accumulation_names, made=made)
+            walks[site.node] = (site, walker.walk(site.node.body), walker.increments)
+        return walks[site.node][1]
 
     def own_level(site: LoopSite) -> list[Statement]:
         """What runs in the loop itself: all `direct` needs. An outer loop (over epochs)
@@ -377,19 +377,17 @@ def build_loops(
     for node, site in sites.items():
         if not direct(own_level(site), "backward"):
             continue
-        statements = walked(node)
+        statements = walked(site)
         parent = _parent_loop(site)
         if not direct(statements, "step") and parent is not None and parent in sites:
-            if steps_after(walked(parent), node) and not direct(walked(parent), "backward"):
+            around = walked(sites[parent])
+            if steps_after(around, node) and not direct(around, "backward"):
                 chosen.setdefault(parent, node)
                 continue
         function = site.function
         if not direct(statements, "step") and parent is None and function is not None:
-            if function not in walks:
-                walker = _Walker(facts, objects, function, accumulation_names, made=made)
-                function_site = LoopSite(function, site.ancestors[: site.ancestors.index(function) + 1])
-                walks[function] = (function_site, walker.walk(function.body), walker.increments)
-            if steps_after(walks[function][1], node) and not direct(walks[function][1], "backward"):
+            around = walked(LoopSite(function, site.ancestors[: site.ancestors.index(function) + 1]))
+            if steps_after(around, node) and not direct(around, "backward"):
                 chosen.setdefault(function, node)
                 continue
         chosen.setdefault(node, None)
