@@ -47,9 +47,12 @@ def load_analysis() -> None:
     collector is paused while they load, and what exists then is frozen
     (`gc.freeze`): no later collection scans it again. On a one-file check that
     is 4 % of all instructions. Analysis runs in worker processes, which live
-    only as long as the run.
+    only as long as the run. The methods `dataclasses` writes for all those
+    classes are compiled once, not on every run (`accumlint.generated_code`).
     """
-    with collector_paused():
+    from accumlint.generated_code import cached
+
+    with collector_paused(), cached():
         try:
             import libcst  # noqa: F401 - what parsing, the model, the rules, the fix guard and positions import
 

@@ -1,0 +1,127 @@
+"""A cache of the code that `dataclasses` writes, kept beside accumlint's bytecode.
+
+LibCST's node types are some two hundred dataclasses, and `dataclasses`
+builds each one's methods (`__init__`, `__repr__`, `__eq__`, ...) by writing
+their source text and compiling it: about a thousand compilations, over half
+of `import libcst` (0.18 s of 0.3 s on a 2-core VM), paid again by every
+check, so on every commit of a pre-commit hook. The texts are the same from
+run to run, so their compiled code is kept, as Python keeps a module's
+bytecode in `__pycache__`.
+
+While `cached()` is active, the `exec` that `dataclasses` calls is this
+module's: for a text compiled before it runs the kept code object, which is
+what `compile` would make of the same text under the same Python (the file
+carries the interpreter's bytecode magic number and is keyed by the whole
+text, so a new LibCST, a new accumlint or a new Python only misses); for any
+other text, and any other call, it is the built-in `exec`. On leaving, the
+file is rewritten (atomically) when some text was missing or some entry went
+unused, with exactly the texts this import used, unless Python is told not
+to write bytecode (`PYTHONDONTWRITEBYTECODE`), or the folder is not writable.
+A file that cannot be read is a cache with nothing in it.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import dataclasses
+import importlib.util
+import marshal
+import os
+import sys
+import threading
+from pathlib import Path
+from types import CodeType
+from typing import Iterator, Optional
+
+# What `dataclasses` compiles its texts as: `exec(text)` names it so.
+_FILENAME = "<string>"
+_lock = threading.Lock()
+
+
+def cache_file() -> Optional[Path]:
+    """Where the kept code lives: beside this module's own bytecode (`sys.pycache_prefix`
+    honoured), one file per interpreter; None where Python keeps no bytecode."""
+    try:
+        bytecode = importlib.util.cache_from_source(__file__)
+    except NotImplementedError:  # sys.implementation.cache_tag is None
+        return None
+    optimized = f".opt-{sys.flags.optimize}" if sys.flags.optimize else ""  # -O removes asserts
+    return Path(bytecode).with_name(f"dataclasses-code.{sys.implementation.cache_tag}{optimized}.marshal")
+
+
+@contextlib.contextmanager
+def cached() -> Iterator[None]:
+    """`with cached(): import libcst`: the dataclasses defined meanwhile reuse kept code."""
+    path = cache_file()
+    if path is None or not _lock.acquire(blocking=False):
+        yield  # no place for it, or another thread's import already holds the hook
+        return
+    try:
+        if "exec" in vars(dataclasses):  # someone else's hook: leave it alone
+            yield
+            return
+        cache = _Cache(_read(path))
+        dataclasses.exec = cache.exec
+        try:
+            yield
+        finally:
+            del dataclasses.exec
+        if cache.changed and not sys.dont_write_bytecode:
+            _write(path, cache.used)
+    finally:
+        _lock.release()
+
+
+class _Cache:
+    """The kept code of each text, and which texts this import asked for."""
+
+    def __init__(self, kept: dict[str, CodeType]) -> None:
+        self.kept = kept
+        self.used: dict[str, CodeType] = {}
+        self.missed = False
+
+    @property
+    def changed(self) -> bool:
+        return self.missed or len(self.used) != len(self.kept)
+
+    def exec(self, source, globals=None, locals=None, /) -> None:
+        """`exec` as `dataclasses` calls it: a text, its globals and a namespace."""
+        if type(source) is not str or globals is None:
+            caller = sys._getframe(1)  # the built-in would read the caller's namespaces
+            return builtins.exec(source, caller.f_globals if globals is None else globals,
+                                 caller.f_locals if locals is None else locals)
+        code = self.used.get(source) or self.kept.get(source)
+        if code is None:
+            code = compile(source, _FILENAME, "exec", dont_inherit=True)
+            self.missed = True
+        self.used[source] = code
+        builtins.exec(code, globals, locals)
+
+
+def _read(path: Path) -> dict[str, CodeType]:
+    try:
+        data = marshal.loads(path.read_bytes())
+    except (OSError, EOFError, ValueError, TypeError):
+        return {}
+    if type(data) is not tuple or len(data) != 2 or data[0] != importlib.util.MAGIC_NUMBER or type(data[1]) is not dict:
+        return {}
+    return data[1]
+
+
+def _write(path: Path, codes: dict[str, CodeType]) -> None:
+    import tempfile  # only a run that changed the cache pays its import
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+        try:
+            with os.fdopen(handle, "wb") as file:
+                marshal.dump((importlib.util.MAGIC_NUMBER, codes), file)
+            os.chmod(temporary, os.stat(__file__).st_mode & 0o666)  # as importlib does for bytecode
+            os.replace(temporary, path)
+        except BaseException:
+            os.unlink(temporary)
+            raise
+    except OSError:
+        pass  # an unwritable folder keeps no cache
