@@ -14,10 +14,13 @@ what `compile` would make of the same text under the same Python (the file
 carries the interpreter's bytecode magic number and is keyed by the whole
 text, so a new LibCST, a new accumlint or a new Python only misses); for any
 other text, and any other call, it is the built-in `exec`. On leaving, the
-file is rewritten (atomically) when some text was missing or some entry went
-unused, with exactly the texts this import used, unless Python is told not
-to write bytecode (`PYTHONDONTWRITEBYTECODE`), or the folder is not writable.
-A file that cannot be read is a cache with nothing in it.
+file is rewritten (atomically) only when some text was missing: with what it
+kept and what was added, or, once the entries this import did not use
+outnumber those it did (what an upgrade leaves), with this import's alone.
+Runs that import different sets of modules meanwhile thus share one file
+instead of rewriting it in turn. Nothing is written when Python is told not
+to write bytecode (`PYTHONDONTWRITEBYTECODE`) or the folder is not writable;
+a file that cannot be read is a cache with nothing in it.
 """
 
 from __future__ import annotations
@@ -67,8 +70,8 @@ def cached() -> Iterator[None]:
             yield
         finally:
             del dataclasses.exec
-        if cache.changed and not sys.dont_write_bytecode:
-            _write(path, cache.used)
+        if cache.missed and not sys.dont_write_bytecode:
+            _write(path, cache.to_keep())
     finally:
         _lock.release()
 
@@ -81,9 +84,10 @@ class _Cache:
         self.used: dict[str, CodeType] = {}
         self.missed = False
 
-    @property
-    def changed(self) -> bool:
-        return self.missed or len(self.used) != len(self.kept)
+    def to_keep(self) -> dict[str, CodeType]:
+        """What the file should hold after an import that compiled something."""
+        unused = len(self.kept.keys() - self.used.keys())
+        return self.used if unused > len(self.used) else {**self.kept, **self.used}
 
     def exec(self, source, globals=None, locals=None, /) -> None:
         """`exec` as `dataclasses` calls it: a text, its globals and a namespace."""

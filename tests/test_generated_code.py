@@ -78,13 +78,24 @@ def test_the_hook_is_gone_after_the_block_even_when_it_raises(cache) -> None:
     assert "exec" not in vars(dataclasses)
 
 
-def test_unused_entries_are_dropped_when_it_is_rewritten(cache) -> None:
+def test_imports_of_different_classes_share_the_file_without_rewriting_it_in_turn(cache, monkeypatch) -> None:
     _define(("x", "y"))
-    assert any("(self,x:_type_x" in text for text in _kept(cache))
     _define(("a", "b"))
     kept = _kept(cache)
-    assert any("(self,a:_type_a" in text for text in kept)
-    assert not any("(self,x:_type_x" in text for text in kept)
+    assert any("(self,x:_type_x" in text for text in kept) and any("(self,a:_type_a" in text for text in kept)
+    written = cache.stat().st_mtime_ns
+    _compile_refused(monkeypatch)
+    _define(("x", "y"))  # uses half of what is kept: a hit, nothing to write
+    assert cache.stat().st_mtime_ns == written and _kept(cache) == kept
+
+
+def test_what_an_upgrade_leaves_unused_goes_when_it_outnumbers_what_is_used(cache) -> None:
+    cache.parent.mkdir(parents=True)
+    stale = {f"# an old release's text {n}\n": compile("", "<string>", "exec") for n in range(50)}
+    cache.write_bytes(marshal.dumps((importlib.util.MAGIC_NUMBER, stale)))
+    _define()
+    kept = _kept(cache)
+    assert kept and not (kept.keys() & stale.keys())
 
 
 @pytest.mark.parametrize("content", [b"", b"not marshal at all", marshal.dumps((b"\0\0\0\0", {})), marshal.dumps([1, 2])])
