@@ -92,6 +92,12 @@ def cli() -> None:
     """Find, explain and fix gradient-accumulation mistakes in PyTorch training code."""
 
 
+def _binary(stream):
+    """The byte stream under a text stream (click's `get_binary_stream` is deprecated);
+    a stream that is already binary, such as one a test hands in, is itself."""
+    return getattr(stream, "buffer", stream)
+
+
 def _selectors(values: tuple[str, ...]) -> Optional[tuple[str, ...]]:
     """Comma-separated and repeated options, flattened; None when not given."""
     if not values:
@@ -192,7 +198,7 @@ def check(
             return
         request = Request(
             paths=paths or (".",),
-            stdin=click.get_binary_stream("stdin").read() if from_stdin else None,
+            stdin=_binary(sys.stdin).read() if from_stdin else None,
             stdin_filename=stdin_filename,
             fix=fix or diff,
             write=not diff,
@@ -319,7 +325,7 @@ def _print_results(run, output_format: str, options, *, diff: bool, fixed_to_std
         return bool(diffs)  # like ruff: exit 1 only when there is something to fix
     if fixed_to_stdout is not None:
         document = run.files[0].document
-        click.get_binary_stream("stdout").write(fixed_to_stdout if document is None else document.encoded())
+        _binary(sys.stdout).write(fixed_to_stdout if document is None else document.encoded())
     click.echo(render(output_format, run, options), nl=False, err=fixed_to_stdout is not None, color=options.color)
     return bool(run.diagnostics)
 
