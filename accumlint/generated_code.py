@@ -12,8 +12,9 @@ While `cached()` is active, the `exec` that `dataclasses` calls is this
 module's: for a text compiled before it runs the kept code object, which is
 what `compile` would make of the same text under the same Python (the file
 carries the interpreter's bytecode magic number and is keyed by the whole
-text, so a new LibCST, a new accumlint or a new Python only misses); for any
-other text, and any other call, it is the built-in `exec`. On leaving, the
+text and the `from __future__` features it is compiled with, so a new LibCST,
+a new accumlint or a new Python only misses); for any other text it compiles
+and keeps it, and any other call (a code object) goes to the built-in `exec`. On leaving, the
 file is rewritten (atomically) only when some text was missing: with what it
 kept and what was added, or, once the entries this import did not use
 outnumber those it did (what an upgrade leaves), with this import's alone.
@@ -25,6 +26,7 @@ a file that cannot be read is a cache with nothing in it.
 
 from __future__ import annotations
 
+import __future__
 import builtins
 import contextlib
 import dataclasses
@@ -39,6 +41,9 @@ from typing import Iterator, Optional
 
 # What `dataclasses` compiles its texts as: `exec(text)` names it so.
 _FILENAME = "<string>"
+# The compiler flags of every `from __future__` feature (what a text inherits from its caller).
+_FUTURE_FEATURES = sum(getattr(__future__, name).compiler_flag for name in __future__.all_feature_names)
+Key = tuple[int, str]  # (future features, text)
 _lock = threading.Lock()
 
 
@@ -79,31 +84,35 @@ def cached() -> Iterator[None]:
 class _Cache:
     """The kept code of each text, and which texts this import asked for."""
 
-    def __init__(self, kept: dict[str, CodeType]) -> None:
+    def __init__(self, kept: dict[Key, CodeType]) -> None:
         self.kept = kept
-        self.used: dict[str, CodeType] = {}
+        self.used: dict[Key, CodeType] = {}
         self.missed = False
 
-    def to_keep(self) -> dict[str, CodeType]:
+    def to_keep(self) -> dict[Key, CodeType]:
         """What the file should hold after an import that compiled something."""
         unused = len(self.kept.keys() - self.used.keys())
         return self.used if unused > len(self.used) else {**self.kept, **self.used}
 
     def exec(self, source, globals=None, locals=None, /) -> None:
         """`exec` as `dataclasses` calls it: a text, its globals and a namespace."""
-        if type(source) is not str or globals is None:
-            caller = sys._getframe(1)  # the built-in would read the caller's namespaces
-            return builtins.exec(source, caller.f_globals if globals is None else globals,
-                                 caller.f_locals if locals is None else locals)
-        code = self.used.get(source) or self.kept.get(source)
-        if code is None:
-            code = compile(source, _FILENAME, "exec", dont_inherit=True)
+        caller = sys._getframe(1)
+        if globals is None:  # the built-in runs it in its caller's namespaces
+            globals = caller.f_globals
+            locals = caller.f_locals if locals is None else locals
+        if type(source) is not str:
+            return builtins.exec(source, globals, locals)
+        # the built-in compiles a text with its caller's `from __future__` features
+        key = (caller.f_code.co_flags & _FUTURE_FEATURES, source)
+        code = self.used.get(key) or self.kept.get(key)
+        if type(code) is not CodeType:  # not kept (or a damaged entry)
+            code = compile(source, _FILENAME, "exec", key[0], dont_inherit=True)
             self.missed = True
-        self.used[source] = code
+        self.used[key] = code
         builtins.exec(code, globals, locals)
 
 
-def _read(path: Path) -> dict[str, CodeType]:
+def _read(path: Path) -> dict[Key, CodeType]:
     try:
         data = marshal.loads(path.read_bytes())
     except (OSError, EOFError, ValueError, TypeError):
@@ -113,7 +122,7 @@ def _read(path: Path) -> dict[str, CodeType]:
     return data[1]
 
 
-def _write(path: Path, codes: dict[str, CodeType]) -> None:
+def _write(path: Path, codes: dict[Key, CodeType]) -> None:
     import tempfile  # only a run that changed the cache pays its import
 
     try:
