@@ -1,4 +1,4 @@
-"""Reading literals from LibCST nodes (accumlint.model.names)."""
+"""Reading literals and source texts from LibCST nodes (accumlint.model.names)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,11 @@ import ast
 from pathlib import Path
 
 import libcst as cst
+from libcst._nodes.base import CSTCodegenError
 import pytest
 
-from accumlint.model.names import string_value
-from accumlint.model.tree import walk
+from accumlint.model.names import code, string_value
+from accumlint.model.tree import walk, walk_all
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -47,3 +48,23 @@ def test_anything_but_a_simple_string_has_no_string_value() -> None:
     assert string_value(cst.parse_expression("f'x'")) is None
     assert string_value(cst.parse_expression("'a' 'b'")) is None
     assert string_value(cst.Name("x")) is None and string_value(None) is None
+
+
+@pytest.mark.parametrize("folder", ["plain", "nanogpt", "accelerate"])
+def test_the_text_of_every_node_is_what_libcst_generates_for_it(folder: str) -> None:
+    """`code` generates without recording positions; the text is `Module.code_for_node`'s,
+    for every node of the fixtures (statements, expressions and tokens alike)."""
+    compared = 0
+    for path in sorted((REPO / "fixtures" / "check" / folder).glob("*.py")):
+        module = cst.parse_module(path.read_text(encoding="utf-8"))
+        reference = cst.Module(body=[])
+        for node in walk_all(module):
+            try:
+                expected = reference.code_for_node(node).strip()
+            except CSTCodegenError:  # a node that cannot stand alone (a `lambda`'s parameter)
+                with pytest.raises(CSTCodegenError):
+                    code(node)
+                continue
+            assert code(node) == expected, (path.name, type(node).__name__)
+            compared += 1
+    assert compared > 1000

@@ -7,11 +7,13 @@ object is, its name is the evidence the model falls back on.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from functools import lru_cache
 from typing import Optional
 
 import libcst as cst
+from libcst._nodes.internal import CodegenState
 
 from accumlint.patterns import LazyPattern
 
@@ -133,7 +135,19 @@ def int_value(node: Optional[cst.CSTNode]) -> Optional[int]:
     return None
 
 
-_EMPTY_MODULE = cst.Module(body=[])
+class _TextState(CodegenState):
+    """LibCST's code generation for the text alone: what `Module.code_for_node` does, with
+    a module's default indentation and newline, but no node's syntactic position is
+    recorded, so the `with` each node opens for it costs no generator."""
+
+    def __init__(self) -> None:
+        super().__init__(default_indent="    ", default_newline="\n")
+
+    def record_syntactic_position(self, node, *, start_node=None, end_node=None) -> contextlib.nullcontext:
+        return _NOT_RECORDED
+
+
+_NOT_RECORDED = contextlib.nullcontext()
 
 
 @lru_cache(maxsize=4096)
@@ -143,7 +157,9 @@ def code(node: cst.CSTNode) -> str:
     Remembered per node (nodes never change and compare by identity): the model
     and several rules ask for the text of the same expressions, and LibCST
     generates it anew each time."""
-    return _EMPTY_MODULE.code_for_node(node).strip()
+    state = _TextState()
+    node._codegen(state)
+    return "".join(state.tokens).strip()
 
 
 def normalized(node: cst.CSTNode) -> str:
