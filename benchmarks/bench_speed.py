@@ -22,8 +22,9 @@ pip does when it installs a package): where PYTHONDONTWRITEBYTECODE is set,
 every run would otherwise recompile its ~50 modules, about 80 ms, a cost no
 installed copy pays. For the same reason one check runs first with bytecode
 writing allowed, which keeps the code `dataclasses` writes for LibCST's node
-types (`accumlint.generated_code`), as any installed copy's first run does. ruff must be on PATH (`pip install ruff`); torch must be
-installed for the third workload (it is skipped otherwise).
+types (`accumlint.generated_code`), as any installed copy's first run does.
+ruff must be on PATH (`pip install ruff`); torch must be installed for the
+third workload (it is skipped otherwise).
 
     python benchmarks/bench_speed.py [--repeat N] [--skip-torch]
 """
@@ -120,8 +121,10 @@ def main() -> None:
     if ruff is None:
         raise SystemExit("ruff is not on PATH: pip install ruff")
     compileall.compile_dir(REPO / "accumlint", quiet=1)  # what an installed copy has
-    first_run = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
     one = REPO / "fixtures" / "check" / "plain" / "bug_backward_after_step.py"
+    if not one.is_file():
+        raise SystemExit(f"missing benchmark file {one}")
+    first_run = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
     subprocess.run([sys.executable, "-m", "accumlint.cli", "check", "--no-cache", "-q", str(one)],
                    env=first_run, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     accumlint = [sys.executable, "-m", "accumlint.cli", "check", "--no-cache", "-q"]
@@ -161,8 +164,6 @@ def main() -> None:
             )
             rows.append(("ML tree", f"torch {len(python_files(torch_tree, []))} files", ours, "ruff E9,F", theirs, ratio))
 
-        if not one.is_file():
-            raise SystemExit(f"missing benchmark file {one}")
         ours, theirs, ratio = side_by_side(
             [*accumlint, str(one)],
             [sys.executable, "-c", "import libcst"],
