@@ -54,7 +54,7 @@ def test_a_first_run_keeps_what_it_compiled_and_the_next_compiles_nothing(cache,
     first = _define()
     assert first(1) == first(1, 0) and repr(first(1, 2)) == "Point(x=1, y=2)"
     texts = _kept(cache)
-    assert any("def __init__(self,x:_type_x" in text for text in texts) and any("def __hash__" in text for text in texts)
+    assert any("def __init__(self,x:" in text for text in texts) and any("def __hash__" in text for text in texts)
     _compile_refused(monkeypatch)
     second = _define()
     assert second(3, 4) == second(3, 4) and hash(second(3, 4)) == hash(first(3, 4))
@@ -84,7 +84,7 @@ def test_imports_of_different_classes_share_the_file_without_rewriting_it_in_tur
     _define(("x", "y"))
     _define(("a", "b"))
     kept = _kept(cache)
-    assert any("(self,x:_type_x" in text for text in kept) and any("(self,a:_type_a" in text for text in kept)
+    assert any("(self,x:" in text for text in kept) and any("(self,a:" in text for text in kept)
     written = cache.stat().st_mtime_ns
     _compile_refused(monkeypatch)
     _define(("x", "y"))  # uses half of what is kept: a hit, nothing to write
@@ -184,7 +184,9 @@ else:
 def fingerprint(code):
     parts = [code.co_code, code.co_names, code.co_varnames, code.co_freevars, code.co_cellvars,
              code.co_filename, getattr(code, "co_qualname", code.co_name), code.co_firstlineno, code.co_linetable, code.co_flags]
-    parts += [fingerprint(c) if hasattr(c, "co_code") else repr(c) for c in code.co_consts]
+    # a frozenset constant (`name in {{'x', 'y'}}`, Python 3.13) iterates in an order of its string hashes
+    parts += [fingerprint(c) if hasattr(c, "co_code") else repr(sorted(c)) if isinstance(c, frozenset) else repr(c)
+              for c in code.co_consts]
     return hashlib.sha256(repr(parts).encode()).hexdigest()
 
 seen = {{}}
@@ -211,4 +213,4 @@ def test_libcst_and_accumlint_dataclasses_get_the_same_methods_with_the_cache(tm
     without, filling, reading = runs
     assert len(without) > 500  # LibCST's node types and ours, each with several methods
     assert filling == without and reading == without
-    assert len(marshal.loads(Path(path).read_bytes())[1]) > 300
+    assert len(marshal.loads(Path(path).read_bytes())[1]) > 100  # one text per class from Python 3.13 on
