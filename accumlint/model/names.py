@@ -135,13 +135,16 @@ def int_value(node: Optional[cst.CSTNode]) -> Optional[int]:
     return None
 
 
+_EMPTY_MODULE = cst.Module(body=[])  # whose default indentation and newline a node alone is generated with
+
+
 class _TextState(CodegenState):
     """LibCST's code generation for the text alone: what `Module.code_for_node` does, with
     a module's default indentation and newline, but no node's syntactic position is
     recorded, so the `with` each node opens for it costs no generator."""
 
     def __init__(self) -> None:
-        super().__init__(default_indent="    ", default_newline="\n")
+        super().__init__(default_indent=_EMPTY_MODULE.default_indent, default_newline=_EMPTY_MODULE.default_newline)
 
     def record_syntactic_position(self, node, *, start_node=None, end_node=None) -> contextlib.nullcontext:
         return _NOT_RECORDED
