@@ -18,7 +18,7 @@ import re
 import libcst as cst
 
 from accumlint.model.facts import Function, Loop, LoopSite, ModuleFacts
-from accumlint.model.gates import Gate, parse_gate
+from accumlint.model.gates import Gate, parse_gate, single_micro_batch_arm
 from accumlint.model.names import call_name, code as _code, dotted, int_value, keyword, last_part, looks_like_accumulation, positional
 from accumlint.model.roles import Objects, Role
 from accumlint.model.tree import walk
@@ -41,6 +41,7 @@ class Statement:
     call_site: Optional[cst.Call] = None
     helper: Optional[Function] = None
     arms: tuple[tuple[int, int], ...] = ()
+    single_micro_batch: bool = False
     events: list["Event"] = field(default_factory=list)
 
     @property
@@ -187,7 +188,7 @@ class _Walker:
 
     def walk(self, body: cst.BaseSuite) -> list[Statement]:
         self._block(body, gate=None, gate_if=None, conditional=False, loops=(), withs=(), path=(), helper=None,
-                    arms=())
+                    arms=(), single_micro_batch=False)
         if self.made is not None:
             self.made.extend(self.statements)
         return self.statements
@@ -265,12 +266,22 @@ class _Walker:
                 on_true.update(gate=gate, gate_if=statement)
             else:
                 on_false.update(gate=gate, gate_if=statement)
+        else:
+            k_is_one = single_micro_batch_arm(statement.test, self._is_accumulation_count)
+            if k_is_one is not None:
+                # K does not change during the run: the arm with K > 1 runs on every micro-batch
+                (on_true if k_is_one else on_false)["single_micro_batch"] = True
+                (on_false if k_is_one else on_true)["conditional"] = context["conditional"]
         self._block(statement.body, **on_true)
         orelse = statement.orelse
         if type(orelse) is cst.If:
             self._if(orelse, on_false)
         elif orelse is not None:
             self._block(orelse.body, **on_false)
+
+    def _is_accumulation_count(self, node: cst.BaseExpression) -> bool:
+        name = dotted(node)
+        return name is not None and looks_like_accumulation(name, self.accumulation_names)
 
     def _counts_micro_batches(self, gate: Gate, statement: cst.If) -> bool:
         """`micro == K` is a window gate when K is an accumulation count or the
@@ -301,6 +312,7 @@ class _Walker:
             helper=context["helper"],
             call_site=context.get("call_site"),
             arms=context["arms"],
+            single_micro_batch=context["single_micro_batch"],
         )
         self.statements.append(record)
         for small in line.body:
@@ -396,7 +408,9 @@ def build_loops(
     for node, micro in chosen.items():
         site, statements, increments = walks[node]
         nested_training = {other for other in chosen if other is not node}
-        kept = [s for s in statements if not any(loop in nested_training for loop in s.loops)]
+        # the arm of a test on K that runs with K == 1 is a plain loop: no window there
+        kept = [s for s in statements
+                if not s.single_micro_batch and not any(loop in nested_training for loop in s.loops)]
         _drop_update_gates(kept)
         loop = TrainingLoop(site=site, statements=kept, micro_loop=micro, increments=increments)
         _read_header(loop, facts)
