@@ -159,6 +159,29 @@ class Window:
         return "`accelerator.backward` (with `gradient_accumulation_steps`)"
 
     @cached_property
+    def zeroes_on_epoch_start(self) -> Optional[cst.CSTNode]:
+        """The zeroing call the enclosing loop (over epochs) makes, unconditionally,
+        before it enters this loop, if any."""
+        node = self.loop.node
+        parent = self.facts.parents.get(id(node))
+        while parent is not None and type(parent) not in (cst.For, cst.While, cst.FunctionDef):
+            if type(parent) in (cst.If, cst.Try, cst.With):
+                return None
+            parent = self.facts.parents.get(id(parent))
+        if type(parent) not in (cst.For, cst.While) or type(parent.body) is not cst.IndentedBlock:
+            return None
+        for statement in parent.body.body:
+            if statement is node or type(statement) is not cst.SimpleStatementLine:
+                if statement is node:
+                    return None
+                continue
+            for call in self.facts.calls_in(statement):
+                role = self.objects.role(call)
+                if role is not None and role.kind == "zero":
+                    return call
+        return None
+
+    @cached_property
     def manual_engine_boundary(self) -> bool:
         """The loop tells DeepSpeed's engine where windows end
         (`engine.set_gradient_accumulation_boundary(b)` before the backward): the engine's

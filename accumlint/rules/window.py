@@ -332,6 +332,7 @@ def _gates_with_steps(window: Window):
 
 
 def dropped_tail_window(window: Window) -> Iterable[Finding]:
+    yield from _epoch_tail_erased(window)
     loop = window.loop
     if loop.counter is None or loop.iterable is None or not _sized(window, loop.iterable):
         return
@@ -358,6 +359,29 @@ def dropped_tail_window(window: Window) -> Iterable[Finding]:
             f"Also step on the last batch: `or ... == len({iterable})`",
             help=f"when `len({iterable})` is not a multiple of `{code(gate.k)}`, the last micro-batches are "
             "dropped; add a last-batch clause to the gate",
+        )
+
+
+def _epoch_tail_erased(window: Window) -> Iterable[Finding]:
+    """A count gate over a counter across epochs (`ni - last >= K`, `ni = i + nb * epoch`)
+    lets windows straddle epochs, but gradients zeroed at the start of each epoch erase
+    the partial window an epoch ends with before any step uses it."""
+    zeroing = window.zeroes_on_epoch_start
+    if zeroing is None:
+        return
+    for gate, statement in _gates_with_steps(window):
+        if gate.kind != "count" or gate.since is None or gate.counter not in window.loop.derived_counters:
+            continue
+        yield Finding(
+            "GA107",
+            gate.test,
+            "the partial window each epoch ends with is erased by the zeroing at the start of the next "
+            "epoch ({related})",
+            (),
+            "Zero once before training, or step at the end of each epoch",
+            related=zeroing,
+            help=f"`{code(gate.test)}` lets windows straddle epochs, but the gradients are zeroed when "
+            "each epoch starts; zero once before the epochs (or flush the window at each epoch's end)",
         )
 
 
