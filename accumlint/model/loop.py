@@ -483,6 +483,8 @@ def _enumerated(iterable: cst.BaseExpression, facts: ModuleFacts) -> Optional[cs
     for value in values:
         for option in (value.body, value.orelse) if type(value) is cst.IfExp else (value,):
             option = unwrap_iterable(option)
+            if name is not None and dotted(option) == name:
+                continue  # `pbar = tqdm(pbar, total=nb)`: a progress bar over the same enumeration
             if not (type(option) is cst.Call and last_part(call_name(option) or "") == "enumerate"):
                 return None
             found.append(option)
@@ -522,7 +524,7 @@ def _epoch_multiple(node: cst.BaseExpression, outer: set) -> bool:
 
 def unwrap_iterable(node: Optional[cst.BaseExpression]) -> Optional[cst.BaseExpression]:
     """`tqdm(loader, desc=...)` -> `loader`: progress bars keep the length."""
-    while type(node) is cst.Call and last_part(call_name(node) or "") in ("tqdm", "track", "progress_bar"):
+    while type(node) is cst.Call and last_part(call_name(node) or "").lower() in ("tqdm", "track", "progress_bar"):
         node = positional(node, 0)
     return node
 
