@@ -165,27 +165,40 @@ class Window:
         return "`accelerator.backward` (with `gradient_accumulation_steps`)"
 
     @cached_property
-    def zeroes_on_epoch_start(self) -> Optional[cst.CSTNode]:
-        """The zeroing call the enclosing loop (over epochs) makes, unconditionally,
-        before it enters this loop, if any."""
+    def epoch_start(self) -> list[cst.SimpleStatementLine]:
+        """The simple statements the enclosing loop (over epochs) runs, unconditionally,
+        before it enters this loop."""
         node = self.loop.node
         parent = self.facts.parents.get(id(node))
         while parent is not None and type(parent) not in (cst.For, cst.While, cst.FunctionDef):
             if type(parent) in (cst.If, cst.Try, cst.With):
-                return None
+                return []
             parent = self.facts.parents.get(id(parent))
         if type(parent) not in (cst.For, cst.While) or type(parent.body) is not cst.IndentedBlock:
-            return None
+            return []
+        found = []
         for statement in parent.body.body:
-            if statement is node or type(statement) is not cst.SimpleStatementLine:
-                if statement is node:
-                    return None
-                continue
+            if statement is node:
+                return found
+            if type(statement) is cst.SimpleStatementLine:
+                found.append(statement)
+        return []
+
+    @cached_property
+    def zeroes_on_epoch_start(self) -> Optional[cst.CSTNode]:
+        """The zeroing call the enclosing loop makes before it enters this loop, if any."""
+        for statement in self.epoch_start:
             for call in self.facts.calls_in(statement):
                 role = self.objects.role(call)
                 if role is not None and role.kind == "zero":
                     return call
         return None
+
+    def reset_on_epoch_start(self, name: str) -> bool:
+        """`nb_tr_steps = 0` (alone or in a tuple) before this loop in the loop over epochs."""
+        starts = {id(small) for line in self.epoch_start for small in line.body}
+        return any(id(binding.statement) in starts and int_value(binding.value) == 0
+                   for binding in self.facts.bindings.get(name, ()))
 
     @cached_property
     def manual_engine_boundary(self) -> bool:

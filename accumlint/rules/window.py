@@ -15,7 +15,7 @@ from accumlint.model.micro import lost_micro_losses
 from accumlint.model.names import code, dotted, last_part, normalized
 from accumlint.model.window import Window
 from accumlint.patterns import LazyPattern
-from accumlint.rules.base import Finding, k_text, movable, movable_to, same_block, sync_gated
+from accumlint.rules.base import Finding, k_text, leaves_world, movable, movable_to, same_block, sync_gated
 
 _ZEROING_TEXT = LazyPattern(r"zero_grad|\.grad\s*=\s*None|\.grad(\.data)?\.(zero_|detach_)|set_to_none|zero_gradients")
 
@@ -120,7 +120,8 @@ def _zeroing_after_step(window: Window, zero: Event, anchor: Optional[Event]) ->
 
 def _move_zeroing_after(window: Window, zero: Event, step: Optional[Event]) -> tuple[Edit, ...]:
     """Move a zeroing after `step`; only remove it when a zeroing already follows the step."""
-    if step is None or not movable_to(zero.statement, step.statement) or window.loop.in_inner_loop(zero.statement):
+    if step is None or not movable_to(zero.statement, step.statement) or window.loop.in_inner_loop(zero.statement) \
+            or leaves_world(zero.statement, step.statement):
         return ()
     block = step.statement.block[-1]
     target = normalized(zero.role.target) if zero.role.target is not None else None
@@ -337,13 +338,17 @@ def dropped_tail_window(window: Window) -> Iterable[Finding]:
     if loop.counter is None or loop.iterable is None or not _sized(window, loop.iterable):
         return
     for gate, statement in _gates_with_steps(window):
-        if gate.kind != "modulo" or gate.has_clause or gate.counter != loop.counter or statement.helper is not None:
+        if gate.kind != "modulo" or gate.has_clause or statement.helper is not None:
+            continue
+        # the loop's own index, or a micro-batch counter reset when each epoch starts
+        own_counter = gate.counter == loop.counter
+        if not own_counter and not (gate.counter and window.reset_on_epoch_start(gate.counter)):
             continue
         if not window.correct_boundary(gate, statement) or _flushes_after(window):
             continue
         iterable = code(loop.iterable)
         edits: tuple[Edit, ...] = ()
-        if type(gate.test) is cst.Comparison:
+        if type(gate.test) is cst.Comparison and own_counter:
             positive = type(gate.test.comparisons[0].operator) is cst.Equal
             numerator = f"({loop.counter} + 1)" if loop.counter_base == 0 else loop.counter
             clause = f"{numerator} == len(__iterable__)" if positive else f"{numerator} != len(__iterable__)"
