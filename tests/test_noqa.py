@@ -342,3 +342,15 @@ def test_the_number_of_rounds_is_told_only_when_asked(tmp_path, monkeypatch, fak
     (tmp_path / "t.py").write_text("for x in y:\n    loss.backward()\n")
     result = CliRunner().invoke(cli, ["check", "--fix", "--no-cache"])
     assert "round" not in result.stdout + result.stderr
+
+
+def test_an_empty_colon_is_filled_with_the_reported_codes_only_with_unsafe_fixes(tmp_path, monkeypatch, fake_analysis):
+    monkeypatch.chdir(tmp_path)
+    original = "for x in y:\n    loss.backward(retain_graph=True)  # noqa:\n"
+    (tmp_path / "t.py").write_text(original)
+    safe = CliRunner().invoke(cli, ["check", "--fix", "--no-cache", "-q"])
+    assert (tmp_path / "t.py").read_text() == original
+    assert [line.split(": ")[1].split()[0] for line in safe.stdout.splitlines()] == ["GA502", "AL001"]
+    unsafe = CliRunner().invoke(cli, ["check", "--fix", "--unsafe-fixes", "--no-cache"])
+    assert (tmp_path / "t.py").read_text() == original.replace("# noqa:", "# noqa: GA502")
+    assert unsafe.exit_code == 0 and "Fixed 1 error." in unsafe.stdout
