@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
 import tokenize
 from pathlib import Path
@@ -184,10 +185,9 @@ def test_add_noqa_then_check_passes_on_the_fixtures_and_their_multi_line_variant
                 Path(f"{stem}_{name}.ipynb").write_text(notebook([variant]))
                 variants += 1
     assert variants > 100
-    before = run("check", "--no-cache")
-    assert before.exit_code == 1
     added = run("check", "--no-cache", "--add-noqa")
     assert added.exit_code == 0 and "warning" not in added.stderr, added.stderr
+    assert int(re.search(r"Added (\d+) noqa", added.stderr).group(1)) > 2 * len(found)
     after = run("check", "--no-cache")
     assert after.exit_code == 0, after.stdout
 
