@@ -523,7 +523,11 @@ async def code_actions(params: types.CodeActionParams) -> list[types.CodeAction]
         fix_all_kinds = []
     if not targets and not fix_all_kinds:
         return []
-    per_finding, fixed = await children.run_in_child(_action_texts, unit, targets, bool(fix_all_kinds))
+    try:
+        per_finding, fixed = await children.run_in_child(_action_texts, unit, targets, bool(fix_all_kinds))
+    except children.ChildFailed as error:
+        logger.error("the fixes of %s could not be computed: %s", unit.path, error)
+        return []
     if _unit_for(uri)[1] != unit:  # changed meanwhile: these edits no longer apply
         return []
     actions: list[types.CodeAction] = []
@@ -592,7 +596,7 @@ def serve() -> int:
     server.protocol.output = output
     try:
         server.start_io(stdin=FramedInput(sys.stdin.buffer, output), stdout=output)
-    finally:
-        analyses.stop()
+    finally:  # the event loop is gone (its tasks were cancelled, killing their children): any left over
+        children.kill_all()
         output.close()
     return 0 if _session["shutdown"] else 1
