@@ -179,10 +179,19 @@ class Analysis:
 
 @dataclass
 class _Run:
+    """A run under way: its text, its configuration, and the future its waiters share."""
+
     unit: lint.Unit
     generation: int
-    task: asyncio.Task
     answer: asyncio.Future
+    task: Optional[asyncio.Task] = None
+
+    def end(self) -> None:
+        """Kill the run's child; its waiters hear Superseded."""
+        if self.task is not None:
+            self.task.cancel()
+        if not self.answer.done():
+            self.answer.set_exception(Superseded())
 
 
 class Analyses:
@@ -214,8 +223,9 @@ class Analyses:
         if run is None or run.unit != unit or run.generation != self.generation:
             self.cancel(key)
             answer = asyncio.get_running_loop().create_future()
-            answer.add_done_callback(lambda future: future.cancelled() or future.exception())  # read: never "unretrieved"
-            run = _Run(unit, self.generation, None, answer)  # type: ignore[arg-type]
+            # A run nobody waits for any more may end in Superseded: that is no error to log.
+            answer.add_done_callback(lambda future: future.cancelled() or future.exception())
+            run = _Run(unit, self.generation, answer)
             run.task = asyncio.ensure_future(self._run(key, run))
             self._running[key] = run
         return await asyncio.shield(run.answer)
@@ -224,7 +234,7 @@ class Analyses:
         try:
             result: lint.Findings = await children.run_in_child(lint.findings, run.unit)
         except asyncio.CancelledError:
-            run.answer.done() or run.answer.set_exception(Superseded())
+            run.end()
             raise
         except children.ChildFailed as error:
             logger.error("the analysis of %s failed: %s", run.unit.path, error)
@@ -244,8 +254,7 @@ class Analyses:
         """End the run under way for the unit, if any (its child is killed)."""
         run = self._running.pop(key, None)
         if run is not None:
-            run.task.cancel()
-            run.answer.done() or run.answer.set_exception(Superseded())
+            run.end()
 
     def forget(self, key: str) -> None:
         self.cancel(key)
