@@ -373,8 +373,10 @@ def test_a_broken_configuration_is_shown_once_and_the_defaults_apply(tmp_path):
 
     async def body(session: Session) -> None:
         uri = session.open(tmp_path / "train.py", BUGGY)
-        assert sorted(d.code for d in await session.diagnostics(uri)) == ["GA107", "GA201"]
+        found = {d.code: d for d in await session.diagnostics(uri)}
+        assert sorted(found) == ["GA107", "GA201"]
         assert (await session.hover(uri, 12, 12)).contents.value.startswith("# GA201")
+        assert any(action.title.endswith("(GA201)") for action in await session.actions(uri, found["GA201"]))
         count = session.versions[uri]
         session.replace(uri, 2, BUGGY + "\n")
         assert len(await session.diagnostics(uri, count)) == 2

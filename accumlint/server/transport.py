@@ -55,7 +55,10 @@ class Output:
         return output
 
     def write(self, data: bytes) -> None:
+        """Write one whole frame; after `exit` closed the stream, a late message is dropped."""
         with self._lock:
+            if self._file.closed:
+                return
             self._file.write(data)
             self._file.flush()
 
