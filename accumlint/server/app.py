@@ -512,7 +512,8 @@ def _action_texts(unit: lint.Unit, targets: list[Diagnostic], fix_all: bool) -> 
 )
 async def code_actions(params: types.CodeActionParams) -> list[types.CodeAction]:
     """Quick fixes from the analysis of the current text (none while it is under way), fix-all
-    from a run of its own; the edits are computed in a child process."""
+    from a run of its own (while the text is not yet checked, only when asked for by kind);
+    the edits are computed in a child process."""
     uri = params.text_document.uri
     if not _is_open(uri):
         return []
@@ -528,7 +529,9 @@ async def code_actions(params: types.CodeActionParams) -> list[types.CodeAction]
         ]
     fix_all_kinds = [FIX_ALL] + ([NOTEBOOK_FIX_ALL] if unit.cells is not None else [])
     fix_all_kinds = [kind for kind in fix_all_kinds if _wanted(kind, only)]
-    if analysis is not None and not any(d.fix and d.fix.applicability == "safe" for _, d in analysis.found):
+    if analysis is None:  # a fix run costs a check: only when asked for by kind (on save), not for a light bulb
+        fix_all_kinds = fix_all_kinds if only is not None else []
+    elif not any(d.fix and d.fix.applicability == "safe" for _, d in analysis.found):
         fix_all_kinds = []
     if not targets and not fix_all_kinds:
         return []
