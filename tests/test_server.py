@@ -322,6 +322,7 @@ def test_malformed_messages_get_errors_and_the_server_goes_on(tmp_path):
         + b"Content-Length: 9\r\n\r\n{not json"
         + frame([1, 2])
         + request(5, "textDocument/hover", hover)  # a valid request of a never-opened document
+        + notification("textDocument/didSave", {"textDocument": {"uri": uri + ".missing"}})  # nor opened
         + STOP
     )
     status, messages, errors = exchange(tmp_path, data)
@@ -333,6 +334,7 @@ def test_malformed_messages_get_errors_and_the_server_goes_on(tmp_path):
     assert 2 not in by_id  # the body of the unreadable header is skipped, not guessed at
     assert by_id[5] == [{"jsonrpc": "2.0", "id": 5, "result": None}]
     assert by_id[99] == [{"jsonrpc": "2.0", "id": 99, "result": None}]
+    assert [m for m in messages if m.get("method") == "window/showMessage"] == []  # no "Error in server"
     assert status == 0, errors
 
 

@@ -319,7 +319,9 @@ async def _check_and_publish(uri: str, key: str, delay: float) -> None:
 def _check(uri: str, *, changed: bool) -> None:
     """Check the document (or the notebook holding it) and publish: at once, or after a
     pause when it changed (a newer change restarts the pause). Its run under way, of a
-    text now out of date, ends at once."""
+    text now out of date, ends at once. A document the client never opened is not checked."""
+    if not _is_open(uri):
+        return
     key = _unit_for(uri)[0]
     previous = _pending.pop(key, None)
     if previous is not None:
