@@ -437,7 +437,8 @@ class _Flow:
         if self.recording is None:
             self._statement(node, scope)
             return
-        found, queries, stars, asked, mark = len(self.found), len(self.queries), self.stars, len(self._asked), len(self._log)
+        found, queries, stars = len(self.found), len(self.queries), self.stars
+        asked, mark = len(self._asked), len(self._log)
         self._statement(node, scope)
         before: dict[str, bool] = {}
         for name, was in self._log[mark:]:
@@ -555,7 +556,11 @@ class _Flow:
             enclosing = outer.enclosing
         else:
             enclosing = outer.enclosing | outer.locals
-        scope = _Scope(f"{outer.key}.{node.name.value}", frozenset(local_names), enclosing | declared_global)
+        # A name declared `global` that the module does not bind is bound only by the
+        # assignments of such declarations, at times nothing says: the body's own flow
+        # judges its reads, as a local's.
+        flowed = local_names | (declared_global - enclosing)
+        scope = _Scope(f"{outer.key}.{node.name.value}", frozenset(flowed), enclosing | declared_global)
         if self.replay is not None:
             span = self.replay.functions.get(id(node))
             if span is not None and span[_NODE] is node and self._same(span, scope):
