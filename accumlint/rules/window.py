@@ -13,6 +13,7 @@ from accumlint.model.tree import walk
 from accumlint.model.loop import Event
 from accumlint.model.micro import lost_micro_losses
 from accumlint.model.names import code, dotted, last_part, normalized
+from accumlint.model.scope import same_before_loop
 from accumlint.model.window import Window
 from accumlint.patterns import LazyPattern
 from accumlint.rules.base import Finding, k_text, leaves_world, movable, movable_to, same_block, sync_gated
@@ -105,33 +106,51 @@ def _zero_on_entry(window: Window, zero: Event) -> Finding:
 
 def _zeroing_after_step(window: Window, zero: Event, anchor: Optional[Event]) -> tuple[Edit, ...]:
     """GA101's fix: move the zeroing after the window's step, and zero once before
-    the loop where nothing does yet and every name the zeroing uses is bound there
-    (not before a Lightning `training_step`, not before the loop that creates the
-    optimizer)."""
+    the loop where nothing does yet, every name the zeroing uses is bound there and
+    names there what it names in the loop (not before a Lightning `training_step`,
+    not before the loop that creates the optimizer or sets `self.opt`)."""
     moved = _move_zeroing_after(window, zero, anchor)
     gated = sync_gated(window, zero, anchor) if len(moved) == 2 and anchor is not None else None
     if gated is not None:  # inside `accumulate()`, where accelerate does not hold a model's zeroing back
         moved = (remove(zero.statement.node), insert_after(anchor.statement.node, gated))
-    if len(moved) < 2 or _zeroes_before_loop(window) or type(window.loop.node) not in (cst.For, cst.While):
+    if not moved or _zeroes_before_loop(window) or type(window.loop.node) not in (cst.For, cst.While):
+        return moved
+    if not same_before_loop(window.facts, zero.statement.node, window.loop.node, window.loop.function):
         return moved
     once = moved + (insert_before(window.loop.node, zero.statement.node.with_changes(leading_lines=())),)
     return once if guard_for(window.facts.module, window.facts.parents).allows(once) else moved
 
 
 def _move_zeroing_after(window: Window, zero: Event, step: Optional[Event]) -> tuple[Edit, ...]:
-    """Move a zeroing after `step`; only remove it when a zeroing already follows the step."""
+    """Move a zeroing after `step`; only remove it when a zeroing of the same gradients
+    already follows the step."""
     if step is None or not movable_to(zero.statement, step.statement) or window.loop.in_inner_loop(zero.statement) \
             or leaves_world(zero.statement, step.statement):
         return ()
     block = step.statement.block[-1]
-    target = normalized(zero.role.target) if zero.role.target is not None else None
-    if target is not None and any(
+    if any(
         other is not zero and other.statement.block[-1] is block and other.order > step.order
-        and other.role.target is not None and normalized(other.role.target) == target
+        and _same_gradients(window, zero, other)
         for other in window.loop.of_kind("zero")
     ):
         return (remove(zero.statement.node),)
     return move_after(zero.statement.node, step.statement.node)
+
+
+def _same_gradients(window: Window, zero: Event, other: Event) -> bool:
+    """Whether two zeroings clear the same gradients: they zero the same object, or one
+    zeroes the model and the other the optimizer of a loop with one optimizer and one
+    backward (`model.zero_grad()` beside `optimizer.zero_grad()`)."""
+    if zero.role.target is None or other.role.target is None:
+        return False
+    if normalized(zero.role.target) == normalized(other.role.target):
+        return True
+    optimizers = {normalized(e.role.target) for e in window.optimizer_steps if e.role.target is not None}
+    if len(optimizers) != 1 or len(window.loop.backwards) != 1:
+        return False
+    models = [e for e in (zero, other) if window.zeroes_model(e)]
+    stepped = [e for e in (zero, other) if normalized(e.role.target) in optimizers]
+    return len(models) == 1 and len(stepped) == 1 and models[0] is not stepped[0]
 
 
 def window_step(window: Window, near: Optional[Event] = None) -> Optional[Event]:
