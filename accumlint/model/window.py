@@ -126,12 +126,16 @@ class Window:
     def controls_sync(self) -> bool:
         """The loop (or a helper it calls) decides somewhere when gradients all-reduce."""
         helpers = {id(s.helper): s.helper for s in self.loop.statements if s.helper is not None}
+        model = self.objects.wrapped_model
         for item in {id(i): i for s in self.loop.statements for i in s.withs}.values():
             # `with self.sync_context(boundary):`: a helper that returns the context
             for call in self.facts.calls_in(item):
                 helper = self.facts.helper(call, self.loop.function)
                 if helper is not None:
                     helpers.setdefault(id(helper), helper)
+                elif model is not None and any(dotted(arg.value) == model for arg in call.args):
+                    # `with misc.ddp_sync(ddp, last):` from another module: it may be one; unknown
+                    return True
         return any(mentions_sync_control(node) for node in [self.loop.node, *helpers.values()])
 
     @cached_property
