@@ -34,6 +34,7 @@ from accumlint.model.names import (
     positional,
 )
 from accumlint.model.roles import Objects
+from accumlint.model.tree import walk
 from accumlint.patterns import LazyPattern
 
 _MODEL_NAME = LazyPattern(r"model|net|module|policy|unet|transformer|encoder|decoder", re.IGNORECASE)
@@ -137,6 +138,21 @@ class Window:
                     # `with misc.ddp_sync(ddp, last):` from another module: it may be one; unknown
                     return True
         return any(mentions_sync_control(node) for node in [self.loop.node, *helpers.values()])
+
+    def mentions(self, name: str) -> bool:
+        """The iteration (its own code or a helper it walks) reads `name`: the wrapped model
+        a module builds is this loop's only when the loop uses it."""
+        nodes = [statement.node for statement in self.loop.statements]
+        nodes += list({id(item): item for statement in self.loop.statements for item in statement.withs}.values())
+        for top in nodes:
+            attributes: set[int] = set()
+            for node in walk(top):
+                kind = type(node)
+                if kind is cst.Attribute:
+                    attributes.add(id(node.attr))  # `x.model`'s `model` is not the name `model`
+                if (kind is cst.Name or kind is cst.Attribute) and id(node) not in attributes and dotted(node) == name:
+                    return True
+        return False
 
     @cached_property
     def sync_controls(self) -> list[SyncControl]:
