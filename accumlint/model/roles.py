@@ -56,8 +56,7 @@ _EMA_METHODS = {"update", "step", "update_parameters"}
 # logging calls whose arguments are what a run reports
 _LOG_RECEIVERS = LazyPattern(r"^(logging|logger|log|LOGGER|_logger|LOG)$")
 _LOG_METHODS = {"info", "debug", "warning", "error", "log", "critical"}
-_METRIC_METHODS = {"add_scalar", "add_scalars", "set_postfix", "set_postfix_str", "set_description",
-                   "log_metric", "log_metrics", "log_dict"}
+_METRIC_METHODS = {"add_scalar", "add_scalars", "set_postfix", "set_postfix_str", "log_metric", "log_metrics", "log_dict"}
 _LOG_FRAMEWORKS = {"wandb", "accelerator", "fabric", "self", "mlflow", "run", "experiment"}
 
 
@@ -413,7 +412,9 @@ def _is_logging(method: str, receiver: Optional[str]) -> bool:
         return True
     if method in _LOG_METHODS and (_LOG_RECEIVERS.match(tail) or _LOG_RECEIVERS.match(head)):
         return True
-    return method in ("log", "log_dict") and (head in _LOG_FRAMEWORKS or tail in _LOG_FRAMEWORKS)
+    # `wandb.log`, and a wandb run or logger object (`wandb_run.log`, `self.wandb_logger.log`)
+    return method in ("log", "log_dict") and (
+        head in _LOG_FRAMEWORKS or tail in _LOG_FRAMEWORKS or "wandb" in tail.lower())
 
 
 _PARAMETER_NAME = LazyPattern(r"^(p|param|params?_?\w*|\w*_param|parameter|weight|w)$", re.IGNORECASE)
