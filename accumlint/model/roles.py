@@ -43,6 +43,7 @@ _OPTIMIZER_CLASSES = LazyPattern(
 _OPTIMIZER_FACTORY = LazyPattern(r"optimi[sz]er", re.IGNORECASE)
 _SCHEDULER_FACTORY = LazyPattern(r"sched|(^|_)[A-Z]?\w*LR$|LR$|Scheduler", re.IGNORECASE)
 _LOSS_CLASS = LazyPattern(r"Loss$")
+_LR_WORD = LazyPattern(r"LR(?=[A-Z]|$)")  # "LR" as a word of a CamelCase class name
 _CLIP_FUNCTIONS = {"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "clip_gradients", "clip_grad"}
 _MODEL_NAME = LazyPattern(r"model|net|module", re.IGNORECASE)
 _PREPARING = {"prepare", "prepare_model", "setup", "setup_module"}
@@ -116,6 +117,8 @@ class Objects:
             return "optimizer"
         if _SCHEDULER_FACTORY.search(tail) and tail[:1].isupper() or "scheduler" in tail.lower():
             return "scheduler"
+        if tail[:1].isupper() and _LR_WORD.search(tail):
+            return "scheduler"  # `ConstantLRWithWarmup`, `WarmupLRSchedule`
         if tail == "GradScaler" or tail == "ShardedGradScaler":
             return "scaler"
         if tail == "Accelerator":

@@ -139,6 +139,15 @@ class Window:
                     return True
         return any(mentions_sync_control(node) for node in [self.loop.node, *helpers.values()])
 
+    def builds_no_graph(self, statement: Statement) -> bool:
+        """The statement runs in a no-grad region: under `with torch.no_grad()`,
+        `torch.inference_mode()` or `torch.set_grad_enabled(False)`, or in a function
+        (the loop's, or the helper it was walked from) decorated with one."""
+        if any(_disables_grad(item.item) for item in statement.withs):
+            return True
+        functions = [f for f in (statement.helper, self.loop.function) if f is not None]
+        return any(_disables_grad(decorator.decorator) for f in functions for decorator in f.decorators)
+
     def mentions(self, name: str) -> bool:
         """The iteration (its own code or a helper it walks) reads `name`: the wrapped model
         a module builds is this loop's only when the loop uses it."""
@@ -447,6 +456,24 @@ class Window:
                 if tail in ("div_", "mul_") and ".grad" in name:
                     return True
         return False
+
+
+_NO_GRAD_CALLS = frozenset({"no_grad", "inference_mode"})
+
+
+def _disables_grad(node: cst.BaseExpression) -> bool:
+    """`torch.no_grad()`, `torch.inference_mode()` (called or bare, as a decorator),
+    `torch.set_grad_enabled(False)`."""
+    call = node if type(node) is cst.Call else None
+    tail = last_part((call_name(call) if call is not None else dotted(node)) or "")
+    if tail in _NO_GRAD_CALLS:
+        if tail == "inference_mode" and call is not None and call.args:
+            mode = call.args[0].value  # `inference_mode(False)` turns it off
+            return not (dotted(mode) == "False" or int_value(mode) == 0)
+        return True
+    if tail == "set_grad_enabled" and call is not None and call.args:
+        return dotted(call.args[0].value) == "False"
+    return False
 
 
 _UNCOUNTED = cst.Name("__pieces__")  # split into pieces of a size: K is how many came out
