@@ -193,7 +193,7 @@ def _gate_step_edits(window: Window, step: Event) -> tuple[Edit, ...]:
         return ()
     block = step.statement.block[-1]
     last_backward = max((e.order for e in window.loop.backwards), default=-1)
-    related = []
+    related: list[tuple[cst.CSTNode, bool]] = []  # (node to move, whether it only zeroes)
     for statement in window.loop.statements:
         if statement.block[-1] is not block or statement.helper is not None or not statement.events:
             continue
@@ -201,9 +201,9 @@ def _gate_step_edits(window: Window, step: Event) -> tuple[Edit, ...]:
         if not kinds <= {"step", "zero", "sched", "update", "unscale", "clip"} or not movable(statement):
             continue
         if statement is step.statement or "zero" in kinds or statement.order > last_backward:
-            related.append(statement)
-    zeroing = [s for s in related if {e.kind for e in s.events} == {"zero"}]
-    moved = [s for s in related if s not in zeroing] + zeroing
+            related.append((statement.node, kinds == {"zero"}))
+    related += [(loop_node, True) for loop_node in _zeroing_loops(window, block)]
+    moved = [node for node, zeroes in related if not zeroes] + [node for node, zeroes in related if zeroes]
     counter, base = window.loop.counter, window.loop.counter_base
     edits: list[Edit] = []
     if counter is None:
@@ -220,12 +220,27 @@ def _gate_step_edits(window: Window, step: Event) -> tuple[Edit, ...]:
         return ()
     numerator = f"({counter} + 1)" if base == 0 else counter
     test = filled_expression(f"{numerator} % __k__ == 0", __k__=parenthesized(window.k))
-    first = moved[0].node
-    body = [first.with_changes(leading_lines=())] + [s.node for s in moved[1:]]
+    first = moved[0]
+    body = [first.with_changes(leading_lines=())] + moved[1:]
     gate = cst.If(test=test, body=cst.IndentedBlock(body=body), leading_lines=first.leading_lines)
     edits.append(replace(first, gate))
-    edits.extend(remove(s.node) for s in moved[1:])
+    edits.extend(remove(node) for node in moved[1:])
     return tuple(edits)
+
+
+def _zeroing_loops(window: Window, block: cst.CSTNode) -> list[cst.CSTNode]:
+    """Loops of `block` that only zero gradients (`for group in optimizer.param_groups:
+    for p in group["params"]: p.grad = None`): they move with the step as a whole."""
+    found: list[cst.CSTNode] = []
+    inner = [s for s in window.loop.statements if s.loops and s.helper is None]
+    for loop_node in {id(s.loops[0]): s.loops[0] for s in inner}.values():
+        if type(block) is not cst.IndentedBlock or not any(child is loop_node for child in block.body):
+            continue
+        within = [s for s in inner if s.loops[0] is loop_node]
+        kinds = {e.kind for s in within for e in s.events}
+        if kinds == {"zero"} and all(len(s.node.body) == 1 for s in within):
+            found.append(loop_node)
+    return found
 
 
 def _fresh_name(loop: cst.For) -> str:
