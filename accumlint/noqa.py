@@ -24,6 +24,7 @@ import tokenize
 from typing import Iterable, Iterator, NamedTuple, Optional
 
 from accumlint.diagnostics import Diagnostic, FixInfo
+from accumlint.sources import python_lines
 
 MALFORMED, UNUSED = "AL001", "AL002"
 NAMES = {MALFORMED: "malformed-noqa", UNUSED: "unused-noqa"}
@@ -75,7 +76,7 @@ def _comments(text: str) -> list[tuple[int, int, str]]:
     except (tokenize.TokenError, SyntaxError):
         return [
             (number, line.index("#"), line[line.index("#"):])
-            for number, line in enumerate(text.splitlines(), 1)
+            for number, line in enumerate(python_lines(text), 1)
             if "#" in line
         ]
 
@@ -174,7 +175,7 @@ class Suppressions:
         a directive removed from a line of code takes its leading spaces along,
         and one followed by a remark leaves the `#` so the remark stays a comment.
         """
-        lines = text.splitlines(keepends=True)
+        lines = python_lines(text, keepends=True)
         edits = [
             (directive, replacement)
             for finding, directive, replacement in self._issues("", raw, enabled)
@@ -275,7 +276,7 @@ def _closed_lines(text: str) -> Optional[set[int]]:
     A line that a multi-line string, f-string part or backslash continuation
     carries on past its end cannot take a comment without changing the code.
     """
-    lines = text.splitlines()
+    lines = python_lines(text)
     open_lines: set[int] = {n for n, line in enumerate(lines, 1) if line.endswith("\\")}
     try:
         for token in tokenize.generate_tokens(io.StringIO(text).readline):
@@ -301,7 +302,7 @@ def add_noqa(text: str, wanted: dict[int, set[str]]) -> tuple[str, int, list[int
     for directive in Suppressions.parse(text).directives:
         if not directive.file_wide:
             directives.setdefault(directive.line, directive)
-    lines = text.splitlines(keepends=True)
+    lines = python_lines(text, keepends=True)
     added, skipped = 0, []
     for number, codes in sorted(wanted.items()):
         if number not in closed or number > len(lines):

@@ -140,6 +140,18 @@ def _limit_memory(budget: Optional[int]) -> None:
         pass  # no limit where the platform cannot say how much is in use
 
 
+def _silence_standard_error() -> None:
+    """Send the worker's standard error nowhere: what native code prints as it dies (the
+    Rust parser's "memory allocation of N bytes failed" and its backtrace) would reach
+    the user's terminal, and the parent reports that death once, as the file's error."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 2)
+        os.close(devnull)
+    except OSError:
+        pass
+
+
 def _serve(tasks: int, results: int, function: Callable[[Any], Any], memory: Optional[int]) -> None:
     """The worker's life: read an item, send back its result, until the pool closes the pipe."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the parent decides
@@ -147,6 +159,7 @@ def _serve(tasks: int, results: int, function: Callable[[Any], Any], memory: Opt
         if hasattr(signal, name):
             signal.signal(getattr(signal, name), signal.SIG_DFL)
     faulthandler.disable()  # a crash is reported once, by the parent, as that file's error
+    _silence_standard_error()
     _limit_memory(memory)
     while True:
         try:
