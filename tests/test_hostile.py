@@ -681,15 +681,23 @@ def test_a_reader_that_stops_early_ends_the_run_quietly_with_its_own_status(tmp_
     assert stderr == b""
 
 
-def test_what_a_dying_worker_prints_never_reaches_the_terminal(capfd):
+def test_what_the_native_parser_prints_as_it_dies_never_reaches_the_terminal(capfd, monkeypatch):
+    import libcst
+
     from accumlint.workers import Failure, WorkerPool
 
-    with WorkerPool(1, _die_as_rust_does, 10.0) as pool:
-        ((_, outcome),) = list(pool.map(["x"]))
+    def die_as_rust_does(text):
+        os.write(2, b"memory allocation of 1099511627776 bytes failed\n")
+        os.abort()
+
+    monkeypatch.setattr(libcst, "parse_module", die_as_rust_does)
+    with WorkerPool(1, _parse, 10.0) as pool:
+        ((_, outcome),) = list(pool.map(["x = 1\n"]))
     assert isinstance(outcome, Failure) and "SIGABRT" in outcome.message
     assert "memory allocation" not in capfd.readouterr().err
 
 
-def _die_as_rust_does(item):
-    os.write(2, b"memory allocation of 1099511627776 bytes failed\n")
-    os.abort()
+def _parse(text):
+    from accumlint.parsing import parse_module
+
+    return parse_module(text)
