@@ -35,6 +35,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any, NamedTuple, Optional
@@ -153,7 +154,17 @@ def is_marked(directory: Path) -> bool:
 
 
 def _is_entry(name: str) -> bool:
-    return name.endswith((".json", ".tmp"))
+    """Whether a name is one accumlint gives a file in a `v<version>/` folder: an entry (a key's
+    SHA-256) or a temporary file being written (`tempfile`'s)."""
+    return _ENTRY.fullmatch(name) is not None
+
+
+def _is_version_folder(name: str) -> bool:
+    return _VERSION_FOLDER.fullmatch(name) is not None
+
+
+_ENTRY = re.compile(r"[0-9a-f]{64}\.json|tmp[0-9a-z_]{8}\.tmp")
+_VERSION_FOLDER = re.compile(r"v[0-9][0-9A-Za-z.+-]*")
 
 
 def _only_ours(directory: Path) -> bool:
@@ -164,7 +175,7 @@ def _only_ours(directory: Path) -> bool:
             if child.name in _OWN_FILES:
                 if not _holds(Path(child.path), _OWN_FILES[child.name]):
                     return False
-            elif not (child.name.startswith("v") and child.is_dir(follow_symlinks=False)):
+            elif not (_is_version_folder(child.name) and child.is_dir(follow_symlinks=False)):
                 return False
             elif not all(_is_entry(entry.name) and entry.is_file(follow_symlinks=False) for entry in os.scandir(child.path)):
                 return False
@@ -209,10 +220,10 @@ def _claim(root: Path) -> None:
         created = False
         if not _usable(root):  # something arrived meanwhile: not ours to write into
             raise
+    _write_new(root / MARKER, MARKER_CREATED if created else MARKER_ADOPTED)  # first: a parallel run sees it's ours
     if created:
         _write_new(root / GITIGNORE, GITIGNORE_TEXT)
     _write_new(root / TAG, TAG_TEXT)
-    _write_new(root / MARKER, MARKER_CREATED if created else MARKER_ADOPTED)
 
 
 def _remove_entries(folder: str) -> bool:
@@ -297,7 +308,7 @@ class Cache:
             return
         try:
             for other in os.scandir(self.root):
-                if other.name.startswith("v") and other.is_dir(follow_symlinks=False) and other.path != str(self.directory):
+                if _is_version_folder(other.name) and other.is_dir(follow_symlinks=False) and other.path != str(self.directory):
                     _remove_entries(other.path)
             entries = [
                 (e.stat().st_mtime, e.stat().st_size, e.path)
@@ -369,7 +380,7 @@ def clean(chosen: Path) -> Cleaned:
             continue
         if child.name in _OWN_FILES and _holds(Path(child.path), _OWN_FILES[child.name]):
             os.unlink(child.path)
-        elif child.name.startswith("v") and child.is_dir(follow_symlinks=False) and _remove_entries(child.path):
+        elif _is_version_folder(child.name) and child.is_dir(follow_symlinks=False) and _remove_entries(child.path):
             pass
         else:
             kept.append(child.name)

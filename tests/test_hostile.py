@@ -356,6 +356,17 @@ def test_clean_keeps_what_accumlint_did_not_write_in_its_own_folder(repository):
     assert sorted(os.listdir(repository / "cache")) == ["accumlint-cache.marker", "notes.txt"]  # still its cache
 
 
+def test_a_folder_of_json_files_in_v_folders_is_not_taken_for_an_old_cache(repository):
+    (repository / "data" / "v1").mkdir(parents=True)
+    (repository / "data" / "v1" / "weights.json").write_text("[1]")
+    (repository / "data" / "v2").mkdir()
+    (repository / "data" / "v2" / ("0" * 64 + ".json")).write_text("[]")
+    before = _tree(repository)
+    assert _run("check", "--cache-dir", "data", "train.py").exit_code == 1
+    assert _run("clean", "--cache-dir", "data").exit_code == 0
+    assert _tree(repository) == before  # the cache went to data/.accumlint_cache, and is gone
+
+
 def test_a_lookalike_tag_does_not_make_a_folder_accumlints(repository):
     (repository / "data").mkdir()
     (repository / "data" / "CACHEDIR.TAG").write_text("Signature: 8a477f597d28d172789f06886806bc55\n")
