@@ -200,6 +200,13 @@ def cache_folders(battery: Battery) -> None:
         if snapshot(folder) != before:
             battery.tally.lost.append(f"{env_name}: the shared folder changed")
 
+    def json_data(folder: Path) -> None:
+        project(folder)
+        write(folder, {"data/v1/weights.json": "[1]", "data/v2/" + "0" * 64 + ".json": "[]"})
+
+    battery.run("cache-dir-json-data", json_data, [(("check", "--cache-dir", "data", "train.py"), (1,)),
+                                                    (("clean", "--cache-dir", "data"), (0,))], kept=never_lost)
+
     for name, target in (("cache-dir-src", "src"), ("cache-dir-git", ".git"), ("cache-dir-parent", "..")):
         def make(folder: Path) -> None:
             project(folder)
