@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import gc
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, Optional
 
 from accumlint.collector import collector_paused
 from accumlint.diagnostics import Diagnostic, FixInfo, one_line
@@ -94,8 +94,28 @@ def find(module: "cst.Module", text: str, path: str, options: AnalysisOptions) -
 
 
 def analyze(text: str, path: str, options: AnalysisOptions = AnalysisOptions()) -> list[Diagnostic]:
-    """All findings in one module's text, sorted by position; raises ParseFailure."""
-    return [located.diagnostic for located in find(parse(text), text, path, options)]
+    """All findings in one module's text, sorted by position; raises ParseFailure.
+
+    A fix is offered only where `--fix` can apply it: not in a text that LibCST
+    would not write back as it is (see `lost_by_libcst`)."""
+    module = parse(text)
+    found = [located.diagnostic for located in find(module, text, path, options)]
+    if any(d.fix for d in found) and lost_by_libcst(module, text) is None:
+        found = [d._replace(fix=None) for d in found]
+    return found
+
+
+def lost_by_libcst(module: "cst.Module", text: str) -> Optional[str]:
+    """What LibCST leaves out when it writes the module back: "" when it writes the text
+    exactly; a final lone carriage return, which it drops (the fixer puts it back); None
+    when it changes anything else (a form feed in an indentation, which it drops too):
+    the fixer leaves such a file alone."""
+    code = module.code
+    if code == text:
+        return ""
+    if text.endswith("\r") and code == text[:-1]:
+        return "\r"
+    return None
 
 
 def _locate(module: "cst.Module", text: str, facts: "ModuleFacts", findings: list["Finding"], path: str) -> list[Located]:

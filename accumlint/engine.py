@@ -316,14 +316,14 @@ def _sources(request: Request, resolver: Resolver):
 
     for source in discovered(request.paths, resolver):
         data: Union[bytes, SourceError]
+        settings = resolver.settings_for(source.display, is_dir=False if source.error is None else None)
         if source.error is not None:
             data = ReadError(source.error)
         else:
             try:
-                data = read_bytes(source.display)
+                data = read_bytes(source.display, settings.config.max_file_size)
             except SourceError as error:
                 data = error
-        settings = resolver.settings_for(source.display, is_dir=False if source.error is None else None)
         yield source.display, settings, data, source.root
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from accumlint.analysis import AnalysisOptions, Located, ParseFailure, find, parse
+from accumlint.analysis import AnalysisOptions, Located, ParseFailure, find, lost_by_libcst, parse
 from accumlint.diagnostics import Diagnostic
 
 # Rounds of fixes on one text before it is declared unsettled (ruff's bound).
@@ -61,7 +61,9 @@ def fix_text(
     for _ in range(MAX_ROUNDS):
         module = parse(text)
         enabled = [item for item in find(module, text, path, options) if keep(text, item.diagnostic)]
-        if enabled and module.code != text:  # (without findings both answers are the same: skip the codegen)
+        # (without findings nothing is written: skip the codegen)
+        lost = lost_by_libcst(module, text) if enabled else ""
+        if lost is None:
             # LibCST would not write this text back as it is: refuse rather than change other lines
             return FixOutcome(text, fixed, [item.diagnostic._replace(fix=None) for item in enabled], True, rounds)
         candidates = [
@@ -71,15 +73,16 @@ def fix_text(
         if not candidates:
             return FixOutcome(text, fixed, [item.diagnostic for item in enabled], True, rounds)
         chosen = _non_overlapping(candidates)
-        new_text = _apply(module, text, chosen)
+        written = text[: len(text) - len(lost)]  # what LibCST writes back, which the fixes change
+        new_text = _apply(module, written, chosen)
         if new_text is None and len(chosen) > 1:
             chosen = chosen[:1]
-            new_text = _apply(module, text, chosen)
-        if new_text is None or new_text == text:
+            new_text = _apply(module, written, chosen)
+        if new_text is None or new_text == written:
             refused.update((item.diagnostic.code, item.diagnostic.message) for item in chosen)
             continue
         fixed.extend(item.diagnostic for item in chosen)
-        text = new_text
+        text = new_text + lost
         rounds += 1
     remaining = [d for d in find(parse(text), text, path, options) if keep(text, d.diagnostic)]
     return FixOutcome(text, fixed, [item.diagnostic for item in remaining], False, rounds)

@@ -36,6 +36,7 @@ import tokenize
 from typing import Iterable, Iterator, NamedTuple, Optional
 
 from accumlint.diagnostics import Diagnostic, FixInfo
+from accumlint.sources import python_lines
 
 MALFORMED, UNUSED = "AL001", "AL002"
 NAMES = {MALFORMED: "malformed-noqa", UNUSED: "unused-noqa"}
@@ -85,12 +86,6 @@ class Directive(NamedTuple):
         return "# accumlint: noqa" if self.file_wide else "# noqa"
 
 
-def physical_lines(text: str) -> list[str]:
-    """The lines of `text` as `tokenize` counts them, ends kept: split at `\\n` only, so a form
-    feed or another character that `str.splitlines` breaks at never shifts a line number."""
-    return io.StringIO(text).readlines()
-
-
 class _Layout(NamedTuple):
     """What one pass of `tokenize` tells about a text's lines."""
 
@@ -121,7 +116,7 @@ def _layout(text: str) -> Optional[_Layout]:
         return None
     commented = {line for line, _, _ in comments}
     continued = (
-        number for number, line in enumerate(physical_lines(text), 1)
+        number for number, line in enumerate(python_lines(text, keepends=True), 1)
         if line.rstrip("\r\n").endswith("\\") and number not in commented  # (a comment's `\\` continues nothing)
     )
     open_lines.update(continued)
@@ -136,7 +131,7 @@ def _comments(text: str) -> tuple[list[tuple[int, int, str]], dict[int, int]]:
         return layout.comments, layout.ends
     comments = [
         (number, line.index("#"), line[line.index("#"):].rstrip("\r\n"))
-        for number, line in enumerate(physical_lines(text), 1)
+        for number, line in enumerate(python_lines(text, keepends=True), 1)
         if "#" in line
     ]
     return comments, {}
@@ -279,7 +274,7 @@ class Suppressions:
         a directive removed from a line of code takes its leading spaces along,
         and one followed by a remark leaves the `#` so the remark stays a comment.
         """
-        lines = physical_lines(text)
+        lines = python_lines(text, keepends=True)
         edits = [
             (finding, directive, replacement)
             for finding, directive, replacement in self._issues(path, raw, enabled)
@@ -376,7 +371,7 @@ def add_noqa(text: str, wanted: dict[int, set[str]]) -> tuple[str, int, list[int
     on its own output adds nothing: the findings are suppressed by then.
     """
     layout = _layout(text)
-    lines = physical_lines(text)
+    lines = python_lines(text, keepends=True)
     if layout is None:
         return text, 0, sorted(wanted)
     targets: dict[int, set[str]] = {}

@@ -257,17 +257,18 @@ def test_clean_never_removes_a_folder_accumlint_did_not_make(project):
 
 
 def test_cache_is_pruned_oldest_first_and_other_versions_go(tmp_path):
-    cache = cache_module.Cache(tmp_path, max_bytes=50)  # entries of `[]`: 2 bytes each
+    cache = cache_module.Cache(tmp_path, max_bytes=500)  # entries of `[]`: 67 bytes each (with their checksum)
     (tmp_path / "v0.0.1").mkdir()
-    for index in range(30):
-        cache.put(f"key{index:02d}", [])
-        os.utime(cache.directory / f"key{index:02d}.json", (index, index))
-    cache.get("key00", "t.py")  # a hit makes the oldest entry the newest
+    keys = [f"{index:064x}" for index in range(30)]  # (keys are SHA-256 digests)
+    for index, key in enumerate(keys):
+        cache.put(key, [])
+        os.utime(cache.directory / f"{key}.json", (index, index))
+    cache.get(keys[0], "t.py")  # a hit makes the oldest entry the newest
     cache.prune()
     kept = sorted(path.name for path in cache.directory.iterdir())
     total = sum(path.stat().st_size for path in cache.directory.iterdir())
-    assert total <= 50 * 0.8
-    assert "key00.json" in kept and "key01.json" not in kept and "key29.json" in kept
+    assert total <= 500 * 0.8
+    assert f"{keys[0]}.json" in kept and f"{keys[1]}.json" not in kept and f"{keys[29]}.json" in kept
     assert not (tmp_path / "v0.0.1").exists()
 
 
