@@ -189,11 +189,12 @@ class _Walker:
         self.left_out = False
         self.root: Optional[cst.CSTNode] = None
         self._bound: dict[int, set[str]] = {}
+        self._escaped: Optional[tuple[Gate, cst.If]] = None  # a `continue` gate leaving its block
 
     def walk(self, body: cst.BaseSuite, root: Optional[cst.CSTNode] = None) -> list[Statement]:
         self.root = root if root is not None else body
         self._block(body, gate=None, gate_if=None, conditional=False, loops=(), withs=(), path=(), helper=None,
-                    arms=(), worlds=(), single_micro_batch=False)
+                    arms=(), worlds=(), single_micro_batch=False, escapes=True)
         if self.made is not None:
             self.made.extend(self.statements)
         return self.statements
@@ -206,12 +207,22 @@ class _Walker:
             statements = suite.body
         context = dict(context)
         context["path"] = context["path"] + (suite,)
+        escaped: Optional[tuple[Gate, cst.If]] = None
         for statement in statements:
             continued = self._continue_gate(statement)
             if continued is not None:
                 context.update(gate=continued, gate_if=statement, conditional=True)
+                escaped = (continued, statement)
                 continue
             self._statement(statement, context)
+            if self._escaped is not None:
+                # a `continue` gate in a block that always runs here (the K > 1 arm, a `with`)
+                # skips the rest of the iteration, this block's rest included
+                gate, gate_if = escaped = self._escaped
+                self._escaped = None
+                context.update(gate=gate, gate_if=gate_if, conditional=True)
+        if escaped is not None and context["escapes"] and len(context["path"]) > 1:
+            self._escaped = escaped
 
     def _continue_gate(self, statement) -> Optional[Gate]:
         """`if (i + 1) % K != 0: continue` gates the rest of its block."""
@@ -239,12 +250,13 @@ class _Walker:
             if self.own_level:
                 self.left_out = True
                 return
-            inner = {**context, "loops": context["loops"] + (statement,), "path": context["path"] + (statement,)}
+            inner = {**context, "loops": context["loops"] + (statement,), "path": context["path"] + (statement,),
+                     "escapes": False}  # a `continue` there continues that loop
             self._block(statement.body, **inner)
             if statement.orelse is not None:
                 self._block(statement.orelse.body, **inner)
         elif kind is cst.Try or kind is cst.TryStar:
-            inner = {**context, "path": context["path"] + (statement,)}
+            inner = {**context, "path": context["path"] + (statement,), "escapes": False}
             attempt = {**inner, "arms": context["arms"] + ((id(statement), 0),)}
             self._block(statement.body, **attempt)
             for index, handler in enumerate(statement.handlers, start=1):
@@ -255,7 +267,7 @@ class _Walker:
             if statement.finalbody is not None:
                 self._block(statement.finalbody.body, **inner)
         elif kind is cst.Match:
-            inner = {**context, "conditional": True, "path": context["path"] + (statement,)}
+            inner = {**context, "conditional": True, "path": context["path"] + (statement,), "escapes": False}
             for index, case in enumerate(statement.cases):
                 self._block(case.body, **{**inner, "arms": context["arms"] + ((id(statement), index),)})
 
@@ -264,7 +276,8 @@ class _Walker:
         if gate is not None and gate.kind == "count" and not self._counts_micro_batches(gate, statement):
             gate = None
         path = context["path"] + (statement,)
-        on_true = {**context, "conditional": True, "path": path, "arms": context["arms"] + ((id(statement), 0),)}
+        on_true = {**context, "conditional": True, "path": path, "arms": context["arms"] + ((id(statement), 0),),
+                   "escapes": False}
         on_false = {**on_true, "arms": context["arms"] + ((id(statement), 1),)}
         if gate is not None:
             if gate.positive:
@@ -277,6 +290,7 @@ class _Walker:
                 # K does not change during the run: the arm with K > 1 runs on every micro-batch
                 (on_true if k_is_one else on_false)["single_micro_batch"] = True
                 (on_false if k_is_one else on_true)["conditional"] = context["conditional"]
+                (on_false if k_is_one else on_true)["escapes"] = context["escapes"]
             elif self._run_constant(statement.test, context["helper"]):
                 # `if args.fp16: ... else: ...`: one arm runs on every micro-batch of a run
                 on_true["conditional"] = on_false["conditional"] = context["conditional"]

@@ -45,11 +45,37 @@ class MicroBatchLength:
 
 
 def scheduler_constructors(facts: ModuleFacts, objects: Objects, name: Optional[str]) -> list[cst.Call]:
-    """The calls that built the scheduler bound to `name` in this module."""
-    return [
-        binding.value for binding in facts.values_of(name)
-        if type(binding.value) is cst.Call and objects.built_kind(binding.value, binding.index) == "scheduler"
-    ]
+    """The calls that built the scheduler bound to `name` in this module; for Lightning's
+    `self.lr_schedulers()`, those its `configure_optimizers` makes."""
+    found = []
+    for binding in facts.values_of(name):
+        value = binding.value
+        if type(value) is not cst.Call:
+            continue
+        if dotted(value.func) == "self.lr_schedulers":
+            configures = [f for f in facts.class_of if f.name.value == "configure_optimizers"]
+            found += [call for function in configures
+                      for call in facts.calls_in(function.body) if objects.built_kind(call, None) == "scheduler"]
+        elif objects.built_kind(value, binding.index) == "scheduler":
+            found.append(value)
+    return found
+
+
+_SCHEDULE_LIBRARIES = frozenset({
+    "torch", "transformers", "diffusers", "timm", "accelerate", "deepspeed", "lightning", "pytorch_lightning",
+    "torch_optimizer", "fairseq", "mmengine", "pl_bolts", "composer",
+})
+
+
+def known_schedule(facts: ModuleFacts, call: cst.Call) -> bool:
+    """A scheduler built in sight: a library's scheduler (torch, transformers, timm...) or a
+    scheduler class (`InverseLR(...)`: its arguments are all there is). A project's factory
+    function (`get_scheduler(cfg, optimizer, total_steps)` from its own utils) hides the
+    schedule's length."""
+    name = facts.qualified(call_name(call)) or ""
+    tail = last_part(name)
+    return name.split(".")[0] in _SCHEDULE_LIBRARIES or tail[:1].isupper() or "." not in name and (
+        name not in facts.imports and name not in facts.functions)
 
 
 def length_arguments(call: cst.Call) -> list[cst.BaseExpression]:

@@ -401,6 +401,13 @@ class Window:
             or self.uses_accumulate_context
         )
 
+    @cached_property
+    def backward_per_micro_batch(self) -> bool:
+        """Some backward runs off the window's boundary. When every backward sits under the
+        gate (GradCache-style: features cached without a graph, then re-forwarded and
+        backpropagated at the boundary), nothing accumulates between boundaries."""
+        return any(b.gate is None for b in self.loop.backwards)
+
     def runs_every_micro_batch(self, statement: Statement) -> bool:
         """The statement runs on each micro-batch: in the micro loop, or ungated at all."""
         if self.loop.micro_loop is not None:

@@ -10,7 +10,7 @@ from accumlint.edits import Edit, filled_statement, insert_after, insert_before,
 from accumlint.model.cadence import every_micro_batch
 from accumlint.model.loop import Event
 from accumlint.model.names import code, last_part
-from accumlint.model.schedules import scheduler_constructors, sized_in_micro_batches
+from accumlint.model.schedules import known_schedule, scheduler_constructors, sized_in_micro_batches
 from accumlint.model.window import Window
 from accumlint.rules.base import Finding, leaves_world, movable, movable_to, sync_gated
 from accumlint.rules.placement import once_per_window
@@ -43,7 +43,8 @@ def _move(window: Window, event: Event, anchor: Optional[Event], *, before: bool
 
 def scheduler_every_micro_batch(window: Window) -> Iterable[Finding]:
     for event in _per_micro_batch(window, "sched"):
-        if not scheduler_constructors(window.facts, window.objects, event.role.receiver):
+        constructors = scheduler_constructors(window.facts, window.objects, event.role.receiver)
+        if not constructors or not all(known_schedule(window.facts, call) for call in constructors):
             continue  # built elsewhere: whether its length counts micro-batches is unknown
         if sized_in_micro_batches(window.facts, window.objects, event.role.receiver, window.is_k):
             continue
