@@ -29,6 +29,11 @@ from accumlint.rules.catalog import ALL_RULES, RULES, RULES_BY_CODE, RULES_BY_NA
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 
+def install_hint(extra: str) -> str:
+    """How to install an extra: from a checkout (accumlint is not published on a package index yet)."""
+    return f"from a checkout of accumlint, pip install -e '.[{extra}]'"
+
+
 def fail(message: str) -> "click.exceptions.Exit":
     """Print an error the way every accumlint error looks, and exit with 2."""
     click.echo(f"accumlint: error: {message}", err=True)
@@ -56,11 +61,14 @@ class LazyGroup(click.Group):
     }
     # A missing module and the extra that brings it.
     extras = {"torch": "verify", "pygls": "lsp", "lsprotocol": "lsp"}
+    # Other names of commands, hidden from the help: `rule` is what ruff users type.
+    aliases = {"rule": "explain"}
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *self.lazy])
 
     def get_command(self, ctx: click.Context, name: str) -> Optional[click.Command]:
+        name = self.aliases.get(name, name)
         if name not in self.lazy:
             return super().get_command(ctx, name)
         module_name, attribute, _ = self.lazy[name]
@@ -69,7 +77,7 @@ class LazyGroup(click.Group):
         except ModuleNotFoundError as error:
             if error.name in self.extras:
                 extra = self.extras[error.name]
-                raise fail(f"`accumlint {name}` needs {error.name}: pip install 'accumlint[{extra}]'") from None
+                raise fail(f"`accumlint {name}` needs {error.name}: {install_hint(extra)}") from None
             raise fail(f"`accumlint {name}` is not available in this installation ({error})") from None
         return getattr(module, attribute)
 
@@ -281,13 +289,16 @@ def _add_noqa(run, quiet: bool) -> None:
 
 
 def _use_color(choice: str, stream) -> bool:
-    """Colour for a stream: `--color`, else NO_COLOR / FORCE_COLOR, else whether it is a terminal."""
+    """Colour for a stream: `--color`, else NO_COLOR / FORCE_COLOR, else whether it is a
+    terminal that is not `TERM=dumb` (a terminal that cannot show escape sequences)."""
     if choice != "auto":
         return choice == "always"
     if os.environ.get("NO_COLOR"):
         return False
     if os.environ.get("FORCE_COLOR"):
         return True
+    if os.environ.get("TERM") == "dumb":
+        return False
     try:
         return stream.isatty()
     except (AttributeError, ValueError):
@@ -338,7 +349,7 @@ def _verify_fixes(run, resolver, to_stderr: bool) -> bool:
     try:
         from accumlint.verify.fixcheck import verify_fixed_file
     except ImportError as error:
-        raise fail(f"--verify is not available: {error} (pip install 'accumlint[verify]')") from None
+        raise fail(f"--verify is not available: {error} ({install_hint('verify')})") from None
     failed = False
     for result in run.files:
         if not result.changed:

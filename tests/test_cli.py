@@ -7,6 +7,7 @@ surrounds it); the end-to-end tests at the bottom run the real analysis.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -22,6 +23,16 @@ from accumlint.cli import cli
 BUGGY = "def train(loader):\n    for x in loader:\n        loss = x\n        loss.backward()\n"
 UNSAFE = "def train(loader):\n    for x in loader:\n        x.backward()\n        optimizer.step()\n"
 CLEAN = "def train(loader):\n    for x in loader:\n        pass\n"
+# What the real analysis reports (GA201 on line 4), for tests that run it.
+REAL_BUGGY = textwrap.dedent("""\
+    def train(model, loader, optimizer, criterion):
+        for i, (x, y) in enumerate(loader):
+            loss = criterion(model(x), y)
+            loss.backward()
+            if (i + 1) % 4 == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+    """)
 
 
 def run(*args: str, stdin: bytes | None = None):
@@ -374,6 +385,44 @@ def test_explain_by_rule_name_and_suppression_codes():
     assert run("explain", "no-such-rule").exit_code == 2
 
 
+def test_rule_is_another_name_of_explain_and_hidden_from_the_help():
+    pytest.importorskip("accumlint.docs")
+    result = run("rule", "GA106")
+    assert result.exit_code == 0 and result.stdout == run("explain", "GA106").stdout
+    assert result.stdout.startswith("# GA106 ")
+    assert run("rule", "GA999").exit_code == 2
+    assert "  rule " not in run("--help").stdout
+
+
+def test_python_dash_m_accumlint_is_the_command(tmp_path):
+    write(tmp_path, "train.py", REAL_BUGGY)
+    done = subprocess.run(
+        [sys.executable, "-m", "accumlint", "check", "--no-cache", "--output-format", "json", "train.py"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120,
+    )
+    assert done.returncode == 1, done.stderr
+    assert [d["code"] for d in json.loads(done.stdout)] == ["GA201"]
+    version = subprocess.run([sys.executable, "-m", "accumlint", "--version"], capture_output=True, text=True, timeout=60)
+    assert version.stdout.startswith("accumlint ")
+
+
+def test_a_missing_extra_is_installed_from_the_checkout(tmp_path):
+    blocker = tmp_path / "sitecustomize.py"
+    blocker.write_text(
+        "import sys\nclass _NoPygls:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'pygls' or name.startswith('pygls.'):\n"
+        "            raise ModuleNotFoundError(\"No module named 'pygls'\", name='pygls')\n"
+        "sys.meta_path.insert(0, _NoPygls())\n"
+    )
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    done = subprocess.run([sys.executable, "-m", "accumlint", "server"], capture_output=True, text=True,
+                          env=env, stdin=subprocess.DEVNULL, timeout=60)
+    assert done.returncode == 2
+    assert "needs pygls: from a checkout of accumlint, pip install -e '.[lsp]'" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
 def test_rules_lists_suppression_checks_apart():
     text = run("rules").stdout
     rules_part, suppression_part = text.split("\n\nChecks of the suppression comments")
@@ -557,15 +606,7 @@ def test_pre_commit_hooks():
 
 def _command_process(project: Path, before: str, *args: str) -> subprocess.CompletedProcess:
     """`run()` (the console script) in a fresh process, after `before` ran in it."""
-    write(project, "train.py", textwrap.dedent("""\
-        def train(model, loader, optimizer, criterion):
-            for i, (x, y) in enumerate(loader):
-                loss = criterion(model(x), y)
-                loss.backward()
-                if (i + 1) % 4 == 0:
-                    optimizer.step()
-                    optimizer.zero_grad()
-        """))
+    write(project, "train.py", REAL_BUGGY)
     code = f"{before}\nimport sys\nsys.argv = {['accumlint', *args]!r}\nfrom accumlint.cli import run\nrun()\n"
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=project, timeout=120)
 
