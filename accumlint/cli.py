@@ -106,6 +106,33 @@ def _binary(stream):
     return getattr(stream, "buffer", stream)
 
 
+class OutputFormats(click.ParamType):
+    """`--output-format`: one format, or several as pylint takes them, `FORMAT[:FILE],...`.
+
+    One entry may name no file (it is printed, or written to `--output-file`);
+    each other one is written to its file, from the same run: a CI job gets
+    annotations and a SARIF file from one check."""
+
+    name = "format"
+    formats = ("concise", "full", "text", "grouped", "json", "sarif", "github", "gitlab", "pylint", "junit")
+
+    def get_metavar(self, param: click.Parameter, ctx: Optional[click.Context] = None) -> str:
+        return "[" + "|".join(self.formats) + "][:FILE],..."
+
+    def convert(self, value, param, ctx) -> tuple[tuple[str, Optional[str]], ...]:
+        if isinstance(value, tuple):
+            return value
+        entries = []
+        for entry in value.split(","):
+            name, _, path = entry.strip().partition(":")
+            if name not in self.formats:
+                self.fail(f"{name!r} is not one of {', '.join(self.formats)} (FORMAT or FORMAT:FILE)", param, ctx)
+            entries.append((name, path or None))
+        if sum(path is None for _, path in entries) > 1:
+            self.fail("at most one format can be printed; give the others a file (FORMAT:FILE)", param, ctx)
+        return tuple(entries)
+
+
 def _selectors(values: tuple[str, ...]) -> Optional[tuple[str, ...]]:
     """Comma-separated and repeated options, flattened; None when not given."""
     if not values:
@@ -122,13 +149,30 @@ def _selectors(values: tuple[str, ...]) -> Optional[tuple[str, ...]]:
 @click.option("--select", multiple=True, metavar="CODES", help="Only these codes or prefixes (e.g. GA2,GA101).")
 @click.option("--ignore", multiple=True, metavar="CODES", help="Disable these codes or prefixes.")
 @click.option("--extend-select", multiple=True, metavar="CODES", help="Enable these on top of the selection.")
+@click.option("--fixable", multiple=True, metavar="CODES", help="Only these codes or prefixes may be fixed (default: ALL).")
+@click.option("--unfixable", multiple=True, metavar="CODES", help="These codes or prefixes are never fixed.")
+@click.option("--extend-fixable", multiple=True, metavar="CODES", help="These may be fixed, on top of `fixable`.")
+@click.option(
+    "--extend-exclude",
+    multiple=True,
+    metavar="PATTERNS",
+    help="Also skip these paths (.gitignore syntax, relative to the current folder; comma-separated, repeatable).",
+)
 @click.option(
     "--output-format",
-    type=click.Choice(["concise", "full", "text", "json", "sarif", "github"]),
+    type=OutputFormats(),
     default="concise",
     show_default=True,
-    help="How findings are printed (`full`: with source lines, help and fix; `text` is `concise`).",
+    help="How findings are printed (`full`: with source lines, help and fix; `text` is `concise`); "
+    "`FORMAT:FILE,...` also writes others, from the same run.",
 )
+@click.option(
+    "--output-file",
+    "-o",
+    type=click.Path(dir_okay=False),
+    help="Write the report (or the diff) to this file instead of standard output.",
+)
+@click.option("--watch", "-w", is_flag=True, help="Check again whenever a checked file changes (needs the `watch` extra).")
 @click.option(
     "--color",
     type=click.Choice(["auto", "always", "never"]),
@@ -165,7 +209,13 @@ def check(
     select: tuple[str, ...],
     ignore: tuple[str, ...],
     extend_select: tuple[str, ...],
-    output_format: str,
+    fixable: tuple[str, ...],
+    unfixable: tuple[str, ...],
+    extend_fixable: tuple[str, ...],
+    extend_exclude: tuple[str, ...],
+    output_format: tuple[tuple[str, Optional[str]], ...],
+    output_file: Optional[str],
+    watch: bool,
     color: str,
     exit_zero: bool,
     statistics: bool,
@@ -185,11 +235,7 @@ def check(
     no_prefilter: bool,
 ) -> None:
     """Check files, folders (recursively) or `-` (stdin) for accumulation mistakes."""
-    started = time.perf_counter()
     from accumlint.config import ConfigError, Overrides, Resolver, SelectionLayer
-    from accumlint.engine import Request
-    from accumlint.engine import check as run_engine
-    from accumlint.report.progress import ProgressBar
 
     if verify and (diff or not fix):
         raise fail("--verify needs --fix (and cannot be used with --diff)")
@@ -198,60 +244,153 @@ def check(
         raise fail("`-` (stdin) cannot be combined with other paths")
     if add_noqa and (fix or diff or from_stdin):
         raise fail("--add-noqa cannot be combined with --fix, --diff or stdin")
-    selection = SelectionLayer(_selectors(select), _selectors(ignore) or (), _selectors(extend_select) or ())
-    try:
-        resolver = Resolver(Overrides(selection, unsafe_fixes, config_path))
-        if show_settings or show_files:
-            _show(paths or (".",), resolver, cache_dir, settings=show_settings)
-            return
-        request = Request(
-            paths=paths or (".",),
-            stdin=_binary(sys.stdin).read() if from_stdin else None,
-            stdin_filename=stdin_filename,
-            fix=fix or diff,
-            write=not diff,
-            use_cache=not no_cache,
-            prefilter=not no_prefilter,
-            jobs=jobs,
-            cache_dir=cache_dir,
-            **({"file_budget": file_timeout} if file_timeout else {}),
-        )
-        progress = ProgressBar(color=_use_color(color, sys.stderr)) if not quiet else None
-        try:
-            run = run_engine(request, resolver, progress) if progress else run_engine(request, resolver)
-        finally:
-            if progress:
-                progress.close()
-    except ConfigError as error:
-        raise fail(str(error)) from None
-    except Exception as error:  # noqa: BLE001 - a bug must still exit 2, with a trace under -v
-        if verbose:
-            import traceback
-
-            traceback.print_exc()
-        raise fail(f"internal error: {type(error).__name__}: {error}") from None
-
-    if add_noqa:
-        _add_noqa(run, quiet)
-    from accumlint.report import ReportOptions
-
-    if show_source and output_format in ("concise", "text"):
-        output_format = "full"
-    report = ReportOptions(
-        statistics=statistics,
-        quiet=quiet,
-        fix=fix or diff,
-        color=_use_color(color, sys.stderr if from_stdin and fix else sys.stdout),
+    if watch and (from_stdin or add_noqa or verify):
+        raise fail("--watch cannot be combined with stdin, --add-noqa or --verify")
+    overrides = Overrides(
+        selection=SelectionLayer(_selectors(select), _selectors(ignore) or (), _selectors(extend_select) or ()),
+        unsafe_fixes=unsafe_fixes,
+        config_path=config_path,
+        fix_selection=SelectionLayer(_selectors(fixable), _selectors(unfixable) or (), _selectors(extend_fixable) or ()),
+        extend_exclude=_selectors(extend_exclude) or (),
     )
-    fixed_to_stdout = request.stdin if from_stdin and fix else None
-    findings = _print_results(run, output_format, report, diff=diff, fixed_to_stdout=fixed_to_stdout)
-    if verify:
-        findings |= _verify_fixes(run, resolver, to_stderr=output_format not in ("concise", "full", "text"))
-    if verbose:
-        _print_verbose(run, resolver, started)
-    if any(_is_error(d) for d in run.diagnostics):
-        raise click.exceptions.Exit(EXIT_ERROR)
-    raise click.exceptions.Exit(EXIT_FINDINGS if findings and not exit_zero else EXIT_OK)
+    if show_settings or show_files:
+        try:
+            _show(paths or (".",), Resolver(overrides), cache_dir, settings=show_settings)
+        except ConfigError as error:
+            raise fail(str(error)) from None
+        return
+    outputs = [(name, path) for name, path in output_format if path is not None]
+    printed = next((name for name, path in output_format if path is None), None)
+    if printed in ("concise", "text") and show_source:
+        printed = "full"
+    stdin = _binary(sys.stdin).read() if from_stdin else None
+
+    def check_once() -> int:
+        """One check: run, print, write the reports; the exit status."""
+        started = time.perf_counter()
+        from accumlint.engine import Request
+        from accumlint.engine import check as run_engine
+        from accumlint.report.progress import ProgressBar
+
+        try:
+            resolver = Resolver(overrides)
+            request = Request(
+                paths=paths or (".",),
+                stdin=stdin,
+                stdin_filename=stdin_filename,
+                fix=fix or diff,
+                write=not diff,
+                use_cache=not no_cache,
+                prefilter=not no_prefilter,
+                jobs=jobs,
+                cache_dir=cache_dir,
+                **({"file_budget": file_timeout} if file_timeout else {}),
+            )
+            progress = ProgressBar(color=_use_color(color, sys.stderr)) if not quiet else None
+            try:
+                run = run_engine(request, resolver, progress) if progress else run_engine(request, resolver)
+            finally:
+                if progress:
+                    progress.close()
+        except ConfigError as error:
+            raise fail(str(error)) from None
+        except Exception as error:  # noqa: BLE001 - a bug must still exit 2, with a trace under -v
+            if verbose:
+                import traceback
+
+                traceback.print_exc()
+            raise fail(f"internal error: {type(error).__name__}: {error}") from None
+
+        if add_noqa:
+            _add_noqa(run, quiet)
+        from accumlint.report import ReportOptions
+
+        fixed_to_stdout = stdin if from_stdin and fix else None
+        report = ReportOptions(
+            statistics=statistics,
+            quiet=quiet,
+            fix=fix or diff,
+            color=color == "always" if output_file else _use_color(color, sys.stderr if fixed_to_stdout else sys.stdout),
+        )
+        findings = _print_results(
+            run, printed, report, diff=diff, fixed_to_stdout=fixed_to_stdout, output_file=output_file
+        )
+        for name, path in outputs:
+            _write_report(path, render_report(name, run, report._replace(color=False)))
+        if verify:
+            findings |= _verify_fixes(run, resolver, to_stderr=printed not in ("concise", "full", "text", "grouped"))
+        if verbose:
+            _print_verbose(run, resolver, started)
+        if any(_is_error(d) for d in run.diagnostics):
+            return EXIT_ERROR
+        return EXIT_FINDINGS if findings and not exit_zero else EXIT_OK
+
+    from accumlint.report import render as render_report
+
+    if watch:
+        _watch(paths or (".",), check_once)
+    raise click.exceptions.Exit(check_once())
+
+
+def _watch(paths: tuple[str, ...], check_once) -> None:
+    """`--watch`: check, then check again after every change to a checked file or a configuration,
+    until interrupted (Ctrl-C: exit status 130). A run's errors are printed and watching goes on."""
+    try:
+        import watchfiles
+    except ModuleNotFoundError:
+        raise fail(f"--watch needs watchfiles: {install_hint('watch')}") from None
+
+    class Sources(watchfiles.DefaultFilter):
+        """Python files, notebooks, and the files that change what is checked; not caches or VCS folders."""
+
+        names = ("pyproject.toml", ".gitignore")
+
+        def __call__(self, change, path: str) -> bool:
+            name = os.path.basename(path)
+            return (name.endswith((".py", ".ipynb")) or name in self.names) and super().__call__(change, path)
+
+    watched = [path for path in paths if os.path.exists(path)]
+    if not watched:
+        raise fail("--watch: none of the given paths exists")
+
+    def once() -> None:
+        try:
+            check_once()
+        except click.exceptions.Exit:  # an error was printed; a later change may mend it
+            pass
+
+    once()
+    click.echo("Watching for file changes (Ctrl-C to stop).", err=True)
+    try:
+        for changes in watchfiles.watch(*watched, watch_filter=Sources()):
+            click.clear()
+            count = len({path for _, path in changes})
+            click.echo(f"{count} file{'s' * (count != 1)} changed; checking again.", err=True)
+            once()
+            click.echo("Watching for file changes (Ctrl-C to stop).", err=True)
+    except KeyboardInterrupt:  # the signal `main` turned into Stopped, as watchfiles reports it
+        raise Stopped(_received[0] if _received else signal.SIGINT) from None
+    raise click.exceptions.Exit(EXIT_OK)
+
+
+def _write_report(path: str, text: str) -> None:
+    """Write a report file whole (a reader never sees half of one), or exit 2 saying why not.
+    A path that is not a regular file (`/dev/stdout`, a named pipe) is written as a stream."""
+    import stat
+
+    from accumlint.sources import WriteRefused, write_atomic
+
+    data = text.encode("utf-8", "surrogateescape")
+    try:
+        if os.path.exists(path) and not stat.S_ISREG(os.stat(path).st_mode):
+            with open(path, "wb") as stream:
+                stream.write(data)
+            return
+        write_atomic(path, data)
+    except WriteRefused as refusal:
+        raise fail(f"{path}: cannot write the report: {refusal.message}") from None
+    except OSError as error:
+        raise fail(f"{path}: cannot write the report: {error.strerror or error}") from None
 
 
 def _show(paths: tuple[str, ...], resolver, cache_dir: Optional[str], *, settings: bool) -> None:
@@ -311,14 +450,31 @@ def _is_error(diagnostic) -> bool:
     return is_error(diagnostic)
 
 
-def _print_results(run, output_format: str, options, *, diff: bool, fixed_to_stdout: Optional[bytes]) -> bool:
+def _print_results(
+    run,
+    output_format: Optional[str],
+    options,
+    *,
+    diff: bool,
+    fixed_to_stdout: Optional[bytes],
+    output_file: Optional[str] = None,
+) -> bool:
     """Print findings, diffs or fixed code on the right streams; True if findings remain (or, with --diff, fixes).
 
     `fixed_to_stdout` is the code read from stdin, when `--fix -` prints the
     fixed code: code that cannot be read or parsed is printed back unchanged,
-    so an editor that pipes its buffer through never loses it.
+    so an editor that pipes its buffer through never loses it. The report (or
+    the diff) goes to `output_file` when one is given; `output_format` None:
+    every report has a file of its own, nothing is printed.
     """
     from accumlint.report import render
+    from accumlint.report.text import diff as coloured_diff
+
+    def emit(text: str, err: bool = False) -> None:
+        if output_file is not None:
+            _write_report(output_file, text)
+        else:
+            click.echo(text, nl=False, err=err, color=options.color)
 
     if not run.files and not options.quiet:
         click.echo("accumlint: warning: no Python files or notebooks found under the given paths", err=True)
@@ -327,7 +483,7 @@ def _print_results(run, output_format: str, options, *, diff: bool, fixed_to_std
             click.echo(f"accumlint: warning: {result.path}: fixes did not settle; re-run to see what is left", err=True)
     if diff:
         diffs = [f.document.diff(f.original) for f in run.files if f.changed]
-        click.echo("".join(diffs), nl=False)
+        emit(coloured_diff("".join(diffs), options.color))
         click.echo(render("text", run, options._replace(quiet=True, statistics=False, color=False)), nl=False, err=True)
         fixed = sum(len(f.fixed) for f in run.files)
         if not options.quiet:
@@ -337,7 +493,8 @@ def _print_results(run, output_format: str, options, *, diff: bool, fixed_to_std
     if fixed_to_stdout is not None:
         document = run.files[0].document
         _binary(sys.stdout).write(fixed_to_stdout if document is None else document.encoded())
-    click.echo(render(output_format, run, options), nl=False, err=fixed_to_stdout is not None, color=options.color)
+    if output_format is not None:
+        emit(render(output_format, run, options), err=fixed_to_stdout is not None)
     return bool(run.diagnostics)
 
 
@@ -453,7 +610,13 @@ class Stopped(BaseException):
 _OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EPIPE, errno.EBADF, errno.EIO})
 
 
+# The last signal `_stop` turned into an exception: watchfiles swallows the exception and
+# raises KeyboardInterrupt in its place, whatever the signal was (`_watch`).
+_received: list[int] = []
+
+
 def _stop(number: int, frame: object) -> None:
+    _received[:] = [number]
     raise Stopped(number)
 
 

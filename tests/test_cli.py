@@ -556,7 +556,7 @@ def test_unsettled_fixes_are_reported(project, fake_analysis, monkeypatch):
 
     monkeypatch.setattr(
         "accumlint.fixes.fix_text",
-        lambda text, path, options, *, unsafe, keep: FixOutcome(text + "#\n", [], [], converged=False),
+        lambda text, path, options, *, unsafe, keep, fixable=None: FixOutcome(text + "#\n", [], [], converged=False),
     )
     write(project, "train.py", BUGGY)
     result = run("check", "--fix")
