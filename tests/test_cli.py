@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -637,6 +638,14 @@ def test_ci_script_runs_the_readme_test_command():
     assert "\nbash .ci/oldest-python\n" in script and "bash .ci/oldest-python" in (root / "README.md").read_text()
     oldest = (root / ".ci" / "oldest-python").read_text()
     assert "set -euo pipefail" in oldest and "python3.10" in oldest and "-m pytest" in oldest
+
+
+def test_readme_gives_the_cpu_wheel_first_and_the_suite_duration_and_installs_extras_from_a_checkout():
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    command = "pip install torch==2.13.0 && pip install -e '.[verify,test,frameworks]' && python -m pytest -q"
+    assert readme.index("download.pytorch.org/whl/cpu") < readme.index(command)
+    assert re.search(r"The suite takes about \d+ minutes", readme)
+    assert "pip install -e '.[lsp]'" in readme and "pip install 'accumlint[" not in readme
 
 
 def test_supported_pythons_are_declared_and_the_tomllib_fallback_is_a_dependency():
