@@ -284,3 +284,11 @@ def test_bad_extend_exclude_pattern_on_the_command_line(project):
     result = run("check", "--extend-exclude", "!", ".")
     assert result.exit_code == 2
     assert "command line: `--extend-exclude` holds an invalid pattern '!'" in result.stderr
+
+
+def test_show_settings_prints_the_fixable_rules(project):
+    configure(project, 'select = ["GA2"]\nunfixable = ["GA201"]\n')
+    out = run("check", "--show-settings", "train.py", "--unfixable", "GA202").stdout.splitlines()
+    fixable = next(line for line in out if line.startswith("fixable = "))
+    assert "GA203" in fixable and "GA201" not in fixable and "GA202" not in fixable and "GA101" not in fixable
+    assert not any(line.startswith("fix-selection") for line in out)
