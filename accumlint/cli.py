@@ -19,7 +19,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import click
 
@@ -235,7 +235,11 @@ def check(
     no_prefilter: bool,
 ) -> None:
     """Check files, folders (recursively) or `-` (stdin) for accumulation mistakes."""
+    started = time.perf_counter()
     from accumlint.config import ConfigError, Overrides, Resolver, SelectionLayer
+    from accumlint.engine import Request
+    from accumlint.engine import check as run_engine
+    from accumlint.report.progress import ProgressBar
 
     if verify and (diff or not fix):
         raise fail("--verify needs --fix (and cannot be used with --diff)")
@@ -244,95 +248,77 @@ def check(
         raise fail("`-` (stdin) cannot be combined with other paths")
     if add_noqa and (fix or diff or from_stdin):
         raise fail("--add-noqa cannot be combined with --fix, --diff or stdin")
-    if watch and (from_stdin or add_noqa or verify):
-        raise fail("--watch cannot be combined with stdin, --add-noqa or --verify")
-    overrides = Overrides(
-        selection=SelectionLayer(_selectors(select), _selectors(ignore) or (), _selectors(extend_select) or ()),
-        unsafe_fixes=unsafe_fixes,
-        config_path=config_path,
-        fix_selection=SelectionLayer(_selectors(fixable), _selectors(unfixable) or (), _selectors(extend_fixable) or ()),
-        extend_exclude=_selectors(extend_exclude) or (),
-    )
-    if show_settings or show_files:
-        try:
-            _show(paths or (".",), Resolver(overrides), cache_dir, settings=show_settings)
-        except ConfigError as error:
-            raise fail(str(error)) from None
-        return
-    outputs = [(name, path) for name, path in output_format if path is not None]
-    printed = next((name for name, path in output_format if path is None), None)
-    if printed in ("concise", "text") and show_source:
-        printed = "full"
-    stdin = _binary(sys.stdin).read() if from_stdin else None
-
-    def check_once() -> int:
-        """One check: run, print, write the reports; the exit status."""
-        started = time.perf_counter()
-        from accumlint.engine import Request
-        from accumlint.engine import check as run_engine
-        from accumlint.report.progress import ProgressBar
-
-        try:
-            resolver = Resolver(overrides)
-            request = Request(
-                paths=paths or (".",),
-                stdin=stdin,
-                stdin_filename=stdin_filename,
-                fix=fix or diff,
-                write=not diff,
-                use_cache=not no_cache,
-                prefilter=not no_prefilter,
-                jobs=jobs,
-                cache_dir=cache_dir,
-                **({"file_budget": file_timeout} if file_timeout else {}),
-            )
-            progress = ProgressBar(color=_use_color(color, sys.stderr)) if not quiet else None
-            try:
-                run = run_engine(request, resolver, progress) if progress else run_engine(request, resolver)
-            finally:
-                if progress:
-                    progress.close()
-        except ConfigError as error:
-            raise fail(str(error)) from None
-        except Exception as error:  # noqa: BLE001 - a bug must still exit 2, with a trace under -v
-            if verbose:
-                import traceback
-
-                traceback.print_exc()
-            raise fail(f"internal error: {type(error).__name__}: {error}") from None
-
-        if add_noqa:
-            _add_noqa(run, quiet)
-        from accumlint.report import ReportOptions
-
-        fixed_to_stdout = stdin if from_stdin and fix else None
-        report = ReportOptions(
-            statistics=statistics,
-            quiet=quiet,
+    if watch:
+        if from_stdin or add_noqa or verify or show_settings or show_files:
+            raise fail("--watch cannot be combined with stdin, --add-noqa, --verify, --show-settings or --show-files")
+        context = click.get_current_context()
+        _watch(paths or (".",), lambda: context.invoke(check, **{**context.params, "watch": False}))
+    selection = SelectionLayer(_selectors(select), _selectors(ignore) or (), _selectors(extend_select) or ())
+    fix_selection = SelectionLayer(_selectors(fixable), _selectors(unfixable) or (), _selectors(extend_fixable) or ())
+    try:
+        resolver = Resolver(
+            Overrides(selection, unsafe_fixes, config_path, fix_selection, _selectors(extend_exclude) or ())
+        )
+        if show_settings or show_files:
+            _show(paths or (".",), resolver, cache_dir, settings=show_settings)
+            return
+        request = Request(
+            paths=paths or (".",),
+            stdin=_binary(sys.stdin).read() if from_stdin else None,
+            stdin_filename=stdin_filename,
             fix=fix or diff,
-            color=color == "always" if output_file else _use_color(color, sys.stderr if fixed_to_stdout else sys.stdout),
+            write=not diff,
+            use_cache=not no_cache,
+            prefilter=not no_prefilter,
+            jobs=jobs,
+            cache_dir=cache_dir,
+            **({"file_budget": file_timeout} if file_timeout else {}),
         )
-        findings = _print_results(
-            run, printed, report, diff=diff, fixed_to_stdout=fixed_to_stdout, output_file=output_file
-        )
-        for name, path in outputs:
-            _write_report(path, render_report(name, run, report._replace(color=False)))
-        if verify:
-            findings |= _verify_fixes(run, resolver, to_stderr=printed not in ("concise", "full", "text", "grouped"))
+        progress = ProgressBar(color=_use_color(color, sys.stderr)) if not quiet else None
+        try:
+            run = run_engine(request, resolver, progress) if progress else run_engine(request, resolver)
+        finally:
+            if progress:
+                progress.close()
+    except ConfigError as error:
+        raise fail(str(error)) from None
+    except Exception as error:  # noqa: BLE001 - a bug must still exit 2, with a trace under -v
         if verbose:
-            _print_verbose(run, resolver, started)
-        if any(_is_error(d) for d in run.diagnostics):
-            return EXIT_ERROR
-        return EXIT_FINDINGS if findings and not exit_zero else EXIT_OK
+            import traceback
 
+            traceback.print_exc()
+        raise fail(f"internal error: {type(error).__name__}: {error}") from None
+
+    if add_noqa:
+        _add_noqa(run, quiet)
+    from accumlint.report import ReportOptions
     from accumlint.report import render as render_report
 
-    if watch:
-        _watch(paths or (".",), check_once)
-    raise click.exceptions.Exit(check_once())
+    # `--output-format FORMAT:FILE,...`: the one entry without a file is printed (None: none is).
+    printed = next((name for name, path in output_format if path is None), None)
+    if show_source and printed in ("concise", "text"):
+        printed = "full"
+    fixed_to_stdout = request.stdin if from_stdin and fix else None
+    report = ReportOptions(
+        statistics=statistics,
+        quiet=quiet,
+        fix=fix or diff,
+        color=color == "always" if output_file else _use_color(color, sys.stderr if fixed_to_stdout else sys.stdout),
+    )
+    findings = _print_results(run, printed, report, diff=diff, fixed_to_stdout=fixed_to_stdout, output_file=output_file)
+    for name, path in output_format:
+        if path is not None:
+            _write_report(path, render_report(name, run, report._replace(color=False)))
+    if verify:
+        findings |= _verify_fixes(run, resolver, to_stderr=printed not in ("concise", "full", "text", "grouped"))
+    if verbose:
+        _print_verbose(run, resolver, started)
+    if any(_is_error(d) for d in run.diagnostics):
+        raise click.exceptions.Exit(EXIT_ERROR)
+    raise click.exceptions.Exit(EXIT_FINDINGS if findings and not exit_zero else EXIT_OK)
 
 
-def _watch(paths: tuple[str, ...], check_once) -> None:
+def _watch(paths: tuple[str, ...], check_once: Callable[[], None]) -> None:
     """`--watch`: check, then check again after every change to a checked file or a configuration,
     until interrupted (Ctrl-C: exit status 130). A run's errors are printed and watching goes on."""
     try:
@@ -356,7 +342,7 @@ def _watch(paths: tuple[str, ...], check_once) -> None:
     def once() -> None:
         try:
             check_once()
-        except click.exceptions.Exit:  # an error was printed; a later change may mend it
+        except click.exceptions.Exit:  # every check ends so; an error was printed, a later change may mend it
             pass
 
     once()
