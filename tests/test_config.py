@@ -292,3 +292,14 @@ def test_show_settings_prints_the_fixable_rules(project):
     fixable = next(line for line in out if line.startswith("fixable = "))
     assert "GA203" in fixable and "GA201" not in fixable and "GA202" not in fixable and "GA101" not in fixable
     assert not any(line.startswith("fix-selection") for line in out)
+
+
+def test_unfixable_noqa_checks_leave_the_comments_alone(project, fake_analysis):
+    text = BUGGY + "    y = 2  # noqa: GA502\n"
+    (project / "train.py").write_text(text)
+    configure(project, 'unfixable = ["AL002", "GA"]\n')
+    result = run("check", "--no-cache", "--fix")
+    assert "AL002" in result.stdout and (project / "train.py").read_text() == text
+    configure(project, 'unfixable = ["GA"]\n')
+    run("check", "--no-cache", "--fix")
+    assert (project / "train.py").read_text() == BUGGY + "    y = 2\n"
