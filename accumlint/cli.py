@@ -114,7 +114,12 @@ class OutputFormats(click.ParamType):
     annotations and a SARIF file from one check."""
 
     name = "format"
-    formats = ("concise", "full", "text", "grouped", "json", "sarif", "github", "gitlab", "pylint", "junit")
+
+    @property
+    def formats(self) -> tuple[str, ...]:
+        from accumlint.report import FORMATS  # a small module: no formatter is imported with it
+
+        return FORMATS
 
     def get_metavar(self, param: click.Parameter, ctx: Optional[click.Context] = None) -> str:
         return "[" + "|".join(self.formats) + "][:FILE],..."
@@ -178,7 +183,7 @@ def _selectors(values: tuple[str, ...]) -> Optional[tuple[str, ...]]:
     type=click.Choice(["auto", "always", "never"]),
     default="auto",
     show_default=True,
-    help="Colour the terminal output (auto: on a terminal, unless NO_COLOR is set; FORCE_COLOR forces it).",
+    help="Colour the terminal output (auto: on a terminal, unless NO_COLOR is set or TERM=dumb; FORCE_COLOR forces it).",
 )
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even if findings remain (errors still exit 2).")
 @click.option("--statistics", is_flag=True, help="Print counts per rule instead of the findings.")
@@ -368,11 +373,16 @@ def _write_report(path: str, text: str) -> None:
 
     data = text.encode("utf-8", "surrogateescape")
     try:
-        if os.path.exists(path) and not stat.S_ISREG(os.stat(path).st_mode):
+        existed = os.path.exists(path)
+        if existed and not stat.S_ISREG(os.stat(path).st_mode):
             with open(path, "wb") as stream:
                 stream.write(data)
             return
         write_atomic(path, data)
+        if not existed:  # a new file gets the mode `open` would give it, not the temporary file's 0600
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(path, 0o666 & ~umask)
     except WriteRefused as refusal:
         raise fail(f"{path}: cannot write the report: {refusal.message}") from None
     except OSError as error:

@@ -317,6 +317,12 @@ def test_output_file_takes_the_report(project, fake_analysis):
     result = run("check", "--output-format", "json", "--output-file", "out/report.json", "--color", "auto")
     assert result.exit_code == 1 and result.stdout == ""
     assert [d["code"] for d in json.loads((project / "out" / "report.json").read_text())] == ["GA201"]
+    umask = os.umask(0o022)
+    try:
+        run("check", "--output-format", "json", "--output-file", "out/new.json")
+    finally:
+        os.umask(umask)
+    assert (project / "out" / "new.json").stat().st_mode & 0o777 == 0o644  # as `open` makes it
     run("check", "-o", "out/report.txt", "--color", "always")
     assert ANSI in (project / "out" / "report.txt").read_text()  # --color always is obeyed
     run("check", "--diff", "-o", "out/fixes.diff")
