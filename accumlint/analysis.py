@@ -11,7 +11,7 @@ import gc
 from typing import TYPE_CHECKING, NamedTuple
 
 from accumlint.collector import collector_paused
-from accumlint.diagnostics import Diagnostic, FixInfo
+from accumlint.diagnostics import Diagnostic, FixInfo, one_line
 from accumlint.gate import ParseFailure, Unanalysable
 
 if TYPE_CHECKING:
@@ -112,12 +112,13 @@ def _locate(module: "cst.Module", text: str, facts: "ModuleFacts", findings: lis
         if finding.related is not None and finding.related in positions:
             related_line = positions[finding.related].start.line
         related = f"line {related_line}" if related_line is not None else "the window's step"
-        message = finding.message.replace("{related}", related)
-        help_text = finding.help.replace("{related}", related)
+        # Rules quote code as it is written: here every text becomes one line (`one_line`).
+        message = one_line(finding.message.replace("{related}", related))
+        help_text = one_line(finding.help.replace("{related}", related))
         info = rule(finding.code)
         fix = None
         if finding.edits and info.fix != "none":
-            fix = FixInfo(applicability=info.fix, description=finding.fix_description)
+            fix = FixInfo(applicability=info.fix, description=one_line(finding.fix_description))
         located.append(Located(finding, Diagnostic(
             path=path,
             line=where.start.line,

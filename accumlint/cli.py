@@ -410,7 +410,7 @@ def _add_noqa(run, quiet: bool) -> None:
 
     outcome = add_noqa_to_run(run)
     for where in outcome.skipped:
-        click.echo(f"accumlint: warning: {where}: no `# noqa` added (the line ends inside a string or a continuation)", err=True)
+        click.echo(f"accumlint: warning: {where}: no `# noqa` added (Python's tokenizer cannot read the file)", err=True)
     for error in outcome.errors:
         click.echo(f"accumlint: error: {error}", err=True)
     for d in run.diagnostics:
@@ -474,9 +474,13 @@ def _print_results(
 
     if not run.files and not options.quiet:
         click.echo("accumlint: warning: no Python files or notebooks found under the given paths", err=True)
-    for result in run.files:
-        if not result.converged:
-            click.echo(f"accumlint: warning: {result.path}: fixes did not settle; re-run to see what is left", err=True)
+    unsettled = [result.path for result in run.files if not result.converged]
+    if unsettled:
+        from accumlint.fixes import MAX_ROUNDS
+
+        for path in unsettled:
+            message = f"fixes did not settle in {MAX_ROUNDS} rounds; the findings of the last round's code are reported"
+            click.echo(f"accumlint: warning: {path}: {message}", err=True)
     if diff:
         diffs = [f.document.diff(f.original) for f in run.files if f.changed]
         emit(coloured_diff("".join(diffs), options.color))
@@ -532,6 +536,9 @@ def _print_verbose(run, resolver, started: float) -> None:
         f"{time.perf_counter() - started:.2f}s; configuration: {configs}",
         err=True,
     )
+    for result in run.files:
+        if result.rounds:
+            click.echo(f"accumlint: {result.path}: fixed in {result.rounds} round{'s' * (result.rounds != 1)}", err=True)
 
 
 @cli.command()

@@ -13,6 +13,7 @@ import textwrap
 
 import pytest
 from samples import UNSCALED_LOOP as TRAIN
+from samples import UNSCALED_LOOP_AT_MODULE_LEVEL
 from click.testing import CliRunner
 
 from accumlint.cli import cli
@@ -278,3 +279,32 @@ def test_odd_file_names_do_not_break_any_output(tmp_path, monkeypatch):
         result = subprocess.run(command, capture_output=True)
         assert result.returncode == 1, result.stderr
         assert b"caf\xe9_train.py" in result.stdout
+
+
+def _limit_address_space(limit: int):
+    """A `preexec_fn` that caps the child's address space at `limit` bytes."""
+
+    def limited() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    return limited
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="an address-space limit as Linux enforces it")
+@pytest.mark.parametrize("flags", [(), ("--fix", "--unsafe-fixes")])
+def test_ten_thousand_module_level_statements_check_within_three_gigabytes(tmp_path, flags):
+    # Memory must grow with the file, not with the square of its top-level statements:
+    # each one after the loop is one more the fix guard's walk goes through at module level.
+    import subprocess
+
+    statements = "".join(f"v{k} = {k}\n" for k in range(10_000))
+    (tmp_path / "train.py").write_text(UNSCALED_LOOP_AT_MODULE_LEVEL + statements)
+    command = [sys.executable, "-m", "accumlint.cli", "check", "--no-cache", "--output-format", "json", *flags, "train.py"]
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, preexec_fn=_limit_address_space(3 * 1024**3))
+    found = json.loads(result.stdout)
+    assert [d["code"] for d in found] == ([] if flags else ["GA201"]), result.stderr
+    assert result.returncode == (0 if flags else 1), result.stderr
+    if flags:
+        assert "(loss / accum_steps).backward()" in (tmp_path / "train.py").read_text()

@@ -164,3 +164,35 @@ def _is_k_minus_one(node: cst.BaseExpression, k: cst.BaseExpression) -> bool:
     if type(node) is cst.Integer and type(k) is cst.Integer:
         return int_value(node) == (int_value(k) or 0) - 1
     return False
+
+
+# `K > 1` and its spellings: (comparison, literal) pairs true exactly when K > 1,
+# and those true exactly when K == 1 (K a positive count).
+_ABOVE_ONE = {(cst.GreaterThan, 1), (cst.GreaterThanEqual, 2), (cst.NotEqual, 1)}
+_EQUAL_ONE = {(cst.Equal, 1), (cst.LessThanEqual, 1), (cst.LessThan, 2)}
+_MIRRORED = {cst.GreaterThan: cst.LessThan, cst.LessThan: cst.GreaterThan, cst.GreaterThanEqual: cst.LessThanEqual,
+             cst.LessThanEqual: cst.GreaterThanEqual, cst.Equal: cst.Equal, cst.NotEqual: cst.NotEqual}
+
+
+def single_micro_batch_arm(test: cst.BaseExpression, is_k: Callable[[cst.BaseExpression], bool]) -> Optional[bool]:
+    """Which arm of `if test:` runs with K equal to 1, when the test compares K with 1
+    (`K > 1`, `K == 1`, `K <= 1`, `1 < K`, `not K > 1`): True for the `if` arm, False for
+    the `else` arm, None when the test is not such a comparison. That arm is a plain
+    loop: no accumulation happens there."""
+    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+        inner = single_micro_batch_arm(test.expression, is_k)
+        return None if inner is None else not inner
+    if type(test) is not cst.Comparison or len(test.comparisons) != 1:
+        return None
+    target = test.comparisons[0]
+    operator, left, right = type(target.operator), test.left, target.comparator
+    if is_k(right) and int_value(left) is not None:
+        operator, left, right = _MIRRORED.get(operator), right, left
+    if operator is None or not is_k(left):
+        return None
+    pair = (operator, int_value(right))
+    if pair in _ABOVE_ONE:
+        return False
+    if pair in _EQUAL_ONE:
+        return True
+    return None

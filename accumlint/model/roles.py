@@ -31,6 +31,7 @@ from accumlint.model.names import (
     looks_like_scheduler,
     positional,
 )
+from accumlint.model.tree import walk
 from accumlint.patterns import LazyPattern
 
 _OPTIMIZER_CLASSES = LazyPattern(
@@ -263,6 +264,8 @@ class Objects:
         if _is_logging(method, receiver_name):
             return Role("log", call, receiver_name)
         if method in _ZEROING_METHODS:
+            if self.over_copy(receiver_name) or self.is_copy(receiver_name):
+                return None
             return Role("zero", call, receiver_name, receiver)
         if method in ("zero_", "detach_") and _is_grad(receiver) and _is_parameter(_grad_owner(receiver), loops):
             return Role("zero", call, receiver_name, receiver)
@@ -297,6 +300,52 @@ class Objects:
             return None
         return Role("zero", small, owner, target.value)
 
+    # -- object identity -------------------------------------------------------
+    def is_copy(self, name: Optional[str]) -> bool:
+        """A model copied from another one (`fast = copy.deepcopy(model)`, `learner =
+        maml.clone()`, `clone_module(model)`): a task-local model whose gradients and
+        steps are not the window's."""
+        bindings = [b for b in self.facts.values_of(name) if b.index is None]
+        return bool(bindings) and all(_copies(b.value) and self._made_per_iteration(b.statement) for b in bindings)
+
+    def _made_per_iteration(self, statement: cst.CSTNode) -> bool:
+        """Bound inside a loop: a copy made once before training (`model = deepcopy(base)`)
+        is the model that trains, not a task-local one."""
+        parent = self.facts.parents.get(id(statement))
+        while parent is not None and type(parent) not in (cst.FunctionDef, cst.ClassDef):
+            if type(parent) in (cst.For, cst.While):
+                return True
+            parent = self.facts.parents.get(id(parent))
+        return False
+
+    def over_copy(self, optimizer: Optional[str]) -> bool:
+        """An optimizer built over a copied model's parameters (an inner-loop optimizer of
+        meta-learning or per-sample adaptation): not the window's optimizer."""
+        for binding in self.facts.values_of(optimizer):
+            value = binding.value
+            if binding.index is not None or self.built_kind(value, None) != "optimizer":
+                continue
+            params = keyword(value, "params")
+            params_value = params.value if params is not None else positional(value, 0)
+            if params_value is not None and any(self.is_copy(name) for name in _read_names(params_value)):
+                return True
+        return False
+
+    def runs_on_copy(self, loss: Optional[cst.BaseExpression]) -> bool:
+        """A loss computed by a copied model (`F.mse_loss(fast(x), y)`), inline or through
+        a name every binding of which is such a loss: its backward fills the copy's gradients."""
+        if loss is None:
+            return False
+        if self._calls_copy(loss):
+            return True
+        name = dotted(loss)
+        bindings = [b for b in self.facts.values_of(name) if b.index is None] if name is not None else []
+        return bool(bindings) and all(self._calls_copy(b.value) for b in bindings)
+
+    def _calls_copy(self, expr: cst.BaseExpression) -> bool:
+        return any(type(node) is cst.Call and type(node.func) is cst.Name and self.is_copy(node.func.value)
+                   for node in walk(expr))
+
     def _backward(self, call: cst.Call, receiver, receiver_name, qualified: str) -> Optional[Role]:
         if qualified == "torch.autograd" or qualified.endswith("autograd"):
             return Role("backward", call, receiver_name, positional(call, 0), "autograd")
@@ -309,10 +358,14 @@ class Objects:
             return Role("backward", call, receiver_name, positional(call, 0), "deepspeed")
         if receiver_name in OWN_METHOD_RECEIVERS:  # the class's own method (the gate reads it so too)
             return None
+        if self.runs_on_copy(receiver):
+            return None
         return Role("backward", call, receiver_name, receiver, "tensor")
 
     def _step(self, call: cst.Call, receiver, receiver_name) -> Optional[Role]:
         kind = self.kind_of(receiver)
+        if kind == "optimizer" and self.over_copy(receiver_name):
+            return None
         if kind == "optimizer":
             closure = keyword(call, "closure")
             closure_value = closure.value if closure is not None else positional(call, 0)
@@ -324,6 +377,19 @@ class Objects:
         if kind == "scheduler":
             return Role("sched", call, receiver_name, receiver)
         return None
+
+
+_COPYING = {"deepcopy", "clone_module", "clone"}
+
+
+def _copies(value: cst.BaseExpression) -> bool:
+    """`copy.deepcopy(model)`, `clone_module(model)`, `maml.clone()`."""
+    return type(value) is cst.Call and last_part(call_name(value) or "") in _COPYING
+
+
+def _read_names(expr: cst.BaseExpression) -> set[str]:
+    """The plain names an expression reads (`fast` in `fast.parameters()`)."""
+    return {node.value for node in walk(expr) if type(node) is cst.Name}
 
 
 def _is_logging(method: str, receiver: Optional[str]) -> bool:

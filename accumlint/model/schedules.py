@@ -67,7 +67,16 @@ def length_arguments(call: cst.Call) -> list[cst.BaseExpression]:
         value = positional(call, index)
         if value is not None:
             found.append(value)
+    if tail in _COMPOSED_SCHEDULERS:
+        # `SequentialLR(opt, [LinearLR(..., total_iters=warmup), LinearLR(..., total_iters=decay)])`
+        for node in _expression_nodes(call):
+            if node is not call and type(node) is cst.Call:
+                found.extend(arg.value for arg in node.args
+                             if arg.keyword is not None and arg.keyword.value in LENGTH_KEYWORDS)
     return found
+
+
+_COMPOSED_SCHEDULERS = frozenset({"SequentialLR", "ChainedScheduler"})
 
 
 def micro_batch_length(facts: ModuleFacts, objects: Objects, argument: cst.BaseExpression,
@@ -81,16 +90,22 @@ def micro_batch_length(facts: ModuleFacts, objects: Objects, argument: cst.BaseE
 
 
 def sized_in_micro_batches(facts: ModuleFacts, objects: Objects, name: Optional[str], is_k: IsK) -> bool:
-    """The scheduler's length is written in micro-batches on purpose: a length argument
-    multiplied by K (`num_training_steps=max_train_steps * gradient_accumulation_steps`),
-    so stepping it on every micro-batch keeps the schedule's pace."""
+    """The scheduler's length counts micro-batches, so stepping it on every micro-batch
+    keeps the schedule's pace: a length argument multiplied by K
+    (`num_training_steps=max_train_steps * gradient_accumulation_steps`), or lengths
+    computed from `len(loader)` (times epochs) that nothing on the way divides by K."""
+    from_loader = False
     for call in scheduler_constructors(facts, objects, name):
         for argument in length_arguments(call):
             for node in _expression_nodes(argument):
                 if type(node) is cst.BinaryOperation and type(node.operator) is cst.Multiply:
                     if is_k(node.left) or is_k(node.right):
                         return True
-    return False
+            if optimizer_step_value(facts, argument, is_k):
+                return False
+            if micro_batch_length(facts, objects, argument, is_k) is not None:
+                from_loader = True
+    return from_loader
 
 
 def divides_by_k(expr: cst.CSTNode, is_k: IsK) -> bool:

@@ -27,6 +27,7 @@ from accumlint.model.names import (
     call_name,
     dotted,
     int_value,
+    keyword,
     last_part,
     looks_like_accumulation,
     normalized,
@@ -125,6 +126,12 @@ class Window:
     def controls_sync(self) -> bool:
         """The loop (or a helper it calls) decides somewhere when gradients all-reduce."""
         helpers = {id(s.helper): s.helper for s in self.loop.statements if s.helper is not None}
+        for item in {id(i): i for s in self.loop.statements for i in s.withs}.values():
+            # `with self.sync_context(boundary):`: a helper that returns the context
+            for call in self.facts.calls_in(item):
+                helper = self.facts.helper(call, self.loop.function)
+                if helper is not None:
+                    helpers.setdefault(id(helper), helper)
         return any(mentions_sync_control(node) for node in [self.loop.node, *helpers.values()])
 
     @cached_property
@@ -157,10 +164,56 @@ class Window:
             return "DeepSpeed's `engine.backward`"
         return "`accelerator.backward` (with `gradient_accumulation_steps`)"
 
+    @cached_property
+    def epoch_start(self) -> list[cst.SimpleStatementLine]:
+        """The simple statements the enclosing loop (over epochs) runs, unconditionally,
+        before it enters this loop."""
+        node = self.loop.node
+        parent = self.facts.parents.get(id(node))
+        while parent is not None and type(parent) not in (cst.For, cst.While, cst.FunctionDef):
+            if type(parent) in (cst.If, cst.Try, cst.With):
+                return []
+            parent = self.facts.parents.get(id(parent))
+        if type(parent) not in (cst.For, cst.While) or type(parent.body) is not cst.IndentedBlock:
+            return []
+        found = []
+        for statement in parent.body.body:
+            if statement is node:
+                return found
+            if type(statement) is cst.SimpleStatementLine:
+                found.append(statement)
+        return []
+
+    @cached_property
+    def zeroes_on_epoch_start(self) -> Optional[cst.CSTNode]:
+        """The zeroing call the enclosing loop makes before it enters this loop, if any."""
+        for statement in self.epoch_start:
+            for call in self.facts.calls_in(statement):
+                role = self.objects.role(call)
+                if role is not None and role.kind == "zero":
+                    return call
+        return None
+
+    def reset_on_epoch_start(self, name: str) -> bool:
+        """`nb_tr_steps = 0` (alone or in a tuple) before this loop in the loop over epochs."""
+        starts = {id(small) for line in self.epoch_start for small in line.body}
+        return any(id(binding.statement) in starts and int_value(binding.value) == 0
+                   for binding in self.facts.bindings.get(name, ()))
+
+    @cached_property
+    def manual_engine_boundary(self) -> bool:
+        """The loop tells DeepSpeed's engine where windows end
+        (`engine.set_gradient_accumulation_boundary(b)` before the backward): the engine's
+        `step()` then runs under the loop's own test, which is the window's gate."""
+        return any(
+            last_part(call_name(call) or "") == "set_gradient_accumulation_boundary"
+            for statement in self.loop.statements for call in self.facts.calls_in(statement.node)
+        )
+
     def framework_managed(self, event: Event) -> bool:
         """A step/zero/scheduler call the framework turns into a no-op off the boundary."""
         if event.role.flavor == "engine":
-            return True
+            return not self.manual_engine_boundary
         if self.accumulate_context(event.statement):
             return not self.unmanaged_in_accumulate(event)
         return self.zeroes_after_accumulate(event)
@@ -195,12 +248,39 @@ class Window:
         return None
 
     @cached_property
+    def pieces_k(self) -> Optional[cst.BaseExpression]:
+        """K of a micro-step loop over the pieces of one batch: `n` for `batch.chunk(n)`,
+        `torch.chunk(x, n)` (also inside `zip`/`enumerate`, or through a name bound to one),
+        `len(pieces)` for a name bound to `torch.split(...)` / `x.split(...)`."""
+        micro = self.loop.micro_loop
+        if type(micro) is not cst.For:
+            return None
+        iterable = micro.iter
+        while type(iterable) is cst.Call and last_part(call_name(iterable) or "") in ("zip", "enumerate"):
+            iterable = positional(iterable, 0)
+        if iterable is None:
+            return None
+        name = dotted(iterable) if type(iterable) in (cst.Name, cst.Attribute) else None
+        if name is not None:
+            bound = [b.value for b in self.facts.values_of(name) if b.index is None]
+            if len(bound) != 1:
+                return None
+            count = _piece_count(bound[0])
+            if count is None:
+                return None
+            return count if count is not _UNCOUNTED else cst.parse_expression(f"len({name})")
+        count = _piece_count(iterable)
+        return None if count is None or count is _UNCOUNTED else count
+
+    @cached_property
     def k(self) -> Optional[cst.BaseExpression]:
         gate = self.step_gate
         if gate is not None and gate.k is not None:
             return gate.k
         if self.micro_k is not None:
             return self.micro_k
+        if self.pieces_k is not None:
+            return self.pieces_k
         for gate in self.loop.gates:
             if gate.k is not None:
                 return gate.k
@@ -347,6 +427,26 @@ class Window:
                 if tail in ("div_", "mul_") and ".grad" in name:
                     return True
         return False
+
+
+_UNCOUNTED = cst.Name("__pieces__")  # split into pieces of a size: K is how many came out
+
+
+def _piece_count(value: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    """How many pieces `value` splits one batch into: `n` of `x.chunk(n)` / `torch.chunk(x, n)`,
+    `_UNCOUNTED` for a split by size (`torch.split(x, size)`, `x.split(size)`), else None."""
+    if type(value) is not cst.Call:
+        return None
+    tail = last_part(call_name(value) or "")
+    function = (call_name(value) or "").split(".")[0] == "torch"
+    if tail == "chunk":
+        chunks = keyword(value, "chunks")
+        if chunks is not None:
+            return chunks.value
+        return positional(value, 1 if function else 0)
+    if tail in ("split", "tensor_split"):
+        return _UNCOUNTED
+    return None
 
 
 def build_window(loop: TrainingLoop, facts: ModuleFacts, objects: Objects, reader: LossReader,

@@ -11,7 +11,7 @@ from accumlint.model.build import ModuleModel
 from accumlint.model.facts import ModuleFacts
 from accumlint.model.loop import Statement
 from accumlint.model.kwargs import keywords
-from accumlint.model.names import call_name, code, dotted, last_part
+from accumlint.model.names import call_name, code, dotted, int_value, last_part
 from accumlint.model.scope import in_scope
 from accumlint.model.window import Window
 from accumlint.rules.base import Finding
@@ -70,7 +70,57 @@ def _models(entries: list[tuple[cst.Call, Statement]], owner: str) -> list[str]:
     return models
 
 
-RULES = {"GA404": repeated_accumulate_context}
+def framework_scales_without_windows(window: Window) -> Iterable[Finding]:
+    """GA111: `accelerator.backward` on an Accelerator with K > 1, with no `accumulate()`
+    and no gate around the step: every loss is divided by K, every micro-batch steps."""
+    if window.uses_accumulate_context or window.has_micro_loop or window.gated_step or window.deepspeed:
+        return
+    if not window.optimizer_steps or window.loop.micro_loop is not None:
+        return
+    for backward in window.loop.backwards:
+        if backward.role.flavor != "accelerate" or backward.statement.conditional:
+            continue
+        owner = backward.role.call.func.value
+        info = window.objects.accelerator(owner)
+        if info is None or info.sharded == "deepspeed" or info.steps is None:
+            continue
+        steps = int_value(info.steps)
+        if steps is not None and steps <= 1:
+            continue
+        if steps is None and not (info.scales or window.is_accumulation_name(info.steps)):
+            continue
+        yield Finding(
+            "GA111",
+            backward.role.call,
+            f"`{code(owner)}` divides every loss by `{code(info.steps)}`, but no `accumulate()` or gate "
+            "holds the optimizer step back",
+            _wrap_in_accumulate(window, owner),
+            f"Wrap the loop body in `with {code(owner)}.accumulate(model):`",
+            help=f"the optimizer steps on every micro-batch with 1/{code(info.steps)} of its gradient: nothing "
+            f"accumulates; `with {code(owner)}.accumulate(model):` makes the prepared optimizer step once per window",
+        )
+        return
+
+
+def _wrap_in_accumulate(window: Window, owner: cst.BaseExpression) -> tuple[Edit, ...]:
+    """The loop's whole body under `with accelerator.accumulate(<model>):`, when the body
+    is an indented block and the prepared model is known."""
+    if type(window.loop.node) not in (cst.For, cst.While):
+        return ()
+    body = window.loop.node.body
+    model = window.objects.wrapped_model
+    if type(body) is not cst.IndentedBlock or model is None or not body.body:
+        return ()
+    if window.objects.frameworks.wrapper(model) is None:
+        return ()
+    first, rest = body.body[0], body.body[1:]
+    block = cst.IndentedBlock(body=[first.with_changes(leading_lines=()), *rest])
+    item = cst.WithItem(cst.parse_expression(f"{code(owner)}.accumulate({model})"))
+    with_node = cst.With(items=[item], body=block, leading_lines=first.leading_lines)
+    return (replace(body, body.with_changes(body=[with_node])),)
+
+
+RULES = {"GA404": repeated_accumulate_context, "GA111": framework_scales_without_windows}
 
 
 _CARRIES_K = ("gradient_accumulation_steps", "gradient_accumulation_plugin", "deepspeed_plugin", "deepspeed_plugins")

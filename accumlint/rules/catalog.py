@@ -47,6 +47,9 @@ RULES: tuple[RuleInfo, ...] = (
              "An optimizer-step counter is incremented on every micro-batch but compared with a budget in steps."),
     RuleInfo("GA110", "backward-outside-micro-loop", "none",
              "The backward follows the micro-step loop and only sees the last micro-batch's loss."),
+    RuleInfo("GA111", "framework-scales-without-windows", "unsafe",
+             "accelerate divides every loss by K, but no `accumulate()` or gate holds the step back.",
+             any_loop=True),
     RuleInfo("GA201", "missing-loss-scaling", "safe",
              "The loss reaching backward in an accumulation loop is not divided by K."),
     RuleInfo("GA202", "inverted-loss-scaling", "safe",
@@ -94,9 +97,9 @@ RULES: tuple[RuleInfo, ...] = (
 # model, so `accumlint rules` lists them apart and they never count among the GA rules.
 SUPPRESSION_RULES: tuple[RuleInfo, ...] = (
     RuleInfo("AL001", "malformed-noqa", "safe",
-             "A `# noqa` comment lists codes without the colon, or has a colon and no code."),
+             "A `# noqa` comment lists accumlint codes without the colon, or has a colon and no code where a finding is."),
     RuleInfo("AL002", "unused-noqa", "safe",
-             "A `# noqa` comment names an accumlint code that is not reported on its line."),
+             "A `# noqa` comment names an accumlint code that is not reported on its line or statement."),
 )
 
 ALL_RULES: tuple[RuleInfo, ...] = RULES + SUPPRESSION_RULES

@@ -12,7 +12,7 @@ from accumlint.model.loop import Event
 from accumlint.model.names import code, last_part
 from accumlint.model.schedules import sized_in_micro_batches
 from accumlint.model.window import Window
-from accumlint.rules.base import Finding, movable, movable_to, sync_gated
+from accumlint.rules.base import Finding, leaves_world, movable, movable_to, sync_gated
 from accumlint.rules.placement import once_per_window
 from accumlint.rules.window import steps_every_micro_batch, window_step
 
@@ -34,7 +34,7 @@ def _per_micro_batch(window: Window, kind: str) -> list[Event]:
 def _move(window: Window, event: Event, anchor: Optional[Event], *, before: bool) -> tuple[Edit, ...]:
     """Move the statement next to the window's step (inside `accumulate()`, under
     `if accelerator.sync_gradients:`)."""
-    if anchor is None or not movable_to(event.statement, anchor.statement):
+    if anchor is None or not movable_to(event.statement, anchor.statement) or leaves_world(event.statement, anchor.statement):
         return ()
     place = insert_before if before else insert_after
     moved = sync_gated(window, event, anchor) or event.statement.node
@@ -45,6 +45,8 @@ def scheduler_every_micro_batch(window: Window) -> Iterable[Finding]:
     for event in _per_micro_batch(window, "sched"):
         if sized_in_micro_batches(window.facts, window.objects, event.role.receiver, window.is_k):
             continue
+        if event.role.call.args:
+            continue  # `scheduler.step(i)`: the schedule is told where it is, so its pace follows the index
         anchor = window_step(window, event)
         yield Finding(
             "GA301",
