@@ -65,9 +65,10 @@ def settings_lines(path: str, settings, cache_dir) -> Iterator[str]:
     yield f"Settings path: {config.path if config.path else 'none (defaults)'}"
     yield ""
     yield f"enabled = [{', '.join(sorted(settings.enabled_for(path)))}]"
+    yield f"fixable = [{', '.join(sorted(settings.enabled_for(path) & settings.fixable))}]"
     yield f"unsafe-fixes = {str(settings.unsafe_fixes).lower()}"
     for name in config._fields:
-        if name in ("path", "selection", "unsafe_fixes", "verify"):
+        if name in ("path", "selection", "fix_selection", "unsafe_fixes", "verify"):
             continue
         yield f"{name.replace('_', '-')} = {_value(getattr(config, name))}"
     for name in config.verify._fields:

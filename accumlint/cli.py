@@ -21,7 +21,7 @@ import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 import click
 
@@ -29,6 +29,11 @@ import accumlint
 from accumlint.rules.catalog import ALL_RULES, RULES, RULES_BY_CODE, RULES_BY_NAME, SUPPRESSION_RULES
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+def install_hint(extra: str) -> str:
+    """How to install an extra: from a checkout (accumlint is not published on a package index yet)."""
+    return f"from a checkout of accumlint, pip install -e '.[{extra}]'"
 
 
 def fail(message: str) -> "click.exceptions.Exit":
@@ -58,11 +63,14 @@ class LazyGroup(click.Group):
     }
     # A missing module and the extra that brings it.
     extras = {"torch": "verify", "pygls": "lsp", "lsprotocol": "lsp"}
+    # Other names of commands, hidden from the help: `rule` is what ruff users type.
+    aliases = {"rule": "explain"}
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *self.lazy])
 
     def get_command(self, ctx: click.Context, name: str) -> Optional[click.Command]:
+        name = self.aliases.get(name, name)
         if name not in self.lazy:
             return super().get_command(ctx, name)
         module_name, attribute, _ = self.lazy[name]
@@ -71,7 +79,7 @@ class LazyGroup(click.Group):
         except ModuleNotFoundError as error:
             if error.name in self.extras:
                 extra = self.extras[error.name]
-                raise fail(f"`accumlint {name}` needs {error.name}: pip install 'accumlint[{extra}]'") from None
+                raise fail(f"`accumlint {name}` needs {error.name}: {install_hint(extra)}") from None
             raise fail(f"`accumlint {name}` is not available in this installation ({error})") from None
         return getattr(module, attribute)
 
@@ -98,6 +106,38 @@ def _binary(stream):
     """The byte stream under a text stream (click's `get_binary_stream` is deprecated);
     a stream that is already binary, such as one a test hands in, is itself."""
     return getattr(stream, "buffer", stream)
+
+
+class OutputFormats(click.ParamType):
+    """`--output-format`: one format, or several as pylint takes them, `FORMAT[:FILE],...`.
+
+    One entry may name no file (it is printed, or written to `--output-file`);
+    each other one is written to its file, from the same run: a CI job gets
+    annotations and a SARIF file from one check."""
+
+    name = "format"
+
+    @property
+    def formats(self) -> tuple[str, ...]:
+        from accumlint.report import FORMATS  # a small module: no formatter is imported with it
+
+        return FORMATS
+
+    def get_metavar(self, param: click.Parameter, ctx: Optional[click.Context] = None) -> str:
+        return "[" + "|".join(self.formats) + "][:FILE],..."
+
+    def convert(self, value, param, ctx) -> tuple[tuple[str, Optional[str]], ...]:
+        if isinstance(value, tuple):
+            return value
+        entries = []
+        for entry in value.split(","):
+            name, _, path = entry.strip().partition(":")
+            if name not in self.formats:
+                self.fail(f"{name!r} is not one of {', '.join(self.formats)} (FORMAT or FORMAT:FILE)", param, ctx)
+            entries.append((name, path or None))
+        if sum(path is None for _, path in entries) > 1:
+            self.fail("at most one format can be printed; give the others a file (FORMAT:FILE)", param, ctx)
+        return tuple(entries)
 
 
 def _selectors(values: tuple[str, ...]) -> Optional[tuple[str, ...]]:
@@ -128,19 +168,36 @@ class Seconds(click.ParamType):
 @click.option("--select", multiple=True, metavar="CODES", help="Only these codes or prefixes (e.g. GA2,GA101).")
 @click.option("--ignore", multiple=True, metavar="CODES", help="Disable these codes or prefixes.")
 @click.option("--extend-select", multiple=True, metavar="CODES", help="Enable these on top of the selection.")
+@click.option("--fixable", multiple=True, metavar="CODES", help="Only these codes or prefixes may be fixed (default: ALL).")
+@click.option("--unfixable", multiple=True, metavar="CODES", help="These codes or prefixes are never fixed.")
+@click.option("--extend-fixable", multiple=True, metavar="CODES", help="These may be fixed, on top of `fixable`.")
+@click.option(
+    "--extend-exclude",
+    multiple=True,
+    metavar="PATTERNS",
+    help="Also skip these paths (.gitignore syntax, relative to the current folder; comma-separated, repeatable).",
+)
 @click.option(
     "--output-format",
-    type=click.Choice(["concise", "full", "text", "json", "sarif", "github"]),
+    type=OutputFormats(),
     default="concise",
     show_default=True,
-    help="How findings are printed (`full`: with source lines, help and fix; `text` is `concise`).",
+    help="How findings are printed (`full`: with source lines, help and fix; `text` is `concise`); "
+    "`FORMAT:FILE,...` also writes others, from the same run.",
 )
+@click.option(
+    "--output-file",
+    "-o",
+    type=click.Path(dir_okay=False),
+    help="Write the report (or the diff) to this file instead of standard output.",
+)
+@click.option("--watch", "-w", is_flag=True, help="Check again whenever a checked file changes (needs the `watch` extra).")
 @click.option(
     "--color",
     type=click.Choice(["auto", "always", "never"]),
     default="auto",
     show_default=True,
-    help="Colour the terminal output (auto: on a terminal, unless NO_COLOR is set; FORCE_COLOR forces it).",
+    help="Colour the terminal output (auto: on a terminal, unless NO_COLOR is set or TERM=dumb; FORCE_COLOR forces it).",
 )
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even if findings remain (errors still exit 2).")
 @click.option("--statistics", is_flag=True, help="Print counts per rule instead of the findings.")
@@ -171,7 +228,13 @@ def check(
     select: tuple[str, ...],
     ignore: tuple[str, ...],
     extend_select: tuple[str, ...],
-    output_format: str,
+    fixable: tuple[str, ...],
+    unfixable: tuple[str, ...],
+    extend_fixable: tuple[str, ...],
+    extend_exclude: tuple[str, ...],
+    output_format: tuple[tuple[str, Optional[str]], ...],
+    output_file: Optional[str],
+    watch: bool,
     color: str,
     exit_zero: bool,
     statistics: bool,
@@ -204,9 +267,17 @@ def check(
         raise fail("`-` (stdin) cannot be combined with other paths")
     if add_noqa and (fix or diff or from_stdin):
         raise fail("--add-noqa cannot be combined with --fix, --diff or stdin")
+    if watch:
+        if from_stdin or add_noqa or verify or show_settings or show_files:
+            raise fail("--watch cannot be combined with stdin, --add-noqa, --verify, --show-settings or --show-files")
+        context = click.get_current_context()
+        _watch(paths or (".",), lambda: context.invoke(check, **{**context.params, "watch": False}))
     selection = SelectionLayer(_selectors(select), _selectors(ignore) or (), _selectors(extend_select) or ())
+    fix_selection = SelectionLayer(_selectors(fixable), _selectors(unfixable) or (), _selectors(extend_fixable) or ())
     try:
-        resolver = Resolver(Overrides(selection, unsafe_fixes, config_path))
+        resolver = Resolver(
+            Overrides(selection, unsafe_fixes, config_path, fix_selection, _selectors(extend_exclude) or ())
+        )
         if show_settings or show_files:
             with _reader_may_stop():
                 _show(paths or (".",), resolver, cache_dir, settings=show_settings)
@@ -243,27 +314,99 @@ def check(
     if add_noqa:
         _add_noqa(run, quiet)
     from accumlint.report import ReportOptions
+    from accumlint.report import render as render_report
 
-    if show_source and output_format in ("concise", "text"):
-        output_format = "full"
+    # `--output-format FORMAT:FILE,...`: the one entry without a file is printed (None: none is).
+    printed = next((name for name, path in output_format if path is None), None)
+    if show_source and printed in ("concise", "text"):
+        printed = "full"
+    fixed_to_stdout = request.stdin if from_stdin and fix else None
     report = ReportOptions(
         statistics=statistics,
         quiet=quiet,
         fix=fix or diff,
-        color=_use_color(color, sys.stderr if from_stdin and fix else sys.stdout),
+        color=color == "always" if output_file else _use_color(color, sys.stderr if fixed_to_stdout else sys.stdout),
     )
-    fixed_to_stdout = request.stdin if from_stdin and fix else None
     # with --diff, like ruff: exit 1 only when there is something to fix
     findings = any(f.changed for f in run.files) if diff else bool(run.diagnostics)
     with _reader_may_stop():
-        _print_results(run, output_format, report, diff=diff, fixed_to_stdout=fixed_to_stdout)
+        _print_results(run, printed, report, diff=diff, fixed_to_stdout=fixed_to_stdout, output_file=output_file)
+    for name, path in output_format:
+        if path is not None:
+            _write_report(path, render_report(name, run, report._replace(color=False)))
     if verify:
-        findings |= _verify_fixes(run, resolver, to_stderr=output_format not in ("concise", "full", "text"))
+        findings |= _verify_fixes(run, resolver, to_stderr=printed not in ("concise", "full", "text", "grouped"))
     if verbose:
         _print_verbose(run, resolver, started)
     if any(_is_error(d) for d in run.diagnostics):
         raise click.exceptions.Exit(EXIT_ERROR)
     raise click.exceptions.Exit(EXIT_FINDINGS if findings and not exit_zero else EXIT_OK)
+
+
+def _watch(paths: tuple[str, ...], check_once: Callable[[], None]) -> None:
+    """`--watch`: check, then check again after every change to a checked file or a configuration,
+    until interrupted (Ctrl-C: exit status 130). A run's errors are printed and watching goes on."""
+    try:
+        import watchfiles
+    except ModuleNotFoundError:
+        raise fail(f"--watch needs watchfiles: {install_hint('watch')}") from None
+
+    class Sources(watchfiles.DefaultFilter):
+        """Python files, notebooks, and the files that change what is checked; not caches or VCS folders."""
+
+        names = ("pyproject.toml", ".gitignore")
+
+        def __call__(self, change, path: str) -> bool:
+            name = os.path.basename(path)
+            return (name.endswith((".py", ".ipynb")) or name in self.names) and super().__call__(change, path)
+
+    watched = [path for path in paths if os.path.exists(path)]
+    if not watched:
+        raise fail("--watch: none of the given paths exists")
+
+    def once() -> None:
+        try:
+            check_once()
+        except click.exceptions.Exit:  # every check ends so; an error was printed, a later change may mend it
+            pass
+
+    once()
+    click.echo("Watching for file changes (Ctrl-C to stop).", err=True)
+    try:
+        for changes in watchfiles.watch(*watched, watch_filter=Sources()):
+            click.clear()
+            count = len({path for _, path in changes})
+            click.echo(f"{count} file{'s' * (count != 1)} changed; checking again.", err=True)
+            once()
+            click.echo("Watching for file changes (Ctrl-C to stop).", err=True)
+    except KeyboardInterrupt:  # the signal `main` turned into Stopped, as watchfiles reports it
+        raise Stopped(_received[0] if _received else signal.SIGINT) from None
+    raise click.exceptions.Exit(EXIT_OK)
+
+
+def _write_report(path: str, text: str) -> None:
+    """Write a report file whole (a reader never sees half of one), or exit 2 saying why not.
+    A path that is not a regular file (`/dev/stdout`, a named pipe) is written as a stream."""
+    import stat
+
+    from accumlint.sources import WriteRefused, write_atomic
+
+    data = text.encode("utf-8", "surrogateescape")
+    try:
+        existed = os.path.exists(path)
+        if existed and not stat.S_ISREG(os.stat(path).st_mode):
+            with open(path, "wb") as stream:
+                stream.write(data)
+            return
+        write_atomic(path, data)
+        if not existed:  # a new file gets the mode `open` would give it, not the temporary file's 0600
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(path, 0o666 & ~umask)
+    except WriteRefused as refusal:
+        raise fail(f"{path}: cannot write the report: {refusal.message}") from None
+    except OSError as error:
+        raise fail(f"{path}: cannot write the report: {error.strerror or error}") from None
 
 
 def _show(paths: tuple[str, ...], resolver, cache_dir: Optional[str], *, settings: bool) -> None:
@@ -316,13 +459,16 @@ def _add_noqa(run, quiet: bool) -> None:
 
 
 def _use_color(choice: str, stream) -> bool:
-    """Colour for a stream: `--color`, else NO_COLOR / FORCE_COLOR, else whether it is a terminal."""
+    """Colour for a stream: `--color`, else NO_COLOR / FORCE_COLOR, else whether it is a
+    terminal that is not `TERM=dumb` (a terminal that cannot show escape sequences)."""
     if choice != "auto":
         return choice == "always"
     if os.environ.get("NO_COLOR"):
         return False
     if os.environ.get("FORCE_COLOR"):
         return True
+    if os.environ.get("TERM") == "dumb":
+        return False
     try:
         return stream.isatty()
     except (AttributeError, ValueError):
@@ -335,14 +481,31 @@ def _is_error(diagnostic) -> bool:
     return is_error(diagnostic)
 
 
-def _print_results(run, output_format: str, options, *, diff: bool, fixed_to_stdout: Optional[bytes]) -> None:
-    """Print findings, diffs or fixed code on the right streams.
+def _print_results(
+    run,
+    output_format: Optional[str],
+    options,
+    *,
+    diff: bool,
+    fixed_to_stdout: Optional[bytes],
+    output_file: Optional[str] = None,
+) -> bool:
+    """Print findings, diffs or fixed code on the right streams; True if findings remain (or, with --diff, fixes).
 
     `fixed_to_stdout` is the code read from stdin, when `--fix -` prints the
     fixed code: code that cannot be read or parsed is printed back unchanged,
-    so an editor that pipes its buffer through never loses it.
+    so an editor that pipes its buffer through never loses it. The report (or
+    the diff) goes to `output_file` when one is given; `output_format` None:
+    every report has a file of its own, nothing is printed.
     """
     from accumlint.report import render
+    from accumlint.report.text import diff as coloured_diff
+
+    def emit(text: str, err: bool = False) -> None:
+        if output_file is not None:
+            _write_report(output_file, text)
+        else:
+            click.echo(text, nl=False, err=err, color=options.color)
 
     if not run.files and not options.quiet:
         click.echo("accumlint: warning: no Python files or notebooks found under the given paths", err=True)
@@ -355,7 +518,7 @@ def _print_results(run, output_format: str, options, *, diff: bool, fixed_to_std
             click.echo(f"accumlint: warning: {path}: {message}", err=True)
     if diff:
         diffs = [f.document.diff(f.original) for f in run.files if f.changed]
-        click.echo("".join(diffs), nl=False)
+        emit(coloured_diff("".join(diffs), options.color))
         click.echo(render("text", run, options._replace(quiet=True, statistics=False, color=False)), nl=False, err=True)
         fixed = sum(len(f.fixed) for f in run.files)
         if not options.quiet:
@@ -365,7 +528,9 @@ def _print_results(run, output_format: str, options, *, diff: bool, fixed_to_std
     if fixed_to_stdout is not None:
         document = run.files[0].document
         _binary(sys.stdout).write(fixed_to_stdout if document is None else document.encoded())
-    click.echo(render(output_format, run, options), nl=False, err=fixed_to_stdout is not None, color=options.color)
+    if output_format is not None:
+        emit(render(output_format, run, options), err=fixed_to_stdout is not None)
+    return bool(run.diagnostics)
 
 
 def _verify_fixes(run, resolver, to_stderr: bool) -> bool:
@@ -376,7 +541,7 @@ def _verify_fixes(run, resolver, to_stderr: bool) -> bool:
     try:
         from accumlint.verify.fixcheck import verify_fixed_file
     except ImportError as error:
-        raise fail(f"--verify is not available: {error} (pip install 'accumlint[verify]')") from None
+        raise fail(f"--verify is not available: {error} ({install_hint('verify')})") from None
     failed = False
     for result in run.files:
         if not result.changed:
@@ -493,7 +658,13 @@ class Stopped(BaseException):
 _OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EPIPE, errno.EBADF, errno.EIO})
 
 
+# The last signal `_stop` turned into an exception: watchfiles swallows the exception and
+# raises KeyboardInterrupt in its place, whatever the signal was (`_watch`).
+_received: list[int] = []
+
+
 def _stop(number: int, frame: object) -> None:
+    _received[:] = [number]
     raise Stopped(number)
 
 

@@ -20,6 +20,7 @@ from accumlint.rules.catalog import ALL_RULES, codes_matching
 from accumlint.sources import MAX_FILE_SIZE, SourceError, read_bytes
 
 ALL_CODES: tuple[str, ...] = tuple(rule.code for rule in ALL_RULES)
+ALL_CODES_SET = frozenset(ALL_CODES)
 
 PYPROJECT = "pyproject.toml"
 
@@ -64,7 +65,11 @@ class Config(NamedTuple):
 
     path: Optional[Path] = None
     selection: SelectionLayer = SelectionLayer()
+    # Which enabled rules `--fix` may fix: `fixable` (default all), `unfixable`, `extend-fixable`,
+    # resolved as a selection (a layer's `fixable` replaces, the most specific selector wins).
+    fix_selection: SelectionLayer = SelectionLayer()
     exclude: tuple[str, ...] = ()
+    extend_exclude: tuple[str, ...] = ()
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
     unsafe_fixes: bool = False
     optimizer_names: tuple[str, ...] = ()
@@ -84,6 +89,8 @@ class Overrides(NamedTuple):
     selection: SelectionLayer = SelectionLayer()
     unsafe_fixes: Optional[bool] = None
     config_path: Optional[Path] = None
+    fix_selection: SelectionLayer = SelectionLayer()
+    extend_exclude: tuple[str, ...] = ()  # patterns relative to the current folder (`--extend-exclude`)
 
 
 class Settings(NamedTuple):
@@ -92,9 +99,11 @@ class Settings(NamedTuple):
     config: Config
     enabled: frozenset[str]
     unsafe_fixes: bool
-    # The configuration's patterns, compiled: (per-file-ignores matcher, codes) pairs, the exclude matcher.
+    # The configuration's patterns, compiled: (per-file-ignores matcher, codes) pairs, and
+    # (exclude matcher, the folder its patterns are relative to) pairs.
     ignore_specs: tuple[tuple[Any, frozenset[str]], ...] = ()
-    exclude_spec: Any = None
+    exclude_specs: tuple[tuple[Any, Path], ...] = ()
+    fixable: frozenset[str] = ALL_CODES_SET
 
     def enabled_for(self, path: str) -> frozenset[str]:
         """Codes enabled for one file once `per-file-ignores` are applied."""
@@ -108,11 +117,12 @@ class Settings(NamedTuple):
         return self.enabled - removed
 
     def is_excluded(self, path: str, is_dir: bool = False) -> bool:
-        """Whether `exclude` removes this file or folder."""
-        if self.exclude_spec is None:
-            return False
-        relative = _relative(path, self.config.root)
-        return bool(self.exclude_spec.match_file(relative + "/" if is_dir else relative))
+        """Whether `exclude` or `extend-exclude` (the config's or the command line's) removes this file or folder."""
+        for spec, root in self.exclude_specs:
+            relative = _relative(path, root)
+            if spec.match_file(relative + "/" if is_dir else relative):
+                return True
+        return False
 
 
 def _relative(path: str, root: Path) -> str:
@@ -259,7 +269,11 @@ _KEYS: dict[str, Callable[[Any, str, str], Any]] = {
     "select": _strings,
     "ignore": _strings,
     "extend-select": _strings,
+    "fixable": _strings,
+    "unfixable": _strings,
+    "extend-fixable": _strings,
     "exclude": _patterns,
+    "extend-exclude": _patterns,
     "per-file-ignores": _per_file_ignores,
     "unsafe-fixes": _boolean,
     "optimizer-names": _strings,
@@ -297,11 +311,19 @@ def parse_table(table: Any, path: Optional[Path]) -> Config:
         ignore=values.get("ignore", ()),
         extend_select=values.get("extend-select", ()),
     )
+    fix_selection = SelectionLayer(
+        select=values.get("fixable"),
+        ignore=values.get("unfixable", ()),
+        extend_select=values.get("extend-fixable", ()),
+    )
     resolve_selection([(selection, origin)])  # report unknown selectors now
+    resolve_selection([(fix_selection, origin)])
     return Config(
         path=path,
         selection=selection,
+        fix_selection=fix_selection,
         exclude=values.get("exclude", ()),
+        extend_exclude=values.get("extend-exclude", ()),
         per_file_ignores=values.get("per-file-ignores", ()),
         unsafe_fixes=values.get("unsafe-fixes", False),
         optimizer_names=values.get("optimizer-names", ()),
@@ -352,6 +374,8 @@ class Resolver:
         self._by_dir: dict[str, Settings] = {}
         self._by_config: dict[Optional[Path], Settings] = {}
         self._fixed = None
+        for pattern in overrides.extend_exclude:
+            _compile_pattern(pattern, "--extend-exclude", "command line")
         if overrides.config_path is not None:
             path = overrides.config_path
             if not os.path.isfile(path):
@@ -397,14 +421,20 @@ class Resolver:
             (_gitignore([glob]), frozenset(code for c in codes for code in codes_matching(c)))
             for glob, codes in config.per_file_ignores
         )
-        exclude = _gitignore(config.exclude) if config.exclude else None
+        fixable = resolve_selection(
+            [(config.fix_selection, origin), (self.overrides.fix_selection, "command line")]
+        )
+        excludes = [(config.exclude + config.extend_exclude, config.root)]
+        if self.overrides.extend_exclude:
+            excludes.append((self.overrides.extend_exclude, Path.cwd()))
         unsafe = self.overrides.unsafe_fixes
         settings = Settings(
             config=config,
             enabled=enabled,
             unsafe_fixes=config.unsafe_fixes if unsafe is None else unsafe,
             ignore_specs=ignores,
-            exclude_spec=exclude,
+            exclude_specs=tuple((_gitignore(patterns), root) for patterns, root in excludes if patterns),
+            fixable=fixable,
         )
         self._by_config[config.path] = settings
         return settings

@@ -136,6 +136,7 @@ class Task(NamedTuple):
     unsafe: bool = False
     gate: bool = True
     plain: Optional[bool] = None  # the text stage's shortcut verdict (`gate.text_stage`), when known
+    fixable: Optional[frozenset[str]] = None  # the codes `--fix` may fix (None: every code)
 
 
 class TaskResult(NamedTuple):
@@ -193,7 +194,7 @@ def _run_task(task: Task) -> TaskResult:
 
             suppressed: dict[str, dict[Diagnostic, None]] = {}
             keep = _keeper(task.enabled, suppressed)
-            outcome = fix_text(task.text, task.path, task.options, unsafe=task.unsafe, keep=keep)
+            outcome = fix_text(task.text, task.path, task.options, unsafe=task.unsafe, keep=keep, fixable=task.fixable)
             raw = outcome.remaining + list(suppressed.get(outcome.text, ()))
             return TaskResult(raw, outcome.text, tuple(outcome.fixed), outcome.converged, rounds=outcome.rounds)
         from accumlint.analysis import analyze
@@ -351,11 +352,14 @@ def check(request: Request, resolver: Resolver, progress: Progress = _no_progres
 
         cache = open_cache(request.cache_dir, request.paths)
     files: list[FileResult] = []
+    unfixable: list[tuple[FileResult, frozenset[str]]] = []
     pending: list[_Pending] = []
     tasks: list[Task] = []
     for path, settings, data, root in _sources(request, resolver):
         result = FileResult(path, unsafe_fixes=settings.unsafe_fixes, root=root)
         files.append(result)
+        if not settings.fixable >= settings.enabled:  # like ruff: an unfixable rule's findings offer no fix
+            unfixable.append((result, settings.fixable))
         document = _load(result, data)
         if document is None:
             continue
@@ -381,7 +385,8 @@ def check(request: Request, resolver: Resolver, progress: Progress = _no_progres
                 result.diagnostics = _select(document, cached, enabled)
                 continue
         pending.append(item)
-        tasks.append(Task(path, document.text, options, enabled, request.fix, settings.unsafe_fixes, request.prefilter, plain))
+        fixable = None if settings.fixable >= enabled else settings.fixable
+        tasks.append(Task(path, document.text, options, enabled, request.fix, settings.unsafe_fixes, request.prefilter, plain, fixable))
 
     outcomes, workers = execute(tasks, request.jobs, progress, request.file_budget)
     unwritten = [
@@ -394,6 +399,8 @@ def check(request: Request, resolver: Resolver, progress: Progress = _no_progres
             result.diagnostics = result.diagnostics + _select(result.original, outcome.diagnostics, item.enabled)
     if cache is not None:
         cache.prune()
+    for result, fixable in unfixable:
+        result.diagnostics = [d if d.fix is None or d.code in fixable else d._replace(fix=None) for d in result.diagnostics]
     return RunResult(files, analysed=len(tasks), cache_hits=cache.hits if cache else 0, workers=workers)
 
 
@@ -444,7 +451,7 @@ def _finish(item: _Pending, outcome: TaskResult, cache, request: Request) -> boo
             return True
     result.fixed = [result.original.locate(d) for d in outcome.fixed]
     result.diagnostics = _select(result.document, outcome.diagnostics, item.enabled)
-    if request.fix:
+    if request.fix and all(d.code in item.settings.fixable for d in result.diagnostics if d.code in SUPPRESSION_CODES):
         _fix_comments(result, outcome.diagnostics, item.enabled)
     if result.changed and request.write and request.stdin is None:
         problem = _write(result)

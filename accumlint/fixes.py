@@ -52,9 +52,10 @@ def fix_text(
     *,
     unsafe: bool,
     keep: Keep = _always,
+    fixable: Optional[frozenset[str]] = None,
 ) -> FixOutcome:
-    """Apply every enabled fix (`keep(current_text, diagnostic)`), re-checking
-    after each round until nothing changes or MAX_ROUNDS pass."""
+    """Apply every enabled fix (`keep(current_text, diagnostic)`) of a `fixable` code
+    (None: any), re-checking after each round until nothing changes or MAX_ROUNDS pass."""
     fixed: list[Diagnostic] = []
     refused: set[tuple[str, str]] = set()
     rounds = 0
@@ -68,7 +69,9 @@ def fix_text(
             return FixOutcome(text, fixed, [item.diagnostic._replace(fix=None) for item in enabled], True, rounds)
         candidates = [
             item for item in enabled
-            if _applies(item.diagnostic, unsafe) and (item.diagnostic.code, item.diagnostic.message) not in refused
+            if _applies(item.diagnostic, unsafe)
+            and (fixable is None or item.diagnostic.code in fixable)
+            and (item.diagnostic.code, item.diagnostic.message) not in refused
         ]
         if not candidates:
             return FixOutcome(text, fixed, [item.diagnostic for item in enabled], True, rounds)

@@ -68,11 +68,14 @@ class FakeAnalysis:
                     )
         return found
 
-    def fix_text(self, text, path, options, *, unsafe, keep=lambda text, d: True) -> FixOutcome:
+    def fix_text(self, text, path, options, *, unsafe, keep=lambda text, d: True, fixable=None) -> FixOutcome:
         fixed: list[Diagnostic] = []
         for rounds in range(10):
             found = [d for d in self.analyze(text, path, options) if keep(text, d)]
-            todo = [d for d in found if d.fix and (unsafe or d.fix.applicability == "safe")]
+            todo = [
+                d for d in found
+                if d.fix and (unsafe or d.fix.applicability == "safe") and (fixable is None or d.code in fixable)
+            ]
             if not todo:
                 return FixOutcome(text, fixed, found, True, rounds)
             lines = text.splitlines(keepends=True)

@@ -57,10 +57,12 @@ def _step(name: str) -> dict:
     return next(step for step in ACTION["runs"]["steps"] if step.get("name") == name)
 
 
-def _run_step(name: str, inputs: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
+def _run_step(name: str, inputs: dict[str, str], cwd: Path, path_first: Path | None = None) -> subprocess.CompletedProcess:
     step = _step(name)
     environment = dict(os.environ)
     environment["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{environment['PATH']}"
+    if path_first is not None:
+        environment["PATH"] = f"{path_first}{os.pathsep}{environment['PATH']}"
     environment.update({key: _substitute(str(value), inputs) for key, value in step.get("env", {}).items()})
     assert "${{" not in step["run"], "inputs reach scripts through env, never pasted into the script"
     return subprocess.run(["bash", "-e", "-c", step["run"]], cwd=cwd, env=environment,
@@ -96,13 +98,46 @@ def test_check_step_passes_clean_code_and_honours_args(tmp_path):
     assert _run_step("Check", _inputs(args="--no-cache --ignore GA201"), tmp_path).returncode == 0
 
 
-def test_sarif_step_writes_sarif_and_does_not_fail(tmp_path):
+def _run_action(inputs: dict[str, str], cwd: Path, shims: Path) -> tuple[list[subprocess.CompletedProcess], list[str]]:
+    """Every step that runs a script, after the install, in order (as GitHub does until one fails),
+    with `python3` a shim that logs its arguments: what each step ran, and the logged command lines."""
+    shims.mkdir()
+    log = shims / "calls.log"
+    (shims / "python3").write_text(f'#!/bin/sh\necho "$*" >> "{log}"\nexec "{sys.executable}" "$@"\n')
+    (shims / "python3").chmod(0o755)
+    results = []
+    for step in ACTION["runs"]["steps"]:
+        if "run" not in step or step.get("name") == "Install accumlint":
+            continue
+        if "if" in step:  # the one form of condition GitHub evaluates that these steps may use
+            (name,) = re.fullmatch(r"inputs\.([\w-]+) != ''", step["if"].strip()).groups()
+            if not inputs[name]:
+                continue
+        results.append(_run_step(step["name"], inputs, cwd, path_first=shims))
+        if results[-1].returncode != 0:
+            break
+    return results, log.read_text().splitlines() if log.exists() else []
+
+
+def test_one_check_writes_the_sarif_file_and_the_annotations(tmp_path):
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "train.py").write_text(BUGGY)
     inputs = _inputs(paths="src", args="--no-cache", sarif_file="out.sarif")
-    result = _run_step("Write SARIF", inputs, tmp_path)
-    assert result.returncode == 0, result.stderr
-    sarif = json.loads((tmp_path / "out.sarif").read_text())
+    results, calls = _run_action(inputs, tmp_path, tmp_path / "shims")
+    assert [call for call in calls if " check " in f" {call} "] == [
+        "-m accumlint check src --no-cache --output-format github,sarif:out.sarif"
+    ]
+    assert results[-1].returncode == 1  # the findings fail the job...
+    assert results[-1].stdout.startswith("::error file=src/train.py,line=8,col=9,")
+    sarif = json.loads((tmp_path / "out.sarif").read_text())  # ...once the SARIF is written
     (found,) = sarif["runs"][0]["results"]
     assert found["ruleId"] == "GA201"
     assert found["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "src/train.py"
+
+
+def test_without_a_sarif_file_only_the_annotations_are_printed(tmp_path):
+    (tmp_path / "train.py").write_text(BUGGY)
+    results, calls = _run_action(_inputs(args="--no-cache"), tmp_path, tmp_path / "shims")
+    assert calls == ["-m accumlint check . --no-cache --output-format github"]
+    assert results[-1].returncode == 1 and results[-1].stdout.startswith("::error file=train.py,")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["shims", "train.py"]

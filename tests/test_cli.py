@@ -7,6 +7,8 @@ surrounds it); the end-to-end tests at the bottom run the real analysis.
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -23,6 +25,16 @@ from accumlint.rules.catalog import RULES
 BUGGY = "def train(loader):\n    for x in loader:\n        loss = x\n        loss.backward()\n"
 UNSAFE = "def train(loader):\n    for x in loader:\n        x.backward()\n        optimizer.step()\n"
 CLEAN = "def train(loader):\n    for x in loader:\n        pass\n"
+# What the real analysis reports (GA201 on line 4), for tests that run it.
+REAL_BUGGY = textwrap.dedent("""\
+    def train(model, loader, optimizer, criterion):
+        for i, (x, y) in enumerate(loader):
+            loss = criterion(model(x), y)
+            loss.backward()
+            if (i + 1) % 4 == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+    """)
 
 
 def run(*args: str, stdin: bytes | None = None):
@@ -285,6 +297,65 @@ def test_diff_exits_0_when_findings_remain_but_nothing_is_fixable(project, fake_
     assert "GA502" in result.stderr
 
 
+def test_diff_is_coloured_when_asked(project, fake_analysis):
+    write(project, "train.py", BUGGY)
+    plain = run("check", "--diff").stdout
+    coloured = run("check", "--diff", "--color", "always").stdout
+    assert "\x1b[31m-        loss.backward()\x1b[0m\n\x1b[32m+        (loss / 4).backward()\x1b[0m\n" in coloured
+    import click
+
+    assert click.unstyle(coloured) == plain and ANSI not in plain
+
+
+# ---------------------------------------------------------------- reports to files
+
+
+def test_output_file_takes_the_report(project, fake_analysis):
+    write(project, "train.py", BUGGY)
+    result = run("check", "--output-format", "json", "--output-file", "out/report.json")
+    assert result.exit_code == 2 and "out/report.json: cannot write the report" in result.stderr
+    (project / "out").mkdir()
+    result = run("check", "--output-format", "json", "--output-file", "out/report.json", "--color", "auto")
+    assert result.exit_code == 1 and result.stdout == ""
+    assert [d["code"] for d in json.loads((project / "out" / "report.json").read_text())] == ["GA201"]
+    umask = os.umask(0o022)
+    try:
+        run("check", "--output-format", "json", "--output-file", "out/new.json")
+    finally:
+        os.umask(umask)
+    assert (project / "out" / "new.json").stat().st_mode & 0o777 == 0o644  # as `open` makes it
+    run("check", "-o", "out/report.txt", "--color", "always")
+    assert ANSI in (project / "out" / "report.txt").read_text()  # --color always is obeyed
+    run("check", "--diff", "-o", "out/fixes.diff")
+    assert (project / "out" / "fixes.diff").read_text().startswith("--- train.py\n+++ train.py\n")
+
+
+def test_several_reports_from_one_run(project, fake_analysis):
+    write(project, "train.py", BUGGY)
+    result = run("check", "--output-format", "github,sarif:a.sarif,junit:b.xml")
+    assert result.exit_code == 1
+    assert result.stdout.startswith("::error file=train.py,line=4,col=9,")
+    assert json.loads((project / "a.sarif").read_text())["runs"][0]["results"][0]["ruleId"] == "GA201"
+    assert "<testsuites " in (project / "b.xml").read_text()
+    assert len(fake_analysis.calls) == 1  # one analysis for all of them
+    result = run("check", "--output-format", "sarif:only.sarif")
+    assert result.exit_code == 1 and result.stdout == ""
+    assert (project / "only.sarif").exists()
+
+
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ("xml", "'xml' is not one of concise"),
+        ("json,github", "at most one format can be printed"),
+        ("json:a.json,nope:b", "'nope' is not one of"),
+    ],
+)
+def test_bad_output_formats_are_usage_errors(project, value, message):
+    result = run("check", "--output-format", value)
+    assert result.exit_code == 2 and message in result.stderr
+
+
 # ---------------------------------------------------------------- stdin
 
 
@@ -374,6 +445,47 @@ def test_explain_by_rule_name_and_suppression_codes():
     assert by_name.exit_code == 0 and by_name.stdout == run("explain", "GA201").stdout
     assert run("explain", "unused-noqa").stdout.startswith("# AL002 unused-noqa\n")
     assert run("explain", "no-such-rule").exit_code == 2
+
+
+def test_rule_is_another_name_of_explain_and_hidden_from_the_help():
+    pytest.importorskip("accumlint.docs")
+    result = run("rule", "GA106")
+    assert result.exit_code == 0 and result.stdout == run("explain", "GA106").stdout
+    assert result.stdout.startswith("# GA106 ")
+    assert run("rule", "GA999").exit_code == 2
+    assert "  rule " not in run("--help").stdout
+
+
+def test_python_dash_m_accumlint_is_the_command(tmp_path):
+    write(tmp_path, "train.py", REAL_BUGGY)
+    done = subprocess.run(
+        [sys.executable, "-m", "accumlint", "check", "--no-cache", "--output-format", "json", "train.py"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=120,
+    )
+    assert done.returncode == 1, done.stderr
+    assert [d["code"] for d in json.loads(done.stdout)] == ["GA201"]
+    version = subprocess.run([sys.executable, "-m", "accumlint", "--version"], capture_output=True, text=True, timeout=60)
+    assert version.stdout.startswith("accumlint ")
+
+
+def _environment_without(module: str, folder: Path) -> dict[str, str]:
+    """The environment of a process in which `import module` fails as if it were not installed."""
+    (folder / "sitecustomize.py").write_text(
+        "import sys\nclass _Missing:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        f"        if name == {module!r} or name.startswith({module + '.'!r}):\n"
+        f"            raise ModuleNotFoundError(\"No module named {module!r}\", name={module!r})\n"
+        "sys.meta_path.insert(0, _Missing())\n"
+    )
+    return {**os.environ, "PYTHONPATH": f"{folder}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+
+
+def test_a_missing_extra_is_installed_from_the_checkout(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "accumlint", "server"], capture_output=True, text=True,
+                          env=_environment_without("pygls", tmp_path), stdin=subprocess.DEVNULL, timeout=60)
+    assert done.returncode == 2
+    assert "needs pygls: from a checkout of accumlint, pip install -e '.[lsp]'" in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def test_rules_lists_suppression_checks_apart():
@@ -504,12 +616,20 @@ def test_recursion_and_memory_errors_are_per_file(project, monkeypatch, error, m
     assert result.stdout.startswith("deep.py:1:1: internal error: analysis " + message)
 
 
+def test_unfixable_rules_are_not_fixed_by_the_real_fixer(project):
+    path = write(project, "train.py", REAL_BUGGY)
+    result = run("check", "--no-cache", "--fix", "--unfixable", "GA201")
+    assert result.exit_code == 1 and path.read_text() == REAL_BUGGY
+    assert "GA201" in result.stdout and "[*]" not in result.stdout
+    assert run("check", "--no-cache", "--fix").exit_code == 0 and path.read_text() != REAL_BUGGY
+
+
 def test_unsettled_fixes_are_reported(project, fake_analysis, monkeypatch):
     from accumlint.fixes import FixOutcome
 
     monkeypatch.setattr(
         "accumlint.fixes.fix_text",
-        lambda text, path, options, *, unsafe, keep: FixOutcome(text + "#\n", [], [], converged=False),
+        lambda text, path, options, *, unsafe, keep, fixable=None: FixOutcome(text + "#\n", [], [], converged=False),
     )
     write(project, "train.py", BUGGY)
     result = run("check", "--fix")
@@ -526,6 +646,14 @@ def test_ci_script_runs_the_readme_test_command():
     assert "\nbash .ci/oldest-python\n" in script and "bash .ci/oldest-python" in (root / "README.md").read_text()
     oldest = (root / ".ci" / "oldest-python").read_text()
     assert "set -euo pipefail" in oldest and "python3.10" in oldest and "-m pytest" in oldest
+
+
+def test_readme_gives_the_cpu_wheel_first_and_the_suite_duration_and_installs_extras_from_a_checkout():
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    command = "pip install torch==2.13.0 && pip install -e '.[verify,test,frameworks]' && python -m pytest -q"
+    assert readme.index("download.pytorch.org/whl/cpu") < readme.index(command)
+    assert re.search(r"The suite takes about \d+( to \d+)? minutes", readme)
+    assert "pip install -e '.[lsp]'" in readme
 
 
 def test_supported_pythons_are_declared_and_the_tomllib_fallback_is_a_dependency():
@@ -559,15 +687,7 @@ def test_pre_commit_hooks():
 
 def _command_process(project: Path, before: str, *args: str) -> subprocess.CompletedProcess:
     """`run()` (the console script) in a fresh process, after `before` ran in it."""
-    write(project, "train.py", textwrap.dedent("""\
-        def train(model, loader, optimizer, criterion):
-            for i, (x, y) in enumerate(loader):
-                loss = criterion(model(x), y)
-                loss.backward()
-                if (i + 1) % 4 == 0:
-                    optimizer.step()
-                    optimizer.zero_grad()
-        """))
+    write(project, "train.py", REAL_BUGGY)
     code = f"{before}\nimport sys\nsys.argv = {['accumlint', *args]!r}\nfrom accumlint.cli import run\nrun()\n"
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=project, timeout=120)
 
@@ -609,3 +729,58 @@ def test_the_command_takes_the_normal_exit_while_another_thread_runs(project):
     done = _command_process(project, before, "check", "--no-cache", "train.py")
     assert done.returncode == 1
     assert "GA201" in done.stdout and done.stdout.rstrip().endswith("thread finished")
+
+
+# ---------------------------------------------------------------- --watch
+
+
+def test_watch_without_watchfiles_says_how_to_install_it(tmp_path):
+    write(tmp_path, "train.py", REAL_BUGGY)
+    done = subprocess.run([sys.executable, "-m", "accumlint", "check", "--watch", "."], capture_output=True,
+                          text=True, cwd=tmp_path, env=_environment_without("watchfiles", tmp_path), timeout=60)
+    assert done.returncode == 2 and done.stdout == ""
+    assert "--watch needs watchfiles: from a checkout of accumlint, pip install -e '.[watch]'" in done.stderr
+
+
+def test_watch_cannot_read_stdin():
+    result = run("check", "--watch", "-")
+    assert result.exit_code == 2 and "--watch cannot be combined with stdin" in result.stderr
+
+
+def test_watch_checks_again_when_a_file_changes(tmp_path):
+    pytest.importorskip("watchfiles")
+    import queue
+    import signal
+    import threading
+    import time
+
+    path = write(tmp_path, "pkg/train.py", REAL_BUGGY)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "accumlint", "check", "--no-cache", "--watch", "."],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in process.stdout], daemon=True).start()
+
+    def wait_for(text: str, poke=None) -> None:
+        deadline = time.monotonic() + 60  # a bound on a stuck watcher, not a speed requirement
+        while time.monotonic() < deadline:
+            try:
+                if lines.get(timeout=0.5) == text:
+                    return
+            except queue.Empty:
+                if poke:
+                    poke()  # a change saved before the watcher started is not seen: save it again
+        raise AssertionError(f"never printed {text!r}")
+
+    try:
+        wait_for("Found 1 error.\n")
+        fixed = REAL_BUGGY.replace("loss.backward()", "(loss / 4).backward()")
+        wait_for("All checks passed!\n", poke=lambda: path.write_text(fixed))
+        path.write_text(REAL_BUGGY)
+        wait_for("Found 1 error.\n")
+    finally:
+        process.send_signal(signal.SIGINT)
+        status = process.wait(timeout=60)
+    assert status == 130
+    assert "Watching for file changes" in process.stderr.read()

@@ -210,3 +210,96 @@ def test_an_empty_command_line_selector_is_an_error(project):
     result = run("check", "--no-cache", "--select", "", ".")
     assert result.exit_code == 2
     assert "command line: empty rule selector" in result.stderr
+
+
+# ---------------------------------------------------------------- fixable, unfixable, extend-exclude
+
+
+def _fix_and_list(*args: str) -> tuple[str, list[tuple[str, bool]]]:
+    """Fix the project with these options; its text, and (code, offers a fix) for each finding left."""
+    run("check", "--no-cache", "--fix", "--unsafe-fixes", *args)
+    found = json.loads(run("check", "--no-cache", "--output-format", "json", *args).stdout)
+    return Path("train.py").read_text(), [(d["code"], d["fix"] is not None) for d in found]
+
+
+@pytest.mark.parametrize(
+    "body, args, fixed",
+    [
+        ("", (), {"GA201", "GA102"}),
+        ('unfixable = ["GA1"]\n', (), {"GA201"}),
+        ('fixable = ["GA102"]\n', (), {"GA102"}),
+        ('fixable = ["GA1"]\nextend-fixable = ["GA201"]\n', (), {"GA201", "GA102"}),
+        ('fixable = ["GA"]\nunfixable = ["GA201"]\n', (), {"GA102"}),
+        ('unfixable = ["GA1"]\n', ("--fixable", "GA201"), {"GA201"}),
+        ("", ("--unfixable", "GA2"), {"GA102"}),
+        ('fixable = ["GA102"]\n', ("--extend-fixable", "GA201"), {"GA201", "GA102"}),
+    ],
+)
+def test_fixable_and_unfixable_decide_what_fix_touches(project, fake_analysis, body, args, fixed):
+    configure(project, body)
+    text, left = _fix_and_list(*args)
+    assert ("(loss / 4).backward()" in text) == ("GA201" in fixed)
+    assert ("step_when_due(optimizer)" in text) == ("GA102" in fixed)
+    # like ruff, an unfixable rule's findings are still reported, offering no fix
+    assert sorted(left) == sorted((code, False) for code in {"GA201", "GA102"} - fixed)
+
+
+def test_unfixable_findings_lose_their_fix_marker(project, fake_analysis):
+    configure(project, 'unfixable = ["GA201"]\n')
+    out = run("check", "--no-cache", "--unsafe-fixes").stdout
+    assert "GA201 missing-loss-scaling: fake finding GA201\n" in out
+    assert "GA102 step-every-micro-batch: fake finding GA102 [*]\n" in out
+
+
+def test_bad_fixable_selector_names_the_key_and_file(project):
+    path = configure(project, 'unfixable = ["GA9"]\n')
+    result = run("check", "--no-cache")
+    assert result.exit_code == 2 and f"{path}: unknown rule selector 'GA9'" in result.stderr
+    configure(project, "")
+    assert "command line: unknown rule selector 'XX1'" in run("check", "--fixable", "XX1").stderr
+
+
+def test_extend_exclude_in_config_and_on_the_command_line(project, fake_analysis):
+    for name in ("gen/a.py", "legacy_b.py", "src/c.py", "src/d.py"):
+        (project / name).parent.mkdir(exist_ok=True)
+        (project / name).write_text(BUGGY)
+    configure(project, 'exclude = ["gen/"]\nextend-exclude = ["legacy_*.py"]\n')
+    files = run("check", "--show-files").stdout.splitlines()
+    assert files == ["src/c.py", "src/d.py", "train.py"]
+    files = run("check", "--show-files", "--extend-exclude", "src/d.py,train.py").stdout.splitlines()
+    assert files == ["src/c.py"]
+    # command-line patterns are relative to the current folder, the config's to the config's folder
+    sub = project / "src"
+    import os
+
+    os.chdir(sub)
+    assert run("check", "--show-files", "--extend-exclude", "c.py", str(project)).stdout.splitlines() == [
+        str(project / "src" / "d.py"), str(project / "train.py")
+    ]
+    found = json.loads(run("check", "--no-cache", "--output-format", "json", "--extend-exclude", "d.py", ".").stdout)
+    assert {d["path"] for d in found} == {"c.py"}
+
+
+def test_bad_extend_exclude_pattern_on_the_command_line(project):
+    result = run("check", "--extend-exclude", "!", ".")
+    assert result.exit_code == 2
+    assert "command line: `--extend-exclude` holds an invalid pattern '!'" in result.stderr
+
+
+def test_show_settings_prints_the_fixable_rules(project):
+    configure(project, 'select = ["GA2"]\nunfixable = ["GA201"]\n')
+    out = run("check", "--show-settings", "train.py", "--unfixable", "GA202").stdout.splitlines()
+    fixable = next(line for line in out if line.startswith("fixable = "))
+    assert "GA203" in fixable and "GA201" not in fixable and "GA202" not in fixable and "GA101" not in fixable
+    assert not any(line.startswith("fix-selection") for line in out)
+
+
+def test_unfixable_noqa_checks_leave_the_comments_alone(project, fake_analysis):
+    text = BUGGY + "    y = 2  # noqa: GA502\n"
+    (project / "train.py").write_text(text)
+    configure(project, 'unfixable = ["AL002", "GA"]\n')
+    result = run("check", "--no-cache", "--fix")
+    assert "AL002" in result.stdout and (project / "train.py").read_text() == text
+    configure(project, 'unfixable = ["GA"]\n')
+    run("check", "--no-cache", "--fix")
+    assert (project / "train.py").read_text() == BUGGY + "    y = 2\n"

@@ -139,3 +139,113 @@ def test_plural_hidden_fixes():
 def test_github_annotation_carries_the_help_on_a_second_line():
     finding = Diagnostic("t.py", 1, 1, 1, 2, "GA201", "missing-loss-scaling", "short", help="why: 50%")
     assert render("github", run_of(finding)).endswith("::missing-loss-scaling: short%0Awhy: 50%25\n")
+
+
+# ---------------------------------------------------------------- grouped, pylint, gitlab, junit
+
+
+def test_grouped_lines_under_each_file():
+    out = render("grouped", run_of(SAFE, UNSAFE, NONE, ERROR)).splitlines()
+    assert out == [
+        "bad.py:",
+        "  1:7 syntax error: expected ':'",
+        "",
+        "nb.ipynb:",
+        "  cell 3:2:1 GA502 retain-graph-in-loop: a, b: 100%",
+        "",
+        "src/t.py:",
+        "  3:5 GA201 missing-loss-scaling: divide by K [*]",
+        "  7:9 GA102 step-every-micro-batch: gate it",
+        "",
+        "Found 4 errors.",
+        "[*] 1 fixable with the `--fix` option (1 hidden fix can be enabled with the `--unsafe-fixes` option).",
+    ]
+    far = SAFE._replace(line=120, column=13)
+    assert render("grouped", run_of(SAFE, far), ReportOptions(quiet=True)).splitlines()[1:3] == [
+        "    3:5  GA201 missing-loss-scaling: divide by K [*]",
+        "  120:13 GA201 missing-loss-scaling: divide by K [*]",
+    ]
+
+
+def test_pylint_lines():
+    assert render("pylint", run_of(SAFE, NONE, ERROR)).splitlines() == [
+        "bad.py:1: [syntax-error] expected ':'",
+        "nb.ipynb:cell 3:2: [GA502] a, b: 100%",
+        "src/t.py:3: [GA201] divide by K",
+    ]
+
+
+def test_gitlab_code_quality_report(monkeypatch, tmp_path):
+    monkeypatch.setenv("CI_PROJECT_DIR", str(tmp_path))
+    absolute = SAFE._replace(path=str(tmp_path / "pkg" / "t.py"))
+    moved = SAFE._replace(line=30)  # the same finding after code above it moved
+    issues = json.loads(render("gitlab", run_of(SAFE, NONE, ERROR, absolute)))
+    assert sorted((issue["location"] for issue in issues), key=lambda location: location["path"]) == [
+        {"path": "bad.py", "lines": {"begin": 1}},
+        {"path": "nb.ipynb", "lines": {"begin": 1}},  # no notebook document here: its first line
+        {"path": "pkg/t.py", "lines": {"begin": 3}},
+        {"path": "src/t.py", "lines": {"begin": 3}},
+    ]
+    for issue in issues:
+        assert set(issue) == {"type", "description", "check_name", "fingerprint", "severity", "location"}
+        assert issue["severity"] in ("info", "minor", "major", "critical", "blocker")
+    by_name = {issue["location"]["path"]: issue for issue in issues}
+    assert by_name["src/t.py"]["check_name"] == "GA201"
+    assert by_name["src/t.py"]["description"] == "GA201 missing-loss-scaling: divide by K"
+    assert by_name["nb.ipynb"]["description"] == "cell 3, line 2: GA502 retain-graph-in-loop: a, b: 100%"
+    assert by_name["bad.py"]["severity"] == "critical"
+    assert len({issue["fingerprint"] for issue in issues}) == 4
+    again = json.loads(render("gitlab", run_of(moved, SAFE._replace(line=40))))
+    assert again[0]["fingerprint"] == by_name["src/t.py"]["fingerprint"]  # stable when lines move
+    assert again[1]["fingerprint"] != again[0]["fingerprint"]  # a second identical finding is another issue
+
+
+def test_junit_xml_is_read_back_by_a_junit_parser(tmp_path):
+    junitparser = pytest.importorskip("junitparser")
+    control = SAFE._replace(message="a \x1b[1mbold\x1b[0m <tag> & more")
+    results = run_of(control, UNSAFE, NONE, ERROR).files + [FileResult("clean.py")]
+    report = tmp_path / "report.xml"
+    report.write_text(render("junit", RunResult(results)), encoding="utf-8")
+
+    xml = junitparser.JUnitXml.fromfile(str(report))
+    assert (xml.tests, xml.failures, xml.errors) == (5, 3, 1)
+    suites = {suite.name: suite for suite in xml}
+    assert sorted(suites) == ["bad.py", "clean.py", "nb.ipynb", "src/t.py"]
+    assert (suites["src/t.py"].tests, suites["src/t.py"].failures) == (2, 2)
+    first = list(suites["src/t.py"])[0]
+    assert first.classname == "src/t.py" and first.name.startswith("GA201 missing-loss-scaling")
+    (failure,) = first.result
+    assert isinstance(failure, junitparser.Failure)
+    assert failure.type == "GA201" and failure.message == "a \ufffd[1mbold\ufffd[0m <tag> & more"
+    (error,) = list(suites["bad.py"])[0].result
+    assert isinstance(error, junitparser.Error) and error.message == "expected ':'"
+    (passed,) = list(suites["clean.py"])
+    assert passed.is_passed
+    # the attributes CI systems read for a location
+    import xml.etree.ElementTree as ElementTree
+
+    cases = ElementTree.parse(report).getroot().iter("testcase")
+    assert {(case.get("file"), case.get("line")) for case in cases} >= {("src/t.py", "3"), ("nb.ipynb", "2")}
+
+
+def test_junit_of_a_clean_run_counts_the_checked_files():
+    junitparser = pytest.importorskip("junitparser")
+    xml = junitparser.JUnitXml.fromstring(render("junit", RunResult([FileResult("a.py"), FileResult("b.py")])).encode())
+    assert (xml.tests, xml.failures, xml.errors) == (2, 0, 0)
+
+
+def test_coloured_diff():
+    from accumlint.report.text import diff
+
+    text = "--- a.py\n+++ a.py\n@@ -1 +1 @@\n-old\n+new\n same\n"
+    assert diff(text, color=False) == text
+    coloured = diff(text, color=True)
+    assert click_unstyle(coloured) == text
+    lines = coloured.splitlines()
+    assert lines[3] == "\x1b[31m-old\x1b[0m" and lines[4] == "\x1b[32m+new\x1b[0m" and lines[5] == " same"
+
+
+def click_unstyle(text: str) -> str:
+    import click
+
+    return click.unstyle(text)

@@ -3,22 +3,24 @@
 Formatters only read diagnostics and the run's totals; they know nothing of
 rules' internals. `render` picks the module by name and imports only it;
 `concise` and `full` (and `text`, the name of `concise` in SPEC revision 2)
-are the terminal format, with or without source snippets.
+are the terminal format, with or without source snippets, and `grouped` is
+the same lines under each file's name.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
-FORMATS = ("concise", "full", "text", "json", "sarif", "github")
-_MODULES = {"concise": "text", "full": "text"}
+FORMATS = ("concise", "full", "text", "grouped", "json", "sarif", "github", "gitlab", "pylint", "junit")
+_MODULES = {"concise": "text", "full": "text", "grouped": "text"}
 
 
 class ReportOptions(NamedTuple):
     """How the user asked to see the results."""
 
     full: bool = False  # source lines, carets, help and fix under each finding
+    grouped: bool = False  # findings under their file's name
     statistics: bool = False
     quiet: bool = False
     fix: bool = False
@@ -29,8 +31,8 @@ def render(output_format: str, run, options: ReportOptions = ReportOptions()) ->
     """The whole report of a run (`run` is an `accumlint.engine.RunResult`)."""
     if output_format not in FORMATS:
         raise ValueError(f"unknown output format {output_format!r}")
-    if output_format == "full":
-        options = options._replace(full=True)
+    if output_format in ("full", "grouped"):
+        options = options._replace(**{output_format: True})
     module = importlib.import_module(f"accumlint.report.{_MODULES.get(output_format, output_format)}")
     return module.render(run, options)
 
@@ -50,3 +52,11 @@ def statistics(run) -> list[dict]:
             row["count"] += 1
             row["fixable"] = row["fixable"] or fix_applies(d, result.unsafe_fixes)
     return sorted(rows.values(), key=lambda row: (-row["count"], row["code"]))
+
+
+def notebook_file_line(d, document) -> Optional[int]:
+    """For a notebook finding, the line of the `.ipynb` file (its JSON, which CI viewers show)
+    that holds its source line, when that can be told; None otherwise."""
+    if d.cell is None or not hasattr(document, "file_line"):
+        return None
+    return document.file_line(d)

@@ -17,6 +17,7 @@ import click
 
 DELAY_SECONDS = 1.0
 DELAY_VARIABLE = "ACCUMLINT_PROGRESS_DELAY"  # seconds before the bar shows (tests use 0)
+SHOW_CURSOR = "\033[?25h"  # click hides the cursor while its bar is drawn (but on Windows)
 
 
 class ProgressBar:
@@ -45,8 +46,14 @@ class ProgressBar:
         self.shown = done
 
     def close(self) -> None:
+        """Erase the bar's line, so that what is printed next starts on a clean line.
+
+        click's own ending (`__exit__`) leaves the last bar on screen and moves
+        to the next line; on a terminal the findings would follow the bar."""
         if self._bar is not None:
-            self._bar.__exit__(None, None, None)
+            width = self._bar.max_width or self._bar.width
+            self.stream.write("\r" + " " * width + "\r" + ("" if sys.platform == "win32" else SHOW_CURSOR))
+            self.stream.flush()
             self._bar = None
 
 

@@ -1,4 +1,4 @@
-"""`--output-format concise|full` (the default `text` is `concise`): findings and a summary, like ruff.
+"""`--output-format concise|full|grouped` (the default `text` is `concise`): findings and a summary, like ruff.
 
     train.py:12:9: GA201 missing-loss-scaling: <message> [*]
     nb.ipynb:cell 3:4:9: GA101 zero-grad-every-micro-batch: <message>
@@ -8,6 +8,10 @@
 that need `--unsafe-fixes` are counted in the summary instead. `full` adds,
 under each finding, the source lines around it with carets under the
 reported node, the `help:` (why it matters, what to do) and the fix.
+`grouped` prints each file's name once, its findings indented under it:
+
+    train.py:
+      12:9 GA201 missing-loss-scaling: <message> [*]
 
 Colour comes from `click.style` and only when the command line asked for it
 (`ReportOptions.color`, decided from the terminal, NO_COLOR/FORCE_COLOR and
@@ -68,11 +72,55 @@ def location(d, style: Optional[_Style] = None) -> str:
 def line(d, unsafe_fixes: bool, style: Optional[_Style] = None) -> str:
     """The one-line form of a diagnostic."""
     style = style or _Style(False)
+    return f"{location(d, style)}{style.separator()} {_body(d, unsafe_fixes, style)}"
+
+
+def _body(d, unsafe_fixes: bool, style: _Style) -> str:
+    """What a line says after the location: code, name, message and the `[*]` marker."""
     sep = style.separator()
     if is_error(d):
-        return f"{location(d, style)}{sep} {style.code(d.name.replace('-', ' '))}{sep} {d.message}"
+        return f"{style.code(d.name.replace('-', ' '))}{sep} {d.message}"
     marker = " " + style.marker("[*]") if fix_applies(d, unsafe_fixes) else ""
-    return f"{location(d, style)}{sep} {style.code(d.code)} {d.name}{sep} {d.message}{marker}"
+    return f"{style.code(d.code)} {d.name}{sep} {d.message}{marker}"
+
+
+def _grouped(diagnostics: list, documents: dict, style: _Style) -> list[str]:
+    """Each file's name, then its findings as `line:col` (`cell N:line:col`) and a blank line."""
+    out: list[str] = []
+    by_path: dict[str, list] = {}
+    for d in diagnostics:
+        by_path.setdefault(d.path, []).append(d)
+    for path, found in by_path.items():
+        unsafe = documents.get(path, (None, False))[1]
+        sep = style.separator()
+        rows = [(f"cell {d.cell}:" if d.cell is not None else "") + str(d.line) for d in found]
+        row_width = max(len(row) for row in rows)
+        column_width = max(len(str(d.column)) for d in found)
+        out.append(f"{style.path(path)}{sep}\n")
+        for d, row in zip(found, rows):  # rows right-aligned, columns left-aligned, as ruff's
+            where = f"{row:>{row_width}}:{d.column:<{column_width}}".replace(":", sep)
+            out.append(f"  {where} {_body(d, unsafe, style)}\n")
+        out.append("\n")
+    return out
+
+
+def diff(text: str, color: bool) -> str:
+    """A unified diff, coloured like git's when asked: headers bold, hunks cyan, removals red, additions green."""
+    if not color:
+        return text
+    styled = []
+    for row in text.splitlines(keepends=True):
+        body, end = row.rstrip("\r\n"), row[len(row.rstrip("\r\n")):]
+        if row.startswith(("--- ", "+++ ")):
+            body = click.style(body, bold=True)
+        elif row.startswith("@@"):
+            body = click.style(body, fg="cyan")
+        elif row.startswith("-"):
+            body = click.style(body, fg="red")
+        elif row.startswith("+"):
+            body = click.style(body, fg="green")
+        styled.append(body + end)
+    return "".join(styled)
 
 
 def _snippet(d, document, style: _Style) -> str:
@@ -156,8 +204,8 @@ def render(run, options: ReportOptions) -> str:
     if options.statistics:
         return _statistics(run, style)
     documents = {f.path: (f.document, f.unsafe_fixes) for f in run.files}
-    out = []
-    for d in run.diagnostics:
+    out = _grouped(run.diagnostics, documents, style) if options.grouped else []
+    for d in [] if options.grouped else run.diagnostics:
         document, unsafe = documents.get(d.path, (None, False))
         out.append(line(d, unsafe, style) + "\n")
         if options.full:
