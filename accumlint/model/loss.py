@@ -32,6 +32,7 @@ _LOSS_FUNCTIONS = LazyPattern(
     r"|multi_margin_loss|hinge_embedding_loss|cosine_embedding_loss|margin_ranking_loss"
     r"|poisson_nll_loss|gaussian_nll_loss|triplet_margin_loss|ctc_loss|\w+_loss)$"
 )
+_CRITERION_NAME = LazyPattern(r"^(criterion|criteria|loss_fn|loss_func|loss_function|lossfn|loss_fct|loss_fcn|compute_loss|loss_module)$")
 _MODEL_NAME = LazyPattern(r"model|^net$|^netG$|^netD$|^raw_model$|^module$", re.IGNORECASE)
 _LM_CLASS = LazyPattern(r"For(CausalLM|ConditionalGeneration|MaskedLM|Seq2SeqLM)\b|AutoModelForSeq2SeqLM|GPT2LMHeadModel")
 _FLATTEN = LazyPattern(r"\.(view|reshape)\(\s*-1|\.flatten\(|ignore_index")
@@ -298,6 +299,8 @@ class LossReader:
                         return UNKNOWN
                     crossentropy = "CrossEntropy" in (call_name(binding.value) or "")
                     return TOKEN if crossentropy and _FLATTEN.search(code(call) + code(binding.value)) else MEAN
+            if _CRITERION_NAME.match(last_part(callee)) and not self.facts.values_of(callee):
+                return MEAN
         return UNKNOWN
 
     def _unpacked(self, value: cst.BaseExpression, name: str, target: cst.BaseExpression) -> str:
