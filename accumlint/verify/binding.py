@@ -15,7 +15,7 @@ import fnmatch
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Callable, Optional
+from typing import Callable, Collection, Optional
 
 import libcst as cst
 
@@ -81,6 +81,15 @@ class Parameter:
 
 NAMESPACE = "namespace"
 
+# The role of a parameter that receives an object the setup returns by name:
+# "setup.scaler" for the setup's "scaler".
+NAMED_PREFIX = "setup."
+
+
+def named_object(role: str) -> str | None:
+    """The setup object's name for a `setup.NAME` role, else None."""
+    return role[len(NAMED_PREFIX):] if role.startswith(NAMED_PREFIX) else None
+
 
 @dataclass(frozen=True)
 class Binding:
@@ -111,6 +120,13 @@ class Binding:
                 if attribute_role == role:
                     return f"{name}.{attribute}"
         return None
+
+    def bound_roles(self) -> list[tuple[str, str]]:
+        """(parameter or `parameter.attribute`, role) of every binding."""
+        pairs = [(name, role) for name, role in self.roles.items() if role != NAMESPACE]
+        pairs += [(f"{name}.{attribute}", role) for name, attrs in self.attributes.items()
+                  for attribute, role in attrs.items()]
+        return pairs
 
     def arguments(self, objects: dict[str, object]) -> tuple[list[object], dict[str, object]]:
         """Positional and keyword arguments for a call, given an object per role."""
@@ -143,10 +159,14 @@ class Binding:
 
 
 def parse_role(text: str) -> str:
-    """The role named by `text` (as given to `--bind`), or BindingError."""
-    role = ROLE_ALIASES.get(text.strip().lower())
+    """The role named by `text` (as given to `--bind`: a role, or `setup.NAME`
+    for an object the setup returns by that name), or BindingError."""
+    stripped = text.strip()
+    if stripped.startswith(NAMED_PREFIX) and stripped[len(NAMED_PREFIX):].isidentifier():
+        return stripped
+    role = ROLE_ALIASES.get(stripped.lower())
     if role is None:
-        raise BindingError(f"unknown role {text!r}; use one of: {', '.join(ROLES)}")
+        raise BindingError(f"unknown role {text!r}; use one of: {', '.join(ROLES)}, or setup.NAME")
     return role
 
 
@@ -184,12 +204,16 @@ def bind_parameters(
     overrides: dict[str, str] | None = None,
     fixed: dict[str, object] | None = None,
     signature: tuple[Parameter, ...] | None = None,
+    named: Collection[str] = (),
 ) -> Binding:
     """Bind `function` (a def in `source`, methods included) by role.
 
     Explicit `overrides` win (`NAME=ROLE`, or `NAME.ATTR=ROLE` for a namespace
-    argument); `fixed` values (`--arg`) come next; then usage evidence; then
-    the name. Each role goes to one parameter at most. A parameter without a
+    argument); `fixed` values (`--arg`) come next; then a parameter named as
+    an object the setup returns (`named`: it receives that object), or named
+    exactly as a role (`optimizer`: that role, whatever the body does with
+    it); then usage evidence; then the name's pattern. Each role goes to one
+    parameter at most. A parameter without a
     default that gets no role is a BindingError naming it. Without `source`
     (a function whose source cannot be read) the parameters come from
     `signature` and every one of them must be bound by `overrides` or `fixed`.
@@ -213,9 +237,6 @@ def bind_parameters(
         if "." in key:
             attributes.setdefault(key.partition(".")[0], {})
 
-    collector = _UsageCollector(names)
-    if definition is not None:
-        definition.body.visit(collector)
     roles = {name: role for name, role in overrides.items()}
     roles.update((owner, NAMESPACE) for owner in attributes)
     evidence = {name: ("--bind",) for name in roles}
@@ -231,8 +252,21 @@ def bind_parameters(
             )
         in_order = {p.name: roles[p.name] for p in parameters if p.name in roles}
         return Binding(function, parameters, in_order, evidence, attributes, fixed)
+    collector = _UsageCollector(names)
+    definition.body.visit(collector)
     taken = set(roles.values()) | {role for attrs in attributes.values() for role in attrs.values()}
     roles_with_fixed = set(fixed)
+    for parameter in parameters:
+        name = parameter.name
+        if name in roles or name in roles_with_fixed:
+            continue
+        if name in named:
+            roles[name] = f"{NAMED_PREFIX}{name}"
+            evidence[name] = (f"the setup returns {name!r}",)
+        elif name in ROLES and name not in taken:
+            roles[name] = name
+            taken.add(name)
+            evidence[name] = tuple(dict.fromkeys(collector.reasons[name][name])) or ("its name is the role",)
     # Usage first, strongest claim per role wins (so `range(epochs)` does not
     # take the accumulation steps from the divisor of the loss).
     claims = sorted(

@@ -133,7 +133,7 @@ def _accumulating_worker(
     try:
         mine = [mb for window in shares[rank] for mb in window]
         inputs = RunInputs(setup.model, setup.optimizer_factory, mine, accum_steps, setup.loss_fn,
-                           as_dataloader=setup.as_dataloader)
+                           as_dataloader=setup.as_dataloader, named=setup.objects)
         outcome = _guarded(lambda: _run(function, binding, inputs, seed, eval_mode, keep=sys.maxsize))
         if rank == 0:
             torch.save(outcome, result)
@@ -158,7 +158,7 @@ def _full_worker(
                 comparer(accumulated.steps[step.index], step)
 
         inputs = RunInputs(setup.model, setup.optimizer_factory, batches, 1, setup.loss_fn,
-                           as_dataloader=setup.as_dataloader)
+                           as_dataloader=setup.as_dataloader, named=setup.objects)
 
         def both() -> tuple:
             full = _run(function, binding, inputs, seed, eval_mode, keep=1, on_step=against_a)

@@ -12,6 +12,7 @@ the reason, and so does any failure of the verifier itself: it never raises.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import inspect
 import sys
@@ -22,12 +23,31 @@ from typing import Any, Callable, Optional, Union
 import torch
 
 from accumlint.verify.batches import concatenate, windows_of
-from accumlint.verify.binding import ACCUM_STEPS, LOSS_FN, Binding, BindingError, Parameter, bind_parameters
+from accumlint.verify.binding import (
+    ACCUM_STEPS,
+    LOSS_FN,
+    Binding,
+    BindingError,
+    Parameter,
+    bind_parameters,
+    named_object,
+)
 from accumlint.verify.construct import accepts_accum_steps, constructing, split_options
 from accumlint.verify.compare import Comparison, StepComparer, Tolerance
 from accumlint.verify.diagnosis import diagnose, diagnose_error
 from accumlint.verify.explanations import data_sources, noise_sources
-from accumlint.verify.loading import LoadError, describe, function_source, load_function, owner_class
+from accumlint.verify.contained import DEFAULT_TIMEOUT, check_contained, note_phase
+from accumlint.verify.layers import dropout_off
+from accumlint.verify.loading import (
+    LoadError,
+    ScriptArgs,
+    describe,
+    function_source,
+    load_function,
+    owner_class,
+    script_argv,
+    split_target,
+)
 from accumlint.verify.lockstep import run_lockstep
 from accumlint.verify.report import COULD_NOT_RUN, EQUIVALENT, NOT_EQUIVALENT, Explanation, StepReport, VerificationReport
 from accumlint.verify.runs import (
@@ -88,34 +108,70 @@ def check_equivalence(
     rtol: Optional[float] = None,
     atol: Optional[float] = None,
     args: Optional[dict[str, Any]] = None,
+    script_args: ScriptArgs = None,
+    timeout: Optional[float] = DEFAULT_TIMEOUT,
 ) -> VerificationReport:
     """Verify that `function` with accumulation over `accum_steps` micro-batches
     takes the same optimizer steps as with one batch of `accum_steps` times the size.
 
     `function` is a callable or `"file.py::name"`; `setup` a factory, a
     `Setup`, `"module:factory"` or None for the synthetic setup (see
-    `accumlint.verify.setup`); `bind` maps parameter names to roles.
+    `accumlint.verify.setup`); `bind` maps parameter names to roles (or to
+    `"setup.NAME"`, an object the setup returns under that name).
     `dtype` defaults to float64 for the synthetic setup and to the model's own
     for a user setup. `tail` is the size r of the partial last window
-    (default K // 2, at least 1; 0 under `nproc` > 1). `rtol`/`atol` replace
+    (default K // 2, at least 1; 0 under `nproc` > 1 and for loops that run a
+    fixed number of updates). `rtol`/`atol` replace
     the dtype's tolerance. `nproc` > 1 runs the accumulated run on that many
     processes (gloo, DDP) against one process over the global batch. `args`
     are fixed keyword arguments (`"args.lr"` sets an attribute of a namespace
     parameter). For `"file.py::Class.method"` the instance is built by the
     setup's `construct` or by binding `Class.__init__` by role.
+    `script_args` (a string split as a shell would, or a list) is `sys.argv[1:]`
+    while the file is imported and the function runs. `timeout` (seconds,
+    None for none) limits the whole verification.
+
+    The user's code runs in a child process (see `contained`): its exits,
+    crashes and exceptions become a "could not run" report, and what it
+    prints is kept in the report's `stdout` and `stderr`.
     """
+    return check_contained(
+        function, timeout=timeout, setup=setup, accum_steps=accum_steps, windows=windows, micro_batch=micro_batch,
+        seed=seed, device=device, dtype=dtype, bind=bind, eval_mode=eval_mode, nproc=nproc, tail=tail, rtol=rtol,
+        atol=atol, args=args, script_args=script_args,
+    )
+
+
+def verify_here(function: Union[str, Callable[..., Any]], **options: Any) -> VerificationReport:
+    """`check_equivalence` in this process (the contained child calls it), with
+    its defaults for the options not given: problems of the user's code or
+    setup become a "could not run" report."""
+    return _verify(function, **{**_DEFAULTS, **options})
+
+
+def _verify(
+    function: Union[str, Callable[..., Any]], *, accum_steps: int, windows: int, eval_mode: bool,
+    script_args: ScriptArgs, **options: Any,
+) -> VerificationReport:
     target = function if isinstance(function, str) else describe(function)
     report = VerificationReport(target=target, verdict=COULD_NOT_RUN, accum_steps=accum_steps, windows=windows)
     try:
-        _check(report, function, setup, accum_steps, windows, micro_batch, seed, device, dtype, bind,
-               eval_mode, nproc, tail, rtol, atol, args)
+        with script_argv(function, script_args), (dropout_off() if eval_mode else contextlib.nullcontext()):
+            _check(report, function, accum_steps=accum_steps, windows=windows, eval_mode=eval_mode, **options)
     except UserCodeError as error:
         report.verdict, report.explanations = COULD_NOT_RUN, []
-        report.reason = f"the training function raised at {_one_line(error)}"
+        report.reason = _user_error_reason(error)
         explanation = diagnose_error(error)
         if explanation is not None:
             report.verdict, report.explanations = NOT_EQUIVALENT, [explanation]
-    except (LoadError, BindingError, SetupError, _CannotRun) as error:
+    except LoadError as error:
+        report.verdict, report.reason = COULD_NOT_RUN, _one_line(error)
+        if error.exited and script_args is None:
+            report.reason += (
+                "; if it parses sys.argv when imported, pass its own arguments with --script-args \"...\" "
+                "(API: script_args=...)"
+            )
+    except (BindingError, SetupError, _CannotRun) as error:
         report.verdict, report.reason = COULD_NOT_RUN, _one_line(error)
     except VerifierFault as fault:
         report.verdict = COULD_NOT_RUN
@@ -124,6 +180,19 @@ def check_equivalence(
         report.verdict = COULD_NOT_RUN
         report.reason = f"internal error of the verifier: {_one_line(error, named=True)}"
     return report
+
+
+_DEFAULTS = {
+    name: parameter.default
+    for name, parameter in inspect.signature(check_equivalence).parameters.items()
+    if parameter.default is not inspect.Parameter.empty and name != "timeout"  # the parent's to keep
+}
+
+
+def _user_error_reason(error: UserCodeError) -> str:
+    if isinstance(error.error, SystemExit):
+        return f"the training function called sys.exit({error.error.code!r}) at {error.where}"
+    return f"the training function raised at {_one_line(error)}"
 
 
 def _one_line(error: BaseException, named: bool = False) -> str:
@@ -138,6 +207,7 @@ def _one_line(error: BaseException, named: bool = False) -> str:
 def _check(
     report: VerificationReport,
     function: Union[str, Callable[..., Any]],
+    *,
     setup: SetupSpec,
     accum_steps: int,
     windows: int,
@@ -166,6 +236,8 @@ def _check(
     if nproc > 1 and tail:
         raise _CannotRun("a partial last window is not supported with nproc > 1; use tail=0")
     override = _override(rtol, atol)
+    if isinstance(function, str):
+        note_phase(f"importing {split_target(function)[0]}")
     callable_ = load_function(function) if isinstance(function, str) else function
     owner = owner_class(function) if isinstance(function, str) else None
     name = f"{owner.__name__}.{callable_.__name__}" if owner is not None else callable_.__name__
@@ -173,14 +245,17 @@ def _check(
     if owner is not None:
         signature = signature[1:]  # self
         (bind, init_bind), (args, init_args) = split_options(bind, signature), split_options(args, signature)
-    binding = bind_parameters(_source(callable_, owner), name, bind, args, signature)
-    report.binding = dict(binding.roles)
-    report.binding_evidence = {n: list(reasons) for n, reasons in binding.evidence.items()}
     torch_dtype = _DTYPES[dtype] if isinstance(dtype, str) else dtype
     wanted = windows + (1 if tail else 0)
+    note_phase("building the setup")
     the_setup = _resolve_setup(setup, accum_steps, wanted * nproc, micro_batch, seed, device, torch_dtype)
+    named = tuple(the_setup.objects)
+    binding = bind_parameters(_source(callable_, owner), name, bind, args, signature, named=named)
+    report.binding = dict(binding.roles)
+    report.binding_evidence = {n: list(reasons) for n, reasons in binding.evidence.items()}
     if owner is not None:
-        binding = constructing(binding, owner, the_setup.construct, init_bind, init_args)
+        binding = constructing(binding, owner, the_setup.construct, init_bind, init_args, named=named)
+    _check_named(binding, the_setup)
     if binding.parameter_for(ACCUM_STEPS) is None and not accepts_accum_steps(binding):
         raise _CannotRun(
             f"no parameter of {name}() receives the accumulation steps, so they cannot "
@@ -191,6 +266,7 @@ def _check(
     report.windows, report.tail = plan.windows, plan.tail
     param_dtype = next(the_setup.model.parameters()).dtype
     report.dtype, report.device = str(param_dtype).replace("torch.", ""), device
+    note_phase(f"running {name}()")
     if nproc > 1:
         from accumlint.verify.distributed import run_distributed
 
@@ -204,6 +280,19 @@ def _check(
             callable_, binding, the_setup, plan, seed, eval_mode, override
         )
     _fill(report, accumulated, full, comparison, the_setup, plan, eval_mode, oracle, nproc)
+
+
+def _check_named(binding: Binding, setup: Setup) -> None:
+    """Every `setup.NAME` a parameter is bound to names an object the setup returns."""
+    bound = [*binding.bound_roles(), *((f"{binding.function}'s constructor", r) for r in binding.constructed_roles)]
+    for parameter, role in bound:
+        name = named_object(role)
+        if name is not None and name not in setup.objects:
+            offered = ", ".join(sorted(setup.objects)) or "none"
+            raise _CannotRun(
+                f"{parameter} is bound to setup.{name}, but the setup returns no object named {name!r} "
+                f"(it returns: {offered})"
+            )
 
 
 def _source(function: Callable[..., Any], owner: Optional[type]) -> Optional[str]:
@@ -301,7 +390,8 @@ def _run_pair(
     loader_type = setup.as_dataloader
 
     def inputs(batches: list, accum: int, model: torch.nn.Module = setup.model) -> RunInputs:
-        return RunInputs(model, setup.optimizer_factory, batches, accum, setup.loss_fn, as_dataloader=loader_type)
+        return RunInputs(model, setup.optimizer_factory, batches, accum, setup.loss_fn, as_dataloader=loader_type,
+                         named=setup.objects)
 
     def oracle(state: dict[str, torch.Tensor], indices: list[int], names: frozenset) -> Optional[dict]:
         if not indices or max(indices) >= len(micro_batches):

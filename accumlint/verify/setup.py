@@ -9,7 +9,10 @@ A factory may return:
 - a dict with keys `model`, `optimizer` (or `optimizer_factory`), `batches`
   (or `micro_batches`, or a `DataLoader`: the runs then get DataLoaders too)
   and optionally `loss_fn` and `construct` (for `FILE::Class.method`: a
-  callable taking the run's objects by role name and returning the instance),
+  callable taking the run's objects by role name and returning the instance);
+  any other key names an object (a loss scaler, a tokenizer) that a
+  parameter of that name, or one bound with `--bind NAME=setup.KEY`,
+  receives: each run its own deep copy,
 - a tuple `(model, optimizer_factory, batches)` or
   `(model, optimizer_factory, batches, loss_fn)`.
 `optimizer_factory` is a callable from an iterable of parameters to a fresh
@@ -22,7 +25,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 import torch
@@ -53,6 +56,8 @@ class Setup:
     as_dataloader: bool = False
     # For FILE::Class.method: builds the instance from the run's objects.
     construct: Optional[Callable[..., Any]] = None
+    # Other objects by name, for the parameters bound to them (see the module docstring).
+    objects: dict[str, Any] = field(default_factory=dict)
 
 
 def synthetic_setup(
@@ -137,6 +142,12 @@ def build_setup(factory: Callable[..., Any], **context: Any) -> Setup:
     return as_setup(value)
 
 
+# The keys of a setup dict that are not named objects.
+_SETUP_KEYS = frozenset(
+    {"model", "optimizer", "optimizer_factory", "batches", "micro_batches", "loss_fn", "construct"}
+)
+
+
 def as_setup(value: Any) -> Setup:
     """A `Setup` from a Setup, dict or tuple (see the module docstring)."""
     if isinstance(value, Setup):
@@ -149,6 +160,7 @@ def as_setup(value: Any) -> Setup:
                 batches=value.get("batches", value.get("micro_batches")),
                 loss_fn=value.get("loss_fn"),
                 construct=value.get("construct"),
+                objects={key: item for key, item in value.items() if key not in _SETUP_KEYS},
             )
         except KeyError as error:
             raise SetupError(f"the setup dict has no {error.args[0]!r} key") from None
