@@ -221,3 +221,84 @@ def test_an_emitted_test_passes_from_another_working_directory(tmp_path):
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(out)],
                          cwd=elsewhere, capture_output=True, text=True)
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+SCALED_LOOP = """
+    def train(model, optimizer, loader, accum_steps, loss_fn, weighting):
+        for i, (x, y) in enumerate(loader):
+            loss = weighting(loss_fn(model(x), y)) / accum_steps
+            loss.backward()
+            if (i + 1) % accum_steps == 0 or (i + 1) == len(loader):
+                optimizer.step()
+                optimizer.zero_grad()
+"""
+
+
+class Weighting:
+    """A stateful loss helper, as a loss scaler is: each run gets its own copy."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, loss):
+        self.calls += 1
+        return loss * 0.5
+
+
+def weighted_setup(accum_steps, windows, seed):
+    generator = torch.Generator().manual_seed(seed)
+    batches = [(torch.randn(4, 6, generator=generator), torch.randn(4, 2, generator=generator))
+               for _ in range(accum_steps * windows)]
+    return {"model": nn.Linear(6, 2), "optimizer": lambda params: torch.optim.SGD(params, lr=0.1),
+            "batches": batches, "loss_fn": nn.MSELoss(), "weighting": Weighting(), "other": Weighting()}
+
+
+def test_a_parameter_binds_to_an_object_the_setup_returns_by_name(tmp_path):
+    path = write(tmp_path, SCALED_LOOP)
+    report = check_equivalence(f"{path}::train", setup=weighted_setup)
+    assert report.passed, report.format_text()
+    assert report.binding["weighting"] == "setup.weighting"
+    renamed = write(tmp_path, SCALED_LOOP.replace("weighting", "w"), "renamed.py")
+    bound = check_equivalence(f"{renamed}::train", setup=weighted_setup, bind={"w": "setup.other"})
+    assert bound.passed and bound.binding["w"] == "setup.other"
+    missing = check_equivalence(f"{renamed}::train", setup=weighted_setup, bind={"w": "setup.scaler"})
+    assert missing.verdict == "could not run"
+    assert "returns no object named 'scaler' (it returns: other, weighting)" in missing.reason
+
+
+class SelfAttention(nn.Module):
+    """Dropout applied through `self.training`, as nanoGPT's attention does."""
+
+    def __init__(self, functional_dropout: bool) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(8, 24)
+        self.head = nn.Linear(8, 4)
+        self.dropout = 0.5
+        self.functional_dropout = functional_dropout
+
+    def forward(self, x):
+        # Two heads in front of the batch, so that dropout masks follow the batch's size.
+        q, k, v = self.qkv(x).view(x.shape[0], 2, 1, 12).transpose(0, 1).split(4, dim=-1)
+        if self.functional_dropout:
+            out = nn.functional.scaled_dot_product_attention(q, k, v).contiguous()
+            out = nn.functional.dropout(out, self.dropout, self.training)
+        else:
+            out = nn.functional.scaled_dot_product_attention(
+                q, k, v, dropout_p=self.dropout if self.training else 0.0, is_causal=True)
+        return self.head(out.transpose(0, 1).reshape(x.shape[0], 8))
+
+
+@pytest.mark.parametrize("functional_dropout", [False, True])
+def test_eval_mode_turns_off_dropout_applied_through_self_training(tmp_path, functional_dropout):
+    path = write(tmp_path, TRANSFORMER_LOOP)
+
+    def setup(accum_steps, windows, seed):
+        generator = torch.Generator().manual_seed(seed)
+        batches = [(torch.randn(4, 8, generator=generator), torch.randint(0, 4, (4,), generator=generator))
+                   for _ in range(accum_steps * windows)]
+        return Setup(SelfAttention(functional_dropout), lambda p: torch.optim.SGD(p, lr=0.1), batches,
+                     nn.CrossEntropyLoss())
+
+    assert not check_equivalence(f"{path}::train", setup=setup).passed
+    pinned = check_equivalence(f"{path}::train", setup=setup, eval_mode=True)
+    assert pinned.passed, pinned.format_text()
