@@ -33,7 +33,7 @@ from accumlint.verify.binding import (
     named_object,
 )
 from accumlint.verify.construct import accepts_accum_steps, constructing, split_options
-from accumlint.verify.compare import Comparison, StepComparer, Tolerance
+from accumlint.verify.compare import ALLREDUCE, Comparison, Mismatch, StepComparer, Tolerance
 from accumlint.verify.diagnosis import diagnose, diagnose_error
 from accumlint.verify.explanations import data_sources, noise_sources
 from accumlint.verify.contained import DEFAULT_TIMEOUT, check_contained, note_phase
@@ -472,12 +472,7 @@ def _fill(
                    s.difference.max_rel_error, s.difference.within_tolerance, s.judged)
         for s in comparison.steps
     ]
-    report.evidence = [
-        f"step {m.step}: {m.kind} {m.accumulated} accumulated"
-        + (f", {m.full} full batch" if m.full is not None else "")
-        + (f" (expected {m.expected})" if m.expected is not None else "")
-        for m in comparison.mismatches
-    ]
+    report.evidence = [f"step {m.step}: {_mismatch_text(m)}" for m in comparison.mismatches]
     if comparison.final is not None:
         f = comparison.final
         report.final = StepReport(None, f.parameter, f.max_abs_error, f.max_rel_error, f.within_tolerance,
@@ -543,8 +538,19 @@ def _reason(comparison: Comparison, no_gradient: bool) -> str:
             f"(max abs error {worst.max_abs_error:.3g}, max rel error {worst.max_rel_error:.3g})"
         )
     first = comparison.mismatches[0]
-    return (
-        f"the gradients match, but {first.kind} differs at step {first.step}: {first.accumulated} with "
-        f"accumulation, {first.full} with the full batch"
-        + (f" (expected {first.expected})" if first.expected is not None else "")
-    )
+    return f"the gradients match, but at step {first.step}: {_mismatch_text(first)}"
+
+
+def _mismatch_text(mismatch: Mismatch) -> str:
+    """What differed at a step, in words (no value the other run did not have)."""
+    if mismatch.kind == ALLREDUCE:
+        count = mismatch.accumulated
+        times = "never" if count == 0 else "once" if count == 1 else f"{count} times"
+        due = "once" if mismatch.expected == 1 else f"{mismatch.expected} times"
+        return f"DDP all-reduced the gradients {times} in the accumulated run, where {due} per optimizer step is due"
+    text = f"{mismatch.kind} {mismatch.accumulated} accumulated"
+    if mismatch.full is not None:
+        text += f", {mismatch.full} full batch"
+    if mismatch.expected is not None:
+        text += f" (expected {mismatch.expected})"
+    return text
