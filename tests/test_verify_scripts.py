@@ -302,3 +302,45 @@ def test_eval_mode_turns_off_dropout_applied_through_self_training(tmp_path, fun
     assert not check_equivalence(f"{path}::train", setup=setup).passed
     pinned = check_equivalence(f"{path}::train", setup=setup, eval_mode=True)
     assert pinned.passed, pinned.format_text()
+
+
+PREFETCHING = """
+    import contextlib
+    def train(model, optimizer, loader, accum_steps, loss_fn, max_updates):
+        batches = iter(loader)
+        x, y = next(batches)
+        for _ in range(max_updates):
+            for micro in range(accum_steps):
+                boundary = micro == accum_steps - 1
+                with contextlib.nullcontext() if boundary or not hasattr(model, "no_sync") else model.no_sync():
+                    loss = loss_fn(model(x), y) / accum_steps
+                    x, y = next(batches)
+                    loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+"""
+
+
+def test_an_update_driven_loop_is_fed_whole_windows_and_not_called_ga107():
+    from pathlib import Path
+
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "verify" / "correct_inner_micro_steps.py"
+    report = check_equivalence(f"{fixture}::train")
+    assert report.passed and report.tail == 0, report.format_text()
+    assert any("fixed number of updates" in note for note in report.notes)
+
+
+@pytest.mark.parametrize("nproc", [1, 2])
+def test_a_loop_prefetching_one_batch_gets_it(tmp_path, nproc):
+    path = write(tmp_path, PREFETCHING)
+    report = check_equivalence(f"{path}::train", args={"max_updates": 3}, windows=3, nproc=nproc, accum_steps=2)
+    assert report.passed, report.format_text()
+    assert any("one micro-batch ahead" in note for note in report.notes)
+
+
+def test_a_loop_asking_for_more_updates_than_fed_says_what_to_pass(tmp_path):
+    path = write(tmp_path, PREFETCHING)
+    report = check_equivalence(f"{path}::train", args={"max_updates": 5}, windows=3)
+    assert report.verdict == "could not run"
+    assert "more micro-batches than the 3 windows of 4 fed" in report.reason
+    assert "--arg NAME=3" in report.reason

@@ -410,3 +410,86 @@ class _UsageCollector(cst.CSTVisitor):
         for target in node.comparisons:
             if isinstance(target.operator, (cst.Equal, cst.GreaterThanEqual, cst.GreaterThan)):
                 self._note(target.comparator, ACCUM_STEPS, "a counter is compared with it", 1)
+
+
+@dataclass(frozen=True)
+class LoopShape:
+    """How a training function takes its micro-batches, read from its source.
+
+    `update_driven`: it pulls them with `next()` inside a loop bounded by the
+    accumulation steps (`for _ in range(accum_steps): x, y = next(it)`), so
+    it runs a fixed number of updates of K micro-batches and never consumes a
+    partial window. `prefetches`: it also pulls one before its loops, and
+    then one ahead inside them (nanoGPT's shape), so it asks for one
+    micro-batch more than it trains on.
+    """
+
+    update_driven: bool = False
+    prefetches: bool = False
+
+
+def loop_shape(source: str | None, function: str, accum_steps: str | None) -> LoopShape:
+    """The `LoopShape` of `function` in `source`, whose accumulation steps
+    arrive as `accum_steps` (a parameter, or `parameter.attribute`)."""
+    if source is None or accum_steps is None:
+        return LoopShape()
+    definition = _find_function(cst.parse_module(source), function)
+    if definition is None:
+        return LoopShape()
+    finder = _PullFinder(accum_steps)
+    definition.body.visit(finder)
+    update_driven = finder.pulls_per_micro_step > 0
+    return LoopShape(update_driven, update_driven and finder.pulls_outside_loops > 0)
+
+
+def _dotted(node: cst.CSTNode) -> str | None:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        owner = _dotted(node.value)
+        return f"{owner}.{node.attr.value}" if owner is not None else None
+    return None
+
+
+def _is_next_call(node: cst.CSTNode) -> bool:
+    return isinstance(node, cst.Call) and _name_of(node.func) == "next"
+
+
+class _PullFinder(cst.CSTVisitor):
+    """Counts `next()` calls inside loops bounded by K and outside every loop."""
+
+    def __init__(self, accum_steps: str) -> None:
+        self.accum_steps = accum_steps
+        self.loops: list[bool] = []  # per enclosing loop: whether it is bounded by K
+        self.pulls_per_micro_step = 0
+        self.pulls_outside_loops = 0
+
+    def _bounded_by_k(self, node: cst.For) -> bool:
+        call = node.iter
+        if not isinstance(call, cst.Call) or _name_of(call.func) != "range" or not call.args:
+            return False
+        bound = call.args[0].value if len(call.args) == 1 else call.args[1].value
+        return _dotted(bound) == self.accum_steps
+
+    def visit_For(self, node: cst.For) -> None:
+        self.loops.append(self._bounded_by_k(node))
+
+    def leave_For(self, original_node: cst.For) -> None:
+        self.loops.pop()
+
+    def visit_While(self, node: cst.While) -> None:
+        self.loops.append(False)
+
+    def leave_While(self, original_node: cst.While) -> None:
+        self.loops.pop()
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False  # a nested function's pulls are not this loop's
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not _is_next_call(node):
+            return
+        if not self.loops:
+            self.pulls_outside_loops += 1
+        elif self.loops[-1]:
+            self.pulls_per_micro_step += 1

@@ -29,7 +29,9 @@ from accumlint.verify.binding import (
     Binding,
     BindingError,
     Parameter,
+    LoopShape,
     bind_parameters,
+    loop_shape,
     named_object,
 )
 from accumlint.verify.construct import accepts_accum_steps, constructing, split_options
@@ -85,9 +87,13 @@ class _Plan:
     accum_steps: int
     windows: int
     tail: int
+    # One micro-batch fed after the windows (and one batch to run B), for a
+    # loop that pulls one ahead (see binding.LoopShape); never trained on.
+    lookahead: bool = False
 
     @property
     def fed(self) -> int:
+        """The micro-batches the windows and the tail hold (the look-ahead aside)."""
         return self.windows * self.accum_steps + self.tail
 
 
@@ -160,7 +166,7 @@ def _verify(
             _check(report, function, accum_steps=accum_steps, windows=windows, eval_mode=eval_mode, **options)
     except UserCodeError as error:
         report.verdict, report.explanations = COULD_NOT_RUN, []
-        report.reason = _user_error_reason(error)
+        report.reason = _user_error_reason(error, report)
         explanation = diagnose_error(error)
         if explanation is not None:
             report.verdict, report.explanations = NOT_EQUIVALENT, [explanation]
@@ -189,9 +195,16 @@ _DEFAULTS = {
 }
 
 
-def _user_error_reason(error: UserCodeError) -> str:
+def _user_error_reason(error: UserCodeError, report: VerificationReport) -> str:
     if isinstance(error.error, SystemExit):
         return f"the training function called sys.exit({error.error.code!r}) at {error.where}"
+    if isinstance(error.error, StopIteration):
+        partial = f" and a partial window of {report.tail}" if report.tail else ""
+        return (
+            f"the loop asked for more micro-batches than the {report.windows} windows of {report.accum_steps}"
+            f"{partial} fed (StopIteration at {error.where}): if it runs a fixed number of updates, let it run "
+            f"{report.windows} (bind its count with --arg NAME={report.windows}) or pass --windows with its count"
+        )
     return f"the training function raised at {_one_line(error)}"
 
 
@@ -229,9 +242,7 @@ def _check(
         )
     if windows < 1 or micro_batch < 1 or nproc < 1:
         raise _CannotRun("windows, micro_batch and nproc must all be at least 1")
-    if tail is None:
-        tail = 0 if nproc > 1 else max(1, accum_steps // 2)
-    if tail < 0 or tail >= accum_steps:
+    if tail is not None and (tail < 0 or tail >= accum_steps):
         raise _CannotRun(f"tail must be between 0 and K - 1 = {accum_steps - 1}, got {tail}")
     if nproc > 1 and tail:
         raise _CannotRun("a partial last window is not supported with nproc > 1; use tail=0")
@@ -246,7 +257,7 @@ def _check(
         signature = signature[1:]  # self
         (bind, init_bind), (args, init_args) = split_options(bind, signature), split_options(args, signature)
     torch_dtype = _DTYPES[dtype] if isinstance(dtype, str) else dtype
-    wanted = windows + (1 if tail else 0)
+    wanted = windows + (0 if tail == 0 else 1)  # a window more: the tail, or a look-ahead
     note_phase("building the setup")
     the_setup = _resolve_setup(setup, accum_steps, wanted * nproc, micro_batch, seed, device, torch_dtype)
     named = tuple(the_setup.objects)
@@ -261,9 +272,23 @@ def _check(
             f"no parameter of {name}() receives the accumulation steps, so they cannot "
             "be varied; bind one with --bind NAME=accum_steps (or NAME.ATTRIBUTE=accum_steps)"
         )
-    plan = _plan(the_setup, binding, accum_steps * nproc, windows, tail)
-    plan = _Plan(accum_steps, plan.windows, plan.tail)
+    source = _source(callable_, owner)
+    shape = loop_shape(source, name, binding.parameter_for(ACCUM_STEPS)) if source is not None else LoopShape()
+    if tail is None:
+        tail = 0 if nproc > 1 or shape.update_driven else max(1, accum_steps // 2)
+        if shape.update_driven:
+            report.notes.append(
+                "the loop runs a fixed number of updates, pulling K micro-batches with next() for each, so it "
+                "was fed whole windows only (no partial window: it would never consume one)"
+            )
+    plan = _plan(the_setup, binding, accum_steps * nproc, windows, tail, lookahead=shape.prefetches and not tail)
+    plan = _Plan(accum_steps, plan.windows, plan.tail, plan.lookahead)
     report.windows, report.tail = plan.windows, plan.tail
+    if plan.lookahead:
+        report.notes.append(
+            "the loop pulls one micro-batch ahead of the one it trains on, so one more was fed after the last "
+            "window (and one more batch to the full-batch run), pulled and not trained on"
+        )
     param_dtype = next(the_setup.model.parameters()).dtype
     report.dtype, report.device = str(param_dtype).replace("torch.", ""), device
     note_phase(f"running {name}()")
@@ -272,7 +297,7 @@ def _check(
 
         accumulated, full, comparison = run_distributed(
             callable_, binding, the_setup, accum_steps=accum_steps, windows=plan.windows,
-            seed=seed, eval_mode=eval_mode, nproc=nproc, override=override,
+            seed=seed, eval_mode=eval_mode, nproc=nproc, override=override, lookahead=plan.lookahead,
         )
         oracle = None
     else:
@@ -359,17 +384,19 @@ def _moves(model: torch.nn.Module, device: str, dtype: Optional[torch.dtype]) ->
     )
 
 
-def _plan(setup: Setup, binding: Binding, window: int, windows: int, tail: int) -> _Plan:
+def _plan(setup: Setup, binding: Binding, window: int, windows: int, tail: int, lookahead: bool = False) -> _Plan:
     if binding.parameter_for(LOSS_FN) is not None and setup.loss_fn is None:
         raise _CannotRun(
             f"parameter {binding.parameter_for(LOSS_FN)!r} takes a loss function but the setup provides none"
         )
     available = len(setup.batches)
-    if available < window:
-        raise _CannotRun(f"the setup has {available} micro-batches, fewer than one window ({window})")
-    windows = min(windows, available // window)
+    ahead = window if lookahead else 0
+    if available < window + ahead:
+        raise _CannotRun(f"the setup has {available} micro-batches, fewer than one window ({window})"
+                         + (" and the one the loop pulls ahead" if lookahead else ""))
+    windows = min(windows, (available - ahead) // window)
     tail = min(tail, available - windows * window)
-    return _Plan(window, windows, tail)
+    return _Plan(window, windows, tail, lookahead)
 
 
 def _run_pair(
@@ -387,6 +414,10 @@ def _run_pair(
     if plan.tail:
         groups.append(micro_batches[plan.windows * k:])
     full_batches = [concatenate(group) for group in groups]
+    fed = plan.fed
+    if plan.lookahead:
+        ahead = setup.batches[plan.fed: plan.fed + k]
+        micro_batches, full_batches, fed = [*micro_batches, ahead[0]], [*full_batches, concatenate(ahead)], fed + 1
     loader_type = setup.as_dataloader
 
     def inputs(batches: list, accum: int, model: torch.nn.Module = setup.model) -> RunInputs:
@@ -436,7 +467,7 @@ def _run_pair(
         accumulated, full = run_lockstep(run_a, run_b, comparer, seed=seed, device=device_of(setup.model),
                                          user_globals=user_namespaces(function))
     initial = {name: p.detach() for name, p in setup.model.named_parameters()}
-    return accumulated, full, comparer.result(accumulated, full, initial, plan.fed), oracle
+    return accumulated, full, comparer.result(accumulated, full, initial, fed), oracle
 
 
 def _compute_dtypes(records: dict[str, RunRecord], runs: dict[str, RunRecord]) -> set:
