@@ -183,6 +183,42 @@ def test_a_dataloader_setup_gives_the_runs_dataloaders(tmp_path):
     assert report.fed == report.used == 14
 
 
+def sample_loader_setup():
+    generator = torch.Generator().manual_seed(0)
+    samples = [(torch.randn(8, generator=generator), int(torch.randint(0, 4, (), generator=generator)))
+               for _ in range(4 * 16)]
+    return Setup(nn.Linear(8, 4), lambda p: torch.optim.SGD(p, lr=0.1), DataLoader(samples, batch_size=4),
+                 nn.CrossEntropyLoss())
+
+
+REBUILDING = """
+    from torch.utils.data import DataLoader
+    def train(model, optimizer, loader, accum_steps, loss_fn):
+        loader = DataLoader(loader.dataset, {batching})
+        for i, (x, y) in enumerate(loader):
+            (loss_fn(model(x), y) / accum_steps).backward()
+            if (i + 1) % accum_steps == 0 or (i + 1) == len(loader):
+                optimizer.step()
+                optimizer.zero_grad()
+"""
+
+
+@pytest.mark.parametrize("batching", ["batch_size=loader.batch_size, collate_fn=loader.collate_fn",
+                                      "batch_size=loader.batch_size, shuffle=False"])
+def test_a_loader_rebuilt_from_its_dataset_gets_the_same_batches(tmp_path, batching):
+    path = write(tmp_path, REBUILDING.format(batching=batching))
+    report = check_equivalence(f"{path}::train", setup=sample_loader_setup)
+    assert report.passed, report.format_text()
+    assert report.fed == report.used == 14
+
+
+def test_a_loader_rebuilt_with_its_own_batch_size_is_refused_plainly(tmp_path):
+    path = write(tmp_path, REBUILDING.format(batching="batch_size=8"))
+    report = check_equivalence(f"{path}::train", setup=sample_loader_setup)
+    assert report.verdict == "could not run"
+    assert "batches of 8 from loader.dataset" in report.reason and "batch_size=loader.batch_size" in report.reason
+
+
 def test_a_function_without_source_is_verified_when_every_parameter_is_bound():
     namespace: dict = {}
     exec(compile(textwrap.dedent(TRANSFORMER_LOOP), "<generated>", "exec"), namespace)

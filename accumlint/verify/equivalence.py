@@ -304,7 +304,20 @@ def _check(
         accumulated, full, comparison, oracle = _run_pair(
             callable_, binding, the_setup, plan, seed, eval_mode, override
         )
+    _refuse_foreign_batches(accumulated, full)
     _fill(report, accumulated, full, comparison, the_setup, plan, eval_mode, oracle, nproc)
+
+
+def _refuse_foreign_batches(accumulated: RunRecord, full: RunRecord) -> None:
+    """A loop that rebuilt its loader with a batch size of its own trained
+    both runs on the same batches: nothing was compared."""
+    asked = accumulated.foreign_batch_size or full.foreign_batch_size
+    if asked is not None:
+        raise _CannotRun(
+            f"the loop fetched batches of {asked} from loader.dataset, not of the loader's batch_size (the "
+            "micro-batch size with accumulation, K times it for the full batch), so both runs would train on "
+            "the same batches; rebuild the loader with batch_size=loader.batch_size (and its collate_fn)"
+        )
 
 
 def _check_named(binding: Binding, setup: Setup) -> None:

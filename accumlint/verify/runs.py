@@ -104,6 +104,8 @@ class RunRecord:
     consumed: int = 0
     trailing_events: dict[str, int] = field(default_factory=dict)
     compute_dtypes: set = field(default_factory=set)
+    # A batch size the loop fetched other than the run's (a loader rebuilt from its dataset).
+    foreign_batch_size: Optional[int] = None
 
 
 @dataclass
@@ -197,6 +199,7 @@ class RunRecorder:
         self.record.final = {name: p.detach() for name, p in self.model.named_parameters()}
         self.record.consumed = getattr(self.loader, "taken", 0)
         self.record.trailing_events = dict(self._events)
+        self.record.foreign_batch_size = getattr(self.loader, "foreign_batch_size", None)
         return self.record
 
 
