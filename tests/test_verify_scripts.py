@@ -171,14 +171,7 @@ def test_a_dataloader_setup_gives_the_runs_dataloaders(tmp_path):
                     optimizer.zero_grad()
     """)
 
-    def setup():
-        generator = torch.Generator().manual_seed(0)
-        samples = [(torch.randn(8, generator=generator), int(torch.randint(0, 4, (), generator=generator)))
-                   for _ in range(4 * 16)]
-        return Setup(nn.Linear(8, 4), lambda p: torch.optim.SGD(p, lr=0.1), DataLoader(samples, batch_size=4),
-                     nn.CrossEntropyLoss())
-
-    report = check_equivalence(f"{path}::train", setup=setup)
+    report = check_equivalence(f"{path}::train", setup=sample_loader_setup)
     assert report.passed, report.format_text()
     assert report.fed == report.used == 14
 
