@@ -84,7 +84,7 @@ def training_functions(module: cst.Module) -> list[str]:
 
 
 def _verify_one(path: str, source: str, name: str, options: dict[str, Any]) -> FixVerification:
-    if "." not in name:
+    if "." not in name and "setup" not in options:  # a setup's named objects bind only once it is built
         try:
             bind_parameters(source, name, options.get("bind"), options.get("args"))
         except BindingError as error:
