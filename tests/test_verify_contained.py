@@ -125,6 +125,17 @@ def test_argv_is_the_scripts_own_while_it_is_imported_and_runs(tmp_path):
     assert json.loads(seen.read_text()) == [[path, "--lr", "0.5"], [path, "--lr", "0.5"], 0.5]
 
 
+def test_script_args_come_from_the_configuration_too(tmp_path, monkeypatch):
+    loop_file(tmp_path, "assert ARGS.lr == 0.5, ARGS", ARGV_HEADER)
+    (tmp_path / "pyproject.toml").write_text('[tool.accumlint.verify]\nscript-args = ["--lr", "0.5"]\n')
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(verify_command, ["loop.py::train"])
+    assert result.exit_code == 0, result.output
+    (tmp_path / "pyproject.toml").write_text("[tool.accumlint.verify]\nscript-args = 5\n")
+    result = CliRunner().invoke(verify_command, ["loop.py::train"])
+    assert result.exit_code == 2 and "`script-args` must be a list of strings" in result.output
+
+
 def test_a_script_that_rejects_the_arguments_says_how_to_pass_its_own(tmp_path):
     target = loop_file(tmp_path, "pass", ARGV_HEADER.replace('"--lr"', '"lr"'))
     report = check_equivalence(target)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import functools
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -220,7 +221,7 @@ def bind_parameters(
     """
     fixed = dict(fixed or {})
     overrides = dict(overrides or {})
-    definition = _find_function(cst.parse_module(source), function) if source is not None else None
+    definition = _find_function(_parsed(source), function) if source is not None else None
     if definition is None and source is not None:
         raise BindingError(f"no function named {function!r} in the source")
     parameters = _parameters(definition) if definition is not None else tuple(signature or ())
@@ -299,6 +300,12 @@ def bind_parameters(
             )
     in_order = {p.name: roles[p.name] for p in parameters if p.name in roles}
     return Binding(function, parameters, in_order, evidence, attributes, fixed)
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed(source: str) -> cst.Module:
+    """The source's tree, parsed once for the binding and the loop's shape (trees are immutable)."""
+    return cst.parse_module(source)
 
 
 def _is_method(function: str) -> bool:
@@ -433,7 +440,7 @@ def loop_shape(source: str | None, function: str, accum_steps: str | None) -> Lo
     arrive as `accum_steps` (a parameter, or `parameter.attribute`)."""
     if source is None or accum_steps is None:
         return LoopShape()
-    definition = _find_function(cst.parse_module(source), function)
+    definition = _find_function(_parsed(source), function)
     if definition is None:
         return LoopShape()
     finder = _PullFinder(accum_steps)

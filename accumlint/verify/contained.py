@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
+import gc
 import io
 import json
 import os
@@ -55,8 +56,8 @@ _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 _PR_GET_CHILD_SUBREAPER = 37
 
-# Set in the child: the phase file, and whether this process is the child.
-_phase_path: Optional[str] = None
+# Set in the child: its pid, and the phase file, open.
+_phase_fd: Optional[int] = None
 _child_pid: Optional[int] = None
 
 
@@ -70,11 +71,12 @@ def inside_child() -> bool:
 def note_phase(text: str) -> None:
     """Say what the child is doing now (`importing loop.py`, `running train()`),
     for the reason given when it dies or runs out of time there."""
-    if _phase_path is None or not inside_child():
+    if _phase_fd is None or not inside_child():
         return
+    data = text.encode("utf-8", errors="replace")
     try:
-        with open(_phase_path, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        os.pwrite(_phase_fd, data, 0)
+        os.ftruncate(_phase_fd, len(data))
     except OSError:
         pass
 
@@ -137,9 +139,18 @@ def run_contained(
             stream.flush()
     try:
         with _subreaper():
-            pid = os.fork()
+            # Objects that exist now are not the child's garbage: frozen, its
+            # collector does not walk them (which would copy every page that
+            # holds one, a copy-on-write fault per page).
+            gc.freeze()
+            try:
+                pid = os.fork()
+            except BaseException:
+                gc.unfreeze()
+                raise
             if pid == 0:  # the child never returns from here
                 _child(work, files, folder, torch_imported)
+            gc.unfreeze()
             _set_group(pid)
             try:
                 status = _wait(pid, None if timeout is None else time.monotonic() + timeout)
@@ -158,14 +169,14 @@ def _set_group(pid: int) -> None:
 
 
 def _child(work: Callable[[], VerificationReport], files: dict[str, str], folder: str, torch_imported: bool) -> None:
-    global _phase_path, _child_pid
+    global _phase_fd, _child_pid
     try:
         _child_pid = os.getpid()
         _set_group(0)
         _die_with_parent()
         _redirect(files["stdout"], files["stderr"])
         faulthandler.enable(file=sys.stderr, all_threads=True)
-        _phase_path = files["phase"]
+        _phase_fd = os.open(files["phase"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         tempfile.tempdir = folder  # what the run writes through tempfile goes when the run ends
         if torch_imported:
             import torch
