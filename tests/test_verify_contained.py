@@ -169,3 +169,11 @@ def test_an_equivalent_verdict_flags_nothing(tmp_path):
     report = check_equivalence(loop_file(tmp_path, "pass"))
     assert report.passed and report.final is not None and not report.final.ok
     assert "DIFFERS" not in report.format_text()
+
+
+def test_a_setup_factory_that_exits_could_not_run(tmp_path):
+    def setup():
+        raise SystemExit(4)
+
+    report = check_equivalence(loop_file(tmp_path, "pass"), setup=setup)
+    assert report.verdict == COULD_NOT_RUN and report.reason == "the setup factory raised SystemExit: 4"

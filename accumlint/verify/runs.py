@@ -28,7 +28,16 @@ from typing import Any, Callable, Iterator, Optional
 import torch
 from torch import nn
 
-from accumlint.verify.binding import ACCUM_STEPS, LOADER, LOSS_FN, MODEL, NAMED_PREFIX, OPTIMIZER, Binding
+from accumlint.verify.binding import (
+    ACCUM_STEPS,
+    LOADER,
+    LOSS_FN,
+    MODEL,
+    NAMED_PREFIX,
+    OPTIMIZER,
+    Binding,
+    named_object,
+)
 from accumlint.verify.instruments import instrumented, recording_into
 from accumlint.verify.layers import pin_eval_mode
 from accumlint.verify.loaders import counting_loader
@@ -250,7 +259,9 @@ def prepare_run(
         ACCUM_STEPS: inputs.accum_steps,
         LOSS_FN: inputs.loss_fn,
     }
-    objects.update((f"{NAMED_PREFIX}{name}", _own_copy(value)) for name, value in inputs.named.items())
+    used = {named_object(role) for _, role in binding.bound_roles()} | {
+        named_object(role) for role in binding.constructed_roles}
+    objects.update((f"{NAMED_PREFIX}{name}", _own_copy(value)) for name, value in inputs.named.items() if name in used)
     args, kwargs = binding.arguments(objects)
     recorder = RunRecorder(model, loader, on_step, keep)
 

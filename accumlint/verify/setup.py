@@ -33,6 +33,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from accumlint.verify.batches import map_tensors
+from accumlint.verify.loading import user_errors
 
 OptimizerFactory = Callable[[Any], torch.optim.Optimizer]
 
@@ -119,8 +120,8 @@ def load_factory(spec: str) -> Callable[..., Any]:
         raise SetupError(f"--setup expects module:factory, got {spec!r}")
     try:
         module = importlib.import_module(module_name)
-    except Exception as error:  # noqa: BLE001 - any import failure is the user's to see
-        raise SetupError(f"cannot import setup module {module_name!r}: {error}") from error
+    except user_errors() as error:  # any import failure, or exit, is the user's to see
+        raise SetupError(f"cannot import setup module {module_name!r}: {type(error).__name__}: {error}") from error
     factory = getattr(module, attribute, None)
     if not callable(factory):
         raise SetupError(f"{module_name} has no callable {attribute!r}")
@@ -137,7 +138,7 @@ def build_setup(factory: Callable[..., Any], **context: Any) -> Setup:
     kwargs = {key: value for key, value in context.items() if takes_all or key in accepted}
     try:
         value = factory(**kwargs)
-    except Exception as error:  # noqa: BLE001 - the user's factory may raise anything
+    except user_errors() as error:  # the user's factory may raise anything, or exit
         raise SetupError(f"the setup factory raised {type(error).__name__}: {error}") from error
     return as_setup(value)
 
