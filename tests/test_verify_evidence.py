@@ -320,7 +320,9 @@ def test_a_passing_run_keeps_no_step_tensors_however_many_windows(tmp_path, monk
         return original(report, accumulated, full, *args, **kwargs)
 
     monkeypatch.setattr(equivalence, "_fill", spy)
-    assert check_equivalence(loop(tmp_path, gated()), windows=30).passed
-    broken = check_equivalence(loop(tmp_path, gated().replace(" / accum_steps\n", "\n", 1), "bad.py"), windows=30)
+    # In this process (verify_here), where the spy sees the records: check_equivalence runs in a child.
+    assert equivalence.verify_here(loop(tmp_path, gated()), windows=30).passed
+    broken = equivalence.verify_here(loop(tmp_path, gated().replace(" / accum_steps\n", "\n", 1), "bad.py"),
+                                     windows=30)
     assert broken.codes == ["GA201"]
     assert kept == [0, 3]  # failing: the first two accumulated steps and the first full one, for the diagnosis
