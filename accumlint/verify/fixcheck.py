@@ -56,7 +56,7 @@ def _options(settings: Any, accum_steps: int) -> dict[str, Any]:
     if settings is None:
         return options
     for key in ("accum_steps", "setup", "device", "dtype", "windows", "micro_batch", "seed", "tail", "rtol",
-                "atol", "nproc"):
+                "atol", "nproc", "timeout", "script_args"):
         value = getattr(settings, key, None)
         if value is not None:
             options[key] = value
