@@ -14,7 +14,7 @@ import os
 import sys
 import re
 from pathlib import Path
-from typing import Any, Callable, Iterable, NamedTuple, Optional
+from typing import Any, Callable, Iterable, NamedTuple, Optional, Union
 
 from accumlint.rules.catalog import ALL_RULES, codes_matching
 from accumlint.sources import MAX_FILE_SIZE, SourceError, read_bytes
@@ -50,6 +50,8 @@ class VerifySettings(NamedTuple):
     nproc: Optional[int] = None
     bind: tuple[str, ...] = ()
     arg: tuple[str, ...] = ()
+    timeout: Optional[float] = None
+    script_args: Union[None, str, tuple[str, ...]] = None
 
 
 class SelectionLayer(NamedTuple):
@@ -229,6 +231,17 @@ def _device(value: Any, key: str, origin: str) -> str:
     return value
 
 
+def _seconds(value: Any, key: str, origin: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+        raise ConfigError(f"{origin}: `{key}` must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+def _arguments(value: Any, key: str, origin: str) -> Union[str, tuple[str, ...]]:
+    """A command line's arguments: one string (split as a shell would) or a list of strings."""
+    return value if isinstance(value, str) else _strings(value, key, origin)
+
+
 def _setup(value: Any, key: str, origin: str) -> str:
     if not isinstance(value, str) or ":" not in value:
         raise ConfigError(f"{origin}: `{key}` must be a string 'module:factory', got {value!r}")
@@ -263,6 +276,8 @@ _VERIFY_KEYS: dict[str, Callable[[Any, str, str], Any]] = {
     "nproc": _positive_int,
     "bind": _strings,
     "arg": _strings,
+    "timeout": _seconds,
+    "script-args": _arguments,
 }
 
 _KEYS: dict[str, Callable[[Any, str, str], Any]] = {

@@ -125,3 +125,36 @@ def test_arguments_follow_the_declaration():
     binding = bind_parameters("def f(model, /, loader, *, k=2):\n    for b in loader: model(b)\n", "f")
     args, kwargs = binding.arguments({"model": "M", "loader": "L"})
     assert args == ["M"] and kwargs == {"loader": "L"}
+
+
+ROLE_NAMES_THROUGH_THE_MODEL = '''
+def train(model, optimizer, loader, accum_steps, loss_fn):
+    model.zero_grad()
+    for i, (x, y) in enumerate(loader):
+        (loss_fn(model(x), y) / accum_steps).backward()
+        if (i + 1) % accum_steps == 0:
+            update(optimizer)
+            model.zero_grad()
+'''
+
+
+def test_parameters_named_as_roles_bind_by_their_names():
+    # `model.zero_grad()` is optimizer-like evidence on `model`; the names decide.
+    binding = bind_parameters(ROLE_NAMES_THROUGH_THE_MODEL, "train")
+    assert binding.roles == {
+        "model": "model", "optimizer": "optimizer", "loader": "loader",
+        "accum_steps": "accum_steps", "loss_fn": "loss_fn",
+    }
+    assert binding.evidence["optimizer"] == ("its name is the role",)
+    assert "passed to enumerate()" in binding.evidence["loader"]
+
+
+def test_a_parameter_named_as_a_setup_object_receives_it():
+    source = CANONICAL.replace("loss_fn):", "loss_fn, scaler, tokenizer=None):")
+    binding = bind_parameters(source, "train", named=("scaler", "tokenizer"))
+    assert binding.roles["scaler"] == "setup.scaler" and binding.roles["tokenizer"] == "setup.tokenizer"
+    assert binding.evidence["scaler"] == ("the setup returns 'scaler'",)
+    explicit = bind_parameters(source, "train", parse_bind_options(["scaler=setup.grad_scaler"]), named=("grad_scaler",))
+    assert explicit.roles["scaler"] == "setup.grad_scaler"
+    with pytest.raises(BindingError, match="setup.NAME"):
+        parse_bind_options(["scaler=nothing"])

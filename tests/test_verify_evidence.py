@@ -124,6 +124,24 @@ def test_schedule_length_in_micro_batches_is_ga305(tmp_path):
                    after_step="scheduler.step()")
     report = check_equivalence(loop(tmp_path, source))
     assert report.codes == ["GA305"], report.format_text()
+    assert "divide the length by K" in report.explanations[0].detail
+
+
+def test_a_rate_set_by_the_loop_in_fractions_of_the_epoch_gets_no_advice_about_a_schedule_length(tmp_path):
+    source = gated(before_step="for group in optimizer.param_groups: group['lr'] = 0.1 * (1 - i / len(loader))")
+    report = check_equivalence(loop(tmp_path, source))
+    assert report.codes == ["GA305"], report.format_text()
+    explanation = report.explanations[0]
+    assert "not by an LR scheduler" in explanation.summary and "divide the length by K" not in explanation.detail
+
+
+def test_a_missing_all_reduce_is_said_in_words():
+    from accumlint.verify.compare import ALLREDUCE, Mismatch
+    from accumlint.verify.equivalence import _mismatch_text
+
+    text = _mismatch_text(Mismatch(2, ALLREDUCE, 0, None, 1))
+    assert text == "DDP all-reduced the gradients never in the accumulated run, where once per optimizer step is due"
+    assert "None" not in _mismatch_text(Mismatch(2, ALLREDUCE, 4, None, 1))
 
 
 @pytest.mark.parametrize("call", ["torch.nn.utils.clip_grad_norm_(model.parameters(), 1e6)",
@@ -302,7 +320,9 @@ def test_a_passing_run_keeps_no_step_tensors_however_many_windows(tmp_path, monk
         return original(report, accumulated, full, *args, **kwargs)
 
     monkeypatch.setattr(equivalence, "_fill", spy)
-    assert check_equivalence(loop(tmp_path, gated()), windows=30).passed
-    broken = check_equivalence(loop(tmp_path, gated().replace(" / accum_steps\n", "\n", 1), "bad.py"), windows=30)
+    # In this process (verify_here), where the spy sees the records: check_equivalence runs in a child.
+    assert equivalence.verify_here(loop(tmp_path, gated()), windows=30).passed
+    broken = equivalence.verify_here(loop(tmp_path, gated().replace(" / accum_steps\n", "\n", 1), "bad.py"),
+                                     windows=30)
     assert broken.codes == ["GA201"]
     assert kept == [0, 3]  # failing: the first two accumulated steps and the first full one, for the diagnosis

@@ -72,3 +72,11 @@ def test_settings_of_the_file_are_used(tmp_path):
     assert [v.status for v in verify_fixed_file(str(path))] == ["verified"]
     outcome = verify_fixed_file(str(path), settings=VerifySettings(accum_steps=3, tail=1))
     assert outcome[0].status == "not equivalent" and "GA107" in outcome[0].reason
+
+
+def test_the_verify_settings_time_limit_and_script_args_apply_to_fixed_loops():
+    from accumlint.config import VerifySettings
+    from accumlint.verify.fixcheck import _options
+
+    options = _options(VerifySettings(timeout=5.0, script_args="--lr 1"), accum_steps=4)
+    assert options["timeout"] == 5.0 and options["script_args"] == "--lr 1"

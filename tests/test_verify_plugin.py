@@ -48,3 +48,18 @@ def test_plugin_load_does_not_import_torch():
         "assert 'torch' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_failure_shows_what_the_training_code_printed(tmp_path):
+    from accumlint.verify import AccumulationNotEquivalent, assert_accumulation_equivalent
+
+    source = (FIXTURES / "bug_missing_scaling.py").read_text().replace(
+        "def train(", "print('epoch 1 starting')\n\n\ndef train(", 1)
+    (tmp_path / "loud.py").write_text(source)
+    try:
+        assert_accumulation_equivalent(f"{tmp_path / 'loud.py'}::train")
+    except AccumulationNotEquivalent as failure:
+        message = str(failure)
+    else:
+        raise AssertionError("the missing 1/K passed")
+    assert "GA201" in message and "--- the training code's stdout ---\nepoch 1 starting" in message

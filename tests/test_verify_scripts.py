@@ -171,16 +171,45 @@ def test_a_dataloader_setup_gives_the_runs_dataloaders(tmp_path):
                     optimizer.zero_grad()
     """)
 
-    def setup():
-        generator = torch.Generator().manual_seed(0)
-        samples = [(torch.randn(8, generator=generator), int(torch.randint(0, 4, (), generator=generator)))
-                   for _ in range(4 * 16)]
-        return Setup(nn.Linear(8, 4), lambda p: torch.optim.SGD(p, lr=0.1), DataLoader(samples, batch_size=4),
-                     nn.CrossEntropyLoss())
-
-    report = check_equivalence(f"{path}::train", setup=setup)
+    report = check_equivalence(f"{path}::train", setup=sample_loader_setup)
     assert report.passed, report.format_text()
     assert report.fed == report.used == 14
+
+
+def sample_loader_setup():
+    generator = torch.Generator().manual_seed(0)
+    samples = [(torch.randn(8, generator=generator), int(torch.randint(0, 4, (), generator=generator)))
+               for _ in range(4 * 16)]
+    return Setup(nn.Linear(8, 4), lambda p: torch.optim.SGD(p, lr=0.1), DataLoader(samples, batch_size=4),
+                 nn.CrossEntropyLoss())
+
+
+REBUILDING = """
+    from torch.utils.data import DataLoader
+    def train(model, optimizer, loader, accum_steps, loss_fn):
+        loader = DataLoader(loader.dataset, {batching})
+        for i, (x, y) in enumerate(loader):
+            (loss_fn(model(x), y) / accum_steps).backward()
+            if (i + 1) % accum_steps == 0 or (i + 1) == len(loader):
+                optimizer.step()
+                optimizer.zero_grad()
+"""
+
+
+@pytest.mark.parametrize("batching", ["batch_size=loader.batch_size, collate_fn=loader.collate_fn",
+                                      "batch_size=loader.batch_size, shuffle=False"])
+def test_a_loader_rebuilt_from_its_dataset_gets_the_same_batches(tmp_path, batching):
+    path = write(tmp_path, REBUILDING.format(batching=batching))
+    report = check_equivalence(f"{path}::train", setup=sample_loader_setup)
+    assert report.passed, report.format_text()
+    assert report.fed == report.used == 14
+
+
+def test_a_loader_rebuilt_with_its_own_batch_size_is_refused_plainly(tmp_path):
+    path = write(tmp_path, REBUILDING.format(batching="batch_size=8"))
+    report = check_equivalence(f"{path}::train", setup=sample_loader_setup)
+    assert report.verdict == "could not run"
+    assert "batches of 8 from loader.dataset" in report.reason and "batch_size=loader.batch_size" in report.reason
 
 
 def test_a_function_without_source_is_verified_when_every_parameter_is_bound():
@@ -221,3 +250,126 @@ def test_an_emitted_test_passes_from_another_working_directory(tmp_path):
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(out)],
                          cwd=elsewhere, capture_output=True, text=True)
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+SCALED_LOOP = """
+    def train(model, optimizer, loader, accum_steps, loss_fn, weighting):
+        for i, (x, y) in enumerate(loader):
+            loss = weighting(loss_fn(model(x), y)) / accum_steps
+            loss.backward()
+            if (i + 1) % accum_steps == 0 or (i + 1) == len(loader):
+                optimizer.step()
+                optimizer.zero_grad()
+"""
+
+
+class Weighting:
+    """A stateful loss helper, as a loss scaler is: each run gets its own copy."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, loss):
+        self.calls += 1
+        return loss * 0.5
+
+
+def weighted_setup(accum_steps, windows, seed):
+    generator = torch.Generator().manual_seed(seed)
+    batches = [(torch.randn(4, 6, generator=generator), torch.randn(4, 2, generator=generator))
+               for _ in range(accum_steps * windows)]
+    return {"model": nn.Linear(6, 2), "optimizer": lambda params: torch.optim.SGD(params, lr=0.1),
+            "batches": batches, "loss_fn": nn.MSELoss(), "weighting": Weighting(), "other": Weighting()}
+
+
+def test_a_parameter_binds_to_an_object_the_setup_returns_by_name(tmp_path):
+    path = write(tmp_path, SCALED_LOOP)
+    report = check_equivalence(f"{path}::train", setup=weighted_setup)
+    assert report.passed, report.format_text()
+    assert report.binding["weighting"] == "setup.weighting"
+    renamed = write(tmp_path, SCALED_LOOP.replace("weighting", "w"), "renamed.py")
+    bound = check_equivalence(f"{renamed}::train", setup=weighted_setup, bind={"w": "setup.other"})
+    assert bound.passed and bound.binding["w"] == "setup.other"
+    missing = check_equivalence(f"{renamed}::train", setup=weighted_setup, bind={"w": "setup.scaler"})
+    assert missing.verdict == "could not run"
+    assert "returns no object named 'scaler' (it returns: other, weighting)" in missing.reason
+
+
+class SelfAttention(nn.Module):
+    """Dropout applied through `self.training`, as nanoGPT's attention does."""
+
+    def __init__(self, functional_dropout: bool) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(8, 24)
+        self.head = nn.Linear(8, 4)
+        self.dropout = 0.5
+        self.functional_dropout = functional_dropout
+
+    def forward(self, x):
+        # Two heads in front of the batch, so that dropout masks follow the batch's size.
+        q, k, v = self.qkv(x).view(x.shape[0], 2, 1, 12).transpose(0, 1).split(4, dim=-1)
+        if self.functional_dropout:
+            out = nn.functional.scaled_dot_product_attention(q, k, v).contiguous()
+            out = nn.functional.dropout(out, self.dropout, self.training)
+        else:
+            out = nn.functional.scaled_dot_product_attention(
+                q, k, v, dropout_p=self.dropout if self.training else 0.0, is_causal=True)
+        return self.head(out.transpose(0, 1).reshape(x.shape[0], 8))
+
+
+@pytest.mark.parametrize("functional_dropout", [False, True])
+def test_eval_mode_turns_off_dropout_applied_through_self_training(tmp_path, functional_dropout):
+    path = write(tmp_path, TRANSFORMER_LOOP)
+
+    def setup(accum_steps, windows, seed):
+        generator = torch.Generator().manual_seed(seed)
+        batches = [(torch.randn(4, 8, generator=generator), torch.randint(0, 4, (4,), generator=generator))
+                   for _ in range(accum_steps * windows)]
+        return Setup(SelfAttention(functional_dropout), lambda p: torch.optim.SGD(p, lr=0.1), batches,
+                     nn.CrossEntropyLoss())
+
+    assert not check_equivalence(f"{path}::train", setup=setup).passed
+    pinned = check_equivalence(f"{path}::train", setup=setup, eval_mode=True)
+    assert pinned.passed, pinned.format_text()
+
+
+PREFETCHING = """
+    import contextlib
+    def train(model, optimizer, loader, accum_steps, loss_fn, max_updates):
+        batches = iter(loader)
+        x, y = next(batches)
+        for _ in range(max_updates):
+            for micro in range(accum_steps):
+                boundary = micro == accum_steps - 1
+                with contextlib.nullcontext() if boundary or not hasattr(model, "no_sync") else model.no_sync():
+                    loss = loss_fn(model(x), y) / accum_steps
+                    x, y = next(batches)
+                    loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+"""
+
+
+def test_an_update_driven_loop_is_fed_whole_windows_and_not_called_ga107():
+    from pathlib import Path
+
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "verify" / "correct_inner_micro_steps.py"
+    report = check_equivalence(f"{fixture}::train")
+    assert report.passed and report.tail == 0, report.format_text()
+    assert any("fixed number of updates" in note for note in report.notes)
+
+
+@pytest.mark.parametrize("nproc", [1, 2])
+def test_a_loop_prefetching_one_batch_gets_it(tmp_path, nproc):
+    path = write(tmp_path, PREFETCHING)
+    report = check_equivalence(f"{path}::train", args={"max_updates": 3}, windows=3, nproc=nproc, accum_steps=2)
+    assert report.passed, report.format_text()
+    assert any("one micro-batch ahead" in note for note in report.notes)
+
+
+def test_a_loop_asking_for_more_updates_than_fed_says_what_to_pass(tmp_path):
+    path = write(tmp_path, PREFETCHING)
+    report = check_equivalence(f"{path}::train", args={"max_updates": 5}, windows=3)
+    assert report.verdict == "could not run"
+    assert "more micro-batches than the 3 windows of 4 fed" in report.reason
+    assert "--arg NAME=3" in report.reason

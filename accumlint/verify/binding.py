@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import functools
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Callable, Optional
+from typing import Callable, Collection, Optional
 
 import libcst as cst
 
@@ -81,6 +82,15 @@ class Parameter:
 
 NAMESPACE = "namespace"
 
+# The role of a parameter that receives an object the setup returns by name:
+# "setup.scaler" for the setup's "scaler".
+NAMED_PREFIX = "setup."
+
+
+def named_object(role: str) -> str | None:
+    """The setup object's name for a `setup.NAME` role, else None."""
+    return role[len(NAMED_PREFIX):] if role.startswith(NAMED_PREFIX) else None
+
 
 @dataclass(frozen=True)
 class Binding:
@@ -111,6 +121,13 @@ class Binding:
                 if attribute_role == role:
                     return f"{name}.{attribute}"
         return None
+
+    def bound_roles(self) -> list[tuple[str, str]]:
+        """(parameter or `parameter.attribute`, role) of every binding."""
+        pairs = [(name, role) for name, role in self.roles.items() if role != NAMESPACE]
+        pairs += [(f"{name}.{attribute}", role) for name, attrs in self.attributes.items()
+                  for attribute, role in attrs.items()]
+        return pairs
 
     def arguments(self, objects: dict[str, object]) -> tuple[list[object], dict[str, object]]:
         """Positional and keyword arguments for a call, given an object per role."""
@@ -143,10 +160,14 @@ class Binding:
 
 
 def parse_role(text: str) -> str:
-    """The role named by `text` (as given to `--bind`), or BindingError."""
-    role = ROLE_ALIASES.get(text.strip().lower())
+    """The role named by `text` (as given to `--bind`: a role, or `setup.NAME`
+    for an object the setup returns by that name), or BindingError."""
+    stripped = text.strip()
+    if stripped.startswith(NAMED_PREFIX) and stripped[len(NAMED_PREFIX):].isidentifier():
+        return stripped
+    role = ROLE_ALIASES.get(stripped.lower())
     if role is None:
-        raise BindingError(f"unknown role {text!r}; use one of: {', '.join(ROLES)}")
+        raise BindingError(f"unknown role {text!r}; use one of: {', '.join(ROLES)}, or setup.NAME")
     return role
 
 
@@ -184,19 +205,23 @@ def bind_parameters(
     overrides: dict[str, str] | None = None,
     fixed: dict[str, object] | None = None,
     signature: tuple[Parameter, ...] | None = None,
+    named: Collection[str] = (),
 ) -> Binding:
     """Bind `function` (a def in `source`, methods included) by role.
 
     Explicit `overrides` win (`NAME=ROLE`, or `NAME.ATTR=ROLE` for a namespace
-    argument); `fixed` values (`--arg`) come next; then usage evidence; then
-    the name. Each role goes to one parameter at most. A parameter without a
+    argument); `fixed` values (`--arg`) come next; then a parameter named as
+    an object the setup returns (`named`: it receives that object), or named
+    exactly as a role (`optimizer`: that role, whatever the body does with
+    it); then usage evidence; then the name's pattern. Each role goes to one
+    parameter at most. A parameter without a
     default that gets no role is a BindingError naming it. Without `source`
     (a function whose source cannot be read) the parameters come from
     `signature` and every one of them must be bound by `overrides` or `fixed`.
     """
     fixed = dict(fixed or {})
     overrides = dict(overrides or {})
-    definition = _find_function(cst.parse_module(source), function) if source is not None else None
+    definition = _find_function(_parsed(source), function) if source is not None else None
     if definition is None and source is not None:
         raise BindingError(f"no function named {function!r} in the source")
     parameters = _parameters(definition) if definition is not None else tuple(signature or ())
@@ -213,9 +238,6 @@ def bind_parameters(
         if "." in key:
             attributes.setdefault(key.partition(".")[0], {})
 
-    collector = _UsageCollector(names)
-    if definition is not None:
-        definition.body.visit(collector)
     roles = {name: role for name, role in overrides.items()}
     roles.update((owner, NAMESPACE) for owner in attributes)
     evidence = {name: ("--bind",) for name in roles}
@@ -231,8 +253,21 @@ def bind_parameters(
             )
         in_order = {p.name: roles[p.name] for p in parameters if p.name in roles}
         return Binding(function, parameters, in_order, evidence, attributes, fixed)
+    collector = _UsageCollector(names)
+    definition.body.visit(collector)
     taken = set(roles.values()) | {role for attrs in attributes.values() for role in attrs.values()}
     roles_with_fixed = set(fixed)
+    for parameter in parameters:
+        name = parameter.name
+        if name in roles or name in roles_with_fixed:
+            continue
+        if name in named:
+            roles[name] = f"{NAMED_PREFIX}{name}"
+            evidence[name] = (f"the setup returns {name!r}",)
+        elif name in ROLES and name not in taken:
+            roles[name] = name
+            taken.add(name)
+            evidence[name] = tuple(dict.fromkeys(collector.reasons[name][name])) or ("its name is the role",)
     # Usage first, strongest claim per role wins (so `range(epochs)` does not
     # take the accumulation steps from the divisor of the loss).
     claims = sorted(
@@ -265,6 +300,12 @@ def bind_parameters(
             )
     in_order = {p.name: roles[p.name] for p in parameters if p.name in roles}
     return Binding(function, parameters, in_order, evidence, attributes, fixed)
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed(source: str) -> cst.Module:
+    """The source's tree, parsed once for the binding and the loop's shape (trees are immutable)."""
+    return cst.parse_module(source)
 
 
 def _is_method(function: str) -> bool:
@@ -376,3 +417,86 @@ class _UsageCollector(cst.CSTVisitor):
         for target in node.comparisons:
             if isinstance(target.operator, (cst.Equal, cst.GreaterThanEqual, cst.GreaterThan)):
                 self._note(target.comparator, ACCUM_STEPS, "a counter is compared with it", 1)
+
+
+@dataclass(frozen=True)
+class LoopShape:
+    """How a training function takes its micro-batches, read from its source.
+
+    `update_driven`: it pulls them with `next()` inside a loop bounded by the
+    accumulation steps (`for _ in range(accum_steps): x, y = next(it)`), so
+    it runs a fixed number of updates of K micro-batches and never consumes a
+    partial window. `prefetches`: it also pulls one before its loops, and
+    then one ahead inside them (nanoGPT's shape), so it asks for one
+    micro-batch more than it trains on.
+    """
+
+    update_driven: bool = False
+    prefetches: bool = False
+
+
+def loop_shape(source: str | None, function: str, accum_steps: str | None) -> LoopShape:
+    """The `LoopShape` of `function` in `source`, whose accumulation steps
+    arrive as `accum_steps` (a parameter, or `parameter.attribute`)."""
+    if source is None or accum_steps is None:
+        return LoopShape()
+    definition = _find_function(_parsed(source), function)
+    if definition is None:
+        return LoopShape()
+    finder = _PullFinder(accum_steps)
+    definition.body.visit(finder)
+    update_driven = finder.pulls_per_micro_step > 0
+    return LoopShape(update_driven, update_driven and finder.pulls_outside_loops > 0)
+
+
+def _dotted(node: cst.CSTNode) -> str | None:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        owner = _dotted(node.value)
+        return f"{owner}.{node.attr.value}" if owner is not None else None
+    return None
+
+
+def _is_next_call(node: cst.CSTNode) -> bool:
+    return isinstance(node, cst.Call) and _name_of(node.func) == "next"
+
+
+class _PullFinder(cst.CSTVisitor):
+    """Counts `next()` calls inside loops bounded by K and outside every loop."""
+
+    def __init__(self, accum_steps: str) -> None:
+        self.accum_steps = accum_steps
+        self.loops: list[bool] = []  # per enclosing loop: whether it is bounded by K
+        self.pulls_per_micro_step = 0
+        self.pulls_outside_loops = 0
+
+    def _bounded_by_k(self, node: cst.For) -> bool:
+        call = node.iter
+        if not isinstance(call, cst.Call) or _name_of(call.func) != "range" or not call.args:
+            return False
+        bound = call.args[0].value if len(call.args) == 1 else call.args[1].value
+        return _dotted(bound) == self.accum_steps
+
+    def visit_For(self, node: cst.For) -> None:
+        self.loops.append(self._bounded_by_k(node))
+
+    def leave_For(self, original_node: cst.For) -> None:
+        self.loops.pop()
+
+    def visit_While(self, node: cst.While) -> None:
+        self.loops.append(False)
+
+    def leave_While(self, original_node: cst.While) -> None:
+        self.loops.pop()
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return False  # a nested function's pulls are not this loop's
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not _is_next_call(node):
+            return
+        if not self.loops:
+            self.pulls_outside_loops += 1
+        elif self.loops[-1]:
+            self.pulls_per_micro_step += 1

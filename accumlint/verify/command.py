@@ -5,6 +5,7 @@ running the command does.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from typing import Any, Optional
@@ -14,6 +15,7 @@ from click.core import ParameterSource
 
 from accumlint.config import ConfigError
 from accumlint.verify.binding import ROLES, BindingError, parse_arg_options, parse_bind_options
+from accumlint.verify.contained import DEFAULT_TIMEOUT, check_contained
 
 _HELP = f"""Prove that FILE::FUNCTION's gradient accumulation matches the full batch.
 
@@ -34,6 +36,13 @@ many were fed and used. Without --setup, a
 built-in synthetic setup (a small float64 classifier, (x, y) batches,
 CrossEntropyLoss, SGD with momentum) serves loops of the shape
 train(model, optimizer, loader, accum_steps, loss_fn).
+
+The file, the setup and the function run in a child process with its own
+process group: an exit, a crash or an exception there, or a run past
+--timeout, is "could not run" with the reason, and the group is killed at
+the end. sys.argv is the file's own (--script-args). What the code prints is
+captured and shown apart, on stderr (in JSON, as the "stdout" and "stderr"
+fields).
 
 Exit status: 0 equivalent, 1 not equivalent, 2 could not run (the reason is
 printed in one line).
@@ -72,6 +81,11 @@ def _report_error(message: str) -> "click.exceptions.Exit":
 @click.option("--eval-mode", is_flag=True, default=None, help="Pin dropout and batch-norm layers in eval mode.")
 @click.option("--nproc", type=click.IntRange(min=1), default=1, show_default=True,
               help="Run the accumulated run on this many processes (gloo, DDP) against one over the global batch.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=DEFAULT_TIMEOUT, show_default=True,
+              help="Seconds the whole verification may take before it is stopped.")
+@click.option("--script-args", "script_args", metavar="ARGS", default=None,
+              help="The file's own command-line arguments (sys.argv[1:] while it is imported and runs), "
+                   "split as a shell would.")
 @click.option("--emit-test", "emit_test", type=click.Path(dir_okay=False),
               help="When equivalent, write a pytest test that keeps it so.")
 @click.option("--output-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
@@ -83,22 +97,32 @@ def verify_command(ctx: click.Context, target: str, emit_test: Optional[str], ou
         raise _report_error(str(error)) from None
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # --setup modules resolve as with `python -m`
-    try:
-        from accumlint.verify.equivalence import check_equivalence
-    except ModuleNotFoundError as error:
-        if error.name == "torch":
-            raise _report_error("`accumlint verify` needs torch: pip install 'accumlint[verify]'") from None
-        raise
-    report = check_equivalence(target, **options)
-    click.echo(report.to_json() if output_format == "json" else report.format_text())
+    if not _torch_installed():
+        raise _report_error("`accumlint verify` needs torch: pip install 'accumlint[verify]'")
+    # Forked before torch is imported here: the child starts torch fresh (see `contained`).
+    report = check_contained(target, **options)
+    if output_format == "json":
+        click.echo(report.to_json())
+    else:
+        output = report.format_output()
+        if output:
+            click.echo(output, err=True)
+        click.echo(report.format_text())
     if emit_test and report.passed:
         _write_test(emit_test, target, options)
     sys.exit(report.exit_code)
 
 
+def _torch_installed() -> bool:
+    try:
+        return importlib.util.find_spec("torch") is not None
+    except (ImportError, ValueError):
+        return False
+
+
 # Options whose value, when left at its default, comes from [tool.accumlint.verify].
 _CONFIGURABLE = ("accum_steps", "setup", "device", "dtype", "windows", "micro_batch", "seed", "tail", "rtol",
-                 "atol", "eval_mode", "nproc", "bind", "arg")
+                 "atol", "eval_mode", "nproc", "bind", "arg", "timeout", "script_args")
 
 
 def _options(ctx: click.Context, target: str, given: dict[str, Any]) -> dict[str, Any]:
@@ -121,7 +145,7 @@ def _options(ctx: click.Context, target: str, given: dict[str, Any]) -> dict[str
     options: dict[str, Any] = {
         key: values[key]
         for key in ("accum_steps", "windows", "micro_batch", "seed", "device", "dtype", "tail", "rtol", "atol",
-                    "nproc")
+                    "nproc", "timeout", "script_args")
     }
     options["eval_mode"] = bool(values.get("eval_mode"))
     if values.get("setup"):

@@ -37,8 +37,10 @@ def constructing(
     construct: Optional[Callable[..., Any]],
     overrides: Optional[dict[str, str]] = None,
     fixed: Optional[dict[str, Any]] = None,
+    named: tuple[str, ...] = (),
 ) -> Binding:
-    """`binding` (of the method) with the per-run construction of `owner`."""
+    """`binding` (of the method) with the per-run construction of `owner`;
+    `named` are the objects the setup returns by name (see bind_parameters)."""
     if construct is not None:
         return _from_factory(binding, construct)
     init = owner.__dict__.get("__init__")
@@ -50,13 +52,14 @@ def constructing(
         source = textwrap.dedent(inspect.getsource(owner))
     except (OSError, TypeError):
         source = None
-    init_binding = bind_parameters(source, f"{owner.__name__}.__init__", overrides, fixed, _init_signature(init))
+    init_binding = bind_parameters(source, f"{owner.__name__}.__init__", overrides, fixed, _init_signature(init),
+                                   named=named)
 
     def build(objects: dict[str, object]) -> object:
         args, kwargs = init_binding.arguments(objects)
         return owner(*args, **kwargs)
 
-    roles = set(init_binding.roles.values()) | {r for attrs in init_binding.attributes.values() for r in attrs.values()}
+    roles = {role for _, role in init_binding.bound_roles()}
     return replace(_without(binding, roles), construct=build, constructed_roles=frozenset(roles))
 
 

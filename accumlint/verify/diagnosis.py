@@ -97,7 +97,7 @@ def _aligned(
         scaling = _scaling_signature(accumulated.steps[0], full.steps[0], k, nproc, match)
         if scaling is not None:
             found.append(scaling)
-    found.extend(_from_evidence(mismatches, k))
+    found.extend(_from_evidence(mismatches, k, _scheduler_steps(accumulated)))
     if found or oracle is None or comparison.first_divergent_step is None:
         return found
     return _from_references(accumulated.steps, k, oracle, match)
@@ -150,7 +150,12 @@ def _scaling_signature(first_a: StepRecord, first_b: StepRecord, k: int, nproc: 
     return None
 
 
-def _from_evidence(mismatches: dict[str, Mismatch], k: int) -> list[Explanation]:
+def _scheduler_steps(record: RunRecord) -> bool:
+    """Whether the run stepped an LR scheduler (its schedule counts steps)."""
+    return any(step.events.get(SCHEDULER) for step in record.steps) or bool(record.trailing_events.get(SCHEDULER))
+
+
+def _from_evidence(mismatches: dict[str, Mismatch], k: int, scheduled: bool) -> list[Explanation]:
     found = []
     allreduce = mismatches.get(ALLREDUCE)
     if allreduce is not None:
@@ -159,7 +164,7 @@ def _from_evidence(mismatches: dict[str, Mismatch], k: int) -> list[Explanation]
     if scheduler is not None:
         found.append(_ga301(scheduler))
     elif LEARNING_RATE in mismatches:
-        found.append(_ga305(mismatches[LEARNING_RATE]))
+        found.append(_ga305(mismatches[LEARNING_RATE], scheduled))
     if CLIP in mismatches:
         found.append(_per_step("GA302", "clip-every-micro-batch", mismatches[CLIP], "gradient clipping",
                                "Clipping runs on partial gradients every micro-batch; clip once per window, "
@@ -343,14 +348,22 @@ def _ga301(mismatch: Mismatch) -> Explanation:
     )
 
 
-def _ga305(mismatch: Mismatch) -> Explanation:
+def _ga305(mismatch: Mismatch, scheduled: bool) -> Explanation:
+    if scheduled:
+        counted = "with the scheduler stepped as often in both."
+        advice = ("The schedule's length is computed in micro-batches (len(loader)) while it steps once per "
+                  "window; divide the length by K.")
+    else:
+        counted = "set by the loop itself, not by an LR scheduler."
+        advice = ("The rate is computed from a count that differs between the runs (micro-batches, or a fraction "
+                  "of the epoch in micro-batches); compute it from the optimizer steps taken, or from the "
+                  "windows, so that it does not depend on K.")
     return Explanation(
         code="GA305",
         name="schedule-counts-micro-batches",
         summary=f"the learning rates differ at step {mismatch.step}: {_rates(mismatch.accumulated)} accumulated, "
-        f"{_rates(mismatch.full)} full batch, with the scheduler stepped as often in both.",
-        detail="The schedule's length is computed in micro-batches (len(loader)) while it steps once per window; "
-        "divide the length by K.",
+        f"{_rates(mismatch.full)} full batch, {counted}",
+        detail=advice,
     )
 
 

@@ -50,13 +50,21 @@ def run_distributed(
     eval_mode: bool,
     nproc: int,
     override: Optional[Tolerance] = None,
+    lookahead: bool = False,
 ) -> tuple[RunRecord, RunRecord, Comparison]:
     """Run A on `nproc` processes, run B on one; rank 0's records and the
-    comparison. Raises UserCodeError."""
+    comparison. With `lookahead` (a loop pulling one micro-batch ahead), each
+    rank gets one micro-batch more and run B one batch more, from the next
+    global window, never trained on. Raises UserCodeError."""
     window = accum_steps * nproc
-    groups = windows_of(setup.batches, window)[:windows]
+    all_groups = windows_of(setup.batches, window)
+    groups = all_groups[:windows]
     shares = [[group[r * accum_steps:(r + 1) * accum_steps] for group in groups] for r in range(nproc)]
     full_batches = [concatenate(group) for group in groups]
+    if lookahead:
+        ahead = all_groups[windows]
+        shares = [[*share, [ahead[r * accum_steps]]] for r, share in enumerate(shares)]
+        full_batches.append(concatenate(ahead))
     with tempfile.TemporaryDirectory() as folder:
         accumulated_file = os.path.join(folder, "accumulated.pt")
         _start(_accumulating_worker, nproc,
@@ -65,7 +73,7 @@ def run_distributed(
         full_file = os.path.join(folder, "full.pt")
         _start(_full_worker, 1,
                (function, binding, setup, full_batches, accumulated, accum_steps, windows * nproc, seed, eval_mode,
-                override, full_file))
+                override, accum_steps * windows + int(lookahead), full_file))
         full, comparison = _outcome(full_file)
     return accumulated, full, comparison
 
@@ -133,7 +141,7 @@ def _accumulating_worker(
     try:
         mine = [mb for window in shares[rank] for mb in window]
         inputs = RunInputs(setup.model, setup.optimizer_factory, mine, accum_steps, setup.loss_fn,
-                           as_dataloader=setup.as_dataloader)
+                           as_dataloader=setup.as_dataloader, named=setup.objects)
         outcome = _guarded(lambda: _run(function, binding, inputs, seed, eval_mode, keep=sys.maxsize))
         if rank == 0:
             torch.save(outcome, result)
@@ -144,7 +152,7 @@ def _accumulating_worker(
 def _full_worker(
     rank: int, nproc: int, port: int, function: Callable[..., Any], binding: Binding, setup: Setup,
     batches: list, accumulated: RunRecord, accum_steps: int, windows: int, seed: int, eval_mode: bool,
-    override: Optional[Tolerance], result: str,
+    override: Optional[Tolerance], fed_per_rank: int, result: str,
 ) -> None:
     _init(rank, nproc, port)
     try:
@@ -158,13 +166,12 @@ def _full_worker(
                 comparer(accumulated.steps[step.index], step)
 
         inputs = RunInputs(setup.model, setup.optimizer_factory, batches, 1, setup.loss_fn,
-                           as_dataloader=setup.as_dataloader)
+                           as_dataloader=setup.as_dataloader, named=setup.objects)
 
         def both() -> tuple:
             full = _run(function, binding, inputs, seed, eval_mode, keep=1, on_step=against_a)
             initial = {name: p.detach() for name, p in setup.model.named_parameters()}
-            per_rank = accum_steps * len(full.steps and batches)
-            return full, comparer.result(accumulated, full, initial, fed=per_rank)
+            return full, comparer.result(accumulated, full, initial, fed=fed_per_rank if full.steps else 0)
 
         outcome = _guarded(both)
         torch.save(outcome, result)

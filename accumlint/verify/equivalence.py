@@ -12,6 +12,7 @@ the reason, and so does any failure of the verifier itself: it never raises.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import inspect
 import sys
@@ -22,12 +23,33 @@ from typing import Any, Callable, Optional, Union
 import torch
 
 from accumlint.verify.batches import concatenate, windows_of
-from accumlint.verify.binding import ACCUM_STEPS, LOSS_FN, Binding, BindingError, Parameter, bind_parameters
+from accumlint.verify.binding import (
+    ACCUM_STEPS,
+    LOSS_FN,
+    Binding,
+    BindingError,
+    Parameter,
+    LoopShape,
+    bind_parameters,
+    loop_shape,
+    named_object,
+)
 from accumlint.verify.construct import accepts_accum_steps, constructing, split_options
-from accumlint.verify.compare import Comparison, StepComparer, Tolerance
+from accumlint.verify.compare import ALLREDUCE, Comparison, Mismatch, StepComparer, Tolerance
 from accumlint.verify.diagnosis import diagnose, diagnose_error
 from accumlint.verify.explanations import data_sources, noise_sources
-from accumlint.verify.loading import LoadError, describe, function_source, load_function, owner_class
+from accumlint.verify.contained import DEFAULT_TIMEOUT, check_contained, note_phase
+from accumlint.verify.layers import dropout_off
+from accumlint.verify.loading import (
+    LoadError,
+    ScriptArgs,
+    describe,
+    function_source,
+    load_function,
+    owner_class,
+    script_argv,
+    split_target,
+)
 from accumlint.verify.lockstep import run_lockstep
 from accumlint.verify.report import COULD_NOT_RUN, EQUIVALENT, NOT_EQUIVALENT, Explanation, StepReport, VerificationReport
 from accumlint.verify.runs import (
@@ -65,9 +87,13 @@ class _Plan:
     accum_steps: int
     windows: int
     tail: int
+    # One micro-batch fed after the windows (and one batch to run B), for a
+    # loop that pulls one ahead (see binding.LoopShape); never trained on.
+    lookahead: bool = False
 
     @property
     def fed(self) -> int:
+        """The micro-batches the windows and the tail hold (the look-ahead aside)."""
         return self.windows * self.accum_steps + self.tail
 
 
@@ -88,34 +114,70 @@ def check_equivalence(
     rtol: Optional[float] = None,
     atol: Optional[float] = None,
     args: Optional[dict[str, Any]] = None,
+    script_args: ScriptArgs = None,
+    timeout: Optional[float] = DEFAULT_TIMEOUT,
 ) -> VerificationReport:
     """Verify that `function` with accumulation over `accum_steps` micro-batches
     takes the same optimizer steps as with one batch of `accum_steps` times the size.
 
     `function` is a callable or `"file.py::name"`; `setup` a factory, a
     `Setup`, `"module:factory"` or None for the synthetic setup (see
-    `accumlint.verify.setup`); `bind` maps parameter names to roles.
+    `accumlint.verify.setup`); `bind` maps parameter names to roles (or to
+    `"setup.NAME"`, an object the setup returns under that name).
     `dtype` defaults to float64 for the synthetic setup and to the model's own
     for a user setup. `tail` is the size r of the partial last window
-    (default K // 2, at least 1; 0 under `nproc` > 1). `rtol`/`atol` replace
+    (default K // 2, at least 1; 0 under `nproc` > 1 and for loops that run a
+    fixed number of updates). `rtol`/`atol` replace
     the dtype's tolerance. `nproc` > 1 runs the accumulated run on that many
     processes (gloo, DDP) against one process over the global batch. `args`
     are fixed keyword arguments (`"args.lr"` sets an attribute of a namespace
     parameter). For `"file.py::Class.method"` the instance is built by the
     setup's `construct` or by binding `Class.__init__` by role.
+    `script_args` (a string split as a shell would, or a list) is `sys.argv[1:]`
+    while the file is imported and the function runs. `timeout` (seconds,
+    None for none) limits the whole verification.
+
+    The user's code runs in a child process (see `contained`): its exits,
+    crashes and exceptions become a "could not run" report, and what it
+    prints is kept in the report's `stdout` and `stderr`.
     """
+    return check_contained(
+        function, timeout=timeout, setup=setup, accum_steps=accum_steps, windows=windows, micro_batch=micro_batch,
+        seed=seed, device=device, dtype=dtype, bind=bind, eval_mode=eval_mode, nproc=nproc, tail=tail, rtol=rtol,
+        atol=atol, args=args, script_args=script_args,
+    )
+
+
+def verify_here(function: Union[str, Callable[..., Any]], **options: Any) -> VerificationReport:
+    """`check_equivalence` in this process (the contained child calls it), with
+    its defaults for the options not given: problems of the user's code or
+    setup become a "could not run" report."""
+    return _verify(function, **{**_DEFAULTS, **options})
+
+
+def _verify(
+    function: Union[str, Callable[..., Any]], *, accum_steps: int, windows: int, eval_mode: bool,
+    script_args: ScriptArgs, **options: Any,
+) -> VerificationReport:
     target = function if isinstance(function, str) else describe(function)
     report = VerificationReport(target=target, verdict=COULD_NOT_RUN, accum_steps=accum_steps, windows=windows)
     try:
-        _check(report, function, setup, accum_steps, windows, micro_batch, seed, device, dtype, bind,
-               eval_mode, nproc, tail, rtol, atol, args)
+        with script_argv(function, script_args), (dropout_off() if eval_mode else contextlib.nullcontext()):
+            _check(report, function, accum_steps=accum_steps, windows=windows, eval_mode=eval_mode, **options)
     except UserCodeError as error:
         report.verdict, report.explanations = COULD_NOT_RUN, []
-        report.reason = f"the training function raised at {_one_line(error)}"
+        report.reason = _user_error_reason(error, report)
         explanation = diagnose_error(error)
         if explanation is not None:
             report.verdict, report.explanations = NOT_EQUIVALENT, [explanation]
-    except (LoadError, BindingError, SetupError, _CannotRun) as error:
+    except LoadError as error:
+        report.verdict, report.reason = COULD_NOT_RUN, _one_line(error)
+        if error.exited and script_args is None:
+            report.reason += (
+                "; if it parses sys.argv when imported, pass its own arguments with --script-args \"...\" "
+                "(API: script_args=...)"
+            )
+    except (BindingError, SetupError, _CannotRun) as error:
         report.verdict, report.reason = COULD_NOT_RUN, _one_line(error)
     except VerifierFault as fault:
         report.verdict = COULD_NOT_RUN
@@ -124,6 +186,26 @@ def check_equivalence(
         report.verdict = COULD_NOT_RUN
         report.reason = f"internal error of the verifier: {_one_line(error, named=True)}"
     return report
+
+
+_DEFAULTS = {
+    name: parameter.default
+    for name, parameter in inspect.signature(check_equivalence).parameters.items()
+    if parameter.default is not inspect.Parameter.empty and name != "timeout"  # the parent's to keep
+}
+
+
+def _user_error_reason(error: UserCodeError, report: VerificationReport) -> str:
+    if isinstance(error.error, SystemExit):
+        return f"the training function called sys.exit({error.error.code!r}) at {error.where}"
+    if isinstance(error.error, StopIteration):
+        partial = f" and a partial window of {report.tail}" if report.tail else ""
+        return (
+            f"the loop asked for more micro-batches than the {report.windows} windows of {report.accum_steps}"
+            f"{partial} fed (StopIteration at {error.where}): if it runs a fixed number of updates, let it run "
+            f"{report.windows} (bind its count with --arg NAME={report.windows}) or pass --windows with its count"
+        )
+    return f"the training function raised at {_one_line(error)}"
 
 
 def _one_line(error: BaseException, named: bool = False) -> str:
@@ -138,6 +220,7 @@ def _one_line(error: BaseException, named: bool = False) -> str:
 def _check(
     report: VerificationReport,
     function: Union[str, Callable[..., Any]],
+    *,
     setup: SetupSpec,
     accum_steps: int,
     windows: int,
@@ -159,13 +242,13 @@ def _check(
         )
     if windows < 1 or micro_batch < 1 or nproc < 1:
         raise _CannotRun("windows, micro_batch and nproc must all be at least 1")
-    if tail is None:
-        tail = 0 if nproc > 1 else max(1, accum_steps // 2)
-    if tail < 0 or tail >= accum_steps:
+    if tail is not None and (tail < 0 or tail >= accum_steps):
         raise _CannotRun(f"tail must be between 0 and K - 1 = {accum_steps - 1}, got {tail}")
     if nproc > 1 and tail:
         raise _CannotRun("a partial last window is not supported with nproc > 1; use tail=0")
     override = _override(rtol, atol)
+    if isinstance(function, str):
+        note_phase(f"importing {split_target(function)[0]}")
     callable_ = load_function(function) if isinstance(function, str) else function
     owner = owner_class(function) if isinstance(function, str) else None
     name = f"{owner.__name__}.{callable_.__name__}" if owner is not None else callable_.__name__
@@ -173,37 +256,81 @@ def _check(
     if owner is not None:
         signature = signature[1:]  # self
         (bind, init_bind), (args, init_args) = split_options(bind, signature), split_options(args, signature)
-    binding = bind_parameters(_source(callable_, owner), name, bind, args, signature)
+    torch_dtype = _DTYPES[dtype] if isinstance(dtype, str) else dtype
+    wanted = windows + (0 if tail == 0 else 1)  # a window more: the tail, or a look-ahead
+    note_phase("building the setup")
+    the_setup = _resolve_setup(setup, accum_steps, wanted * nproc, micro_batch, seed, device, torch_dtype)
+    named = tuple(the_setup.objects)
+    binding = bind_parameters(_source(callable_, owner), name, bind, args, signature, named=named)
     report.binding = dict(binding.roles)
     report.binding_evidence = {n: list(reasons) for n, reasons in binding.evidence.items()}
-    torch_dtype = _DTYPES[dtype] if isinstance(dtype, str) else dtype
-    wanted = windows + (1 if tail else 0)
-    the_setup = _resolve_setup(setup, accum_steps, wanted * nproc, micro_batch, seed, device, torch_dtype)
     if owner is not None:
-        binding = constructing(binding, owner, the_setup.construct, init_bind, init_args)
+        binding = constructing(binding, owner, the_setup.construct, init_bind, init_args, named=named)
+    _check_named(binding, the_setup)
     if binding.parameter_for(ACCUM_STEPS) is None and not accepts_accum_steps(binding):
         raise _CannotRun(
             f"no parameter of {name}() receives the accumulation steps, so they cannot "
             "be varied; bind one with --bind NAME=accum_steps (or NAME.ATTRIBUTE=accum_steps)"
         )
-    plan = _plan(the_setup, binding, accum_steps * nproc, windows, tail)
-    plan = _Plan(accum_steps, plan.windows, plan.tail)
+    source = _source(callable_, owner)
+    shape = loop_shape(source, name, binding.parameter_for(ACCUM_STEPS)) if source is not None else LoopShape()
+    if tail is None:
+        tail = 0 if nproc > 1 or shape.update_driven else max(1, accum_steps // 2)
+        if shape.update_driven:
+            report.notes.append(
+                "the loop runs a fixed number of updates, pulling K micro-batches with next() for each, so it "
+                "was fed whole windows only (no partial window: it would never consume one)"
+            )
+    plan = _plan(the_setup, binding, accum_steps * nproc, windows, tail, lookahead=shape.prefetches and not tail)
+    plan = _Plan(accum_steps, plan.windows, plan.tail, plan.lookahead)
     report.windows, report.tail = plan.windows, plan.tail
+    if plan.lookahead:
+        report.notes.append(
+            "the loop pulls one micro-batch ahead of the one it trains on, so one more was fed after the last "
+            "window (and one more batch to the full-batch run), pulled and not trained on"
+        )
     param_dtype = next(the_setup.model.parameters()).dtype
     report.dtype, report.device = str(param_dtype).replace("torch.", ""), device
+    note_phase(f"running {name}()")
     if nproc > 1:
         from accumlint.verify.distributed import run_distributed
 
         accumulated, full, comparison = run_distributed(
             callable_, binding, the_setup, accum_steps=accum_steps, windows=plan.windows,
-            seed=seed, eval_mode=eval_mode, nproc=nproc, override=override,
+            seed=seed, eval_mode=eval_mode, nproc=nproc, override=override, lookahead=plan.lookahead,
         )
         oracle = None
     else:
         accumulated, full, comparison, oracle = _run_pair(
             callable_, binding, the_setup, plan, seed, eval_mode, override
         )
+    _refuse_foreign_batches(accumulated, full)
     _fill(report, accumulated, full, comparison, the_setup, plan, eval_mode, oracle, nproc)
+
+
+def _refuse_foreign_batches(accumulated: RunRecord, full: RunRecord) -> None:
+    """A loop that rebuilt its loader with a batch size of its own trained
+    both runs on the same batches: nothing was compared."""
+    asked = accumulated.foreign_batch_size or full.foreign_batch_size
+    if asked is not None:
+        raise _CannotRun(
+            f"the loop fetched batches of {asked} from loader.dataset, not of the loader's batch_size (the "
+            "micro-batch size with accumulation, K times it for the full batch), so both runs would train on "
+            "the same batches; rebuild the loader with batch_size=loader.batch_size (and its collate_fn)"
+        )
+
+
+def _check_named(binding: Binding, setup: Setup) -> None:
+    """Every `setup.NAME` a parameter is bound to names an object the setup returns."""
+    bound = [*binding.bound_roles(), *((f"{binding.function}'s constructor", r) for r in binding.constructed_roles)]
+    for parameter, role in bound:
+        name = named_object(role)
+        if name is not None and name not in setup.objects:
+            offered = ", ".join(sorted(setup.objects)) or "none"
+            raise _CannotRun(
+                f"{parameter} is bound to setup.{name}, but the setup returns no object named {name!r} "
+                f"(it returns: {offered})"
+            )
 
 
 def _source(function: Callable[..., Any], owner: Optional[type]) -> Optional[str]:
@@ -270,17 +397,19 @@ def _moves(model: torch.nn.Module, device: str, dtype: Optional[torch.dtype]) ->
     )
 
 
-def _plan(setup: Setup, binding: Binding, window: int, windows: int, tail: int) -> _Plan:
+def _plan(setup: Setup, binding: Binding, window: int, windows: int, tail: int, lookahead: bool = False) -> _Plan:
     if binding.parameter_for(LOSS_FN) is not None and setup.loss_fn is None:
         raise _CannotRun(
             f"parameter {binding.parameter_for(LOSS_FN)!r} takes a loss function but the setup provides none"
         )
     available = len(setup.batches)
-    if available < window:
-        raise _CannotRun(f"the setup has {available} micro-batches, fewer than one window ({window})")
-    windows = min(windows, available // window)
+    ahead = window if lookahead else 0
+    if available < window + ahead:
+        raise _CannotRun(f"the setup has {available} micro-batches, fewer than one window ({window})"
+                         + (" and the one the loop pulls ahead" if lookahead else ""))
+    windows = min(windows, (available - ahead) // window)
     tail = min(tail, available - windows * window)
-    return _Plan(window, windows, tail)
+    return _Plan(window, windows, tail, lookahead)
 
 
 def _run_pair(
@@ -298,10 +427,15 @@ def _run_pair(
     if plan.tail:
         groups.append(micro_batches[plan.windows * k:])
     full_batches = [concatenate(group) for group in groups]
+    fed = plan.fed
+    if plan.lookahead:
+        ahead = setup.batches[plan.fed: plan.fed + k]
+        micro_batches, full_batches, fed = [*micro_batches, ahead[0]], [*full_batches, concatenate(ahead)], fed + 1
     loader_type = setup.as_dataloader
 
     def inputs(batches: list, accum: int, model: torch.nn.Module = setup.model) -> RunInputs:
-        return RunInputs(model, setup.optimizer_factory, batches, accum, setup.loss_fn, as_dataloader=loader_type)
+        return RunInputs(model, setup.optimizer_factory, batches, accum, setup.loss_fn, as_dataloader=loader_type,
+                         named=setup.objects)
 
     def oracle(state: dict[str, torch.Tensor], indices: list[int], names: frozenset) -> Optional[dict]:
         if not indices or max(indices) >= len(micro_batches):
@@ -346,7 +480,7 @@ def _run_pair(
         accumulated, full = run_lockstep(run_a, run_b, comparer, seed=seed, device=device_of(setup.model),
                                          user_globals=user_namespaces(function))
     initial = {name: p.detach() for name, p in setup.model.named_parameters()}
-    return accumulated, full, comparer.result(accumulated, full, initial, plan.fed), oracle
+    return accumulated, full, comparer.result(accumulated, full, initial, fed), oracle
 
 
 def _compute_dtypes(records: dict[str, RunRecord], runs: dict[str, RunRecord]) -> set:
@@ -382,12 +516,7 @@ def _fill(
                    s.difference.max_rel_error, s.difference.within_tolerance, s.judged)
         for s in comparison.steps
     ]
-    report.evidence = [
-        f"step {m.step}: {m.kind} {m.accumulated} accumulated"
-        + (f", {m.full} full batch" if m.full is not None else "")
-        + (f" (expected {m.expected})" if m.expected is not None else "")
-        for m in comparison.mismatches
-    ]
+    report.evidence = [f"step {m.step}: {_mismatch_text(m)}" for m in comparison.mismatches]
     if comparison.final is not None:
         f = comparison.final
         report.final = StepReport(None, f.parameter, f.max_abs_error, f.max_rel_error, f.within_tolerance,
@@ -453,8 +582,19 @@ def _reason(comparison: Comparison, no_gradient: bool) -> str:
             f"(max abs error {worst.max_abs_error:.3g}, max rel error {worst.max_rel_error:.3g})"
         )
     first = comparison.mismatches[0]
-    return (
-        f"the gradients match, but {first.kind} differs at step {first.step}: {first.accumulated} with "
-        f"accumulation, {first.full} with the full batch"
-        + (f" (expected {first.expected})" if first.expected is not None else "")
-    )
+    return f"the gradients match, but at step {first.step}: {_mismatch_text(first)}"
+
+
+def _mismatch_text(mismatch: Mismatch) -> str:
+    """What differed at a step, in words (no value the other run did not have)."""
+    if mismatch.kind == ALLREDUCE:
+        count = mismatch.accumulated
+        times = "never" if count == 0 else "once" if count == 1 else f"{count} times"
+        due = "once" if mismatch.expected == 1 else f"{mismatch.expected} times"
+        return f"DDP all-reduced the gradients {times} in the accumulated run, where {due} per optimizer step is due"
+    text = f"{mismatch.kind} {mismatch.accumulated} accumulated"
+    if mismatch.full is not None:
+        text += f", {mismatch.full} full batch"
+    if mismatch.expected is not None:
+        text += f" (expected {mismatch.expected})"
+    return text

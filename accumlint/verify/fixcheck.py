@@ -56,7 +56,7 @@ def _options(settings: Any, accum_steps: int) -> dict[str, Any]:
     if settings is None:
         return options
     for key in ("accum_steps", "setup", "device", "dtype", "windows", "micro_batch", "seed", "tail", "rtol",
-                "atol", "nproc"):
+                "atol", "nproc", "timeout", "script_args"):
         value = getattr(settings, key, None)
         if value is not None:
             options[key] = value
@@ -84,7 +84,7 @@ def training_functions(module: cst.Module) -> list[str]:
 
 
 def _verify_one(path: str, source: str, name: str, options: dict[str, Any]) -> FixVerification:
-    if "." not in name:
+    if "." not in name and "setup" not in options:  # a setup's named objects bind only once it is built
         try:
             bind_parameters(source, name, options.get("bind"), options.get("args"))
         except BindingError as error:

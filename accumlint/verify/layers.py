@@ -4,14 +4,21 @@ Dropout draws masks of the batch's shape, so micro-batches and their
 concatenation see different masks; batch-norm normalises by the statistics of
 the batch it is given. Either breaks the accumulation identity by design, so
 the verifier explains them instead of failing bare, and can pin them in eval
-mode for a run that isolates the loop's own logic.
+mode for a run that isolates the loop's own logic. Dropout that a module
+applies itself, through `self.training` (`F.dropout(x, p, self.training)`,
+SDPA's `dropout_p=self.dropout if self.training else 0`), is turned off at
+torch's functions for the same runs (`dropout_off`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import types
+from typing import Any, Callable, Iterator
 
 from torch import nn
+from torch.nn import functional
 from torch.nn.modules.batchnorm import _BatchNorm
 from torch.nn.modules.dropout import _DropoutNd
 
@@ -38,3 +45,47 @@ def pin_eval_mode(model: nn.Module) -> None:
 
 def _stay_in_eval(self: nn.Module, mode: bool = True) -> nn.Module:
     return self
+
+
+# torch.nn.functional's dropout functions: (name, index of `training` among the positional arguments).
+_DROPOUT_FUNCTIONS = (
+    ("dropout", 2), ("dropout1d", 2), ("dropout2d", 2), ("dropout3d", 2),
+    ("alpha_dropout", 2), ("feature_alpha_dropout", 2),
+)
+# Attention functions: (name, index of `dropout_p` among the positional arguments).
+_ATTENTION_FUNCTIONS = (("scaled_dot_product_attention", 4), ("multi_head_attention_forward", 10))
+
+
+@contextlib.contextmanager
+def dropout_off() -> Iterator[None]:
+    """For the block, torch.nn.functional's dropout functions run as in eval
+    mode and its attention functions with `dropout_p=0`, whatever the calling
+    module's `training` says (code that took the function itself, `from
+    torch.nn.functional import dropout`, before the block keeps the original)."""
+    undo = []
+    for name, index in _DROPOUT_FUNCTIONS:
+        undo.append(_replace_argument(name, index, "training", False))
+    for name, index in _ATTENTION_FUNCTIONS:
+        undo.append(_replace_argument(name, index, "dropout_p", 0.0))
+    try:
+        yield
+    finally:
+        for action in reversed(undo):
+            action()
+
+
+def _replace_argument(name: str, index: int, keyword: str, value: Any) -> Callable[[], None]:
+    original = getattr(functional, name, None)
+    if original is None:
+        return lambda: None
+
+    @functools.wraps(original)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if len(args) > index:
+            args = (*args[:index], value, *args[index + 1:])
+        else:
+            kwargs[keyword] = value
+        return original(*args, **kwargs)
+
+    setattr(functional, name, wrapper)
+    return lambda: setattr(functional, name, original)

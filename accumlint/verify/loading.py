@@ -7,16 +7,58 @@ This is the one place accumlint runs a user's module: the file is imported
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import inspect
 import os
+import shlex
 import sys
 import textwrap
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional, Sequence, Union
+
+from accumlint.verify.contained import inside_child
+
+# A script's own command-line arguments: a string split as a shell would, or a list.
+ScriptArgs = Union[None, str, Sequence[str]]
 
 
 class LoadError(Exception):
-    """The target could not be imported or named no function."""
+    """The target could not be imported or named no function; `exited` when
+    importing it called sys.exit (a script parsing its arguments, say)."""
+
+    def __init__(self, message: str, exited: bool = False) -> None:
+        super().__init__(message)
+        self.exited = exited
+
+
+def user_errors() -> tuple[type[BaseException], ...]:
+    """What the user's code may raise that is its own failure: any exception
+    and sys.exit; in the contained child KeyboardInterrupt too (there the
+    terminal's Ctrl-C cannot reach it, so the code raised it)."""
+    return (BaseException,) if inside_child() else (Exception, SystemExit)
+
+
+@contextlib.contextmanager
+def script_argv(target: Any, script_args: ScriptArgs) -> Iterator[None]:
+    """`sys.argv` as the script would see it, run as `python FILE ARGS...`:
+    the target's file, then `script_args` (never the verifier's own)."""
+    if isinstance(target, str):
+        path = target.rpartition("::")[0] or target
+    else:
+        code = getattr(getattr(target, "__func__", target), "__code__", None)
+        path = code.co_filename if code is not None else sys.argv[0] if sys.argv else ""
+    if script_args is None:
+        arguments: list[str] = []
+    elif isinstance(script_args, str):
+        arguments = shlex.split(script_args)
+    else:
+        arguments = [str(argument) for argument in script_args]
+    saved = sys.argv
+    sys.argv = [path, *arguments]
+    try:
+        yield
+    finally:
+        sys.argv = saved
 
 
 def split_target(target: str) -> tuple[str, str]:
@@ -43,8 +85,10 @@ def load_function(target: str) -> Callable[..., Any]:
     sys.modules[module_name] = module
     try:
         spec.loader.exec_module(module)
-    except Exception as error:  # noqa: BLE001 - the user's module may raise anything
+    except user_errors() as error:  # the user's module may raise anything, or exit
         sys.modules.pop(module_name, None)
+        if isinstance(error, SystemExit):
+            raise LoadError(f"importing {path} called sys.exit({error.code!r})", exited=True) from error
         raise LoadError(f"importing {path} raised {type(error).__name__}: {error}") from error
     owner_name, _, attribute = name.rpartition(".")
     owner = getattr(module, owner_name, None) if owner_name else module

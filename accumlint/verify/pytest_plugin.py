@@ -20,10 +20,13 @@ import pytest
 
 class AccumulationNotEquivalent(AssertionError):
     """The verifier found the loop not equivalent, or could not run it; the
-    message is the full report. `.report` holds the report object."""
+    message is the full report, then the end of what the training code
+    printed (it ran in a child process, beyond pytest's capture). `.report`
+    holds the report object."""
 
     def __init__(self, report: Any) -> None:
-        super().__init__(report.format_text())
+        output = report.format_output()
+        super().__init__(report.format_text() + (f"\n{output}" if output else ""))
         self.report = report
 
 

@@ -7,7 +7,7 @@ paying for the torch import before a run is asked for.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Optional
 
 EQUIVALENT = "equivalent"
@@ -71,6 +71,9 @@ class VerificationReport:
     compute_dtypes: list[str] = field(default_factory=list)
     evidence: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # The tails of what the user's code wrote (kept apart from the report's own lines).
+    stdout: str = ""
+    stderr: str = ""
 
     @property
     def passed(self) -> bool:
@@ -119,6 +122,35 @@ class VerificationReport:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
 
+    @classmethod
+    def from_dict(cls, data: dict) -> "VerificationReport":
+        """The report whose fields `data` holds (as `dataclasses.asdict` gives
+        them: how a report crosses from the verifying process); other keys
+        (the derived ones of `to_dict`) are ignored."""
+        known = {f.name for f in fields(cls)}
+        values = {key: value for key, value in data.items() if key in known}
+        values["steps"] = [StepReport(**step) for step in values.get("steps") or []]
+        if values.get("final") is not None:
+            values["final"] = StepReport(**values["final"])
+        values["explanations"] = [Explanation(**e) for e in values.get("explanations") or []]
+        return cls(**values)
+
+    def format_output(self, lines: int = 20) -> str:
+        """The last `lines` lines of each stream the user's code wrote, labelled
+        (empty when it wrote nothing)."""
+        blocks = []
+        for name, text in (("stdout", self.stdout), ("stderr", self.stderr)):
+            kept = text.splitlines()
+            if not kept:
+                continue
+            shown = kept[-lines:]
+            left_out = f", last {len(shown)} lines" if len(shown) < len(kept) else ""
+            blocks.append(f"--- the training code's {name}{left_out} ---")
+            blocks.extend(shown)
+        if blocks:
+            blocks.append("--- end of the training code's output ---")
+        return "\n".join(blocks)
+
     def format_text(self) -> str:
         lines = [f"accumlint verify {self.target}"]
         if self.binding:
@@ -144,7 +176,9 @@ class VerificationReport:
         for step in self.steps:
             lines.append("  " + _format_step(f"step {step.step}", step))
         if self.final is not None:
-            lines.append("  " + _format_step("final parameters", self.final))
+            # On an equivalent verdict the final parameters' drift is rounding carried over
+            # the steps: shown, never flagged (the verdict is judged per step).
+            lines.append("  " + _format_step("final parameters", self.final, flag=self.verdict != EQUIVALENT))
         lines.extend(f"  evidence: {line}" for line in self.evidence)
         lines.append(self._headline())
         lines.extend(f"  note: {note}" for note in self.notes)
@@ -162,10 +196,10 @@ class VerificationReport:
         return f"NOT EQUIVALENT: {self.reason}"
 
 
-def _format_step(label: str, step: StepReport) -> str:
-    status = "ok" if step.ok else "DIFFERS"
+def _format_step(label: str, step: StepReport, flag: bool = True) -> str:
+    status = (" ok" if step.ok else " DIFFERS") if flag else ""
     judged = f" ({step.judged})" if step.judged != "full batch" else ""
     return (
         f"{label}: worst {step.worst_parameter or '-'} max abs {step.max_abs_error:.3g} "
-        f"max rel {step.max_rel_error:.3g} {status}{judged}"
+        f"max rel {step.max_rel_error:.3g}{status}{judged}"
     )

@@ -28,10 +28,20 @@ from typing import Any, Callable, Iterator, Optional
 import torch
 from torch import nn
 
-from accumlint.verify.binding import ACCUM_STEPS, LOADER, LOSS_FN, MODEL, OPTIMIZER, Binding
+from accumlint.verify.binding import (
+    ACCUM_STEPS,
+    LOADER,
+    LOSS_FN,
+    MODEL,
+    NAMED_PREFIX,
+    OPTIMIZER,
+    Binding,
+    named_object,
+)
 from accumlint.verify.instruments import instrumented, recording_into
 from accumlint.verify.layers import pin_eval_mode
 from accumlint.verify.loaders import counting_loader
+from accumlint.verify.loading import user_errors
 
 Tensors = dict[str, Optional[torch.Tensor]]
 
@@ -103,6 +113,8 @@ class RunRecord:
     consumed: int = 0
     trailing_events: dict[str, int] = field(default_factory=dict)
     compute_dtypes: set = field(default_factory=set)
+    # A batch size the loop fetched other than the run's (a loader rebuilt from its dataset).
+    foreign_batch_size: Optional[int] = None
 
 
 @dataclass
@@ -116,6 +128,8 @@ class RunInputs:
     accum_steps: int
     loss_fn: Optional[Callable] = None
     as_dataloader: bool = False
+    # Objects the setup returns by name (a loss scaler, a tokenizer): each run gets its own copy.
+    named: dict[str, Any] = field(default_factory=dict)
 
 
 StepCallback = Callable[[StepRecord], None]
@@ -194,6 +208,7 @@ class RunRecorder:
         self.record.final = {name: p.detach() for name, p in self.model.named_parameters()}
         self.record.consumed = getattr(self.loader, "taken", 0)
         self.record.trailing_events = dict(self._events)
+        self.record.foreign_batch_size = getattr(self.loader, "foreign_batch_size", None)
         return self.record
 
 
@@ -244,6 +259,9 @@ def prepare_run(
         ACCUM_STEPS: inputs.accum_steps,
         LOSS_FN: inputs.loss_fn,
     }
+    used = {named_object(role) for _, role in binding.bound_roles()} | {
+        named_object(role) for role in binding.constructed_roles}
+    objects.update((f"{NAMED_PREFIX}{name}", _own_copy(value)) for name, value in inputs.named.items() if name in used)
     args, kwargs = binding.arguments(objects)
     recorder = RunRecorder(model, loader, on_step, keep)
 
@@ -251,11 +269,22 @@ def prepare_run(
         with recording_into(recorder):
             try:
                 function(*args, **kwargs)
-            except Exception as error:  # noqa: BLE001 - user code may raise anything
+            except VerifierFault:
+                raise
+            except user_errors() as error:  # user code may raise anything, or exit
                 where = _user_location(error, function)
                 raise UserCodeError(where, error, len(recorder.record.steps)) from error
 
     return PreparedRun(call, recorder)
+
+
+def _own_copy(value: Any) -> Any:
+    """A run's own copy of a setup object (a scaler keeps state across steps);
+    the object itself when it cannot be copied (then it is stateless, or shared)."""
+    try:
+        return copy.deepcopy(value)
+    except Exception:  # noqa: BLE001 - any object may refuse to be copied
+        return value
 
 
 def run_training(

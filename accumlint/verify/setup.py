@@ -9,7 +9,10 @@ A factory may return:
 - a dict with keys `model`, `optimizer` (or `optimizer_factory`), `batches`
   (or `micro_batches`, or a `DataLoader`: the runs then get DataLoaders too)
   and optionally `loss_fn` and `construct` (for `FILE::Class.method`: a
-  callable taking the run's objects by role name and returning the instance),
+  callable taking the run's objects by role name and returning the instance);
+  any other key names an object (a loss scaler, a tokenizer) that a
+  parameter of that name, or one bound with `--bind NAME=setup.KEY`,
+  receives: each run its own deep copy,
 - a tuple `(model, optimizer_factory, batches)` or
   `(model, optimizer_factory, batches, loss_fn)`.
 `optimizer_factory` is a callable from an iterable of parameters to a fresh
@@ -22,7 +25,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 import torch
@@ -30,6 +33,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from accumlint.verify.batches import map_tensors
+from accumlint.verify.loading import user_errors
 
 OptimizerFactory = Callable[[Any], torch.optim.Optimizer]
 
@@ -53,6 +57,8 @@ class Setup:
     as_dataloader: bool = False
     # For FILE::Class.method: builds the instance from the run's objects.
     construct: Optional[Callable[..., Any]] = None
+    # Other objects by name, for the parameters bound to them (see the module docstring).
+    objects: dict[str, Any] = field(default_factory=dict)
 
 
 def synthetic_setup(
@@ -114,8 +120,8 @@ def load_factory(spec: str) -> Callable[..., Any]:
         raise SetupError(f"--setup expects module:factory, got {spec!r}")
     try:
         module = importlib.import_module(module_name)
-    except Exception as error:  # noqa: BLE001 - any import failure is the user's to see
-        raise SetupError(f"cannot import setup module {module_name!r}: {error}") from error
+    except user_errors() as error:  # any import failure, or exit, is the user's to see
+        raise SetupError(f"cannot import setup module {module_name!r}: {type(error).__name__}: {error}") from error
     factory = getattr(module, attribute, None)
     if not callable(factory):
         raise SetupError(f"{module_name} has no callable {attribute!r}")
@@ -132,9 +138,15 @@ def build_setup(factory: Callable[..., Any], **context: Any) -> Setup:
     kwargs = {key: value for key, value in context.items() if takes_all or key in accepted}
     try:
         value = factory(**kwargs)
-    except Exception as error:  # noqa: BLE001 - the user's factory may raise anything
+    except user_errors() as error:  # the user's factory may raise anything, or exit
         raise SetupError(f"the setup factory raised {type(error).__name__}: {error}") from error
     return as_setup(value)
+
+
+# The keys of a setup dict that are not named objects.
+_SETUP_KEYS = frozenset(
+    {"model", "optimizer", "optimizer_factory", "batches", "micro_batches", "loss_fn", "construct"}
+)
 
 
 def as_setup(value: Any) -> Setup:
@@ -149,6 +161,7 @@ def as_setup(value: Any) -> Setup:
                 batches=value.get("batches", value.get("micro_batches")),
                 loss_fn=value.get("loss_fn"),
                 construct=value.get("construct"),
+                objects={key: item for key, item in value.items() if key not in _SETUP_KEYS},
             )
         except KeyError as error:
             raise SetupError(f"the setup dict has no {error.args[0]!r} key") from None
