@@ -409,7 +409,7 @@ def _epoch_tail_erased(window: Window) -> Iterable[Finding]:
     if zeroing is None:
         return
     for gate, statement in _gates_with_steps(window):
-        if gate.kind != "count" or gate.since is None or gate.counter not in window.loop.derived_counters:
+        if not _across_epochs(window, gate, statement):
             continue
         yield Finding(
             "GA107",
@@ -422,6 +422,26 @@ def _epoch_tail_erased(window: Window) -> Iterable[Finding]:
             help=f"`{code(gate.test)}` lets windows straddle epochs, but the gradients are zeroed when "
             "each epoch starts; zero once before the epochs (or flush the window at each epoch's end)",
         )
+
+
+def _across_epochs(window: Window, gate: Gate, statement: Statement) -> bool:
+    """A gate over a counter that runs on across epochs: `ni - last >= K` with
+    `ni = i + nb * epoch`, or `% K` on that derived counter or on a step counter
+    incremented every micro-batch and never reset when an epoch starts."""
+    counter = gate.counter
+    if counter is None or statement.helper is not None:
+        return False
+    if gate.kind == "count":
+        return gate.since is not None and counter in window.loop.derived_counters
+    if gate.kind != "modulo" or gate.has_clause or not window.correct_boundary(gate, statement):
+        return False
+    if counter in window.loop.derived_counters:
+        return True
+    increment = window.loop.increments.get(counter)
+    if increment is None or window.reset_on_epoch_start(counter):
+        return False
+    incremented = window.loop.statements[increment] if increment < len(window.loop.statements) else None
+    return incremented is not None and incremented.gate is None and not incremented.conditional
 
 
 def _sized(window: Window, iterable: cst.BaseExpression) -> bool:
