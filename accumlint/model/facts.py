@@ -17,7 +17,7 @@ from typing import Callable, Optional, Union
 import libcst as cst
 
 from accumlint.model.names import dotted
-from accumlint.model.tree import ABSENT, KNOWN_CONTENT_FIELDS, LEAVES, SEQUENCES, calls_in, content_fields, record_parents
+from accumlint.model.tree import ABSENT, KNOWN_CONTENT_FIELDS, LEAVES, SEQUENCES, calls_in, content_fields, record_parents, walk
 from accumlint.patterns import LazyPattern
 
 Loop = Union[cst.For, cst.While]
@@ -164,6 +164,26 @@ class ModuleFacts:
                 return statement
         return None
 
+    def returned(self, call: cst.Call) -> list[cst.BaseExpression]:
+        """What a call of a module function (`wrap(model)`) returns: the values of its
+        `return` statements, a returned local name read through its bindings in that
+        function. Empty for anything else (methods, other modules, builtins)."""
+        func = call.func
+        function = self.functions.get(func.value) if type(func) is cst.Name else None
+        if function is None:
+            return []
+        found: list[cst.BaseExpression] = []
+        for node in walk(function.body):
+            if type(node) is cst.Return and node.value is not None:
+                value = node.value
+                if type(value) is cst.Name:
+                    local = [b.value for b in self.bindings.get(value.value, ())
+                             if b.index is None and _inside(self.parents, b.statement, function)]
+                    found.extend(local or [value])
+                else:
+                    found.append(value)
+        return found
+
     def helper(self, call: cst.Call, caller: Optional[Function]) -> Optional[Function]:
         """The same-module function or method a call runs (`train_step(b)`, `self.train_step(b)`)."""
         func = call.func
@@ -177,6 +197,15 @@ class ModuleFacts:
 
     def class_bases(self, owner: cst.ClassDef) -> list[str]:
         return [self.qualified(dotted(base.value)) or "" for base in owner.bases]
+
+
+def _inside(parents: dict[int, cst.CSTNode], node: cst.CSTNode, function: cst.CSTNode) -> bool:
+    parent = parents.get(id(node))
+    while parent is not None:
+        if parent is function:
+            return True
+        parent = parents.get(id(parent))
+    return False
 
 
 def ancestors(parents: dict[int, cst.CSTNode], node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:

@@ -94,6 +94,7 @@ class Objects:
         self.facts = facts
         self.optimizer_names = optimizer_names
         self._cache: dict[str, Optional[str]] = {}
+        self._asking: set[int] = set()  # calls whose returns are being read
 
     # -- what a binding's value built ---------------------------------------
     def built_kind(self, value: cst.BaseExpression, index: Optional[int]) -> Optional[str]:
@@ -133,7 +134,20 @@ class Objects:
             return "ddp"
         if _LOSS_CLASS.search(tail) and (name.startswith("torch.nn") or name.startswith("nn.")):
             return "loss"
-        return None
+        return self._returned_kind(value)
+
+    def _returned_kind(self, call: cst.Call) -> Optional[str]:
+        """What a module function returns (`model = wrap(model)` with `return DDP(...)`), when
+        the returns that build something agree (`return model` unwrapped on one process is
+        read as the bindings of a name are); each call is asked once per question."""
+        if id(call) in self._asking:
+            return None
+        self._asking.add(id(call))
+        try:
+            kinds = {self.built_kind(value, None) for value in self.facts.returned(call)} - {None}
+        finally:
+            self._asking.discard(id(call))
+        return kinds.pop() if len(kinds) == 1 else None
 
     def kind_of(self, expr: Optional[cst.BaseExpression]) -> Optional[str]:
         """The role of an object expression, from its bindings, else its name."""
