@@ -148,6 +148,15 @@ class Window:
         functions = [f for f in (statement.helper, self.loop.function) if f is not None]
         return any(_disables_grad(decorator.decorator) for f in functions for decorator in f.decorators)
 
+    def built_each_iteration(self, target: Optional[cst.BaseExpression]) -> bool:
+        """The object is (re)built by a statement of the iteration itself
+        (`optimizer = optim.SGD(...)` inside the loop body)."""
+        name = dotted(target) if target is not None else None
+        if name is None:
+            return False
+        statements = {id(small) for s in self.loop.statements for small in s.node.body}
+        return any(id(binding.statement) in statements for binding in self.facts.bindings.get(name, ()))
+
     def mentions(self, name: str) -> bool:
         """The iteration (its own code or a helper it walks) reads `name`: the wrapped model
         a module builds is this loop's only when the loop uses it."""

@@ -305,6 +305,8 @@ def missing_zero_grad(window: Window) -> Iterable[Finding]:
     steps = [e for e in window.optimizer_steps if window.objects.kind_of(e.role.target) == "optimizer"]
     if not steps or window.loop.of_kind("zero") or window.deepspeed:
         return
+    if any(window.built_each_iteration(e.role.target) for e in steps):
+        return  # a fresh optimizer every iteration (a one-off probe step): no update carries over
     optimizers = {normalized(e.role.target) for e in steps}
     function = window.loop.function
     texts = [code(function) if function is not None else window.facts.text]
