@@ -36,11 +36,19 @@ def model_of(module: cst.Module, text: str, options) -> ModuleModel:
     objects = Objects(facts, tuple(options.optimizer_names))
     reader = LossReader(facts, objects)
     statements: list[Statement] = []
-    windows = [
-        build_window(loop, facts, objects, reader, tuple(options.accumulation_names))
-        for loop in build_loops(facts, objects, tuple(options.accumulation_names), statements)
-    ]
+    loops = [] if other_framework(facts) else build_loops(facts, objects, tuple(options.accumulation_names), statements)
+    windows = [build_window(loop, facts, objects, reader, tuple(options.accumulation_names)) for loop in loops]
     return ModuleModel(facts, objects, windows, statements)
+
+
+_OTHER_FRAMEWORKS = frozenset({"mxnet", "jax", "flax", "optax", "tensorflow", "keras", "paddle", "mindspore", "oneflow"})
+
+
+def other_framework(facts: ModuleFacts) -> bool:
+    """The module trains with another framework (MXNet, JAX, TensorFlow...) and does not
+    import torch: its `loss.backward()` and `trainer.step(n)` are out of scope."""
+    roots = {full.split(".")[0] for full in facts.imports.values()}
+    return bool(roots & _OTHER_FRAMEWORKS) and "torch" not in roots
 
 
 def windows_of(module: cst.Module, text: str, options) -> list[Window]:

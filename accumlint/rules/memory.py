@@ -36,6 +36,8 @@ def graph_kept_alive(window: Window) -> Iterable[Finding]:
             call = small.value
             if type(call.func) is cst.Attribute and call.func.attr.value == "append" and len(call.args) == 1:
                 added, holder = call.args[0].value, dotted(call.func.value)
+                if not _may_be_list(window, holder):
+                    continue  # `run_loss.append(loss)` on a metric object (MONAI's CumulativeAverage...)
         if added is None or holder is None or holder in assigned_in_loop.get(statement.helper, set()):
             continue
         if window.builds_no_graph(statement):
@@ -51,6 +53,16 @@ def graph_kept_alive(window: Window) -> Iterable[Finding]:
             f"Keep `{name}.detach()`",
             help=f"every micro-batch's graph stays alive; keep `{name}.detach()` (or `{name}.item()`)",
         )
+
+
+def _may_be_list(window: Window, holder: Optional[str]) -> bool:
+    """The holder is a list, or nothing says otherwise: no binding of it calls anything
+    but `list(...)`."""
+    for binding in window.facts.bindings.get(holder or "", ()):
+        value = binding.value
+        if type(value) is cst.Call and dotted(value.func) != "list":
+            return False
+    return True
 
 
 def _self_sum(small: cst.BaseSmallStatement):
