@@ -10,9 +10,10 @@ import libcst as cst
 from accumlint.edits import Edit, filled_expression, insert_after, insert_before, move_after, parenthesized, remove, replace
 from accumlint.fixguard import guard_for
 from accumlint.model.tree import walk
-from accumlint.model.loop import Event
+from accumlint.model.gates import Gate
+from accumlint.model.loop import Event, Statement
 from accumlint.model.micro import lost_micro_losses
-from accumlint.model.names import code, dotted, last_part, normalized
+from accumlint.model.names import code, dotted, int_value, last_part, normalized
 from accumlint.model.scope import same_before_loop
 from accumlint.model.window import Window
 from accumlint.patterns import LazyPattern
@@ -341,7 +342,9 @@ def missing_zero_grad(window: Window) -> Iterable[Finding]:
 
 def off_by_one_boundary(window: Window) -> Iterable[Finding]:
     for gate, statement in _gates_with_steps(window):
-        if gate.kind != "modulo" or gate.has_condition or not window.off_by_one(gate, statement):
+        if gate.kind != "modulo" or not window.off_by_one(gate, statement):
+            continue
+        if gate.has_condition and not _only_skips_the_start(gate):
             continue
         if not any(b.statement.precedes(statement) for b in window.loop.backwards):
             continue  # a gate before the backward is GA103's
@@ -358,6 +361,21 @@ def off_by_one_boundary(window: Window) -> Iterable[Finding]:
             f"Test `({gate.counter} + 1) % {code(gate.k)} == 0`",
             help=f"every window is shifted by one; test `({gate.counter} + 1) % {code(gate.k)} == 0`",
         )
+
+
+def _only_skips_the_start(gate: Gate) -> bool:
+    """`i % K == 0 and i > 0` (or `i != 0`): the extra condition reads only the counter, so the
+    windows are still shifted by one (the first one holds K + 1 micro-batches)."""
+    test = gate.whole_test
+    if type(test) is not cst.BooleanOperation or type(test.operator) is not cst.And:
+        return False
+    other = test.right if test.left is gate.test else test.left if test.right is gate.test else None
+    if type(other) is not cst.Comparison or len(other.comparisons) != 1:
+        return False
+    names = {dotted(n) for n in walk(other) if type(n) in (cst.Name, cst.Attribute)}
+    bound = other.comparisons[0].comparator
+    return names == {gate.counter} and int_value(bound) == 0 and type(other.comparisons[0].operator) in (
+        cst.GreaterThan, cst.NotEqual)
 
 
 def _gates_with_steps(window: Window):
