@@ -79,18 +79,65 @@ def parse(text: str) -> "cst.Module":
         raise Unanalysable("too deeply nested for LibCST's parser") from None
 
 
-def find(module: "cst.Module", text: str, path: str, options: AnalysisOptions) -> list[Located]:
-    """All findings of a parsed module, deduplicated, with their diagnostics."""
+def find(module: "cst.Module", text: str, path: str, options: AnalysisOptions, project=None) -> list[Located]:
+    """All findings of a parsed module, deduplicated, with their diagnostics.
+
+    `project` (a `ProjectView`; by default the one of `path` when it is a file on
+    disk) lets the model read helpers, constants and configuration files from the
+    project's other modules. A finding whose statement stands in another module is
+    not this module's to report."""
     from accumlint.fixguard import guarded
     from accumlint.model.build import model_of
+    from accumlint.project import view_for
     from accumlint.rules.registry import run_rules
 
-    model = model_of(module, text, options)
+    if project is None:
+        project = view_for(path, text)
+    model = model_of(module, text, options, project)
     try:
         findings = run_rules(model)
+        if project is not None:
+            findings = [f for f in findings if not _elsewhere(model.facts, f)]
         return _locate(module, text, model.facts, guarded(module, findings, model.facts.parents), path) if findings else []
     finally:
         model.release()
+
+
+def _elsewhere(facts: "ModuleFacts", finding: "Finding") -> bool:
+    """A finding on, or with an edit of, a node read from another module."""
+    nodes = [finding.node] + [getattr(edit, "target", None) for edit in finding.edits]
+    return any(node is not None and facts.foreign(node) for node in nodes)
+
+
+class ProjectAnalysis(NamedTuple):
+    """One module's diagnostics and the project files the analysis read (path -> sha256)."""
+
+    diagnostics: list[Diagnostic]
+    reads: dict[str, str]
+
+
+def analyze_in_project(text: str, path: str, options: AnalysisOptions = AnalysisOptions()) -> ProjectAnalysis:
+    """`analyze`, with the project files it read, and one diagnostic for each configuration
+    file the module names that does not parse; raises ParseFailure."""
+    from accumlint.diagnostics import syntax_error
+    from accumlint.project import view_for
+
+    module = parse(text)
+    project = view_for(path, text)
+    diagnostics = [located.diagnostic for located in find(module, text, path, options, project)]
+    if project is None:
+        return ProjectAnalysis(diagnostics, {})
+    for error in project.configs()[1]:
+        diagnostics.append(syntax_error(_shown(error.path), error.line, error.column, error.message))
+    return ProjectAnalysis(diagnostics, dict(project.reads))
+
+
+def _shown(path: str) -> str:
+    """A path as the command line shows it: relative to the working folder when inside it."""
+    import os
+
+    relative = os.path.relpath(path)
+    return path if relative.startswith("..") else relative
 
 
 def analyze(text: str, path: str, options: AnalysisOptions = AnalysisOptions()) -> list[Diagnostic]:
