@@ -174,8 +174,10 @@ class ModuleFacts:
     def helper(self, call: cst.Call, caller: Optional[Function]) -> Optional[Function]:
         """The same-module function or method a call runs (`train_step(b)`, `self.train_step(b)`)."""
         func = call.func
-        if self.project is not None and caller is not None and self.project.is_foreign(caller):
-            return self.project.function(dotted(func), within=caller)
+        if self.project is not None:
+            home = self.project.home_of_call(call)
+            if home is not None:  # a call in another module's helper: resolved there
+                return self.project.function(dotted(func), within=home)
         if type(func) is cst.Name:
             target = self.functions.get(func.value)
         elif type(func) is cst.Attribute and dotted(func.value) == "self":

@@ -121,6 +121,8 @@ class ProjectView:
     _functions: dict[tuple[str, str, int], Optional[cst.FunctionDef]] = field(default_factory=dict)
     # id(foreign function node) -> (its module, its depth from the loop)
     _homes: dict[int, tuple[ModuleSummary, int]] = field(default_factory=dict)
+    # id(call in a foreign function) -> that function: a call is resolved where it stands
+    _call_homes: dict[int, cst.FunctionDef] = field(default_factory=dict)
 
     @property
     def root(self) -> str:
@@ -228,6 +230,12 @@ class ProjectView:
             self._functions[key] = node
             if node is not None:
                 self._homes[id(node)] = (owner, depth)
+                stack: list[cst.CSTNode] = [node]
+                while stack:
+                    inner = stack.pop()
+                    if type(inner) is cst.Call:
+                        self._call_homes[id(inner)] = node
+                    stack.extend(inner.children)
         return self._functions[key]
 
     def _owner(self, function: FunctionSummary) -> Optional[ModuleSummary]:
@@ -236,6 +244,10 @@ class ProjectView:
             if entry is not None and entry.summary.functions.get(function.name) is function:
                 return entry.summary
         return self.summary if self.summary.functions.get(function.name) is function else None
+
+    def home_of_call(self, call: cst.Call) -> Optional[cst.FunctionDef]:
+        """The foreign function a call stands in (None: it stands in the analysed module)."""
+        return self._call_homes.get(id(call))
 
     def is_foreign(self, function: cst.CSTNode) -> bool:
         return id(function) in self._homes
