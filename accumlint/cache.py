@@ -49,6 +49,14 @@ def _code_fingerprint() -> str:
     return digest.hexdigest()
 
 
+def _digest_of(path: str) -> Optional[str]:
+    try:
+        with open(path, "rb") as handle:
+            return hashlib.sha256(handle.read()).hexdigest()
+    except OSError:
+        return None
+
+
 def _to_json(diagnostic: Diagnostic) -> dict:
     return {**diagnostic._asdict(), "fix": diagnostic.fix._asdict() if diagnostic.fix else None}
 
@@ -76,22 +84,27 @@ class Cache:
         return digest.hexdigest()
 
     def get(self, key: str, path: str) -> Optional[list[Diagnostic]]:
+        """The raw findings stored under `key`, unless a project module the analysis read
+        (a helper, a constant, a configuration file) has changed since: then a miss."""
         entry = self.directory / f"{key}.json"
         try:
             with open(entry, encoding="utf-8") as handle:
-                entries = json.load(handle)
-            found = [_from_json(entry, path) for entry in entries]
+                stored = json.load(handle)
+            if not all(_digest_of(read) == digest for read, digest in stored["reads"]):
+                return None
+            found = [_from_json(entry, path) for entry in stored["diagnostics"]]
             os.utime(entry)  # recently used: pruned last
         except (OSError, ValueError, TypeError, KeyError):
             return None
         self.hits += 1
         return found
 
-    def put(self, key: str, diagnostics: list[Diagnostic]) -> None:
+    def put(self, key: str, diagnostics: list[Diagnostic], reads: tuple[tuple[str, str], ...] = ()) -> None:
+        """Store raw findings, with the project files they depend on and their sha256."""
         try:
             if not self.directory.is_dir():
                 self._create()
-            entry = json.dumps([_to_json(d) for d in diagnostics])
+            entry = json.dumps({"diagnostics": [_to_json(d) for d in diagnostics], "reads": [list(r) for r in reads]})
             with signals_deferred():  # an interrupt leaves no temporary file behind
                 handle, temporary = tempfile.mkstemp(dir=self.directory, suffix=".tmp")
                 try:

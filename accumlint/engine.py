@@ -145,6 +145,7 @@ class TaskResult(NamedTuple):
     fixed: tuple[Diagnostic, ...] = ()
     converged: bool = True
     cacheable: bool = False
+    reads: tuple[tuple[str, str], ...] = ()  # the project files the analysis read, with their sha256
 
 
 def _keeper(enabled: frozenset[str], suppressed: dict):
@@ -194,9 +195,12 @@ def _run_task(task: Task) -> TaskResult:
             outcome = fix_text(task.text, task.path, task.options, unsafe=task.unsafe, keep=keep)
             raw = outcome.remaining + list(suppressed.get(outcome.text, ()))
             return TaskResult(raw, outcome.text, tuple(outcome.fixed), outcome.converged)
-        from accumlint.analysis import analyze
+        from accumlint.analysis import analyze_in_project
 
-        return TaskResult(analyze(task.text, task.path, task.options), cacheable=True)
+        found = analyze_in_project(task.text, task.path, task.options)
+        # a diagnostic of another file (a named configuration file that does not parse) is not cached
+        own = all(d.path == task.path for d in found.diagnostics)
+        return TaskResult(found.diagnostics, cacheable=own, reads=tuple(sorted(found.reads.items())))
     except ParseFailure as failure:  # CPython parsed it: the limitation is LibCST's
         where = f"line {failure.line}, column {failure.column}"
         message = f"cannot be analysed: valid Python that LibCST cannot parse ({failure.message.strip()} at {where})"
@@ -390,9 +394,26 @@ def check(request: Request, resolver: Resolver, progress: Progress = _no_progres
         for (item, _), outcome in zip(unwritten, rechecks):
             result = item.result
             result.diagnostics = result.diagnostics + _select(result.original, outcome.diagnostics, item.enabled)
+    _report_once(files)
     if cache is not None:
         cache.prune()
     return RunResult(files, analysed=len(tasks), cache_hits=cache.hits if cache else 0, workers=workers)
+
+
+def _report_once(files: list[FileResult]) -> None:
+    """A diagnostic of another file (a broken configuration file that several modules
+    name) is reported once in the run."""
+    seen: set[tuple] = set()
+    for result in files:
+        kept = []
+        for diagnostic in result.diagnostics:
+            if diagnostic.path != result.path:
+                key = (diagnostic.path, diagnostic.line, diagnostic.column, diagnostic.message)
+                if key in seen:
+                    continue
+                seen.add(key)
+            kept.append(diagnostic)
+        result.diagnostics = kept
 
 
 def _fix_comments(result: FileResult, raw: list[Diagnostic], enabled: frozenset[str]) -> None:
@@ -416,7 +437,7 @@ def _finish(item: _Pending, outcome: TaskResult, cache, request: Request) -> boo
     """Take a task's outcome into its file's result; False when the fixed file could not be written."""
     result = item.result
     if cache is not None and outcome.cacheable and item.cache_key:
-        cache.put(item.cache_key, outcome.diagnostics)
+        cache.put(item.cache_key, outcome.diagnostics, outcome.reads)
     result.converged = outcome.converged
     if outcome.text is not None and outcome.text != result.original.text:
         try:

@@ -358,6 +358,20 @@ class ProjectView:
     def _module_of_function(self, function: FunctionSummary) -> ModuleSummary:
         return self._owner(function) or self.summary
 
+    def imported_modules(self) -> list[str]:
+        """The project modules the module's imports name (what a check may read of them)."""
+        found: set[str] = set()
+        for target, imported, level in self.summary.imports.values():
+            module = resolve_module(self.root, self.path, target, level)
+            if module is None and imported is not None:
+                module = resolve_submodule(self.root, self.path, target, level, imported)
+            elif imported is not None:
+                sub = resolve_submodule(self.root, self.path, target, level, imported)
+                found.update([sub] if sub is not None else [])
+            if module is not None and os.path.abspath(module) != self.path:
+                found.add(module)
+        return sorted(found)
+
     # -- configuration files ---------------------------------------------------------------
     def configs(self) -> tuple[list[ConfigFacts], list[ConfigError]]:
         """The configuration files the module names by a literal path that exist in the project."""
