@@ -129,7 +129,82 @@ def analyze_in_project(text: str, path: str, options: AnalysisOptions = Analysis
         return ProjectAnalysis(diagnostics, {})
     for error in project.configs()[1]:
         diagnostics.append(syntax_error(_shown(error.path), error.line, error.column, error.message))
-    return ProjectAnalysis(diagnostics, dict(project.reads))
+    elsewhere = findings_from_importers(text, path, options)
+    mine = {(d.code, d.line, d.column) for d in diagnostics}
+    diagnostics.extend(d for d in elsewhere.diagnostics if (d.code, d.line, d.column) not in mine)
+    return ProjectAnalysis(diagnostics, {**project.reads, **elsewhere.reads})
+
+
+def findings_from_importers(text: str, path: str, options: AnalysisOptions = AnalysisOptions()) -> ProjectAnalysis:
+    """Findings on this module's helper statements that loops of other project modules
+    make (a zeroing in a helper called from a gated loop elsewhere): reported here, in
+    the file of the wrong statement, with the loop named (`... in train() at train.py:42`).
+    Without a fix: the fix would be in another file than the one it was found from.
+    An importer that cannot be parsed or analysed says nothing."""
+    import os
+
+    from accumlint.model.build import model_of
+    from accumlint.model.positions import positions_of
+    from accumlint.project import view_for, view_for_file
+    from accumlint.project.importers import candidate_importers
+    from accumlint.project.summary import ROLE_EFFECTS
+    from accumlint.rules.catalog import rule
+    from accumlint.rules.registry import RULES
+
+    own = view_for(path, text)
+    if own is None:
+        return ProjectAnalysis([], {})
+    functions = [f.name for f in own.summary.functions.values() if "." not in f.name and f.effects & ROLE_EFFECTS]
+    if not functions:
+        return ProjectAnalysis([], {})
+    target = os.path.abspath(path)
+    found: dict[tuple, Diagnostic] = {}
+    reads: dict[str, str] = {}
+    for other, other_text in candidate_importers(own.root, target, functions):
+        view = view_for_file(other)
+        if view is None or target not in {os.path.abspath(m) for m in view.imported_modules()}:
+            continue
+        try:
+            module = parse(other_text)
+            model = model_of(module, other_text, options, view)
+        except Exception:  # noqa: BLE001 - an importer that cannot be analysed says nothing
+            continue
+        try:
+            for window in model.windows:
+                for check in RULES.values():
+                    for finding in check(window):
+                        if not model.facts.foreign(finding.node):
+                            continue
+                        where = view.position(finding.node)
+                        if where is None or os.path.abspath(where[0]) != target:
+                            continue
+                        key = (finding.code, where[1], where[2])
+                        if key in found:
+                            continue
+                        loop = window.loop
+                        header = positions_of(module, [loop.node], other_text).get(loop.node)
+                        name = loop.function.name.value + "()" if loop.function is not None else "the module's loop"
+                        at = f" in {name} at {_shown(other)}:{header.start.line}" if header is not None else ""
+                        related = "the window's step"
+                        found[key] = Diagnostic(
+                            path=path, line=where[1], column=where[2], end_line=where[3], end_column=where[4],
+                            code=finding.code, name=rule(finding.code).name,
+                            message=finding.message.replace("{related}", related) + at,
+                            fix=None, help=finding.help.replace("{related}", related),
+                        )
+        except Exception:  # noqa: BLE001 - precision first: a loop the rules cannot read says nothing
+            continue
+        finally:
+            model.release()
+        reads[other] = _digest(other_text)
+        reads.update(view.reads)
+    return ProjectAnalysis(sorted(found.values(), key=Diagnostic.sort_key), reads)
+
+
+def _digest(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _shown(path: str) -> str:
@@ -141,8 +216,12 @@ def _shown(path: str) -> str:
 
 
 def analyze(text: str, path: str, options: AnalysisOptions = AnalysisOptions()) -> list[Diagnostic]:
-    """All findings in one module's text, sorted by position; raises ParseFailure."""
-    return [located.diagnostic for located in find(parse(text), text, path, options)]
+    """All findings in one module's text, sorted by position, those that other project
+    modules' loops make on its helpers included; raises ParseFailure."""
+    found = [located.diagnostic for located in find(parse(text), text, path, options)]
+    mine = {(d.code, d.line, d.column) for d in found}
+    elsewhere = [d for d in findings_from_importers(text, path, options).diagnostics if (d.code, d.line, d.column) not in mine]
+    return sorted(found + elsewhere, key=Diagnostic.sort_key) if elsewhere else found
 
 
 def _locate(module: "cst.Module", text: str, facts: "ModuleFacts", findings: list["Finding"], path: str) -> list[Located]:

@@ -179,7 +179,7 @@ def run_task(task: Task) -> TaskResult:
 def _run_task(task: Task) -> TaskResult:
     try:
         if not screen(task.text, task.path, gate=task.gate, plain=task.plain):
-            return TaskResult([], cacheable=True)
+            return _from_importers(task)
     except ParseFailure as failure:  # CPython's own verdict and position
         return TaskResult([syntax_error(task.path, failure.line, failure.column, failure.message)], cacheable=True)
     except Unanalysable as refusal:
@@ -214,6 +214,20 @@ def _run_task(task: Task) -> TaskResult:
     except Exception as error:  # noqa: BLE001 - one file's failure must not end the run
         message = f"internal error while checking this file: {type(error).__name__}: {error}"
     return TaskResult([internal_error(task.path, message)])
+
+
+def _from_importers(task: Task) -> TaskResult:
+    """A module with no loop of its own: the findings that other modules' loops make on
+    its helpers (`analysis.findings_from_importers`)."""
+    if task.fix:
+        return TaskResult([], cacheable=True)
+    try:
+        from accumlint.analysis import findings_from_importers
+
+        found = findings_from_importers(task.text, task.path, task.options)
+    except Exception:  # noqa: BLE001 - precision first: what cannot be read says nothing
+        return TaskResult([], cacheable=True)
+    return TaskResult(found.diagnostics, cacheable=True, reads=tuple(sorted(found.reads.items())))
 
 
 def _workers(jobs: Optional[int], tasks: list[Task]) -> int:

@@ -10,7 +10,7 @@ per analysed module, `index`) about imported names; anything third-party,
 dynamic or built at run time stays unknown.
 """
 
-from accumlint.project.index import ProjectIndex, ProjectView, view_for
+from accumlint.project.index import ProjectIndex, ProjectView, view_for, view_for_file
 from accumlint.project.root import find_root
 
-__all__ = ["ProjectIndex", "ProjectView", "find_root", "view_for"]
+__all__ = ["ProjectIndex", "ProjectView", "find_root", "view_for", "view_for_file"]

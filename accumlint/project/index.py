@@ -110,6 +110,14 @@ def view_for(path: Optional[str], text: str) -> Optional["ProjectView"]:
     return ProjectView(_INDEX, os.path.abspath(path), summarize(path, text))
 
 
+def view_for_file(path: str) -> Optional["ProjectView"]:
+    """The view of the project for a module read from disk (its summary cached by the index)."""
+    entry = _INDEX.entry(path)
+    if entry is None or entry.summary.error is not None:
+        return None
+    return ProjectView(_INDEX, os.path.abspath(path), entry.summary)
+
+
 @dataclass(eq=False)
 class ProjectView:
     """What the model of one module may ask of the project."""
@@ -123,6 +131,10 @@ class ProjectView:
     _homes: dict[int, tuple[ModuleSummary, int]] = field(default_factory=dict)
     # id(call in a foreign function) -> that function: a call is resolved where it stands
     _call_homes: dict[int, cst.FunctionDef] = field(default_factory=dict)
+    _symbols: dict[tuple[str, str], Optional[Symbol]] = field(default_factory=dict)
+    # id(foreign function node) -> (the module parsed from its source alone, its summary, its file)
+    _snippets: dict[int, tuple[cst.Module, FunctionSummary, str]] = field(default_factory=dict)
+    _node_functions: dict[int, int] = field(default_factory=dict)
 
     @property
     def root(self) -> str:
@@ -142,7 +154,14 @@ class ProjectView:
 
     def symbol(self, module: ModuleSummary, name: str, hops: int = 0) -> Optional[Symbol]:
         """What a dotted name means in `module`: a project function, class, literal
-        constant or module; None when unknown or not the project's."""
+        constant or module; None when unknown or not the project's (asked once per view)."""
+        key = (module.path, name)
+        if key not in self._symbols:
+            self._symbols[key] = None  # a name met again while it is being resolved (a cycle): unknown
+            self._symbols[key] = self._symbol(module, name, hops)
+        return self._symbols[key]
+
+    def _symbol(self, module: ModuleSummary, name: str, hops: int) -> Optional[Symbol]:
         if hops > MAX_HOPS:
             return None
         head, _, rest = name.partition(".")
@@ -226,10 +245,11 @@ class ProjectView:
             return None
         key = (owner.path, found.name, depth)
         if key not in self._functions:
-            node = _parse_function(found)
+            snippet, node = _parse_function(found)
             self._functions[key] = node
             if node is not None:
                 self._homes[id(node)] = (owner, depth)
+                self._snippets[id(node)] = (snippet, found, owner.path)
                 stack: list[cst.CSTNode] = [node]
                 while stack:
                     inner = stack.pop()
@@ -244,6 +264,28 @@ class ProjectView:
             if entry is not None and entry.summary.functions.get(function.name) is function:
                 return entry.summary
         return self.summary if self.summary.functions.get(function.name) is function else None
+
+    def position(self, node: cst.CSTNode) -> Optional[tuple[str, int, int, int, int]]:
+        """Where a node read from another module stands: (file, line, column, end line,
+        end column), 1-based; None when it was not read from a project function."""
+        from accumlint.model.positions import positions_of
+
+        if not self._node_functions:
+            for function_id, (snippet, _, _) in self._snippets.items():
+                stack: list[cst.CSTNode] = [snippet]
+                while stack:
+                    inner = stack.pop()
+                    self._node_functions[id(inner)] = function_id
+                    stack.extend(inner.children)
+        function_id = self._node_functions.get(id(node))
+        if function_id is None:
+            return None
+        snippet, summary, path = self._snippets[function_id]
+        where = positions_of(snippet, [node]).get(node)
+        if where is None:
+            return None
+        offset = summary.line - 1
+        return (path, where.start.line + offset, where.start.column + 1, where.end.line + offset, where.end.column + 1)
 
     def home_of_call(self, call: cst.Call) -> Optional[cst.FunctionDef]:
         """The foreign function a call stands in (None: it stands in the analysed module)."""
@@ -263,7 +305,7 @@ class ProjectView:
         if type(found) is not FunctionSummary or not found.effects & {WRAP, SCHEDULER}:
             return None
         owner = self._owner(found)
-        node = _parse_function(found)
+        node = _parse_function(found)[1]
         if owner is None or node is None:
             return None
         values = {cst.Module([]).code_for_node(r.value) for r in _returns(node) if r.value is not None}
@@ -424,14 +466,15 @@ def _dotted(node: cst.BaseExpression) -> Optional[str]:
     return dotted(node)
 
 
-def _parse_function(function: FunctionSummary) -> Optional[cst.FunctionDef]:
+def _parse_function(function: FunctionSummary) -> tuple[Optional[cst.Module], Optional[cst.FunctionDef]]:
+    """A function's definition parsed alone, with the module LibCST made of it."""
     source = function.source if function.source.endswith("\n") else function.source + "\n"
     try:
         module = cst.parse_module(source)
     except Exception:  # noqa: BLE001 - what LibCST cannot parse stays unknown
-        return None
+        return None, None
     node = module.body[0] if module.body else None
-    return node if type(node) is cst.FunctionDef else None
+    return (module, node) if type(node) is cst.FunctionDef else (None, None)
 
 
 def _returns(function: cst.FunctionDef) -> list[cst.Return]:

@@ -20,6 +20,8 @@ from typing import Optional
 BACKWARD, STEP, ZEROING, LOSS_DIVISION, WRAP, SYNC_CONTROL, SCHEDULER = (
     "backward", "step", "zeroing", "loss-division", "wrap", "sync-control", "scheduler",
 )
+# Effects that make a function's statements part of a window (what rules report on).
+ROLE_EFFECTS = frozenset({BACKWARD, STEP, ZEROING, LOSS_DIVISION, SCHEDULER})
 _WRAPS = {"DistributedDataParallel", "DDP", "FullyShardedDataParallel", "FSDP", "fully_shard"}
 _PREPARE = {"prepare", "prepare_model", "setup", "setup_module"}
 _SYNC = {"no_sync", "no_backward_sync", "set_requires_gradient_sync", "disable_allreduce", "enable_allreduce"}
@@ -32,7 +34,7 @@ class FunctionSummary:
     """A module-level function or a method (`Class.method`): its effects and its source."""
 
     name: str
-    line: int  # the `def` line (1-based), or the first decorator's
+    line: int  # the first line of `source` in the module: the first decorator's, else the `def` line
     source: str  # the definition, dedented
     effects: frozenset[str]
     calls: tuple[str, ...]  # dotted names of the functions it calls
@@ -181,7 +183,8 @@ def _function(name: str, node: ast.FunctionDef, lines: list[str]) -> FunctionSum
             effects.add(LOSS_DIVISION)
         elif kind is ast.AugAssign and type(inner.op) is ast.Div and "loss" in (_dotted(inner.target) or "").lower():
             effects.add(LOSS_DIVISION)
-    return FunctionSummary(name, node.lineno, source_of(node, lines), frozenset(effects), tuple(calls))
+    first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+    return FunctionSummary(name, first, source_of(node, lines), frozenset(effects), tuple(calls))
 
 
 def _class(summary: ModuleSummary, node: ast.ClassDef, lines: list[str]) -> ClassSummary:
