@@ -92,7 +92,7 @@ def find(module: "cst.Module", text: str, path: str, options: AnalysisOptions, p
     from accumlint.rules.registry import run_rules
 
     if project is None:
-        project = view_for(path, text)
+        project = view_for(path, text, module)
     model = model_of(module, text, options, project)
     try:
         findings = run_rules(model)
@@ -123,7 +123,7 @@ def analyze_in_project(text: str, path: str, options: AnalysisOptions = Analysis
     from accumlint.project import view_for
 
     module = parse(text)
-    project = view_for(path, text)
+    project = view_for(path, text, module)
     diagnostics = [located.diagnostic for located in find(module, text, path, options, project)]
     if project is None:
         return ProjectAnalysis(diagnostics, {})
@@ -146,21 +146,26 @@ def findings_from_importers(text: str, path: str, options: AnalysisOptions = Ana
     from accumlint.model.build import model_of
     from accumlint.model.positions import positions_of
     from accumlint.project import view_for, view_for_file
-    from accumlint.project.importers import candidate_importers
+    from accumlint.project.importers import candidate_importers, helper_names
+    from accumlint.project.root import find_root
     from accumlint.project.summary import ROLE_EFFECTS
     from accumlint.rules.catalog import rule
     from accumlint.rules.registry import RULES
 
+    if not path or not os.path.isfile(path):
+        return ProjectAnalysis([], {})
+    target = os.path.abspath(path)
+    root = find_root(target)
+    # the module's top-level functions, by their text first: most modules have no importer that calls one
+    if not candidate_importers(root, target, helper_names(text)):
+        return ProjectAnalysis([], {})
     own = view_for(path, text)
     if own is None:
         return ProjectAnalysis([], {})
     functions = [f.name for f in own.summary.functions.values() if "." not in f.name and f.effects & ROLE_EFFECTS]
-    if not functions:
-        return ProjectAnalysis([], {})
-    target = os.path.abspath(path)
     found: dict[tuple, Diagnostic] = {}
     reads: dict[str, str] = {}
-    for other, other_text in candidate_importers(own.root, target, functions):
+    for other, other_text in candidate_importers(root, target, functions):
         view = view_for_file(other)
         if view is None or target not in {os.path.abspath(m) for m in view.imported_modules()}:
             continue

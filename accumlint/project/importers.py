@@ -21,12 +21,15 @@ _SKIPPED_FOLDERS = {"__pycache__", "node_modules", "site-packages", "dist-packag
 _IMPORT_LINE = re.compile(r"^[ \t]*(?:from[ \t]+([.\w]+)[ \t]+import\b([^\n#;]*)|import[ \t]+([\w.]+))", re.MULTILINE)
 _LOOP = re.compile(r"^[ \t]*(?:for|while|async[ \t]+for)\b", re.MULTILINE)
 
-_SCANS: dict[str, dict[str, tuple[frozenset[str], str]]] = {}
+_SCANS: dict[str, dict[str, str]] = {}
+_MENTIONS: dict[str, frozenset[str]] = {}
+_CALLS: dict[str, frozenset[str]] = {}
+_CALLED = re.compile(r"\b(\w+)\s*\(")
 
 
-def _scan(root: str) -> dict[str, tuple[frozenset[str], str]]:
-    """path -> (the module names its import lines mention, its text), for files that hold a loop."""
-    found: dict[str, tuple[frozenset[str], str]] = {}
+def _scan(root: str) -> dict[str, str]:
+    """path -> text of the project's files that hold a loop (bounded in files and bytes)."""
+    found: dict[str, str] = {}
     files = total = 0
     for folder, folders, names in os.walk(root):
         folders[:] = sorted(
@@ -49,35 +52,63 @@ def _scan(root: str) -> dict[str, tuple[frozenset[str], str]]:
             except OSError:
                 continue
             total += len(text)
-            if _LOOP.search(text) is None:
-                continue
-            mentioned = set()
-            for match in _IMPORT_LINE.finditer(text):
-                module = match.group(1) or match.group(3)
-                mentioned.update(part for part in module.split(".") if part)
-                if match.group(2):  # `from . import steps`: the names may be modules
-                    mentioned.update(re.findall(r"\w+", match.group(2)))
-            if mentioned:
-                found[path] = (frozenset(mentioned), text)
+            if _LOOP.search(text) is not None:
+                found[path] = text
     return found
+
+
+def _mentioned(path: str, text: str) -> frozenset[str]:
+    """The module names a file's import lines mention (and the names `from X import` takes)."""
+    names = _MENTIONS.get(path)
+    if names is None:
+        found: set[str] = set()
+        for match in _IMPORT_LINE.finditer(text):
+            module = match.group(1) or match.group(3)
+            found.update(part for part in module.split(".") if part)
+            if match.group(2):  # `from . import steps`: the names may be modules
+                found.update(re.findall(r"\w+", match.group(2)))
+        names = _MENTIONS[path] = frozenset(found)
+    return names
+
+
+def _called_names(path: str, text: str) -> frozenset[str]:
+    names = _CALLS.get(path)
+    if names is None:
+        names = _CALLS[path] = frozenset(_CALLED.findall(text))
+    return names
+
+
+# A top-level function, up to the next top-level statement.
+_TOP_LEVEL_FUNCTION = re.compile(r"^def[ \t]+(\w+)[^\n]*\n(?:[ \t]+[^\n]*\n|[ \t]*\n)*", re.MULTILINE)
+# Text a function needs to hold a statement a rule reports on (role effects, `summary.ROLE_EFFECTS`).
+_ROLE_HINT = re.compile(r"\.backward\(|zero_grad\(|\.step\(|\.grad\b|loss\w*\s*/|/=|sched")
+
+
+def helper_names(text: str) -> list[str]:
+    """Top-level functions of a module whose text may hold a backward, step, zeroing,
+    loss division or scheduler (the summary decides; this only spares reading the tree)."""
+    return [m.group(1) for m in _TOP_LEVEL_FUNCTION.finditer(text) if _ROLE_HINT.search(m.group(0))]
 
 
 def candidate_importers(root: str, path: str, functions: list[str]) -> list[tuple[str, str]]:
     """(path, text) of the project files that may import the module at `path` and call one
     of `functions` in a loop: their import lines name its module and they call the
     function. Resolving their imports decides."""
+    wanted = set(functions)
+    if not wanted:
+        return []
     scan = _SCANS.get(root)
     if scan is None:
         scan = _SCANS[root] = _scan(root)
     stem = os.path.splitext(os.path.basename(path))[0]
     if stem == "__init__":
         stem = os.path.basename(os.path.dirname(path))
-    calls = re.compile(r"\b(?:%s)\s*\(" % "|".join(re.escape(f) for f in functions)) if functions else None
+    target = os.path.abspath(path)
     found = []
-    for other, (mentioned, text) in scan.items():
-        if os.path.abspath(other) == os.path.abspath(path) or calls is None:
+    for other, text in scan.items():
+        if stem not in text or not any(name in text for name in wanted) or os.path.abspath(other) == target:
             continue
-        if stem in mentioned and calls.search(text):
+        if stem in _mentioned(other, text) and wanted & _called_names(other, text):
             found.append((other, text))
     return found
 
@@ -88,3 +119,5 @@ def forget(root: Optional[str] = None) -> None:
         _SCANS.clear()
     else:
         _SCANS.pop(root, None)
+    _MENTIONS.clear()
+    _CALLS.clear()

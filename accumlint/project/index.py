@@ -22,7 +22,15 @@ import libcst as cst
 
 from accumlint.project.configs import ConfigError, ConfigFacts, read_config
 from accumlint.project.root import find_root, resolve_module, resolve_submodule
-from accumlint.project.summary import WRAP, SCHEDULER, ClassSummary, FunctionSummary, ModuleSummary, summarize
+from accumlint.project.summary import (
+    SCHEDULER,
+    WRAP,
+    ClassSummary,
+    FunctionSummary,
+    ModuleSummary,
+    imports_and_configs,
+    summarize,
+)
 
 if TYPE_CHECKING:
     from accumlint.model.facts import Binding, ModuleFacts
@@ -103,11 +111,28 @@ def digest(data: bytes) -> str:
 _INDEX = ProjectIndex()
 
 
-def view_for(path: Optional[str], text: str) -> Optional["ProjectView"]:
-    """The view of the project for the module at `path` (None: not a file on disk, e.g. stdin)."""
+def view_for(path: Optional[str], text: str, module: Optional[cst.Module] = None) -> Optional["ProjectView"]:
+    """The view of the project for the module at `path` (None: not a file on disk, e.g.
+    stdin). With its LibCST `module`, the view's own summary holds only what the model asks
+    of it (imports, configuration files), read from that tree."""
     if not path or path == "-" or not path.endswith(".py") or not os.path.isfile(path):
         return None
-    return ProjectView(_INDEX, os.path.abspath(path), summarize(path, text))
+    summary = imports_and_configs(path, text, module) if module is not None else _summary_of_text(path, text)
+    return ProjectView(_INDEX, os.path.abspath(path), summary)
+
+
+_LAST_TEXT: dict[str, tuple[str, ModuleSummary]] = {}
+
+
+def _summary_of_text(path: str, text: str) -> ModuleSummary:
+    """The summary of a module's text, computed once for the last text of each path
+    (the analysis and the search for its importers both ask)."""
+    found = _LAST_TEXT.get(path)
+    if found is None or found[0] != text:
+        if len(_LAST_TEXT) > 64:
+            _LAST_TEXT.clear()
+        found = _LAST_TEXT[path] = (text, summarize(path, text))
+    return found[1]
 
 
 def view_for_file(path: str) -> Optional["ProjectView"]:

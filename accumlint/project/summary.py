@@ -12,6 +12,7 @@ source text; the model parses one of them only when it asks for it.
 from __future__ import annotations
 
 import ast
+import re
 import textwrap
 from dataclasses import dataclass, field
 from typing import Optional
@@ -26,18 +27,28 @@ _WRAPS = {"DistributedDataParallel", "DDP", "FullyShardedDataParallel", "FSDP", 
 _PREPARE = {"prepare", "prepare_model", "setup", "setup_module"}
 _SYNC = {"no_sync", "no_backward_sync", "set_requires_gradient_sync", "disable_allreduce", "enable_allreduce"}
 _OPTIMIZER_RECEIVER = ("opt", "optim", "optimizer", "scaler")
-_CONFIG_SUFFIXES = (".json", ".yaml", ".yml")
+# A string literal that names a configuration file (`"configs/ds_config.json"`).
+_CONFIG_LITERAL = re.compile(r"""["']([^"'\s\\]{1,300}\.(?:json|ya?ml))["']""")
+# Text that any effect needs (a function without any of them has none: no walk of its body).
+_EFFECT_HINT = re.compile(r"backward|step|zero_grad|\.grad\b|loss|DDP|DistributedDataParallel|FSDP|FullyShardedDataParallel"
+                          r"|fully_shard|deepspeed|prepare|setup|sync|allreduce|sched|LR\b")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class FunctionSummary:
-    """A module-level function or a method (`Class.method`): its effects and its source."""
+    """A module-level function or a method (`Class.method`): its effects and where its source is."""
 
     name: str
     line: int  # the first line of `source` in the module: the first decorator's, else the `def` line
-    source: str  # the definition, dedented
-    effects: frozenset[str]
-    calls: tuple[str, ...]  # dotted names of the functions it calls
+    end: int  # its last line
+    lines: list[str] = field(repr=False)  # the module's lines (shared by its functions)
+    effects: frozenset[str] = frozenset()
+
+    @property
+    def source(self) -> str:
+        """The definition (decorators included), dedented; made only when asked."""
+        text = "".join(self.lines[self.line - 1:self.end])
+        return text if text[:1] not in (" ", "\t") else textwrap.dedent(text)
 
 
 @dataclass(frozen=True)
@@ -64,6 +75,38 @@ class ModuleSummary:
     error: Optional[str] = None  # the module could not be parsed: nothing is known of it
 
 
+def imports_and_configs(path: str, text: str, module) -> ModuleSummary:
+    """What the analysed module itself needs of its own summary, from its LibCST tree:
+    its top-level imports and the configuration files it names (no second parse)."""
+    import libcst as cst
+
+    from accumlint.model.names import dotted
+
+    summary = ModuleSummary(path)
+    for statement in module.body:
+        if type(statement) is not cst.SimpleStatementLine:
+            continue
+        for small in statement.body:
+            if type(small) is cst.Import:
+                for alias in small.names:
+                    name = dotted(alias.name)
+                    if name is None:
+                        continue
+                    if alias.asname is not None:
+                        summary.imports[dotted(alias.asname.name) or name] = (name, None, 0)
+                    else:
+                        summary.imports.setdefault(name.split(".")[0], (name.split(".")[0], None, 0))
+            elif type(small) is cst.ImportFrom and type(small.names) is not cst.ImportStar:
+                base = dotted(small.module) if small.module is not None else ""
+                for alias in small.names:
+                    name = dotted(alias.name)
+                    if name is not None:
+                        local = dotted(alias.asname.name) if alias.asname is not None else name
+                        summary.imports[local or name] = (base or "", name, len(small.relative))
+    summary.config_paths = tuple(sorted(set(_CONFIG_LITERAL.findall(text))))
+    return summary
+
+
 def summarize(path: str, text: str) -> ModuleSummary:
     """The summary of one module's text; an unparsable one is empty with `error` set."""
     summary = ModuleSummary(path)
@@ -78,21 +121,12 @@ def summarize(path: str, text: str) -> ModuleSummary:
         _module_statement(summary, statement, lines, rebound)
     for name in rebound:
         summary.constants.pop(name, None)
-    builders, defaults = _argparse(tree)
-    summary.argparse_builders = frozenset(builders)
-    summary.argparse_defaults = defaults
-    summary.config_paths = tuple(sorted({
-        node.value for node in ast.walk(tree)
-        if type(node) is ast.Constant and type(node.value) is str and node.value.endswith(_CONFIG_SUFFIXES)
-        and "\n" not in node.value and len(node.value) < 300
-    }))
+    if "add_argument" in text:
+        builders, defaults = _argparse(tree)
+        summary.argparse_builders = frozenset(builders)
+        summary.argparse_defaults = defaults
+    summary.config_paths = tuple(sorted(set(_CONFIG_LITERAL.findall(text))))
     return summary
-
-
-def source_of(node: ast.AST, lines: list[str]) -> str:
-    """A definition's source (decorators included), dedented."""
-    first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", ())])
-    return textwrap.dedent("".join(lines[first - 1:node.end_lineno]))
 
 
 def _expression(node: ast.AST, lines: list[str]) -> Optional[str]:
@@ -156,13 +190,14 @@ def _dotted(node: ast.AST) -> Optional[str]:
 
 def _function(name: str, node: ast.FunctionDef, lines: list[str]) -> FunctionSummary:
     effects: set[str] = set()
-    calls: list[str] = []
+    first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+    if not any(_EFFECT_HINT.search(line) for line in lines[first - 1:node.end_lineno]):
+        return FunctionSummary(name, first, node.end_lineno, lines)
     for inner in ast.walk(node):
         kind = type(inner)
         if kind is ast.Call:
             callee = _dotted(inner.func) or ""
             tail = callee.rsplit(".", 1)[-1]
-            calls.append(callee)
             if tail in ("backward", "manual_backward"):
                 effects.add(BACKWARD)
             elif tail == "step" and any(p in callee.lower() for p in _OPTIMIZER_RECEIVER):
@@ -183,8 +218,7 @@ def _function(name: str, node: ast.FunctionDef, lines: list[str]) -> FunctionSum
             effects.add(LOSS_DIVISION)
         elif kind is ast.AugAssign and type(inner.op) is ast.Div and "loss" in (_dotted(inner.target) or "").lower():
             effects.add(LOSS_DIVISION)
-    first = min([node.lineno] + [d.lineno for d in node.decorator_list])
-    return FunctionSummary(name, first, source_of(node, lines), frozenset(effects), tuple(calls))
+    return FunctionSummary(name, first, node.end_lineno, lines, frozenset(effects))
 
 
 def _class(summary: ModuleSummary, node: ast.ClassDef, lines: list[str]) -> ClassSummary:
@@ -255,8 +289,3 @@ def _argparse(tree: ast.Module) -> tuple[set[str], dict[str, str]]:
         ):
             builders.add(node.name)
     return builders, defaults
-
-
-def function_node_source(function: FunctionSummary) -> str:
-    """The source to parse for a function's definition alone."""
-    return function.source if function.source.endswith("\n") else function.source + "\n"
