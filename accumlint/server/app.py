@@ -144,7 +144,21 @@ async def did_change(params: types.DidChangeTextDocumentParams) -> None:
 
 @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
 def did_save(params: types.DidSaveTextDocumentParams) -> None:
-    publish(params.text_document.uri)
+    """Check the saved module, then the other open modules: the analysis reads saved
+    modules of the project (SPEC section 2), so an importer's findings, or a helper's
+    that a loop elsewhere makes, may change with this one."""
+    from accumlint.project.importers import forget
+
+    forget()
+    saved = params.text_document.uri
+    publish(saved)
+    seen = {_unit_for(saved)[0]}
+    for uri in list(server.workspace.text_documents):
+        if uri.endswith(".py"):
+            key = _unit_for(uri)[0]
+            if key not in seen:
+                seen.add(key)
+                publish(uri)
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
