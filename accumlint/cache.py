@@ -90,9 +90,11 @@ class Cache:
         try:
             with open(entry, encoding="utf-8") as handle:
                 stored = json.load(handle)
-            if not all(_digest_of(read) == digest for read, digest in stored["reads"]):
-                return None
-            found = [_from_json(entry, path) for entry in stored["diagnostics"]]
+            if type(stored) is dict:  # a result that read other project files: each must be unchanged
+                if not all(_digest_of(read) == digest for read, digest in stored["reads"]):
+                    return None
+                stored = stored["diagnostics"]
+            found = [_from_json(entry, path) for entry in stored]
             os.utime(entry)  # recently used: pruned last
         except (OSError, ValueError, TypeError, KeyError):
             return None
@@ -100,11 +102,13 @@ class Cache:
         return found
 
     def put(self, key: str, diagnostics: list[Diagnostic], reads: tuple[tuple[str, str], ...] = ()) -> None:
-        """Store raw findings, with the project files they depend on and their sha256."""
+        """Store raw findings (a JSON list), or, when the analysis read other project files,
+        an object with the findings and those files' sha256 (`get` checks them)."""
         try:
             if not self.directory.is_dir():
                 self._create()
-            entry = json.dumps({"diagnostics": [_to_json(d) for d in diagnostics], "reads": [list(r) for r in reads]})
+            found = [_to_json(d) for d in diagnostics]
+            entry = json.dumps({"diagnostics": found, "reads": [list(r) for r in reads]} if reads else found)
             with signals_deferred():  # an interrupt leaves no temporary file behind
                 handle, temporary = tempfile.mkstemp(dir=self.directory, suffix=".tmp")
                 try:

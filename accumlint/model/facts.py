@@ -197,7 +197,7 @@ class ModuleFacts:
 
     def foreign(self, node: cst.CSTNode) -> bool:
         """Whether `node` stands in another module of the project (a helper read from there)."""
-        return self.project is not None and id(node) not in self.parents and node is not self.module
+        return self.project is not None and self.project.owns(node)
 
     def class_bases(self, owner: cst.ClassDef) -> list[str]:
         return [self.qualified(dotted(base.value)) or "" for base in owner.bases]
@@ -270,7 +270,7 @@ def _through_project_helpers(facts: ModuleFacts, project: "ProjectView") -> None
     if facts.trainer_accumulation is None:
         steps = project.lightning_accumulation()
         if steps is not None:
-            facts.trainer_accumulation = cst.Integer(str(steps))
+            facts.trainer_accumulation = project.adopt(cst.Integer(str(steps)))
 
 
 def _trainer_accumulation_through_kwargs(facts: ModuleFacts) -> None:

@@ -123,7 +123,7 @@ class Frameworks:
             if literal is None:
                 literal = self._project_int(steps)
                 if literal in (0, 1):  # K = 1 from another module: no accumulation, said as a literal
-                    steps = cst.Integer(str(literal))
+                    steps = self.facts.project.adopt(cst.Integer(str(literal)))
             return AcceleratorInfo(scales=literal is None or literal > 1, steps=steps, sharded=sharded)
         plugin = options.get("gradient_accumulation_plugin")
         if plugin is not None:

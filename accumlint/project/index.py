@@ -160,6 +160,8 @@ class ProjectView:
     # id(foreign function node) -> (the module parsed from its source alone, its summary, its file)
     _snippets: dict[int, tuple[cst.Module, FunctionSummary, str]] = field(default_factory=dict)
     _node_functions: dict[int, int] = field(default_factory=dict)
+    _foreign: set[int] = field(default_factory=set)
+    _keep: list[cst.CSTNode] = field(default_factory=list)
 
     @property
     def root(self) -> str:
@@ -275,12 +277,9 @@ class ProjectView:
             if node is not None:
                 self._homes[id(node)] = (owner, depth)
                 self._snippets[id(node)] = (snippet, found, owner.path)
-                stack: list[cst.CSTNode] = [node]
-                while stack:
-                    inner = stack.pop()
+                for inner in self._adopted(node):
                     if type(inner) is cst.Call:
                         self._call_homes[id(inner)] = node
-                    stack.extend(inner.children)
         return self._functions[key]
 
     def _owner(self, function: FunctionSummary) -> Optional[ModuleSummary]:
@@ -311,6 +310,27 @@ class ProjectView:
             return None
         offset = summary.line - 1
         return (path, where.start.line + offset, where.start.column + 1, where.end.line + offset, where.end.column + 1)
+
+    def _adopted(self, node: cst.CSTNode) -> list[cst.CSTNode]:
+        """Every node under `node`, now known to stand outside the analysed module."""
+        found: list[cst.CSTNode] = []
+        stack = [node]
+        while stack:
+            inner = stack.pop()
+            found.append(inner)
+            stack.extend(inner.children)
+        self._foreign.update(id(inner) for inner in found)
+        self._keep.append(node)  # ids stay unique while the view lives
+        return found
+
+    def adopt(self, node: cst.CSTNode) -> cst.CSTNode:
+        """Mark a node made from another module's facts (a value, a returned call) as foreign."""
+        self._adopted(node)
+        return node
+
+    def owns(self, node: cst.CSTNode) -> bool:
+        """Whether a node was read from another module (or made from its facts)."""
+        return id(node) in self._foreign
 
     def home_of_call(self, call: cst.Call) -> Optional[cst.FunctionDef]:
         """The foreign function a call stands in (None: it stands in the analysed module)."""
@@ -348,7 +368,7 @@ class ProjectView:
         target, what, _ = imported
         qualified = f"{target}.{what}" if what else target
         full = f"{qualified}.{rest}" if rest else qualified
-        return call.with_changes(func=cst.parse_expression(full))
+        return self.adopt(call.with_changes(func=cst.parse_expression(full)))
 
     # -- values ------------------------------------------------------------------------
     def bindings(self, name: str, facts: "ModuleFacts") -> list["Binding"]:
@@ -371,7 +391,7 @@ class ProjectView:
             value = cst.parse_expression(source)
         except Exception:  # noqa: BLE001 - a text LibCST cannot read back: unknown
             return []
-        return [Binding(name, value, None, value)]
+        return [Binding(name, self.adopt(value), None, value)]
 
     def _field(self, facts: "ModuleFacts", head: str, attribute: str) -> Optional[str]:
         values = facts.bindings.get(head, [])
