@@ -117,22 +117,32 @@ class ProjectAnalysis(NamedTuple):
 
 
 def analyze_in_project(text: str, path: str, options: AnalysisOptions = AnalysisOptions()) -> ProjectAnalysis:
-    """`analyze`, with the project files it read, and one diagnostic for each configuration
-    file the module names that does not parse; raises ParseFailure."""
-    from accumlint.diagnostics import syntax_error
-    from accumlint.project import view_for
+    """`analyze`, with one diagnostic for each configuration file the module names that
+    does not parse, and the project files the analysis read; raises ParseFailure."""
+    diagnostics = analyze(text, path, options)
+    report = project_report(path)
+    return ProjectAnalysis(diagnostics + report.diagnostics, report.reads)
 
-    module = parse(text)
-    project = view_for(path, text, module)
-    diagnostics = [located.diagnostic for located in find(module, text, path, options, project)]
+
+# The last `analyze` of a path: its broken configuration files and the project files it read.
+_LAST_REPORT: dict[str, ProjectAnalysis] = {}
+
+
+def project_report(path: str) -> ProjectAnalysis:
+    """What the last `analyze` of `path` learnt beside its findings: a diagnostic for each
+    configuration file it names that does not parse, and the project files it read
+    (path -> sha256), for the result cache. Empty when nothing was recorded."""
+    return _LAST_REPORT.get(path) or ProjectAnalysis([], {})
+
+
+def _record(path: str, project, elsewhere: ProjectAnalysis) -> None:
+    from accumlint.diagnostics import syntax_error
+
+    _LAST_REPORT.clear()
     if project is None:
-        return ProjectAnalysis(diagnostics, {})
-    for error in project.configs()[1]:
-        diagnostics.append(syntax_error(_shown(error.path), error.line, error.column, error.message))
-    elsewhere = findings_from_importers(text, path, options)
-    mine = {(d.code, d.line, d.column) for d in diagnostics}
-    diagnostics.extend(d for d in elsewhere.diagnostics if (d.code, d.line, d.column) not in mine)
-    return ProjectAnalysis(diagnostics, {**project.reads, **elsewhere.reads})
+        return
+    errors = [syntax_error(_shown(e.path), e.line, e.column, e.message) for e in project.configs()[1]]
+    _LAST_REPORT[path] = ProjectAnalysis(errors, {**project.reads, **elsewhere.reads})
 
 
 def findings_from_importers(text: str, path: str, options: AnalysisOptions = AnalysisOptions()) -> ProjectAnalysis:
@@ -223,9 +233,16 @@ def _shown(path: str) -> str:
 def analyze(text: str, path: str, options: AnalysisOptions = AnalysisOptions()) -> list[Diagnostic]:
     """All findings in one module's text, sorted by position, those that other project
     modules' loops make on its helpers included; raises ParseFailure."""
-    found = [located.diagnostic for located in find(parse(text), text, path, options)]
+    from accumlint.project import view_for
+
+    _LAST_REPORT.clear()
+    module = parse(text)
+    project = view_for(path, text, module)
+    found = [located.diagnostic for located in find(module, text, path, options, project)]
+    importers = findings_from_importers(text, path, options)
+    _record(path, project, importers)
     mine = {(d.code, d.line, d.column) for d in found}
-    elsewhere = [d for d in findings_from_importers(text, path, options).diagnostics if (d.code, d.line, d.column) not in mine]
+    elsewhere = [d for d in importers.diagnostics if (d.code, d.line, d.column) not in mine]
     return sorted(found + elsewhere, key=Diagnostic.sort_key) if elsewhere else found
 
 

@@ -195,12 +195,13 @@ def _run_task(task: Task) -> TaskResult:
             outcome = fix_text(task.text, task.path, task.options, unsafe=task.unsafe, keep=keep)
             raw = outcome.remaining + list(suppressed.get(outcome.text, ()))
             return TaskResult(raw, outcome.text, tuple(outcome.fixed), outcome.converged)
-        from accumlint.analysis import analyze_in_project
+        from accumlint.analysis import analyze, project_report
 
-        found = analyze_in_project(task.text, task.path, task.options)
+        diagnostics = analyze(task.text, task.path, task.options)
+        report = project_report(task.path)
         # a diagnostic of another file (a named configuration file that does not parse) is not cached
-        own = all(d.path == task.path for d in found.diagnostics)
-        return TaskResult(found.diagnostics, cacheable=own, reads=tuple(sorted(found.reads.items())))
+        return TaskResult(diagnostics + report.diagnostics, cacheable=not report.diagnostics,
+                          reads=tuple(sorted(report.reads.items())))
     except ParseFailure as failure:  # CPython parsed it: the limitation is LibCST's
         where = f"line {failure.line}, column {failure.column}"
         message = f"cannot be analysed: valid Python that LibCST cannot parse ({failure.message.strip()} at {where})"

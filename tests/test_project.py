@@ -230,3 +230,20 @@ def test_stdlib_like_tree_has_no_finding(tmp_path: Path) -> None:
     shutil.copytree(Path(email.__file__).parent, folder)
     code, output = _run("check", "--no-cache", "--exit-zero", ".", cwd=tmp_path)
     assert code == 0 and "GA" not in output and "error" not in output.lower().replace("0 errors", "")
+
+
+def test_a_helper_module_without_a_loop_gets_the_finding_a_loop_elsewhere_makes(tmp_path: Path) -> None:
+    """The gate drops a module with no loop; its helpers' findings still come from its importers."""
+    root = tmp_path / "proj"
+    _write(root / "pyproject.toml", "")
+    _write(root / "steps.py", "def backward_step(loss, optimizer, accum_steps):\n    optimizer.zero_grad()\n"
+           "    (loss / accum_steps).backward()\n")
+    _write(root / "train.py", "import torch\nfrom steps import backward_step\n\n\ndef train(model, loader, k=4):\n"
+           "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n    for i, (x, y) in enumerate(loader):\n"
+           "        loss = torch.nn.functional.mse_loss(model(x), y)\n        backward_step(loss, optimizer, k)\n"
+           "        if (i + 1) % k == 0 or i + 1 == len(loader):\n            optimizer.step()\n")
+    code, output = _run("check", "--no-cache", "steps.py", cwd=root)
+    assert code == 1
+    assert "steps.py:2:5: GA101" in output and "in train() at train.py:7" in output
+    code, output = _run("check", "--no-cache", "train.py", cwd=root)
+    assert code == 0, output
