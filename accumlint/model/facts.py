@@ -256,6 +256,10 @@ def collect_facts(module: cst.Module, text: str, project: Optional["ProjectView"
     return facts
 
 
+# A module that runs Lightning (its YAML's `accumulate_grad_batches` is its Trainer's).
+_LIGHTNING = LazyPattern(r"\bLightningCLI\b|\bLightningModule\b|\bTrainer\(")
+
+
 def _through_project_helpers(facts: ModuleFacts, project: "ProjectView") -> None:
     """`model = wrap_model(model)` where another project module's helper wraps it
     (`return DDP(model, ...)`) or builds a scheduler: the binding holds the call the
@@ -267,7 +271,7 @@ def _through_project_helpers(facts: ModuleFacts, project: "ProjectView") -> None
                 returned = project.returned_call(dotted(value.func))
                 if returned is not None:
                     bindings[position] = Binding(binding.target, returned, None, binding.statement)
-    if facts.trainer_accumulation is None:
+    if facts.trainer_accumulation is None and _LIGHTNING.search(facts.text):
         steps = project.lightning_accumulation()
         if steps is not None:
             facts.trainer_accumulation = project.adopt(cst.Integer(str(steps)))
