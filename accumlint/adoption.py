@@ -2,9 +2,10 @@
 
 `--add-noqa` writes `# noqa: CODE` on the line of every current finding (in
 notebooks, in the cell's line), so that a check passes from now on and only
-new mistakes are reported; the suppressions say where to look later. Lines
-that cannot take a comment (inside a multi-line string, after a backslash)
-are left alone and named, never broken.
+new mistakes are reported; the suppressions say where to look later. A line
+that cannot take a comment (it ends inside a multi-line string, or in a
+backslash) is never broken: its comment goes on the last line of its
+statement, which silences the whole statement (`accumlint.noqa`).
 """
 
 from __future__ import annotations

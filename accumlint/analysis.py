@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import functools
 import gc
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, Optional
 
 from accumlint.collector import collector_paused
-from accumlint.diagnostics import Diagnostic, FixInfo
+from accumlint.diagnostics import Diagnostic, FixInfo, one_line
 from accumlint.gate import ParseFailure, Unanalysable
 
 if TYPE_CHECKING:
@@ -232,18 +232,36 @@ def _shown(path: str) -> str:
 
 def analyze(text: str, path: str, options: AnalysisOptions = AnalysisOptions()) -> list[Diagnostic]:
     """All findings in one module's text, sorted by position, those that other project
-    modules' loops make on its helpers included; raises ParseFailure."""
+    modules' loops make on its helpers included; raises ParseFailure.
+
+    A fix is offered only where `--fix` can apply it: not in a text that LibCST
+    would not write back as it is (see `lost_by_libcst`)."""
     from accumlint.project import view_for
 
     _LAST_REPORT.clear()
     module = parse(text)
     project = view_for(path, text, module)
     found = [located.diagnostic for located in find(module, text, path, options, project)]
+    if any(d.fix for d in found) and lost_by_libcst(module, text) is None:
+        found = [d._replace(fix=None) for d in found]
     importers = findings_from_importers(text, path, options)
     _record(path, project, importers)
     mine = {(d.code, d.line, d.column) for d in found}
     elsewhere = [d for d in importers.diagnostics if (d.code, d.line, d.column) not in mine]
     return sorted(found + elsewhere, key=Diagnostic.sort_key) if elsewhere else found
+
+
+def lost_by_libcst(module: "cst.Module", text: str) -> Optional[str]:
+    """What LibCST leaves out when it writes the module back: "" when it writes the text
+    exactly; a final lone carriage return, which it drops (the fixer puts it back); None
+    when it changes anything else (a form feed in an indentation, which it drops too):
+    the fixer leaves such a file alone."""
+    code = module.code
+    if code == text:
+        return ""
+    if text.endswith("\r") and code == text[:-1]:
+        return "\r"
+    return None
 
 
 def _locate(module: "cst.Module", text: str, facts: "ModuleFacts", findings: list["Finding"], path: str) -> list[Located]:
@@ -260,12 +278,13 @@ def _locate(module: "cst.Module", text: str, facts: "ModuleFacts", findings: lis
         if finding.related is not None and finding.related in positions:
             related_line = positions[finding.related].start.line
         related = f"line {related_line}" if related_line is not None else "the window's step"
-        message = finding.message.replace("{related}", related)
-        help_text = finding.help.replace("{related}", related)
+        # Rules quote code as it is written: here every text becomes one line (`one_line`).
+        message = one_line(finding.message.replace("{related}", related))
+        help_text = one_line(finding.help.replace("{related}", related))
         info = rule(finding.code)
         fix = None
         if finding.edits and info.fix != "none":
-            fix = FixInfo(applicability=info.fix, description=finding.fix_description)
+            fix = FixInfo(applicability=info.fix, description=one_line(finding.fix_description))
         located.append(Located(finding, Diagnostic(
             path=path,
             line=where.start.line,

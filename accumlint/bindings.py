@@ -21,7 +21,7 @@ from __future__ import annotations
 import builtins
 from collections import Counter
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Iterable, Optional, Sequence
 
 import libcst as cst
 
@@ -282,11 +282,13 @@ class _Scope:
 
 
 # What a statement's or a function's walk added to the recording, one plain tuple each
-# (there is one per statement): (node, scope, names bound before it, names bound after
-# it, start and end of its unbound reads in `found` and of its lookups in `queries`,
-# how many star imports it holds). Functions record no names bound.
+# (there is one per statement): (node, scope, the names whose being bound it asked or
+# changed, each with whether it was bound before the statement; the names it left bound
+# or unbound otherwise than before, each with what it left; start and end of its unbound
+# reads in `found` and of its lookups in `queries`, how many star imports it holds).
+# Functions start from their parameters: they record no names.
 _Span = tuple
-_NODE, _SCOPE, _BOUND, _AFTER, _FOUND, _FOUND_END, _QUERIES, _QUERIES_END, _STARS = range(9)
+_NODE, _SCOPE, _DEPENDS, _EFFECTS, _FOUND, _FOUND_END, _QUERIES, _QUERIES_END, _STARS = range(9)
 
 
 class _Recording:
@@ -303,10 +305,17 @@ class _Flow:
     """The definite-assignment walk. It counts (scope, name) for each read that may
     run unbound; a star import can bind anything, so a module holding one has none.
 
+    The names certainly bound are one set, changed in place as the walk goes, with
+    a log of each change so that a branch can be undone: an `if`'s arms each start
+    from what was bound before it, and afterwards a name is bound where every arm
+    left it bound. So each statement costs what it holds, not what came before it
+    (a set per statement would make a module's walk quadratic in its length).
+
     Recording (the original module), it remembers what each statement and function
-    added; replaying (an edited module), it takes that over for a node it meets
-    again with the same names bound before it and a scope that answers every
-    enclosing-scope lookup it made the same way."""
+    added, which names' being bound it depended on, and what it left bound;
+    replaying (an edited module), it takes that over for a node it meets again with
+    those names bound as before and a scope that answers every enclosing-scope
+    lookup it made the same way."""
 
     def __init__(self, scans: _Scans, recording: Optional[_Recording] = None, replay: Optional[_Recording] = None) -> None:
         self.scans = scans
@@ -315,21 +324,71 @@ class _Flow:
         self.found: list[tuple[str, str]] = recording.found if recording is not None else []
         self.queries: list[str] = recording.queries if recording is not None else []
         self.stars = 0
+        self.bound: set[str] = set()  # the names certainly bound here
+        self._log: list[tuple[str, bool]] = []  # each change of `bound`: (name, whether it was bound before)
+        self._asked: Optional[list[str]] = [] if recording is not None else None  # names whose binding mattered
         self._fits: dict[tuple[int, int], tuple[_Scope, _Scope, Optional[bool]]] = {}
 
     def module(self, module: cst.Module) -> Counter:
         top = _Scope("<module>", None, self.scans.block(module.body)[0])
-        self.block(module.body, _NOTHING, top)
+        self.block(module.body, top)
         return Counter() if self.stars else Counter(self.found)
 
-    def reads(self, node: Optional[cst.CSTNode], bound: frozenset, scope: _Scope) -> frozenset:
+    # -- the set of names bound, and undoing a branch's changes to it
+
+    def _set(self, name: str, bound: bool) -> None:
+        """Makes `name` bound or not, logged."""
+        if self._asked is not None:
+            self._asked.append(name)
+        names = self.bound
+        if (name in names) != bound:
+            self._log.append((name, not bound))
+            if bound:
+                names.add(name)
+            else:
+                names.discard(name)
+
+    def _bind(self, names: Iterable[str]) -> None:
+        for name in names:
+            self._set(name, True)
+
+    def _undo(self, mark: int) -> dict[str, bool]:
+        """Undoes the changes logged since `mark`; returns whether each name they changed
+        was bound before the undoing (what the branch left)."""
+        log, names = self._log, self.bound
+        left: dict[str, bool] = {}
+        while len(log) > mark:
+            name, was = log.pop()
+            if name not in left:
+                left[name] = name in names
+            if was:
+                names.add(name)
+            else:
+                names.discard(name)
+        return left
+
+    def _meet(self, branches: Sequence[dict[str, bool]]) -> None:
+        """After branches that each started from the present names (undone since): a name is
+        bound where every branch left it bound (one that did not change it left it as it is)."""
+        for name in {name: None for branch in branches for name in branch}:
+            now = name in self.bound
+            self._set(name, all(branch.get(name, now) for branch in branches))
+
+    # -- reads
+
+    def reads(self, node: Optional[cst.CSTNode], scope: _Scope) -> frozenset:
         """Counts the reads of an expression; returns the names its walruses bind."""
         if node is None:
             return _NOTHING
         names, walruses = _reads(node)
         local_names = scope.locals
+        bound, asked = self.bound, self._asked
         for name in names:
-            if name in bound or name in _ALWAYS_BOUND:
+            if name in _ALWAYS_BOUND:
+                continue
+            if asked is not None:
+                asked.append(name)
+            if name in bound:
                 continue
             if local_names is None or name in local_names:
                 self.found.append((scope.key, name))
@@ -339,30 +398,61 @@ class _Flow:
                 self.found.append((scope.key, name))
         return walruses
 
-    def block(self, statements: Sequence[cst.CSTNode], bound: frozenset, scope: _Scope) -> frozenset:
+    def reads_of_target(self, target: cst.CSTNode, scope: _Scope) -> None:
+        """`x.y = ...` and `x[i] = ...` read `x` (and `i`); a plain name does not."""
+        kind = type(target)
+        if kind is cst.Tuple or kind is cst.List:
+            for element in target.elements:
+                self.reads_of_target(element.value, scope)
+        elif kind is cst.StarredElement:
+            self.reads_of_target(target.value, scope)
+        elif kind is not cst.Name:
+            self.reads(target, scope)
+
+    # -- statements
+
+    def block(self, statements: Sequence[cst.CSTNode], scope: _Scope) -> None:
         for statement in statements:
-            bound = self.statement(statement, bound, scope)
-        return bound
+            self.statement(statement, scope)
 
-    def suite(self, suite: Optional[cst.CSTNode], bound: frozenset, scope: _Scope) -> frozenset:
-        if suite is None:
-            return bound
-        return self.block(getattr(suite, "body", ()), bound, scope)
+    def suite(self, suite: Optional[cst.CSTNode], scope: _Scope) -> None:
+        if suite is not None:
+            self.block(getattr(suite, "body", ()), scope)
 
-    def statement(self, node: cst.CSTNode, bound: frozenset, scope: _Scope) -> frozenset:
+    def branch(self, suite: Optional[cst.CSTNode], scope: _Scope, names: Iterable[str] = _NOTHING) -> dict[str, bool]:
+        """Walks a suite with `names` bound too, then undoes its changes; returns what it left."""
+        mark = len(self._log)
+        self._bind(names)
+        self.suite(suite, scope)
+        return self._undo(mark)
+
+    def statement(self, node: cst.CSTNode, scope: _Scope) -> None:
         if self.replay is not None:
             span = self.replay.statements.get(id(node))
-            if span is not None and span[_NODE] is node and span[_BOUND] == bound and self._same(span, scope):
+            if span is not None and span[_NODE] is node and self._bound_as_before(span) and self._same(span, scope):
                 self._take(span)
-                return span[_AFTER]
+                for name, bound in span[_EFFECTS]:
+                    self._set(name, bound)
+                return
         if self.recording is None:
-            return self._statement(node, bound, scope)
+            self._statement(node, scope)
+            return
         found, queries, stars = len(self.found), len(self.queries), self.stars
-        after = self._statement(node, bound, scope)
+        asked, mark = len(self._asked), len(self._log)
+        self._statement(node, scope)
+        before: dict[str, bool] = {}
+        for name, was in self._log[mark:]:
+            before.setdefault(name, was)
+        names = self.bound
+        depends = tuple((name, before.get(name, name in names)) for name in dict.fromkeys(self._asked[asked:]))
+        effects = tuple((name, not was) for name, was in before.items() if (name in names) != was)
         self.recording.statements[id(node)] = (
-            node, scope, bound, after, found, len(self.found), queries, len(self.queries), self.stars - stars
+            node, scope, depends, effects, found, len(self.found), queries, len(self.queries), self.stars - stars
         )
-        return after
+
+    def _bound_as_before(self, span: _Span) -> bool:
+        names = self.bound
+        return all((name in names) == was for name, was in span[_DEPENDS])
 
     def _take(self, span: _Span) -> None:
         self.found.extend(self.replay.found[span[_FOUND]:span[_FOUND_END]])
@@ -386,75 +476,76 @@ class _Flow:
         lookups = self.replay.queries[span[_QUERIES]:span[_QUERIES_END]]
         return all((name in before) == (name in now) for name in lookups)
 
-    def _statement(self, node: cst.CSTNode, bound: frozenset, scope: _Scope) -> frozenset:
+    def _statement(self, node: cst.CSTNode, scope: _Scope) -> None:
         kind = type(node)
         if kind is cst.SimpleStatementLine:
             for small in node.body:
-                bound = self.small(small, bound, scope)
-            return bound
-        if kind is cst.If:
-            then = self.suite(node.body, bound | self.reads(node.test, bound, scope), scope)
+                self.small(small, scope)
+        elif kind is cst.If:
+            then = self.branch(node.body, scope, self.reads(node.test, scope))
             if type(node.orelse) is cst.If:
-                other = self.statement(node.orelse, bound, scope)
-            elif node.orelse is not None:
-                other = self.suite(node.orelse.body, bound, scope)
+                mark = len(self._log)
+                self.statement(node.orelse, scope)
+                other = self._undo(mark)
             else:
-                other = bound
-            return then & other
-        if kind is cst.For:
-            self.reads(node.iter, bound, scope)
-            self.reads_of_target(node.target, bound, scope)
-            self.suite(node.body, bound | target_names(node.target), scope)
+                other = self.branch(node.orelse.body, scope) if node.orelse is not None else {}
+            self._meet((then, other))
+        elif kind is cst.For:
+            self.reads(node.iter, scope)
+            self.reads_of_target(node.target, scope)
+            self.branch(node.body, scope, target_names(node.target))
             if node.orelse is not None:
-                self.suite(node.orelse.body, bound, scope)
-            return bound
-        if kind is cst.FunctionDef:
+                self.branch(node.orelse.body, scope)
+        elif kind is cst.FunctionDef:
             for decorator in node.decorators:
-                self.reads(decorator.decorator, bound, scope)
+                self.reads(decorator.decorator, scope)
             for default in _param_defaults(node.params):
-                self.reads(default, bound, scope)
+                self.reads(default, scope)
             self.function(node, scope)
-            return bound | {node.name.value}
-        if kind is cst.While:
-            self.suite(node.body, bound | self.reads(node.test, bound, scope), scope)
+            self._set(node.name.value, True)
+        elif kind is cst.While:
+            self.branch(node.body, scope, self.reads(node.test, scope))
             if node.orelse is not None:
-                self.suite(node.orelse.body, bound, scope)
-            return bound
-        if kind is cst.Try or kind is cst.TryStar:
-            after = self.suite(node.body, bound, scope)
+                self.branch(node.orelse.body, scope)
+        elif kind is cst.Try or kind is cst.TryStar:
+            mark = len(self._log)
+            self.suite(node.body, scope)
             if node.orelse is not None:
-                after = self.suite(node.orelse.body, after, scope)
+                self.suite(node.orelse.body, scope)
+            outcomes = [self._undo(mark)]
             for handler in node.handlers:
-                self.reads(handler.type, bound, scope)
+                self.reads(handler.type, scope)
                 name = target_names(handler.name.name) if handler.name is not None else set()
-                after &= self.suite(handler.body, bound | name, scope)
+                outcomes.append(self.branch(handler.body, scope, name))
+            self._meet(outcomes)
             if node.finalbody is not None:
-                after = self.suite(node.finalbody.body, after, scope)
-            return after
-        if kind is cst.With:
+                self.suite(node.finalbody.body, scope)
+        elif kind is cst.With:
             for item in node.items:
-                self.reads(item.item, bound, scope)
+                self.reads(item.item, scope)
                 if item.asname is not None:
-                    self.reads_of_target(item.asname.name, bound, scope)
-                    bound = bound | target_names(item.asname.name)
-            return self.suite(node.body, bound, scope)
-        if kind is cst.Match:
-            self.reads(node.subject, bound, scope)
+                    self.reads_of_target(item.asname.name, scope)
+                    self._bind(target_names(item.asname.name))
+            self.suite(node.body, scope)
+        elif kind is cst.Match:
+            self.reads(node.subject, scope)
             for case in node.cases:
-                captured = self.scans.statement(case.pattern)[0]
-                self.reads(case.guard, bound | captured, scope)
-                self.suite(case.body, bound | captured, scope)
-            return bound
-        if kind is cst.ClassDef:
+                mark = len(self._log)
+                self._bind(self.scans.statement(case.pattern)[0])
+                self.reads(case.guard, scope)
+                self.suite(case.body, scope)
+                self._undo(mark)
+        elif kind is cst.ClassDef:
             for decorator in node.decorators:
-                self.reads(decorator.decorator, bound, scope)
+                self.reads(decorator.decorator, scope)
             for arg in (*node.bases, *node.keywords):
-                self.reads(arg.value, bound, scope)
+                self.reads(arg.value, scope)
             # a class body sees what is bound around it; its methods see past it
             enclosing = scope.enclosing if scope.locals is None else scope.enclosing | scope.locals
-            self.suite(node.body, bound, _Scope(f"{scope.key}.{node.name.value}", None, enclosing))
-            return bound | {node.name.value}
-        return self.small(node, bound, scope)
+            self.branch(node.body, _Scope(f"{scope.key}.{node.name.value}", None, enclosing))
+            self._set(node.name.value, True)
+        else:
+            self.small(node, scope)
 
     def function(self, node: cst.FunctionDef, outer: _Scope) -> None:
         body = getattr(node.body, "body", ())
@@ -465,57 +556,61 @@ class _Flow:
             enclosing = outer.enclosing
         else:
             enclosing = outer.enclosing | outer.locals
-        scope = _Scope(f"{outer.key}.{node.name.value}", frozenset(local_names), enclosing | declared_global)
+        # A name declared `global` that the module does not bind is bound only by the
+        # assignments of such declarations, at times nothing says: the body's own flow
+        # judges its reads, as a local's.
+        flowed = local_names | (declared_global - enclosing)
+        scope = _Scope(f"{outer.key}.{node.name.value}", frozenset(flowed), enclosing | declared_global)
         if self.replay is not None:
             span = self.replay.functions.get(id(node))
             if span is not None and span[_NODE] is node and self._same(span, scope):
                 self._take(span)
                 return
         found, queries, stars = len(self.found), len(self.queries), self.stars
-        self.block(body, params, scope)
+        # the body starts from its parameters, whatever is bound around the def
+        around = self.bound, self._log, self._asked
+        self.bound, self._log = set(params), []
+        if around[2] is not None:
+            self._asked = []
+        try:
+            self.block(body, scope)
+        finally:
+            self.bound, self._log, self._asked = around
         if self.recording is not None:
             self.recording.functions[id(node)] = (
-                node, scope, _NOTHING, _NOTHING, found, len(self.found), queries, len(self.queries), self.stars - stars
+                node, scope, (), (), found, len(self.found), queries, len(self.queries), self.stars - stars
             )
 
-    def reads_of_target(self, target: cst.CSTNode, bound: frozenset, scope: _Scope) -> None:
-        """`x.y = ...` and `x[i] = ...` read `x` (and `i`); a plain name does not."""
-        kind = type(target)
-        if kind is cst.Tuple or kind is cst.List:
-            for element in target.elements:
-                self.reads_of_target(element.value, bound, scope)
-        elif kind is cst.StarredElement:
-            self.reads_of_target(target.value, bound, scope)
-        elif kind is not cst.Name:
-            self.reads(target, bound, scope)
-
-    def small(self, node: cst.CSTNode, bound: frozenset, scope: _Scope) -> frozenset:
+    def small(self, node: cst.CSTNode, scope: _Scope) -> None:
         kind = type(node)
         if kind is cst.Assign:
-            walruses = self.reads(node.value, bound, scope)
+            walruses = self.reads(node.value, scope)
             names: set[str] = set()
             for target in node.targets:
-                self.reads_of_target(target.target, bound, scope)
+                self.reads_of_target(target.target, scope)
                 names |= target_names(target.target)
-            return bound | names | walruses
-        if kind is cst.Expr:
-            return bound | self.reads(node, bound, scope)
-        if kind is cst.AugAssign:
-            self.reads(node.target, bound, scope)
-            self.reads(node.value, bound, scope)
-            return bound | target_names(node.target)
-        if kind is cst.AnnAssign:
-            self.reads(node.value, bound, scope)
-            self.reads_of_target(node.target, bound, scope)
-            return bound | target_names(node.target) if node.value is not None else bound
-        if kind is cst.Import or kind is cst.ImportFrom:
+            self._bind(names)
+            self._bind(walruses)
+        elif kind is cst.Expr:
+            self._bind(self.reads(node, scope))
+        elif kind is cst.AugAssign:
+            self.reads(node.target, scope)
+            self.reads(node.value, scope)
+            self._bind(target_names(node.target))
+        elif kind is cst.AnnAssign:
+            self.reads(node.value, scope)
+            self.reads_of_target(node.target, scope)
+            if node.value is not None:
+                self._bind(target_names(node.target))
+        elif kind is cst.Import or kind is cst.ImportFrom:
             if _is_star_import(node):
                 self.stars += 1
-            return bound | _import_names(node)
-        if kind is cst.Del:
-            self.reads_of_target(node.target, bound, scope)
-            return bound - target_names(node.target)
-        if kind is cst.Global or kind is cst.Nonlocal or kind is cst.Pass or kind is cst.Break or kind is cst.Continue:
-            return bound
-        # Return, Raise, Assert and anything newer: reads only
-        return bound | self.reads(node, bound, scope)
+            self._bind(_import_names(node))
+        elif kind is cst.Del:
+            self.reads_of_target(node.target, scope)
+            for name in target_names(node.target):
+                self._set(name, False)
+        elif kind is cst.Global or kind is cst.Nonlocal or kind is cst.Pass or kind is cst.Break or kind is cst.Continue:
+            pass
+        else:  # Return, Raise, Assert and anything newer: reads only
+            self._bind(self.reads(node, scope))

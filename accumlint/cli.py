@@ -14,12 +14,14 @@ from __future__ import annotations
 import atexit
 import errno
 import io
+import math
 import os
 import signal
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Optional
+from typing import Iterator, Optional
 
 import click
 
@@ -106,6 +108,18 @@ def _selectors(values: tuple[str, ...]) -> Optional[tuple[str, ...]]:
     return tuple(part for part in parts if part) or ("",)  # only blanks: an empty selector, an error
 
 
+class Seconds(click.ParamType):
+    """A positive, finite number of seconds (`nan` and `inf` are not)."""
+
+    name = "seconds"
+
+    def convert(self, value, param, ctx) -> float:
+        number = click.FLOAT.convert(value, param, ctx)
+        if not math.isfinite(number) or number <= 0:
+            self.fail(f"{value!r} is not a positive, finite number of seconds", param, ctx)
+        return number
+
+
 @cli.command()
 @click.argument("paths", nargs=-1, type=click.Path())
 @click.option("--fix", is_flag=True, help="Apply safe fixes (and unsafe ones with --unsafe-fixes).")
@@ -144,7 +158,7 @@ def _selectors(values: tuple[str, ...]) -> Optional[tuple[str, ...]]:
               help="Print the project root and, for each checked module, the project modules and configuration files it reads; then exit.")
 @click.option(
     "--file-timeout",
-    type=click.FloatRange(min=0, min_open=True),
+    type=Seconds(),
     metavar="SECONDS",
     help="CPU seconds each file's analysis may take (and 10x that in wall time); a file past it is reported, not checked (default: 30).",
 )
@@ -200,7 +214,8 @@ def check(
             _show_project(paths or (".",), resolver)
             return
         if show_settings or show_files:
-            _show(paths or (".",), resolver, cache_dir, settings=show_settings)
+            with _reader_may_stop():
+                _show(paths or (".",), resolver, cache_dir, settings=show_settings)
             return
         request = Request(
             paths=paths or (".",),
@@ -214,6 +229,8 @@ def check(
             cache_dir=cache_dir,
             **({"file_budget": file_timeout} if file_timeout else {}),
         )
+        if not no_cache and not quiet:
+            _warn_unusable_cache(cache_dir, paths or (".",))
         progress = ProgressBar(color=_use_color(color, sys.stderr)) if not quiet else None
         try:
             run = run_engine(request, resolver, progress) if progress else run_engine(request, resolver)
@@ -242,7 +259,10 @@ def check(
         color=_use_color(color, sys.stderr if from_stdin and fix else sys.stdout),
     )
     fixed_to_stdout = request.stdin if from_stdin and fix else None
-    findings = _print_results(run, output_format, report, diff=diff, fixed_to_stdout=fixed_to_stdout)
+    # with --diff, like ruff: exit 1 only when there is something to fix
+    findings = any(f.changed for f in run.files) if diff else bool(run.diagnostics)
+    with _reader_may_stop():
+        _print_results(run, output_format, report, diff=diff, fixed_to_stdout=fixed_to_stdout)
     if verify:
         findings |= _verify_fixes(run, resolver, to_stderr=output_format not in ("concise", "full", "text"))
     if verbose:
@@ -255,12 +275,13 @@ def check(
 def _show(paths: tuple[str, ...], resolver, cache_dir: Optional[str], *, settings: bool) -> None:
     """`--show-settings` (for the first path) or `--show-files` (every file a check would read)."""
     from accumlint.adoption import settings_lines
-    from accumlint.cache import cache_directory
+    from accumlint.cache import cache_directory, cache_root
     from accumlint.engine import discovered
 
     if settings:
         first = paths[0] if paths[0] != "-" else "."
-        for line in settings_lines(first, resolver.settings_for(first), cache_directory(cache_dir, paths)):
+        chosen = cache_directory(cache_dir, paths)
+        for line in settings_lines(first, resolver.settings_for(first), cache_root(chosen) or chosen):
             click.echo(line)
         return
     for source in sorted(discovered(paths, resolver), key=lambda source: source.display):
@@ -298,13 +319,27 @@ def _show_project(paths: tuple[str, ...], resolver) -> None:
         click.echo(line)
 
 
+def _warn_unusable_cache(cache_dir: Optional[str], paths: tuple[str, ...]) -> None:
+    """One line when the chosen cache folder, and the `.accumlint_cache` inside it, both hold
+    files accumlint did not write: accumlint writes into neither, and caches nothing."""
+    from accumlint.cache import DEFAULT_DIRECTORY, cache_directory, cache_root
+
+    chosen = cache_directory(cache_dir, paths)
+    if cache_root(chosen) is None:
+        click.echo(
+            f"accumlint: warning: results are not cached: {chosen} and {chosen / DEFAULT_DIRECTORY} hold files "
+            "accumlint did not write (name a new or empty folder with --cache-dir)",
+            err=True,
+        )
+
+
 def _add_noqa(run, quiet: bool) -> None:
     """`--add-noqa`: write the comments, say how many, and exit (0, or 2 if a file could not be checked)."""
     from accumlint.adoption import add_noqa_to_run
 
     outcome = add_noqa_to_run(run)
     for where in outcome.skipped:
-        click.echo(f"accumlint: warning: {where}: no `# noqa` added (the line ends inside a string or a continuation)", err=True)
+        click.echo(f"accumlint: warning: {where}: no `# noqa` added (Python's tokenizer cannot read the file)", err=True)
     for error in outcome.errors:
         click.echo(f"accumlint: error: {error}", err=True)
     for d in run.diagnostics:
@@ -337,8 +372,8 @@ def _is_error(diagnostic) -> bool:
     return is_error(diagnostic)
 
 
-def _print_results(run, output_format: str, options, *, diff: bool, fixed_to_stdout: Optional[bytes]) -> bool:
-    """Print findings, diffs or fixed code on the right streams; True if findings remain (or, with --diff, fixes).
+def _print_results(run, output_format: str, options, *, diff: bool, fixed_to_stdout: Optional[bytes]) -> None:
+    """Print findings, diffs or fixed code on the right streams.
 
     `fixed_to_stdout` is the code read from stdin, when `--fix -` prints the
     fixed code: code that cannot be read or parsed is printed back unchanged,
@@ -348,9 +383,13 @@ def _print_results(run, output_format: str, options, *, diff: bool, fixed_to_std
 
     if not run.files and not options.quiet:
         click.echo("accumlint: warning: no Python files or notebooks found under the given paths", err=True)
-    for result in run.files:
-        if not result.converged:
-            click.echo(f"accumlint: warning: {result.path}: fixes did not settle; re-run to see what is left", err=True)
+    unsettled = [result.path for result in run.files if not result.converged]
+    if unsettled:
+        from accumlint.fixes import MAX_ROUNDS
+
+        for path in unsettled:
+            message = f"fixes did not settle in {MAX_ROUNDS} rounds; the findings of the last round's code are reported"
+            click.echo(f"accumlint: warning: {path}: {message}", err=True)
     if diff:
         diffs = [f.document.diff(f.original) for f in run.files if f.changed]
         click.echo("".join(diffs), nl=False)
@@ -359,12 +398,11 @@ def _print_results(run, output_format: str, options, *, diff: bool, fixed_to_std
         if not options.quiet:
             remaining = len(run.diagnostics)
             click.echo(f"Would fix {fixed} error{'s' * (fixed != 1)} ({remaining} remaining).", err=True)
-        return bool(diffs)  # like ruff: exit 1 only when there is something to fix
+        return
     if fixed_to_stdout is not None:
         document = run.files[0].document
         _binary(sys.stdout).write(fixed_to_stdout if document is None else document.encoded())
     click.echo(render(output_format, run, options), nl=False, err=fixed_to_stdout is not None, color=options.color)
-    return bool(run.diagnostics)
 
 
 def _verify_fixes(run, resolver, to_stderr: bool) -> bool:
@@ -405,6 +443,9 @@ def _print_verbose(run, resolver, started: float) -> None:
         f"{time.perf_counter() - started:.2f}s; configuration: {configs}",
         err=True,
     )
+    for result in run.files:
+        if result.rounds:
+            click.echo(f"accumlint: {result.path}: fixed in {result.rounds} round{'s' * (result.rounds != 1)}", err=True)
 
 
 @cli.command()
@@ -451,15 +492,25 @@ def explain(rule: str) -> None:
 @cli.command()
 @click.option("--cache-dir", type=click.Path(file_okay=False), help="The cache to remove (default: the project root's).")
 def clean(cache_dir: Optional[str]) -> None:
-    """Remove the cache of results (for the project of the current folder)."""
+    """Remove the cache of results (for the project of the current folder).
+
+    Only a folder accumlint marked as its cache is touched, and only the files
+    accumlint wrote there (see `accumlint.cache`)."""
     from accumlint.cache import cache_directory
     from accumlint.cache import clean as remove_cache
 
-    directory = cache_directory(cache_dir)
-    if remove_cache(directory):
-        click.echo(f"Removed {directory}")
+    chosen = cache_directory(cache_dir)
+    try:
+        cleaned = remove_cache(chosen)
+    except OSError as error:
+        raise fail(f"cannot remove the cache at {chosen}: {error.strerror or error}") from None
+    if cleaned.directory is None:
+        click.echo(f"No accumlint cache at {chosen}")
+    elif cleaned.kept:
+        kept = ", ".join(cleaned.kept)
+        click.echo(f"Removed accumlint's files from {cleaned.directory}; kept what accumlint did not write: {kept}")
     else:
-        click.echo(f"No accumlint cache at {directory}")
+        click.echo(f"Removed {cleaned.directory}")
 
 
 class Stopped(BaseException):
@@ -483,13 +534,33 @@ def _stop(number: int, frame: object) -> None:
     raise Stopped(number)
 
 
-def _output_failed(error: OSError) -> int:
-    """One line for a standard output that cannot be written (full, closed); exit status 2."""
-    try:  # the interpreter's last flush must not fail again with a traceback
+def _drop_standard_output() -> None:
+    """Send what is still to be written to standard output nowhere (the interpreter's
+    last flush must not fail again with a traceback)."""
+    try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
     except (AttributeError, OSError, ValueError):
         pass
+
+
+@contextmanager
+def _reader_may_stop() -> Iterator[None]:
+    """A reader that stops early (`accumlint check | head -1`) closes the pipe: the rest of
+    the output is dropped quietly and the run ends with its own exit status, as other
+    command-line tools do."""
+    try:
+        yield
+    except BrokenPipeError:
+        _drop_standard_output()
+
+
+def _output_failed(error: OSError) -> int:
+    """One line for a standard output that cannot be written (full, closed); exit status 2.
+    A reader that stopped reading (a broken pipe) is not an error: nothing is said."""
+    _drop_standard_output()
+    if error.errno == errno.EPIPE:
+        return EXIT_OK
     click.echo(f"accumlint: error: cannot write to standard output: {error.strerror or error}", err=True)
     return EXIT_ERROR
 

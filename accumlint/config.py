@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, NamedTuple, Optional
 
 from accumlint.rules.catalog import ALL_RULES, codes_matching
+from accumlint.sources import MAX_FILE_SIZE, SourceError, read_bytes
 
 ALL_CODES: tuple[str, ...] = tuple(rule.code for rule in ALL_RULES)
 
@@ -69,6 +70,7 @@ class Config(NamedTuple):
     optimizer_names: tuple[str, ...] = ()
     accumulation_names: tuple[str, ...] = ()
     verify: VerifySettings = VerifySettings()
+    max_file_size: int = MAX_FILE_SIZE  # bytes: a larger file is reported, not read
 
     @property
     def root(self) -> Path:
@@ -262,6 +264,7 @@ _KEYS: dict[str, Callable[[Any, str, str], Any]] = {
     "unsafe-fixes": _boolean,
     "optimizer-names": _strings,
     "accumulation-names": _strings,
+    "max-file-size": _positive_int,
     "verify": lambda value, key, origin: value,  # validated as its own table below
 }
 
@@ -303,6 +306,7 @@ def parse_table(table: Any, path: Optional[Path]) -> Config:
         unsafe_fixes=values.get("unsafe-fixes", False),
         optimizer_names=values.get("optimizer-names", ()),
         accumulation_names=values.get("accumulation-names", ()),
+        max_file_size=values.get("max-file-size", MAX_FILE_SIZE),
         verify=VerifySettings(**{key.replace("-", "_"): value for key, value in verify.items()}),
     )
 
@@ -314,10 +318,16 @@ def _read_toml(path: Path) -> dict:
         import tomli as tomllib
 
     try:
-        with open(path, "rb") as handle:
-            return tomllib.load(handle)
-    except OSError as error:
-        raise ConfigError(f"{path}: cannot read configuration: {error.strerror or error}") from None
+        data = read_bytes(str(path))
+    except SourceError as error:
+        raise ConfigError(f"{path}: cannot read configuration: {error.message}") from None
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise ConfigError(f"{path}: invalid TOML: not UTF-8 (byte 0x{data[error.start]:02x} on line {line})") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: invalid TOML: nested too deeply to read") from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: invalid TOML: {error}") from None
 

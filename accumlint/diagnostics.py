@@ -9,11 +9,37 @@ live in `accumlint.fixes` and never leave the process that made them.
 
 from __future__ import annotations
 
+import re
 from typing import Literal, NamedTuple, Optional
 
 Applicability = Literal["safe", "unsafe"]
 
 SYNTAX_ERROR = "syntax-error"
+
+# Code quoted in a message: between backticks, on one line or several.
+_QUOTED_CODE = re.compile(r"`[^`]*`")
+_LINE_BREAK = re.compile(r"[ \t]*(?:\r\n|\r|\n)\s*")
+ELLIPSIS = "\u2026"
+
+
+def one_line(text: str) -> str:
+    """`text` on one line, as every output format needs it (a terminal line, a JSON
+    string read line by line, a GitHub annotation): code quoted between backticks
+    that spans lines is quoted as its first line and an ellipsis (`step % k …`,
+    a backslash continuation dropped), and any other line break becomes a space."""
+    if "\n" not in text and "\r" not in text:
+        return text
+    text = _QUOTED_CODE.sub(_first_line, text)
+    return _LINE_BREAK.sub(" ", text)
+
+
+def _first_line(quoted: "re.Match[str]") -> str:
+    code = quoted.group()[1:-1]
+    first = re.split(r"\r\n|\r|\n", code, maxsplit=1)[0]
+    if first == code:
+        return quoted.group()
+    first = first.rstrip().removesuffix("\\").rstrip()
+    return f"`{first} {ELLIPSIS}`" if first else f"`{ELLIPSIS}`"
 
 
 class FixInfo(NamedTuple):
@@ -51,7 +77,8 @@ class Diagnostic(NamedTuple):
 
 
 def syntax_error(path: str, line: int, column: int, message: str) -> Diagnostic:
-    """The diagnostic for a file that could not be read or parsed."""
+    """The diagnostic for a file that could not be read or parsed (a parser's or an exception's
+    text can span lines)."""
     return Diagnostic(
         path=path,
         line=line,
@@ -60,5 +87,5 @@ def syntax_error(path: str, line: int, column: int, message: str) -> Diagnostic:
         end_column=column,
         code=SYNTAX_ERROR,
         name=SYNTAX_ERROR,
-        message=message,
+        message=one_line(message),
     )

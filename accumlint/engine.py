@@ -102,6 +102,7 @@ class FileResult:
     original: object = None
     unsafe_fixes: bool = False
     converged: bool = True
+    rounds: int = 0  # rounds of `--fix` that changed the text
     root: Optional[str] = None  # the folder it was found in (None: named on the command line)
 
     @property
@@ -145,6 +146,7 @@ class TaskResult(NamedTuple):
     fixed: tuple[Diagnostic, ...] = ()
     converged: bool = True
     cacheable: bool = False
+    rounds: int = 0
     reads: tuple[tuple[str, str], ...] = ()  # the project files the analysis read, with their sha256
 
 
@@ -194,7 +196,7 @@ def _run_task(task: Task) -> TaskResult:
             keep = _keeper(task.enabled, suppressed)
             outcome = fix_text(task.text, task.path, task.options, unsafe=task.unsafe, keep=keep)
             raw = outcome.remaining + list(suppressed.get(outcome.text, ()))
-            return TaskResult(raw, outcome.text, tuple(outcome.fixed), outcome.converged)
+            return TaskResult(raw, outcome.text, tuple(outcome.fixed), outcome.converged, rounds=outcome.rounds)
         from accumlint.analysis import analyze, project_report
 
         diagnostics = analyze(task.text, task.path, task.options)
@@ -333,14 +335,14 @@ def _sources(request: Request, resolver: Resolver):
 
     for source in discovered(request.paths, resolver):
         data: Union[bytes, SourceError]
+        settings = resolver.settings_for(source.display, is_dir=False if source.error is None else None)
         if source.error is not None:
             data = ReadError(source.error)
         else:
             try:
-                data = read_bytes(source.display)
+                data = read_bytes(source.display, settings.config.max_file_size)
             except SourceError as error:
                 data = error
-        settings = resolver.settings_for(source.display, is_dir=False if source.error is None else None)
         yield source.display, settings, data, source.root
 
 
@@ -432,19 +434,34 @@ def _report_once(files: list[FileResult]) -> None:
 
 
 def _fix_comments(result: FileResult, raw: list[Diagnostic], enabled: frozenset[str]) -> None:
-    """`--fix` for the noqa comments themselves (AL001, AL002): a text edit inside the comments' lines."""
-    comments = [d for d in result.diagnostics if d.code in SUPPRESSION_CODES]
-    if not comments:
+    """`--fix` for the noqa comments themselves (AL001, AL002): text edits inside the comments' spans,
+    round after round until none is left (a colon added can leave the code it names unused).
+
+    Comments change nothing the analysis finds, and every line keeps its
+    number, so the raw findings of the fixed code hold for every round.
+    """
+    from accumlint.fixes import MAX_ROUNDS
+
+    if not any(d.code in SUPPRESSION_CODES for d in result.diagnostics):
         return
-    document = result.document
-    corrected = suppressions(document.text).corrected(document.text, raw, enabled)
-    if corrected == document.text:
+    text, fixed, rounds = result.document.text, [], 0
+    while True:
+        correction = suppressions(text).corrected(text, result.path, raw, enabled, unsafe=result.unsafe_fixes)
+        if correction.text == text:
+            break
+        if result.rounds + rounds == MAX_ROUNDS:
+            result.converged = False
+            break
+        text, rounds = correction.text, rounds + 1
+        fixed += correction.fixed
+    if not rounds:
         return
     try:
-        result.document = document.replaced(corrected)
+        result.document = result.document.replaced(text)
     except SourceError:
         return  # the comments stay as they are; their findings are still reported
-    result.fixed += comments
+    result.fixed += [result.original.locate(d) for d in fixed]
+    result.rounds += rounds
     result.diagnostics = _select(result.document, raw, enabled)
 
 
@@ -454,6 +471,7 @@ def _finish(item: _Pending, outcome: TaskResult, cache, request: Request) -> boo
     if cache is not None and outcome.cacheable and item.cache_key:
         cache.put(item.cache_key, outcome.diagnostics, outcome.reads)
     result.converged = outcome.converged
+    result.rounds = outcome.rounds
     if outcome.text is not None and outcome.text != result.original.text:
         try:
             result.document = result.original.replaced(outcome.text)

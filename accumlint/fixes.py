@@ -2,11 +2,13 @@
 
 Each round parses the current text, asks the rules for findings, applies the
 fixes of the enabled ones that do not touch the same nodes, and starts again
-on the new text: one fix can reveal or remove another finding (a gate fixed for
-GA106 may then need GA107's last-batch clause). Fixes compose: a fix whose new
-code holds a node that another fix of the round changes (GA401's
-`require_backward_grad_sync = (<gate>)` and GA106's correction of that gate)
-waits for the next round, which re-analyses the corrected text.
+on the new text, as ruff does, until no fix is left to apply (at most
+MAX_ROUNDS rounds, ruff's bound): one fix can reveal or remove another
+finding (a gate fixed for GA106 may then need GA107's last-batch clause).
+Fixes compose: a fix whose new code holds a node that another fix of the
+round changes (GA401's `require_backward_grad_sync = (<gate>)` and GA106's
+correction of that gate) waits for the next round, which re-analyses the
+corrected text.
 
 Nothing is written that would break the file: a round whose result does not
 parse, reads a name where it is not bound, or changes lines outside the
@@ -19,22 +21,24 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from accumlint.analysis import AnalysisOptions, Located, ParseFailure, find, parse
+from accumlint.analysis import AnalysisOptions, Located, ParseFailure, find, lost_by_libcst, parse
 from accumlint.diagnostics import Diagnostic
 
-MAX_ROUNDS = 10
+# Rounds of fixes on one text before it is declared unsettled (ruff's bound).
+MAX_ROUNDS = 100
 
 Keep = Callable[[str, Diagnostic], bool]
 
 
 @dataclass(frozen=True)
 class FixOutcome:
-    """The fixed text, the findings whose fix was applied, and those that remain."""
+    """The fixed text, the findings whose fix was applied, those that remain, and how many rounds applied fixes."""
 
     text: str
     fixed: list[Diagnostic] = field(default_factory=list)
     remaining: list[Diagnostic] = field(default_factory=list)
     converged: bool = True
+    rounds: int = 0
 
 
 def _always(text: str, diagnostic: Diagnostic) -> bool:
@@ -53,30 +57,35 @@ def fix_text(
     after each round until nothing changes or MAX_ROUNDS pass."""
     fixed: list[Diagnostic] = []
     refused: set[tuple[str, str]] = set()
+    rounds = 0
     for _ in range(MAX_ROUNDS):
         module = parse(text)
         enabled = [item for item in find(module, text, path, options) if keep(text, item.diagnostic)]
-        if enabled and module.code != text:  # (without findings both answers are the same: skip the codegen)
+        # (without findings nothing is written: skip the codegen)
+        lost = lost_by_libcst(module, text) if enabled else ""
+        if lost is None:
             # LibCST would not write this text back as it is: refuse rather than change other lines
-            return FixOutcome(text, fixed, [item.diagnostic._replace(fix=None) for item in enabled], True)
+            return FixOutcome(text, fixed, [item.diagnostic._replace(fix=None) for item in enabled], True, rounds)
         candidates = [
             item for item in enabled
             if _applies(item.diagnostic, unsafe) and (item.diagnostic.code, item.diagnostic.message) not in refused
         ]
         if not candidates:
-            return FixOutcome(text, fixed, [item.diagnostic for item in enabled], True)
+            return FixOutcome(text, fixed, [item.diagnostic for item in enabled], True, rounds)
         chosen = _non_overlapping(candidates)
-        new_text = _apply(module, text, chosen)
+        written = text[: len(text) - len(lost)]  # what LibCST writes back, which the fixes change
+        new_text = _apply(module, written, chosen)
         if new_text is None and len(chosen) > 1:
             chosen = chosen[:1]
-            new_text = _apply(module, text, chosen)
-        if new_text is None or new_text == text:
+            new_text = _apply(module, written, chosen)
+        if new_text is None or new_text == written:
             refused.update((item.diagnostic.code, item.diagnostic.message) for item in chosen)
             continue
         fixed.extend(item.diagnostic for item in chosen)
-        text = new_text
+        text = new_text + lost
+        rounds += 1
     remaining = [d for d in find(parse(text), text, path, options) if keep(text, d.diagnostic)]
-    return FixOutcome(text, fixed, [item.diagnostic for item in remaining], False)
+    return FixOutcome(text, fixed, [item.diagnostic for item in remaining], False, rounds)
 
 
 def _applies(diagnostic: Diagnostic, unsafe: bool) -> bool:

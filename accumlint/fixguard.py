@@ -19,6 +19,7 @@ from accumlint.bindings import FunctionReads, ModuleReads
 from accumlint.edits import AFTER, BEFORE, REPLACE, Edit, apply_edits
 from accumlint.model.facts import ancestors
 from accumlint.model.tree import record_parents
+from accumlint.sources import python_lines
 
 if TYPE_CHECKING:
     from accumlint.rules.base import Finding
@@ -176,7 +177,7 @@ def touches_only_edited_lines(text: str, module: cst.Module, edits: Sequence[Edi
     from accumlint.model.positions import positions_of
 
     positions = positions_of(module, [edit.target for edit in edits], whitespace=True)
-    lines = text.splitlines(keepends=True)
+    lines = python_lines(text, keepends=True)
     edited = [False] * (len(lines) + 2)
     for edit in edits:
         where = positions.get(edit.target)

@@ -84,9 +84,23 @@ def might_hold_training_code(text: str) -> bool:
     return _might_hold(text, _backward_calls_in_code(text))
 
 
+def lone_carriage_returns_as_newlines(text: str) -> str:
+    """The text with each line ending that is a carriage return alone (old Mac files,
+    mixed endings: Python ends a line there too) made a line feed, which is what the
+    gate's scans and line counts look for. The same length, so offsets, lines and
+    columns are those of the text."""
+    if "\r" not in text:
+        return text
+    return _LONE_CARRIAGE_RETURN.sub("\n", text)
+
+
+_LONE_CARRIAGE_RETURN = LazyPattern(r"\r(?!\n)")
+
+
 def text_stage(text: str) -> Optional[bool]:
     """Stage one and the shortcut's test of the text in one scan of it: None when the
     file cannot hold training code, else `plainly_holds_training_code` (for `screen`)."""
+    text = lone_carriage_returns_as_newlines(text)
     calls = _backward_calls_in_code(text)
     return _plainly_holds(text, calls) if _might_hold(text, calls) else None
 
@@ -459,6 +473,7 @@ def screen(text: str, path: str, *, gate: bool = True, plain: Optional[bool] = N
     syntax and nesting are still checked first. `plain` is what `text_stage`
     said, when the caller has it.
     """
+    text = lone_carriage_returns_as_newlines(text)
     if plain is None and gate:
         plain = plainly_holds_training_code(text)
     if (not gate or plain) and _compiles_within_bound(text, path):

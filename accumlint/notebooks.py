@@ -60,6 +60,16 @@ def _source_text(source: Any) -> str:
     raise SourceError(f"not a valid notebook: a cell's source is {type(source).__name__} data, not text")
 
 
+def _refuse_lone_surrogates(text: str, number: int) -> None:
+    """JSON may escape half of a UTF-16 pair alone (`"\\ud800"`): that is no character, and
+    no Python source can hold it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        half = ord(text[error.start])
+        raise SourceError(f"not a valid notebook: cell {number} holds half of a UTF-16 surrogate pair alone (\\u{half:04x}), which is not text") from None
+
+
 def _table(value: Any) -> dict:
     """A metadata entry that should be a JSON object; anything else counts as absent."""
     return value if isinstance(value, dict) else {}
@@ -79,6 +89,8 @@ def _code_cells(data: dict) -> tuple[_Cell, ...]:
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
         text = _source_text(cell.get("source", ""))
+        if not text.isascii():
+            _refuse_lone_surrogates(text, number)
         magic = re.match(r"\s*%%(\w+)", text)
         if magic and magic.group(1) not in _PYTHON_CELL_MAGICS:
             continue

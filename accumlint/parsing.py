@@ -36,6 +36,7 @@ from libcst._nodes.base import CSTNode
 
 from accumlint import node_init
 from accumlint.collector import collector_paused
+from accumlint.workers import native_errors_silenced
 
 _VALIDATING_HOOK = CSTNode.__dict__.get("__post_init__")
 # The hook is known when it does nothing but run `_validate()`.
@@ -69,7 +70,7 @@ def parse_module(text: str) -> libcst.Module:
         _parsed_chars += len(text)
         if _parsed_chars >= INSTALL_AFTER_CHARS:
             node_init.install()
-    with collector_paused():
+    with collector_paused(), native_errors_silenced():
         if not SKIPS_VALIDATION:
             return libcst.parse_module(text)
         return _unvalidated_parse(text)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import signal
 import stat
 import threading
@@ -232,17 +233,62 @@ def outside(path: str, root: str) -> bool:
 # ---------------------------------------------------------------- reading
 
 
-def read_bytes(path: str) -> bytes:
-    """A file's bytes; raises SourceError with a plain message."""
+# The default of the `max-file-size` setting: a larger file is reported, not read.
+MAX_FILE_SIZE = 50_000_000
+
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+# Opening never waits (a FIFO without a writer), never makes a terminal ours, never leaks to children.
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+
+
+def _refuse_special(status: os.stat_result, limit: Optional[int]) -> None:
+    """Raise ReadError for anything but a regular file within `limit` bytes."""
+    mode = status.st_mode
+    if stat.S_ISDIR(mode):
+        raise ReadError("cannot read file: it is a directory")
+    if not stat.S_ISREG(mode):
+        kind = next((name for test, name in _KINDS if test(mode)), "a special file")
+        raise ReadError(f"not a regular file ({kind}); not read")
+    if limit is not None and status.st_size > limit:
+        raise ReadError(_too_large(status.st_size, limit))
+
+
+def _too_large(size: int, limit: int) -> str:
+    return f"file too large to read ({size:,} bytes; the limit, `max-file-size`, is {limit:,} bytes)"
+
+
+def read_bytes(path: str, limit: Optional[int] = MAX_FILE_SIZE) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes; raises ReadError with a plain message.
+
+    Only regular files are read: a FIFO would wait forever for a writer, a device
+    (a link to /dev/zero) never ends. The path is checked before it is opened (so a
+    device is never opened), opened without waiting, and checked again on the open
+    file, so a FIFO swapped in between is refused too; reading stops past `limit`
+    (a file that grows meanwhile).
+    """
     try:
-        with open(path, "rb") as handle:
-            return handle.read()
+        _refuse_special(os.stat(path), limit)
+        descriptor = os.open(path, _OPEN_FLAGS)
     except FileNotFoundError:
         raise ReadError("no such file or directory") from None
     except IsADirectoryError:
         raise ReadError("cannot read file: it is a directory") from None
     except OSError as error:
         raise ReadError(f"cannot read file: {error.strerror or error}") from None
+    try:
+        with os.fdopen(descriptor, "rb") as handle:
+            _refuse_special(os.fstat(handle.fileno()), limit)
+            data = handle.read() if limit is None else handle.read(limit + 1)
+    except OSError as error:
+        raise ReadError(f"cannot read file: {error.strerror or error}") from None
+    if limit is not None and len(data) > limit:
+        raise ReadError(_too_large(len(data), limit))
+    return data
 
 
 def decode_python(data: bytes) -> tuple[str, str]:
@@ -265,6 +311,26 @@ def decode_python(data: bytes) -> tuple[str, str]:
             line,
             column,
         ) from None
+
+
+def python_lines(text: str, keepends: bool = False) -> list[str]:
+    """The text's lines as Python numbers them: ended by a line feed, a carriage return
+    and line feed, or a carriage return alone. (`str.splitlines` also breaks at a form
+    feed and other characters that Python reads as whitespace, which would shift the
+    line numbers of everything after them.)"""
+    if "\r" not in text and not keepends:
+        lines = text.split("\n")
+    else:
+        lines = _LINE_ENDS.findall(text)
+        if not keepends:
+            lines = [line.rstrip("\r\n") for line in lines]
+        return lines
+    if lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+_LINE_ENDS = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 
 
 def unified_diff(before: str, after: str, label: str) -> str:
@@ -301,7 +367,7 @@ class PythonDocument(NamedTuple):
 
     def lines(self, diagnostic: Diagnostic) -> list[str]:
         """The lines a diagnostic's line numbers count (the whole file), for source snippets."""
-        return self.text.splitlines()
+        return python_lines(self.text)
 
     def diff(self, before: "PythonDocument") -> str:
         return unified_diff(before.text, self.text, self.path)
@@ -371,7 +437,7 @@ def _unchanged(target: str, expected: Optional[bytes]) -> bool:
 
 
 def write_atomic(path: str, data: bytes, *, expected: Optional[bytes] = None) -> None:
-    """Replace a file's content all at once, keeping its mode, owner and group.
+    """Replace a file's content all at once, keeping its mode, owner, group and extended attributes.
 
     The bytes go to a temporary file in the same folder, are flushed to disk,
     and `os.replace` swaps it in: an interrupt leaves the old file or the
@@ -380,7 +446,8 @@ def write_atomic(path: str, data: bytes, *, expected: Optional[bytes] = None) ->
     holds exactly those bytes, checked just before the swap: a change saved
     while the run was analysing is never overwritten. A symbolic link is
     kept; its target is replaced. Raises WriteRefused (nothing written) for
-    a changed, read-only or hard-linked file, or one whose owner cannot be kept.
+    a changed, read-only or hard-linked file, or one whose owner or extended
+    attributes cannot be kept.
     """
     target = os.path.realpath(path)
     directory = os.path.dirname(target) or "."
@@ -406,6 +473,7 @@ def write_atomic(path: str, data: bytes, *, expected: Optional[bytes] = None) ->
             if status is not None:
                 os.chmod(temporary, stat.S_IMODE(status.st_mode))
                 _keep_owner(temporary, status)
+                _keep_extended_attributes(target, temporary)
             if not _unchanged(target, expected):
                 raise WriteRefused("the file changed on disk during the run; check it again")
             os.replace(temporary, target)
@@ -427,3 +495,27 @@ def _keep_owner(temporary: str, status: os.stat_result) -> None:
         raise WriteRefused(
             f"its owner and group ({status.st_uid}:{status.st_gid}) could not be kept on a rewritten file"
         ) from None
+
+
+def _keep_extended_attributes(target: str, temporary: str) -> None:
+    """Give the rewritten file the extended attributes of the file it replaces (tags,
+    ACLs, quarantine marks), as its mode is kept; raise WriteRefused where one cannot be."""
+    if not hasattr(os, "listxattr"):
+        return  # (not on this platform)
+    try:
+        names = os.listxattr(target)
+    except OSError:
+        return  # the file system keeps none
+    for name in names:
+        try:
+            value = os.getxattr(target, name)
+            try:
+                if os.getxattr(temporary, name) == value:
+                    continue  # (the folder's default, given to every new file)
+            except OSError:
+                pass
+            os.setxattr(temporary, name, value)
+        except OSError as error:
+            raise WriteRefused(
+                f"its extended attribute {name} could not be kept on a rewritten file ({error.strerror or error})"
+            ) from None

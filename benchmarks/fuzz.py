@@ -4,6 +4,7 @@ every combination of spliced mistakes, and a report of what went wrong.
     python benchmarks/fuzz.py --examples 2000            # mutated fixtures + hypothesmith
     python benchmarks/fuzz.py --pairs                     # every mistake combination (tests/mistakes.py)
     python benchmarks/fuzz.py --examples 500 --save out/  # keep the failing inputs
+    python benchmarks/fuzz.py --endings 500               # fixtures with mixed CR / CRLF / LF line endings
 
 The properties are those of tests/fuzzing.py (CI runs a few examples of them in
 tests/test_fuzz.py). Exit status 1 when anything failed.
@@ -23,7 +24,14 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 
-from fuzzing import FIXTURE_TEXTS, grammar_programs, mutated_fixtures, problems  # noqa: E402
+from fuzzing import (  # noqa: E402
+    FIXTURE_TEXTS,
+    grammar_programs,
+    line_ending_problems,
+    mixed_line_endings,
+    mutated_fixtures,
+    problems,
+)
 from mistakes import MISTAKES, spliced  # noqa: E402
 
 
@@ -36,9 +44,9 @@ class Run:
         self.kinds: Counter = Counter()
         self.save = save
 
-    def check(self, text: str) -> None:
+    def check(self, text: str, property=problems) -> None:
         self.inputs += 1
-        found = problems(text)
+        found = property(text)
         if found:
             self.failures.append((text, found))
             for problem in found:
@@ -66,6 +74,15 @@ def fuzz(run: Run, examples: int) -> None:
     generated()
 
 
+def endings(run: Run, examples: int) -> None:
+    @settings(max_examples=examples, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @given(mixed_line_endings())
+    def mixed(text: str) -> None:
+        run.check(text, line_ending_problems)
+
+    mixed()
+
+
 def pairs(run: Run) -> None:
     for text in FIXTURE_TEXTS:
         for size in (1, 2):
@@ -79,6 +96,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--examples", type=int, default=0, help="hypothesis examples of mutated fixtures")
     parser.add_argument("--pairs", action="store_true", help="every ordered pair of spliced mistakes on every fixture")
+    parser.add_argument("--endings", type=int, default=0, help="hypothesis examples of fixtures with mixed line endings")
     parser.add_argument("--save", type=Path, help="folder for the failing inputs")
     args = parser.parse_args()
     run = Run(args.save)
@@ -87,6 +105,8 @@ def main() -> int:
         pairs(run)
     if args.examples:
         fuzz(run, args.examples)
+    if args.endings:
+        endings(run, args.endings)
     elapsed = time.perf_counter() - start
     print(f"{run.inputs} inputs in {elapsed:.0f} s, {len(run.failures)} failed")
     for kind, count in run.kinds.most_common():

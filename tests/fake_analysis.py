@@ -70,18 +70,18 @@ class FakeAnalysis:
 
     def fix_text(self, text, path, options, *, unsafe, keep=lambda text, d: True) -> FixOutcome:
         fixed: list[Diagnostic] = []
-        for _ in range(10):
+        for rounds in range(10):
             found = [d for d in self.analyze(text, path, options) if keep(text, d)]
             todo = [d for d in found if d.fix and (unsafe or d.fix.applicability == "safe")]
             if not todo:
-                return FixOutcome(text, fixed, found, True)
+                return FixOutcome(text, fixed, found, True, rounds)
             lines = text.splitlines(keepends=True)
             for d in todo:
                 pattern = next(p for p, rule in PATTERNS.items() if rule[0] == d.code)
                 lines[d.line - 1] = lines[d.line - 1].replace(pattern, PATTERNS[pattern][3], 1)
             text = "".join(lines)
             fixed += todo
-        return FixOutcome(text, fixed, found, False)
+        return FixOutcome(text, fixed, found, False, 10)
 
 
 @pytest.fixture

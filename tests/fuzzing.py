@@ -172,3 +172,60 @@ def grammar_programs() -> st.SearchStrategy[str]:
     import hypothesmith
 
     return st.one_of(hypothesmith.from_grammar(), hypothesmith.from_node())
+
+
+# -- line endings ---------------------------------------------------------------------
+
+LINE_ENDINGS = ("\n", "\r\n", "\r")
+
+
+def as_python_reads(text: str) -> str:
+    """The text with every line ending Python accepts made a line feed (what it numbers lines by)."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+@st.composite
+def mixed_line_endings(draw) -> str:
+    """A fixture (mistakes made) whose lines end in line feeds, CRLFs or lone carriage
+    returns, drawn line by line: old Mac files and files edited on several systems."""
+    text = draw(st.sampled_from(FIXTURE_TEXTS))
+    for name in draw(st.lists(st.sampled_from(sorted(MISTAKES)), max_size=2)):
+        text = MISTAKES[name](text) or text
+    lines = text.split("\n")
+    endings = draw(st.lists(st.sampled_from(LINE_ENDINGS), min_size=len(lines), max_size=len(lines)))
+    return "".join(line + ending for line, ending in zip(lines[:-1], endings)) + lines[-1]
+
+
+def line_ending_problems(text: str) -> list[str]:
+    """What goes wrong when a text whose line endings are mixed is checked and fixed: the
+    gate's verdicts and the findings must be those of the same text with line feeds only,
+    and so must its fixed text, with no line ending the file did not already use."""
+    plain = as_python_reads(text)
+    try:
+        expected = analyze(plain, "fuzz.py", OPTIONS)
+    except ParseFailure:
+        return []
+    try:
+        found = analyze(text, "fuzz.py", OPTIONS)
+        fixed = fix_text(text, "fuzz.py", OPTIONS, unsafe=True).text
+    except Exception:
+        return [f"checking or fixing raised:\n{traceback.format_exc()}"]
+    problems = []
+    from accumlint.gate import screen, text_stage
+
+    # (`text_stage`'s second answer is a shortcut, which may differ: only its verdict counts)
+    if (text_stage(text) is None, screen(text, "fuzz.py")) != (text_stage(plain) is None, screen(plain, "fuzz.py")):
+        problems.append("the gate reads the text otherwise than its line-feed twin")
+    where = [(d.code, d.line, d.column, d.fix is not None) for d in found]
+    if where != [(d.code, d.line, d.column, d.fix is not None) for d in expected]:
+        problems.append(f"findings differ from the line-feed text's: {where}")
+    elif as_python_reads(fixed) != fix_text(plain, "fuzz.py", OPTIONS, unsafe=True).text:
+        problems.append("the fixed text differs from the line-feed text's fixed text")
+    added = _line_endings(fixed) - _line_endings(text)
+    if added:
+        problems.append(f"the fix added line endings the file did not use: {sorted(map(repr, added))}")
+    return problems
+
+
+def _line_endings(text: str) -> set[str]:
+    return set(re.findall(r"\r\n|\r|\n", text))

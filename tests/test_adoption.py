@@ -6,9 +6,14 @@ checker reports, in scripts and notebooks alike.
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import re
+import shutil
+import tokenize
 from pathlib import Path
+from typing import Optional
 
 import pytest
 from click.testing import CliRunner
@@ -104,6 +109,89 @@ def test_add_noqa_joins_an_existing_directive_and_never_breaks_a_line(project):
     compile(fixed, "train.py", "exec")
 
 
+def test_add_noqa_silences_a_statement_from_its_last_line(project):
+    """A finding on a line that a backslash or a multi-line string carries on gets its comment on the
+    statement's last line (ruff's place), in scripts and notebook cells alike; the check then passes."""
+    text = BUGGY.replace("        if i % accum_steps == 0:\n", "        if i % accum_steps \\\n                == 0:\n")
+    text = text.replace("        loss.backward()\n", '        loss.backward(); note = """\n        text"""\n')
+    (project / "train.py").write_text(text)
+    cell = NOTEBOOK_CELLS[2].replace("    loss.backward()\n", "    loss \\\n        .backward()\n")
+    (project / "nb.ipynb").write_text(notebook(NOTEBOOK_CELLS[:2] + [cell]))
+    assert run("check", "--no-cache").exit_code == 1
+
+    added = run("check", "--no-cache", "--add-noqa")
+    assert added.exit_code == 0 and "warning" not in added.stderr
+    assert "Added 3 noqa directives in 2 files." in added.stderr
+    fixed = (project / "train.py").read_text()
+    assert '        text"""  # noqa: GA201\n' in fixed
+    assert "                == 0:  # noqa: GA106\n" in fixed
+    source = "".join(json.loads((project / "nb.ipynb").read_text())["cells"][2]["source"])
+    assert "        .backward()  # noqa: GA201\n" in source
+    checked = run("check", "--no-cache")
+    assert checked.exit_code == 0, checked.stdout
+
+
+def _continued(text: str, line: int) -> Optional[str]:
+    """`text` with a backslash continuation before the last token of `line` (the same code), if it has two."""
+    tokens = [
+        token for token in tokenize.generate_tokens(io.StringIO(text).readline)
+        if token.start[0] == line and token.type not in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE,
+                                                          tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER)
+    ]
+    if len(tokens) < 2:
+        return None
+    lines = text.splitlines(keepends=True)
+    column = tokens[-1].start[1]
+    body = lines[line - 1]
+    lines[line - 1] = body[:column].rstrip() + " \\\n" + " " * (column + 4) + body[column:]
+    return "".join(lines)
+
+
+def _string_carried(text: str, line: int) -> Optional[str]:
+    """`text` with a multi-line string statement after the code of `line` (`; _note = \"\"\"...`)."""
+    lines = text.splitlines(keepends=True)
+    body = lines[line - 1].rstrip("\n")
+    if "#" in body or body.rstrip().endswith((":", ",", "(", "[", "{", "\\")):
+        return None
+    lines[line - 1] = body + '; _note = """\n    multi-line\n"""\n'
+    return "".join(lines)
+
+
+def test_add_noqa_then_check_passes_on_the_fixtures_and_their_multi_line_variants(tmp_path, monkeypatch):
+    """The acceptance of `--add-noqa`: on every fixture, and on variants of each whose reported lines are
+    continued by a backslash or carried on by a multi-line string (as scripts and as notebooks), a check
+    after `--add-noqa` passes."""
+    root = tmp_path / "fixtures"
+    shutil.copytree(Path(__file__).resolve().parent.parent / "fixtures", root)
+    monkeypatch.chdir(root)
+    found = json.loads(run("check", "--no-cache", "--output-format", "json").stdout)
+    lines: dict[str, set[int]] = {}
+    for d in found:
+        lines.setdefault(d["path"], set()).add(d["line"])
+    variants = 0
+    for path, numbers in lines.items():
+        text = Path(path).read_text()
+        for name, make in (("continued", _continued), ("string", _string_carried)):
+            variant = text
+            for number in sorted(numbers, reverse=True):  # bottom up: the lines above keep their numbers
+                variant = make(variant, number) or variant
+            try:
+                compile(variant, path, "exec")
+            except SyntaxError:
+                continue
+            if variant != text:
+                stem = Path(path).with_suffix("")
+                Path(f"{stem}_{name}.py").write_text(variant)
+                Path(f"{stem}_{name}.ipynb").write_text(notebook([variant]))
+                variants += 1
+    assert variants > 100
+    added = run("check", "--no-cache", "--add-noqa")
+    assert added.exit_code == 0 and "warning" not in added.stderr, added.stderr
+    assert int(re.search(r"Added (\d+) noqa", added.stderr).group(1)) > 2 * len(found)
+    after = run("check", "--no-cache")
+    assert after.exit_code == 0, after.stdout
+
+
 def test_add_noqa_refuses_fix_and_stdin(project):
     assert run("check", "--add-noqa", "--fix").exit_code == 2
 
@@ -169,17 +257,18 @@ def test_clean_never_removes_a_folder_accumlint_did_not_make(project):
 
 
 def test_cache_is_pruned_oldest_first_and_other_versions_go(tmp_path):
-    cache = cache_module.Cache(tmp_path, max_bytes=50)  # entries of `[]`: 2 bytes each
+    cache = cache_module.Cache(tmp_path, max_bytes=500)  # entries of `[]`: 67 bytes each (with their checksum)
     (tmp_path / "v0.0.1").mkdir()
-    for index in range(30):
-        cache.put(f"key{index:02d}", [])
-        os.utime(cache.directory / f"key{index:02d}.json", (index, index))
-    cache.get("key00", "t.py")  # a hit makes the oldest entry the newest
+    keys = [f"{index:064x}" for index in range(30)]  # (keys are SHA-256 digests)
+    for index, key in enumerate(keys):
+        cache.put(key, [])
+        os.utime(cache.directory / f"{key}.json", (index, index))
+    cache.get(keys[0], "t.py")  # a hit makes the oldest entry the newest
     cache.prune()
     kept = sorted(path.name for path in cache.directory.iterdir())
     total = sum(path.stat().st_size for path in cache.directory.iterdir())
-    assert total <= 50 * 0.8
-    assert "key00.json" in kept and "key01.json" not in kept and "key29.json" in kept
+    assert total <= 500 * 0.8
+    assert f"{keys[0]}.json" in kept and f"{keys[1]}.json" not in kept and f"{keys[29]}.json" in kept
     assert not (tmp_path / "v0.0.1").exists()
 
 

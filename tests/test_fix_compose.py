@@ -141,6 +141,34 @@ def test_the_gate_is_corrected_before_the_sync_fix_repeats_it() -> None:
     assert sorted(d.code for d in analyze(text, "train.py", OPTIONS)) == ["GA106", "GA401"]
     outcome = fix_text(text, "train.py", OPTIONS, unsafe=True)
     assert [d.code for d in outcome.fixed] == ["GA106", "GA401"]  # GA401 waited a round
+    assert outcome.rounds == 2
     assert "if (step + 1) % GRAD_ACCUM_STEPS == 0 else model.no_sync()" in outcome.text
     assert "step % GRAD_ACCUM_STEPS" not in outcome.text
     check_fixed(text, ("off_by_one",), frozenset({"GA401"}))
+
+
+def test_fix_rounds_go_on_until_nothing_is_left_to_fix(monkeypatch) -> None:
+    """As in ruff, the rounds stop when no fix is left, not after a handful: a chain of twelve
+    findings, each revealed by the fix of the one before, settles in twelve rounds."""
+    import accumlint.fixes as fixes
+    from accumlint.analysis import Located
+    from accumlint.diagnostics import Diagnostic, FixInfo
+
+    class Module:  # what `fix_text` reads of a parsed module: its code
+        def __init__(self, text: str) -> None:
+            self.code = text
+
+    def find(module, text, path, options):
+        done = text.count("fixed\n")
+        if done == 12:
+            return []
+        fix = FixInfo("safe", "fix it")
+        return [Located(None, Diagnostic(path, done + 1, 1, done + 1, 2, "GA201", "name", f"finding {done}", fix))]
+
+    monkeypatch.setattr(fixes, "parse", Module)
+    monkeypatch.setattr(fixes, "find", find)
+    monkeypatch.setattr(fixes, "_non_overlapping", lambda candidates: candidates)
+    monkeypatch.setattr(fixes, "_apply", lambda module, text, chosen: text + "fixed\n")
+    outcome = fixes.fix_text("", "t.py", OPTIONS, unsafe=False)
+    assert outcome.converged and outcome.rounds == 12 and len(outcome.fixed) == 12
+    assert outcome.text == "fixed\n" * 12 and outcome.remaining == []

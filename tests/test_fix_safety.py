@@ -10,6 +10,7 @@ zeroing, unrelated lines, files LibCST cannot reproduce) have their own tests.
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import libcst
@@ -147,6 +148,133 @@ def test_a_zeroing_already_after_the_step_is_not_duplicated() -> None:
     assert fixed == ZEROED_TWICE.replace(
         "enumerate(loader):\n        optimizer.zero_grad()\n", "enumerate(loader):\n"
     )
+
+
+
+# GA101 where the zeroing names something the loop binds (or a function it may call
+# does): zeroing once before the loop would read it before it exists, or zero an
+# object the loop replaces. Each runs as it is, and must still run once fixed.
+_TORCH_SETUP = """\
+import torch
+
+model = torch.nn.Linear(4, 1)
+loader = [torch.randn(2, 4) for _ in range(8)]
+"""
+
+
+def _zeroing_every_micro_batch(
+    header: str, creation: str, zeroed: str, call: str, indent: str = "    ", stepped: str = "", after_step: str = ""
+) -> str:
+    """`_TORCH_SETUP`, then `header` (a function's or class's lines down to the loop's
+    indentation), a loop that runs `creation` first, zeroes `zeroed` on every micro-batch
+    and steps `stepped` (the same by default) then runs `after_step`, and `call` to run it."""
+    body = f"""\
+for i, x in enumerate(loader):
+{creation}    {zeroed}.zero_grad()
+    loss = model(x).sum() / accum_steps
+    loss.backward()
+    if (i + 1) % accum_steps == 0:
+        {stepped or zeroed}.step()
+{after_step}"""
+    return _TORCH_SETUP + "\n\n" + header + textwrap.indent(body, indent) + (f"\n\n{call}" if call else "")
+
+
+def _moved_after_the_step(text: str) -> str:
+    """`text` with its one zeroing line moved after its one step line, one level deeper."""
+    lines = text.splitlines(keepends=True)
+    zeroing = next(line for line in lines if ".zero_grad()" in line)
+    lines.remove(zeroing)
+    step = next(i for i, line in enumerate(lines) if ".step()" in line)
+    indent = lines[step][: len(lines[step]) - len(lines[step].lstrip())]
+    lines.insert(step + 1, indent + zeroing.lstrip())
+    return "".join(lines)
+
+
+CREATED_IN_THE_LOOP = {
+    "global bound on the first batch": _zeroing_every_micro_batch(
+        "def train(accum_steps=4):\n    global optimizer\n",
+        "    if i == 0:\n        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n",
+        "optimizer", "train()\n",
+    ),
+    "global bound on every batch": _zeroing_every_micro_batch(
+        "def train(accum_steps=4):\n    global optimizer\n",
+        "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n",
+        "optimizer", "train()\n",
+    ),
+    "None before a lazy creation": _zeroing_every_micro_batch(
+        "def train(accum_steps=4):\n    optimizer = None\n",
+        "    if optimizer is None:\n        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n",
+        "optimizer", "train()\n",
+    ),
+    "self attribute set in the loop": _zeroing_every_micro_batch(
+        "class Trainer:\n    def train(self, accum_steps=4):\n",
+        "    if i == 0:\n        self.opt = torch.optim.SGD(model.parameters(), lr=0.1)\n",
+        "self.opt", "Trainer().train()\n", indent="        ",
+    ),
+    "self attribute set by a method the loop calls": _zeroing_every_micro_batch(
+        "class Trainer:\n    def __init__(self):\n        self.opt = None\n\n"
+        "    def build(self):\n        self.opt = torch.optim.SGD(model.parameters(), lr=0.1)\n\n"
+        "    def train(self, accum_steps=4):\n",
+        "    if self.opt is None:\n        self.build()\n",
+        "self.opt", "Trainer().train()\n", indent="        ",
+    ),
+    "module-level loop": _zeroing_every_micro_batch(
+        "accum_steps = 4\n",
+        "    if i == 0:\n        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n",
+        "optimizer", "", indent="",
+    ),
+}
+
+
+def _run(text: str) -> None:
+    exec(compile(text, "train.py", "exec"), {"__name__": "__main__"})
+
+
+@pytest.mark.parametrize("name", CREATED_IN_THE_LOOP)
+def test_no_zeroing_before_the_loop_reads_what_the_loop_binds(name: str) -> None:
+    original = CREATED_IN_THE_LOOP[name]
+    assert "GA101" in [d.code for d in analyze(original, "train.py")]
+    fixed = _fix(original, unsafe=False)
+    assert fixed == _moved_after_the_step(original)  # and nothing before the loop
+    assert not new_undefined_names(original, fixed)
+    pytest.importorskip("torch")
+    _run(original)
+    _run(fixed)
+
+
+MODEL_ZEROED_BESIDE_THE_OPTIMIZER = _zeroing_every_micro_batch(
+    "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n\n\ndef train(accum_steps=4):\n",
+    "", "model", "train()\n", stepped="optimizer", after_step="        optimizer.zero_grad()\n",
+)
+
+
+def test_a_model_zeroing_is_not_added_beside_the_optimizers() -> None:
+    original = MODEL_ZEROED_BESIDE_THE_OPTIMIZER
+    safe = [d.code for d in analyze(original, "train.py") if d.fix is not None and d.fix.applicability == "safe"]
+    assert safe == ["GA101"]
+    in_loop = "enumerate(loader):\n        model.zero_grad()\n"
+    # zeroed once before the loop, where nothing did; after the step by the optimizer's zeroing alone
+    expected = original.replace(in_loop, "enumerate(loader):\n").replace(
+        "    for i, x", "    model.zero_grad()\n    for i, x"
+    )
+    assert _fix(original, unsafe=False) == expected
+    zeroed_before = original.replace("    for i, x", "    optimizer.zero_grad()\n    for i, x")
+    assert _fix(zeroed_before, unsafe=False) == zeroed_before.replace(in_loop, "enumerate(loader):\n")
+    pytest.importorskip("torch")
+    _run(original)
+    _run(expected)
+
+
+def test_guard_judges_a_global_that_only_the_function_binds_by_its_flow() -> None:
+    text = "def train(make):\n    global optimizer\n    for batch in make():\n        optimizer = make()\n"
+    module = libcst.parse_module(text)
+    loop = module.body[0].body.body[1]
+    zero = libcst.parse_statement("optimizer.zero_grad()\n")
+    refusal = FixGuard(module).refusal([insert_before(loop, zero)])
+    assert refusal is not None and "`optimizer`" in refusal
+    # bound at module level: looked up there, as any global
+    bound = libcst.parse_module("optimizer = None\n\n\n" + text)
+    assert FixGuard(bound).refusal([insert_before(bound.body[1].body.body[1], zero)]) is None
 
 
 CLIP_NORM_LOGGED = '''\

@@ -13,6 +13,7 @@ import textwrap
 
 import pytest
 from samples import UNSCALED_LOOP as TRAIN
+from samples import UNSCALED_LOOP_AT_MODULE_LEVEL
 from click.testing import CliRunner
 
 from accumlint.cli import cli
@@ -278,3 +279,466 @@ def test_odd_file_names_do_not_break_any_output(tmp_path, monkeypatch):
         result = subprocess.run(command, capture_output=True)
         assert result.returncode == 1, result.stderr
         assert b"caf\xe9_train.py" in result.stdout
+
+
+def _limit_address_space(limit: int):
+    """A `preexec_fn` that caps the child's address space at `limit` bytes."""
+
+    def limited() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    return limited
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="an address-space limit as Linux enforces it")
+@pytest.mark.parametrize("flags", [(), ("--fix", "--unsafe-fixes")])
+def test_ten_thousand_module_level_statements_check_within_three_gigabytes(tmp_path, flags):
+    # Memory must grow with the file, not with the square of its top-level statements:
+    # each one after the loop is one more the fix guard's walk goes through at module level.
+    import subprocess
+
+    statements = "".join(f"v{k} = {k}\n" for k in range(10_000))
+    (tmp_path / "train.py").write_text(UNSCALED_LOOP_AT_MODULE_LEVEL + statements)
+    command = [sys.executable, "-m", "accumlint.cli", "check", "--no-cache", "--output-format", "json", *flags, "train.py"]
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, preexec_fn=_limit_address_space(3 * 1024**3))
+    found = json.loads(result.stdout)
+    assert [d["code"] for d in found] == ([] if flags else ["GA201"]), result.stderr
+    assert result.returncode == (0 if flags else 1), result.stderr
+    if flags:
+        assert "(loss / accum_steps).backward()" in (tmp_path / "train.py").read_text()
+
+
+# ---------------------------------------------------------------- the cache folder is accumlint's alone
+
+
+def _run(*args: str, env: dict | None = None):
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False, env=env)
+
+
+def _tree(folder) -> dict[str, bytes]:
+    """Every file below a folder (`.git` included) and its bytes, by relative path."""
+    found = {}
+    for directory, _, files in os.walk(folder):
+        for name in files:
+            path = os.path.join(directory, name)
+            with open(path, "rb") as handle:
+                found[os.path.relpath(path, folder)] = handle.read()
+    return found
+
+
+@pytest.fixture
+def repository(tmp_path, monkeypatch):
+    """A project with a git folder, its own .gitignore and a training script; no cache set."""
+    monkeypatch.delenv("ACCUMLINT_CACHE_DIR", raising=False)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".git" / "objects").mkdir(parents=True)
+    (tmp_path / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (tmp_path / ".gitignore").write_text("*.log\n")
+    (tmp_path / "train.py").write_text(TRAIN)
+    return tmp_path
+
+
+def test_cache_dir_dot_never_touches_the_projects_files(repository):
+    before = _tree(repository)
+    assert _run("check", "--cache-dir", ".", "train.py").exit_code == 1
+    after = _tree(repository)
+    assert {path: data for path, data in after.items() if path in before} == before  # .gitignore kept
+    assert all(path.startswith(".accumlint_cache" + os.sep) for path in after.keys() - before.keys())
+    assert (repository / ".accumlint_cache" / "CACHEDIR.TAG").read_text().startswith(
+        "Signature: 8a477f597d28d172789f06886806bc55"
+    )
+    assert _run("check", "--cache-dir", ".", "train.py").exit_code == 1  # served from that cache
+    cleaned = _run("clean", "--cache-dir", ".")
+    assert cleaned.exit_code == 0 and cleaned.output == "Removed .accumlint_cache\n"
+    assert _tree(repository) == before and sorted(os.listdir(repository)) == [".git", ".gitignore", "train.py"]
+
+
+def test_clean_with_the_environments_shared_cache_folder_removes_only_accumlints(repository, monkeypatch):
+    shared = repository / "home" / ".cache"
+    (shared / "pip").mkdir(parents=True)
+    (shared / "pip" / "selfcheck.json").write_text("{}")
+    monkeypatch.setenv("ACCUMLINT_CACHE_DIR", str(shared))
+    assert _run("check", "train.py").exit_code == 1
+    assert sorted(os.listdir(shared)) == [".accumlint_cache", "pip"]
+    assert not (shared / ".gitignore").exists() and not (shared / "CACHEDIR.TAG").exists()
+    assert _run("clean").exit_code == 0
+    assert sorted(os.listdir(shared)) == ["pip"] and (shared / "pip" / "selfcheck.json").read_text() == "{}"
+
+
+def test_an_empty_folder_is_adopted_marked_and_left_in_place(repository):
+    (repository / "cache").mkdir()
+    assert _run("check", "--cache-dir", "cache", "train.py").exit_code == 1
+    assert (repository / "cache" / "CACHEDIR.TAG").is_file()
+    assert not (repository / "cache" / ".gitignore").exists()  # a folder accumlint did not create
+    assert _run("clean", "--cache-dir", "cache").exit_code == 0
+    assert os.listdir(repository / "cache") == []
+
+
+def test_clean_keeps_what_accumlint_did_not_write_in_its_own_folder(repository):
+    assert _run("check", "--cache-dir", "cache", "train.py").exit_code == 1
+    version = "v" + __import__("accumlint").__version__
+    assert sorted(os.listdir(repository / "cache")) == [".gitignore", "CACHEDIR.TAG", "accumlint-cache.marker", version]
+    (repository / "cache" / "notes.txt").write_text("mine")
+    cleaned = _run("clean", "--cache-dir", "cache")
+    assert cleaned.exit_code == 0 and "kept what accumlint did not write: notes.txt" in cleaned.output
+    assert sorted(os.listdir(repository / "cache")) == ["accumlint-cache.marker", "notes.txt"]  # still its cache
+
+
+def test_a_folder_of_json_files_in_v_folders_is_not_taken_for_an_old_cache(repository):
+    (repository / "data" / "v1").mkdir(parents=True)
+    (repository / "data" / "v1" / "weights.json").write_text("[1]")
+    (repository / "data" / "v2").mkdir()
+    (repository / "data" / "v2" / ("0" * 64 + ".json")).write_text("[]")
+    before = _tree(repository)
+    assert _run("check", "--cache-dir", "data", "train.py").exit_code == 1
+    assert _run("clean", "--cache-dir", "data").exit_code == 0
+    assert _tree(repository) == before  # the cache went to data/.accumlint_cache, and is gone
+
+
+def test_a_lookalike_tag_does_not_make_a_folder_accumlints(repository):
+    (repository / "data").mkdir()
+    (repository / "data" / "CACHEDIR.TAG").write_text("Signature: 8a477f597d28d172789f06886806bc55\n")
+    (repository / "data" / "v1").mkdir()
+    (repository / "data" / "v1" / "weights.json").write_text("[1]")
+    before = _tree(repository)
+    assert _run("clean", "--cache-dir", "data").output.startswith("No accumlint cache at")
+    assert _tree(repository) == before
+
+
+def test_no_cache_where_neither_the_folder_nor_its_accumlint_cache_folder_is_accumlints(repository):
+    (repository / "data" / ".accumlint_cache").mkdir(parents=True)
+    (repository / "data" / ".accumlint_cache" / "x.txt").write_text("mine")
+    (repository / "data" / "y.txt").write_text("mine")
+    before = _tree(repository)
+    result = CliRunner().invoke(cli, ["check", "--cache-dir", "data", "train.py"], catch_exceptions=False)
+    assert result.exit_code == 1 and "GA201" in result.stdout
+    assert "results are not cached" in result.stderr
+    assert _tree(repository) == before
+
+
+def test_an_older_accumlints_cache_is_taken_over_and_cleaned(repository):
+    old = repository / ".accumlint_cache"
+    (old / "v0.0.1").mkdir(parents=True)
+    (old / "v0.0.1" / ("0" * 64 + ".json")).write_text("[]")
+    (old / "CACHEDIR.TAG").write_text("Signature: 8a477f597d28d172789f06886806bc55\n# accumlint's cache of results.\n")
+    (old / ".gitignore").write_text("# Created by accumlint.\n*\n")
+    assert _run("check", "train.py").exit_code == 1
+    assert not (old / "v0.0.1").exists()  # another version's entries are pruned
+    assert _run("clean").output == f"Removed {old}\n"
+    assert os.listdir(old) == []  # adopted, not created: the folder stays
+
+
+# ---------------------------------------------------------------- only regular files are read
+
+
+def _command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "accumlint.cli", "check", "--no-cache", "--output-format", "json", *args]
+
+
+def _lines_of(tmp_path, *args: str) -> tuple[int, dict]:
+    """Run a check in a process of its own (a FIFO must not hang the test run)."""
+    import subprocess
+
+    done = subprocess.run(_command(*args), cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    return done.returncode, by_path(json.loads(done.stdout))
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
+def test_fifos_devices_and_sockets_get_one_line_each_and_the_rest_is_checked(tmp_path):
+    import socket
+
+    os.mkfifo(tmp_path / "p.py")
+    os.mkfifo(tmp_path / "p.ipynb")
+    os.symlink("/dev/zero", tmp_path / "z.py")
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(tmp_path / "s.py"))
+    (tmp_path / "train.py").write_text(TRAIN)
+    try:
+        for args in ((".",), ("p.py", "p.ipynb", "z.py", "s.py", "train.py")):
+            code, paths = _lines_of(tmp_path, *args)
+            assert code == 2
+            assert paths == {
+                "p.py": [("io-error", "not a regular file (a FIFO); not read")],
+                "p.ipynb": [("io-error", "not a regular file (a FIFO); not read")],
+                "z.py": [("io-error", "not a regular file (a character device); not read")],
+                "s.py": [("io-error", "not a regular file (a socket); not read")],
+                "train.py": paths["train.py"],
+            }
+            assert [c for c, _ in paths["train.py"]] == ["GA201"]
+    finally:
+        server.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
+def test_a_fifo_swapped_in_after_the_check_of_the_path_is_refused_without_waiting(tmp_path, monkeypatch):
+    import signal
+
+    from accumlint import sources
+
+    regular = tmp_path / "regular.py"
+    regular.write_text("x = 1\n")
+    os.mkfifo(tmp_path / "p.py")
+    real_stat = os.stat
+    monkeypatch.setattr(os, "stat", lambda path, *a, **k: real_stat(regular) if str(path).endswith("p.py") else real_stat(path, *a, **k))
+    signal.signal(signal.SIGALRM, lambda *_: pytest.fail("opening the FIFO waited for a writer"))
+    signal.alarm(10)
+    try:
+        with pytest.raises(sources.ReadError, match=r"not a regular file \(a FIFO\)"):
+            sources.read_bytes(str(tmp_path / "p.py"))
+    finally:
+        signal.alarm(0)
+
+
+def test_a_file_over_max_file_size_gets_a_line_and_the_rest_is_checked(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text("[tool.accumlint]\nmax-file-size = 1000\n")
+    (tmp_path / "big.py").write_text(TRAIN + "#" * 1000 + "\n")
+    (tmp_path / "train.py").write_text(TRAIN)
+    code, found = check_json(".")
+    assert code == 2
+    size = (tmp_path / "big.py").stat().st_size
+    assert by_path(found)["big.py"] == [
+        ("io-error", f"file too large to read ({size:,} bytes; the limit, `max-file-size`, is 1,000 bytes)")
+    ]
+    assert [c for c, _ in by_path(found)["train.py"]] == ["GA201"]
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "'big'", "true"])
+def test_max_file_size_must_be_a_positive_integer(tmp_path, monkeypatch, value):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text(f"[tool.accumlint]\nmax-file-size = {value}\n")
+    (tmp_path / "train.py").write_text(TRAIN)
+    result = CliRunner().invoke(cli, ["check", "--no-cache", "train.py"])
+    assert result.exit_code == 2 and "`max-file-size` must be a positive integer" in result.stderr
+
+
+def test_a_named_path_that_cannot_be_read_is_a_line_and_the_rest_is_checked(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("ACCUMLINT_CACHE_DIR", raising=False)  # the default cache looks up from the first path
+    (tmp_path / "train.py").write_text(TRAIN)
+    too_long = "a" * 300 + "/x.py"
+    result = CliRunner().invoke(cli, ["check", "--output-format", "json", too_long, "train.py"], catch_exceptions=False)
+    assert result.exit_code == 2
+    paths = by_path(json.loads(result.stdout))
+    assert paths[too_long] == [("io-error", "cannot read file: File name too long")]
+    assert [c for c, _ in paths["train.py"]] == ["GA201"]
+
+
+# ---------------------------------------------------------------- caches that lie
+
+
+def _entry(cache_dir) -> "os.PathLike":
+    (entry,) = [p for p in cache_dir.rglob("*.json")]
+    return entry
+
+
+@pytest.mark.parametrize("content", ["[1]", '{"a": 1}', "{}", "[]", '[{"line": 1}]', "", "\0" * 10])
+def test_a_result_cache_entry_of_the_wrong_shape_is_a_miss_and_rewritten(tmp_path, monkeypatch, content):
+    monkeypatch.chdir(tmp_path)
+    cache_dir = tmp_path / "cache"
+    (tmp_path / "train.py").write_text(TRAIN)
+    args = ["check", "--cache-dir", str(cache_dir), "--output-format", "json", "train.py"]
+    first = CliRunner().invoke(cli, args, catch_exceptions=False)
+    entry = _entry(cache_dir)
+    good = entry.read_bytes()
+    entry.write_text(content)
+    again = CliRunner().invoke(cli, args, catch_exceptions=False)
+    assert again.exit_code == first.exit_code == 1
+    assert again.stdout == first.stdout
+    assert entry.read_bytes() == good  # rewritten by the analysis that followed the miss
+
+
+def test_every_single_byte_flip_of_a_result_cache_entry_is_a_miss(tmp_path):
+    from accumlint.cache import Cache
+    from accumlint.diagnostics import Diagnostic, FixInfo
+
+    cache = Cache(tmp_path / "cache")
+    found = [Diagnostic("t.py", 7, 9, 7, 24, "GA201", "missing-loss-scaling", "m", FixInfo("safe", "d"), None, "h", 3)]
+    cache.put("k", found)
+    entry = cache.directory / "k.json"
+    good = entry.read_bytes()
+    for position in range(len(good)):
+        for flip in (0x01, 0x20, 0x80):
+            damaged = bytearray(good)
+            damaged[position] ^= flip
+            entry.write_bytes(bytes(damaged))
+            assert cache.get("k", "t.py") is None, (position, flip)
+    entry.write_bytes(good)
+    assert cache.get("k", "t.py") == found
+
+
+def test_every_single_byte_flip_of_the_kept_compiled_code_is_ignored(tmp_path, monkeypatch):
+    import dataclasses
+
+    from accumlint import generated_code
+
+    path = tmp_path / "pycache" / "dataclasses-code.marshal"
+    monkeypatch.setattr(generated_code, "cache_file", lambda: path)
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+
+    def define():
+        with generated_code.cached():
+            return dataclasses.make_dataclass("P", [("x", int)], frozen=True)
+
+    define()
+    good = path.read_bytes()
+    assert generated_code._read(path)
+    for position in range(len(good)):
+        damaged = bytearray(good)
+        damaged[position] ^= 0x01 << (position % 8)
+        path.write_bytes(bytes(damaged))
+        assert generated_code._read(path) == {}, position
+    path.write_bytes(good[: len(good) // 2])  # a damaged file is rewritten by the next import
+    assert define()(1).x == 1
+    assert generated_code._read(path)
+
+
+# ---------------------------------------------------------------- smaller ones
+
+
+def _crlf_mixes():
+    lines = TRAIN.split("\n")
+    return {
+        "cr.py": "\r".join(lines),
+        "cr_mixed.py": "".join(line + ("\r" if index % 2 else "\n") for index, line in enumerate(lines)),
+        "all_three.py": "".join(line + ("\r", "\n", "\r\n")[index % 3] for index, line in enumerate(lines)),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_crlf_mixes()))
+def test_carriage_return_line_endings_get_findings_and_fixes_keep_them(tmp_path, monkeypatch, name):
+    monkeypatch.chdir(tmp_path)
+    text = _crlf_mixes()[name]
+    (tmp_path / name).write_bytes(text.encode())
+    import ast
+
+    backward = next(node for node in ast.walk(ast.parse(text)) if isinstance(node, ast.Attribute) and node.attr == "backward")
+    code, found = check_json(name)
+    assert code == 1 and [(d["code"], d["line"], d["column"]) for d in found] == [("GA201", backward.lineno, 9)]
+    assert found[0]["fix"] is not None
+    result = CliRunner().invoke(cli, ["check", "--no-cache", "--fix", name], catch_exceptions=False)
+    assert result.exit_code == 0
+    fixed = (tmp_path / name).read_bytes().decode()
+    assert fixed == text.replace("loss.backward()", "(loss / accum_steps).backward()")
+
+
+@pytest.mark.parametrize(
+    "text, offered",
+    [
+        (TRAIN.replace("        loss.backward()", "\f        loss.backward()"), False),  # LibCST drops it
+        (TRAIN.replace("import torch\n", "import torch\n\f\n"), True),
+        (TRAIN.replace("import torch\n", "import torch  # page\fbreak\n"), True),
+    ],
+    ids=["in-an-indentation", "own-line", "in-a-comment"],
+)
+def test_a_fix_is_offered_exactly_where_fix_applies_it_with_a_form_feed(tmp_path, monkeypatch, text, offered):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ff.py").write_bytes(text.encode())
+    code, found = check_json("ff.py")
+    assert [d["code"] for d in found] == ["GA201"] and (found[0]["fix"] is not None) == offered
+    CliRunner().invoke(cli, ["check", "--no-cache", "--fix", "ff.py"], catch_exceptions=False)
+    after = (tmp_path / "ff.py").read_bytes().decode()
+    assert (after != text) == offered
+    if offered:
+        assert after == text.replace("loss.backward()", "(loss / accum_steps).backward()")
+
+
+def test_add_noqa_counts_lines_as_python_does_after_a_form_feed(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    text = TRAIN.replace("import torch\n", "import torch  # page\fbreak\n")
+    (tmp_path / "ff.py").write_bytes(text.encode())
+    assert CliRunner().invoke(cli, ["check", "--no-cache", "--add-noqa", "ff.py"]).exit_code == 0
+    assert (tmp_path / "ff.py").read_text() == text.replace("loss.backward()", "loss.backward()  # noqa: GA201")
+
+
+@pytest.mark.skipif(not hasattr(os, "setxattr"), reason="no extended attributes on this platform")
+def test_fix_keeps_extended_attributes(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text(TRAIN)
+    try:
+        os.setxattr(tmp_path / "train.py", "user.origin", b"kept")
+    except OSError:
+        pytest.skip("this file system keeps no user extended attributes")
+    result = CliRunner().invoke(cli, ["check", "--no-cache", "--fix", "train.py"], catch_exceptions=False)
+    assert result.exit_code == 0 and "(loss / accum_steps)" in (tmp_path / "train.py").read_text()
+    assert os.getxattr(tmp_path / "train.py", "user.origin") == b"kept"
+
+
+def test_a_lone_surrogate_in_a_notebook_is_the_real_problem(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    source = 'x = "\\ud800"\nfor b in loader:\n    model(b).backward()\n'
+    (tmp_path / "nb.ipynb").write_text('{"cells": [{"cell_type": "code", "source": "' + source.replace('"', '\\"').replace("\n", "\\n") + '"}]}')
+    (tmp_path / "train.py").write_text(TRAIN)
+    code, found = check_json(".")
+    assert code == 2
+    assert by_path(found)["nb.ipynb"] == [
+        ("syntax-error", "not a valid notebook: cell 1 holds half of a UTF-16 surrogate pair alone (\\ud800), which is not text")
+    ]
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"[tool.accumlint]\nselect = [\"\xff\"]\n", "invalid TOML: not UTF-8 (byte 0xff on line 2)"),
+        (b"[tool.accumlint]\nx = " + b"[" * 100000 + b"]" * 100000 + b"\n", "invalid TOML: nested too deeply to read"),
+    ],
+    ids=["not-utf-8", "deeply-nested"],
+)
+def test_a_broken_pyproject_is_a_configuration_error_not_an_internal_one(tmp_path, monkeypatch, content, message):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_bytes(content)
+    (tmp_path / "train.py").write_text(TRAIN)
+    result = CliRunner().invoke(cli, ["check", "--no-cache", "train.py"])
+    assert result.exit_code == 2
+    assert result.stderr == f"accumlint: error: {tmp_path / 'pyproject.toml'}: {message}\n"
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "0"])
+def test_a_file_timeout_that_is_not_a_finite_positive_number_is_a_usage_error(tmp_path, monkeypatch, value):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text(TRAIN)
+    result = CliRunner().invoke(cli, ["check", "--no-cache", "--file-timeout", value, "train.py"])
+    assert result.exit_code == 2
+    assert "Invalid value for '--file-timeout'" in result.stderr and "internal error" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args, status", [(["--output-format", "full", "."], 2), (["--show-files", "."], 0)], ids=["findings", "show-files"]
+)
+def test_a_reader_that_stops_early_ends_the_run_quietly_with_its_own_status(tmp_path, args, status):
+    import subprocess
+
+    for index in range(200):  # more output than a pipe holds
+        (tmp_path / f"train{index:03d}.py").write_text(TRAIN)
+    (tmp_path / "zz_broken.py").write_text(LOOP + "x = (\n")  # a file that cannot be parsed: status 2
+    command = [sys.executable, "-m", "accumlint.cli", "check", "--no-cache", *args]
+    process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process.stdout.readline()
+    process.stdout.close()  # as `| head -1` does
+    stderr = process.stderr.read()
+    assert process.wait(timeout=120) == status
+    assert stderr == b""
+
+
+def test_what_the_native_parser_prints_as_it_dies_never_reaches_the_terminal(capfd, monkeypatch):
+    import libcst
+
+    from accumlint.workers import Failure, WorkerPool
+
+    def die_as_rust_does(text):
+        os.write(2, b"memory allocation of 1099511627776 bytes failed\n")
+        os.abort()
+
+    monkeypatch.setattr(libcst, "parse_module", die_as_rust_does)
+    with WorkerPool(1, _parse, 10.0) as pool:
+        ((_, outcome),) = list(pool.map(["x = 1\n"]))
+    assert isinstance(outcome, Failure) and "SIGABRT" in outcome.message
+    assert "memory allocation" not in capfd.readouterr().err
+
+
+def _parse(text):
+    from accumlint.parsing import parse_module
+
+    return parse_module(text)

@@ -334,9 +334,9 @@ def test_an_epoch_loop_without_a_backward_of_its_own_is_not_walked_whole(monkeyp
     walked: list[tuple[int, bool]] = []
     plain_walk = loop_model._Walker.walk
 
-    def recording(self, body):
+    def recording(self, body, root=None):
         walked.append((id(body), self.own_level))
-        return plain_walk(self, body)
+        return plain_walk(self, body, root)
 
     monkeypatch.setattr(loop_model._Walker, "walk", recording)
     (window,) = _windows(EPOCHS_OVER_BATCHES)

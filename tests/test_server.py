@@ -8,9 +8,13 @@ returned edits the way an editor does, and shut down.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import urlparse
+from urllib.request import url2pathname
 
 import pytest
 
@@ -58,12 +62,14 @@ def apply_edits(text: str, edits: list[types.TextEdit]) -> str:
 class Session:
     """One client, its server process, and what the server published."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, pull: bool = False) -> None:
         self.root = root
+        self.pulls = pull
         self.client = LanguageClient("accumlint-tests", "1")
         self.published: dict[str, list[types.Diagnostic]] = {}
         self.versions: dict[str, int] = {}
         self.registrations: list[types.Registration] = []
+        self.messages: list[types.ShowMessageParams] = []
 
         @self.client.feature(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
         def on_diagnostics(params: types.PublishDiagnosticsParams) -> None:
@@ -74,6 +80,10 @@ class Session:
         def on_register(params: types.RegistrationParams) -> None:
             self.registrations.extend(params.registrations)
 
+        @self.client.feature(types.WINDOW_SHOW_MESSAGE)
+        def on_message(params: types.ShowMessageParams) -> None:
+            self.messages.append(params)
+
     async def start(self) -> None:
         environment = dict(os.environ, ACCUMLINT_LSP_DEBOUNCE="0.2")
         await self.client.start_io(sys.executable, "-m", "accumlint.cli", "server", cwd=self.root, env=environment)
@@ -81,6 +91,9 @@ class Session:
             workspace=types.WorkspaceClientCapabilities(
                 did_change_watched_files=types.DidChangeWatchedFilesClientCapabilities(dynamic_registration=True)
             ),
+            text_document=types.TextDocumentClientCapabilities(
+                diagnostic=types.DiagnosticClientCapabilities(code_description_support=True)
+            ) if self.pulls else None,
         )
         result = await self.client.initialize_async(
             types.InitializeParams(capabilities=capabilities, root_uri=from_fs_path(str(self.root)))
@@ -117,9 +130,26 @@ class Session:
         )
 
 
-def run_session(root: Path, body) -> None:
+    async def hover(self, uri: str, line: int, character: int) -> types.Hover | None:
+        return await self.client.text_document_hover_async(types.HoverParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line, character)
+        ))
+
+    def replace(self, uri: str, version: int, text: str) -> None:
+        self.client.text_document_did_change(types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+            content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)],
+        ))
+
+    async def pull(self, uri: str, previous: str | None = None):
+        return await self.client.text_document_diagnostic_async(types.DocumentDiagnosticParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), previous_result_id=previous
+        ))
+
+
+def run_session(root: Path, body, pull: bool = False) -> None:
     async def main() -> None:
-        session = Session(root)
+        session = Session(root, pull)
         await session.start()
         try:
             await body(session)
@@ -138,6 +168,8 @@ def test_diagnostics_quick_fixes_fix_all_noqa_and_hover(tmp_path):
         ga201 = by_code["GA201"]
         assert (ga201.range.start.line, ga201.range.start.character) == (12, 8)
         assert ga201.source == "accumlint" and ga201.severity == types.DiagnosticSeverity.Warning
+        document = Path(url2pathname(urlparse(ga201.code_description.href).path))  # the rule's document
+        assert document.name == "GA201.md" and document.read_text().startswith("# GA201 missing-loss-scaling")
 
         actions = await session.actions(uri, ga201, only=[types.CodeActionKind.QuickFix])
         titles = [action.title for action in actions]
@@ -230,6 +262,232 @@ def test_notebook_cells_get_their_own_diagnostics_and_fixes(tmp_path):
         assert list(fix.edit.changes) == [cells[2]]  # the fix stays in the loop's cell
         fixed = apply_edits(loop, fix.edit.changes[cells[2]])
         assert fixed.startswith("optimizer.zero_grad()\nfor i, (x, y)")
+
+    run_session(tmp_path, body)
+
+
+# ---------------------------------------------------------------- the process: exit status, malformed input
+
+
+def frame(message: dict) -> bytes:
+    body = json.dumps(message).encode()
+    return b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+
+def request(message_id: int, method: str, params=None) -> bytes:
+    return frame({"jsonrpc": "2.0", "id": message_id, "method": method, "params": params})
+
+
+def notification(method: str, params=None) -> bytes:
+    return frame({"jsonrpc": "2.0", "method": method, "params": params})
+
+
+START = request(1, "initialize", {"capabilities": {}}) + notification("initialized", {})
+STOP = request(99, "shutdown") + notification("exit")
+
+
+def exchange(root: Path, data: bytes) -> tuple[int, list[dict], str]:
+    """Run the server on raw bytes: (exit status, the messages it wrote, its standard error)."""
+    process = subprocess.run(
+        [sys.executable, "-m", "accumlint.cli", "server"], input=data, capture_output=True, cwd=root, timeout=TIMEOUT
+    )
+    messages, rest = [], process.stdout
+    while rest:
+        header, _, rest = rest.partition(b"\r\n\r\n")
+        length = int(header.split(b"Content-Length:")[1].split(b"\r\n")[0])
+        messages.append(json.loads(rest[:length]))
+        rest = rest[length:]
+    return process.returncode, messages, process.stderr.decode()
+
+
+def test_exit_status_is_0_after_shutdown_and_1_without(tmp_path):
+    status, messages, errors = exchange(tmp_path, START + STOP)
+    assert status == 0, errors
+    assert "Traceback" not in errors
+    assert {"jsonrpc": "2.0", "id": 99, "result": None} in messages
+    status, _, errors = exchange(tmp_path, START + notification("exit"))
+    assert status == 1 and "Traceback" not in errors
+
+
+def test_malformed_messages_get_errors_and_the_server_goes_on(tmp_path):
+    uri = from_fs_path(str(tmp_path / "train.py"))
+    (tmp_path / "train.py").write_text(BUGGY)
+    hover = {"textDocument": {"uri": uri}, "position": {"line": 12, "character": 8}}
+    body = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "textDocument/hover", "params": hover}).encode()
+    data = (
+        START
+        + b"Content-Length: abc\r\n\r\n" + body  # an unreadable header: its body's length is unknown
+        + request(3, "textDocument/hover", 5)
+        + request(4, "textDocument/hover", dict(hover, position={"line": -1, "character": 0}))
+        + b"Content-Length: 9\r\n\r\n{not json"
+        + frame([1, 2])
+        + request(5, "textDocument/hover", hover)  # a valid request of a never-opened document
+        + notification("textDocument/didSave", {"textDocument": {"uri": uri + ".missing"}})  # nor opened
+        + STOP
+    )
+    status, messages, errors = exchange(tmp_path, data)
+    by_id = {}
+    for message in messages:
+        by_id.setdefault(message.get("id"), []).append(message)
+    assert [m["error"]["code"] for m in by_id[None]] == [-32700, -32700, -32600]
+    assert by_id[3][0]["error"]["code"] == -32602 and by_id[4][0]["error"]["code"] == -32602
+    assert 2 not in by_id  # the body of the unreadable header is skipped, not guessed at
+    assert by_id[5] == [{"jsonrpc": "2.0", "id": 5, "result": None}]
+    assert by_id[99] == [{"jsonrpc": "2.0", "id": 99, "result": None}]
+    assert [m for m in messages if m.get("method") == "window/showMessage"] == []  # no "Error in server"
+    assert status == 0, errors
+
+
+# ---------------------------------------------------------------- sessions: unknown documents, pull, configuration
+
+
+def test_requests_about_documents_never_opened_or_out_of_range(tmp_path):
+    async def body(session: Session) -> None:
+        missing = from_fs_path(str(tmp_path / "missing.py"))
+        assert await session.hover(missing, 0, 0) is None
+        assert not await session.actions(missing)
+        uri = session.open(tmp_path / "train.py", BUGGY)
+        await session.diagnostics(uri)
+        assert await session.hover(uri, 500, 3) is None  # past the last line
+        assert await session.hover(uri, 0, 500) is None  # past the end of a line (clamped to it)
+
+    run_session(tmp_path, body)
+
+
+def test_pull_diagnostics(tmp_path):
+    async def body(session: Session) -> None:
+        uri = session.open(tmp_path / "train.py", BUGGY)
+        report = await session.pull(uri)
+        assert report.kind == "full" and sorted(d.code for d in report.items) == ["GA107", "GA201"]
+        assert all(d.code_description.href.endswith(f"/{d.code}.md") for d in report.items)
+        again = await session.pull(uri, report.result_id)
+        assert again.kind == "unchanged" and again.result_id == report.result_id
+        session.replace(uri, 2, BUGGY.replace("loss.backward()", "(loss / accum_steps).backward()"))
+        changed = await session.pull(uri, report.result_id)
+        assert changed.kind == "full" and [d.code for d in changed.items] == ["GA107"]
+        assert session.published == {}  # a client that pulls is not sent diagnostics as well
+
+    run_session(tmp_path, body, pull=True)
+
+
+def test_a_broken_configuration_is_shown_once_and_the_defaults_apply(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[tool.accumlint\nselect = [")
+
+    async def body(session: Session) -> None:
+        uri = session.open(tmp_path / "train.py", BUGGY)
+        found = {d.code: d for d in await session.diagnostics(uri)}
+        assert sorted(found) == ["GA107", "GA201"]
+        assert (await session.hover(uri, 12, 12)).contents.value.startswith("# GA201")
+        assert any(action.title.endswith("(GA201)") for action in await session.actions(uri, found["GA201"]))
+        count = session.versions[uri]
+        session.replace(uri, 2, BUGGY + "\n")
+        assert len(await session.diagnostics(uri, count)) == 2
+        (message,) = session.messages  # one message, not one per check
+        assert message.type == types.MessageType.Warning
+        assert "pyproject.toml" in message.message and "invalid TOML" in message.message
+
+    run_session(tmp_path, body)
+
+
+def test_a_notebook_is_fixed_whole(tmp_path):
+    setup = "import torch\nmodel = torch.nn.Linear(2, 1)\noptimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+    loop = (
+        "for i, (x, y) in enumerate(loader):\n"
+        "    loss = torch.nn.functional.mse_loss(model(x), y)\n"
+        "    loss.backward()\n"
+        "    if (i + 1) % 4 == 0:\n"
+        "        optimizer.step()\n"
+        "        optimizer.zero_grad()\n"
+    )
+
+    async def body(session: Session) -> None:
+        notebook_uri = from_fs_path(str(tmp_path / "nb.ipynb"))
+        cells = [f"{notebook_uri}#cell{index}" for index in range(3)]
+        texts = [setup, loop, loop.replace("loader", "other_loader")]
+        session.client.notebook_document_did_open(types.DidOpenNotebookDocumentParams(
+            notebook_document=types.NotebookDocument(
+                uri=notebook_uri, notebook_type="jupyter-notebook", version=1,
+                cells=[types.NotebookCell(kind=types.NotebookCellKind.Code, document=cell) for cell in cells],
+            ),
+            cell_text_documents=[
+                types.TextDocumentItem(uri=cell, language_id="python", version=1, text=text)
+                for cell, text in zip(cells, texts)
+            ],
+        ))
+        for cell in cells[1:]:
+            assert "GA201" in [d.code for d in await session.diagnostics(cell)]
+        (action,) = await session.actions(cells[0], only=["notebook.source.fixAll"])
+        assert action.kind == "notebook.source.fixAll.accumlint"
+        assert sorted(action.edit.changes) == cells[1:]  # both loops' cells, from a request on the first
+        for cell, text in zip(cells[1:], texts[1:]):
+            assert "(loss / 4).backward()" in apply_edits(text, action.edit.changes[cell])
+
+    run_session(tmp_path, body)
+
+
+# ---------------------------------------------------------------- analysis off the request path
+
+
+def big_module() -> str:
+    """About 1.5 MB of training functions: seconds of analysis."""
+    head, function = BUGGY.split("def main():\n")
+    return head + "".join(f"def main{index}():\n{function}\n\n" for index in range(3200))
+
+
+def analysis_processes(root: Path) -> list[int]:
+    """The server's analysis processes: those working in `root` other than the server itself."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.readlink(entry / "cwd") != str(root):
+                continue
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue  # gone, a zombie, or not ours
+        if parent != os.getpid():
+            found.append(int(entry.name))
+    return found
+
+
+needs_proc = pytest.mark.skipif(not Path("/proc/self/cwd").exists(), reason="needs Linux's /proc")
+
+
+async def until(condition) -> None:
+    for _ in range(TIMEOUT * 20):
+        if condition():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("condition never met")
+
+
+@needs_proc
+def test_requests_are_answered_while_a_big_file_is_checked(tmp_path):
+    async def body(session: Session) -> None:
+        big = session.open(tmp_path / "big.py", big_module())
+        await until(lambda: analysis_processes(tmp_path))
+        small = session.open(tmp_path / "train.py", BUGGY)
+        ga201 = next(d for d in await session.diagnostics(small) if d.code == "GA201")
+        assert (await session.hover(small, 12, 12)).contents.value.startswith("# GA201")
+        assert await session.hover(big, 12, 12) is None  # not known yet, and said at once
+        assert not await session.actions(big)  # a light bulb's request: no fix run before the check
+        assert any("(GA201)" in action.title for action in await session.actions(small, ga201))
+        assert big not in session.published and analysis_processes(tmp_path)  # still being checked
+
+    run_session(tmp_path, body)  # `shutdown` is answered and the server exits with the check under way
+    assert analysis_processes(tmp_path) == []
+
+
+@needs_proc
+def test_a_new_text_ends_the_check_of_the_old_one(tmp_path):
+    async def body(session: Session) -> None:
+        uri = session.open(tmp_path / "train.py", big_module())
+        await until(lambda: analysis_processes(tmp_path))
+        session.replace(uri, 2, BUGGY)
+        assert sorted(d.code for d in await session.diagnostics(uri)) == ["GA107", "GA201"]
+        assert session.versions[uri] == 1  # the big text's findings are never published
+        assert analysis_processes(tmp_path) == []  # its check was ended, not left to run
 
     run_session(tmp_path, body)
 

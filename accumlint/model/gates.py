@@ -109,6 +109,8 @@ def _parse_comparison(test: cst.Comparison) -> Optional[Gate]:
     left, right = test.left, target.comparator
     if type(left) is cst.BinaryOperation and type(left.operator) is cst.Modulo:
         equal = type(operator) is cst.Equal
+        if type(operator) is cst.GreaterThan and int_value(right) == 0:
+            operator = cst.NotEqual()  # `n % K > 0` is `n % K != 0`
         if not (equal or type(operator) is cst.NotEqual):
             return None
         gate = _modulo(left, test, zero_means_boundary=int_value(right) == 0, compared=right)

@@ -41,6 +41,8 @@ class Statement:
     call_site: Optional[cst.Call] = None
     helper: Optional[Function] = None
     arms: tuple[tuple[int, int], ...] = ()
+    # the arms of run-constant tests (`if args.fp16:`) the statement sits in: each arm is a world
+    worlds: tuple[tuple[int, int], ...] = ()
     single_micro_batch: bool = False
     events: list["Event"] = field(default_factory=list)
 
@@ -185,10 +187,13 @@ class _Walker:
         # `own_level`: inner loops are left out, and `left_out` says whether there was one
         self.own_level = own_level
         self.left_out = False
+        self.root: Optional[cst.CSTNode] = None
+        self._bound: dict[int, set[str]] = {}
 
-    def walk(self, body: cst.BaseSuite) -> list[Statement]:
+    def walk(self, body: cst.BaseSuite, root: Optional[cst.CSTNode] = None) -> list[Statement]:
+        self.root = root if root is not None else body
         self._block(body, gate=None, gate_if=None, conditional=False, loops=(), withs=(), path=(), helper=None,
-                    arms=(), single_micro_batch=False)
+                    arms=(), worlds=(), single_micro_batch=False)
         if self.made is not None:
             self.made.extend(self.statements)
         return self.statements
@@ -285,12 +290,49 @@ class _Walker:
                 # K does not change during the run: the arm with K > 1 runs on every micro-batch
                 (on_true if k_is_one else on_false)["single_micro_batch"] = True
                 (on_false if k_is_one else on_true)["conditional"] = context["conditional"]
+            elif self._run_constant(statement.test, context["helper"]):
+                # `if args.fp16: ... else: ...`: one arm runs on every micro-batch of a run
+                on_true["conditional"] = on_false["conditional"] = context["conditional"]
+                on_true["worlds"] = context["worlds"] + ((id(statement), 0),)
+                on_false["worlds"] = context["worlds"] + ((id(statement), 1),)
         self._block(statement.body, **on_true)
         orelse = statement.orelse
         if type(orelse) is cst.If:
             self._if(orelse, on_false)
         elif orelse is not None:
             self._block(orelse.body, **on_false)
+
+    def _run_constant(self, test: cst.BaseExpression, helper: Optional[Function]) -> bool:
+        """A test whose value cannot change between iterations (`args.fp16`, `scaler is not
+        None`, `args.max_grad_norm > 0`, `rank == 0`): it reads only names and attributes
+        that the loop (and the helper being walked) never binds, and calls nothing."""
+        names: list[str] = []
+        for node in walk(test):
+            kind = type(node)
+            if kind is cst.Name or kind is cst.Attribute:
+                name = dotted(node)
+                if name is None:
+                    return False
+                names.append(name)
+            elif kind not in _CONSTANT_TEST_NODES:
+                return False
+        varying = self._bound_in(self.root) | _parameters(self.root)  # a per-step function's arguments vary
+        if helper is not None:
+            varying = varying | self._bound_in(helper) | _parameters(helper)
+        for name in names:
+            parts = name.split(".")
+            if any(".".join(parts[: index + 1]) in varying for index in range(len(parts))):
+                return False
+        return True
+
+    def _bound_in(self, node: Optional[cst.CSTNode]) -> set[str]:
+        """Names a loop or helper body binds (assignments, loop targets, `with ... as`)."""
+        if node is None:
+            return set()
+        found = self._bound.get(id(node))
+        if found is None:
+            found = self._bound[id(node)] = _bound_names(node)
+        return found
 
     def _is_accumulation_count(self, node: cst.BaseExpression) -> bool:
         name = dotted(node)
@@ -325,6 +367,7 @@ class _Walker:
             helper=context["helper"],
             call_site=context.get("call_site"),
             arms=context["arms"],
+            worlds=context["worlds"],
             single_micro_batch=context["single_micro_batch"],
         )
         self.statements.append(record)
@@ -360,6 +403,44 @@ class _Walker:
 
 
 
+_CONSTANT_TEST_NODES = frozenset({
+    cst.Comparison, cst.ComparisonTarget, cst.BooleanOperation, cst.UnaryOperation, cst.Integer, cst.Float,
+    cst.SimpleString, cst.Is, cst.IsNot, cst.Equal, cst.NotEqual, cst.GreaterThan, cst.GreaterThanEqual,
+    cst.LessThan, cst.LessThanEqual, cst.In, cst.NotIn, cst.And, cst.Or, cst.Not, cst.Minus, cst.LeftParen,
+    cst.RightParen, cst.SimpleWhitespace, cst.ParenthesizedWhitespace, cst.Newline, cst.TrailingWhitespace,
+    cst.EmptyLine, cst.Comment, cst.Dot, cst.ConcatenatedString, cst.Tuple, cst.List, cst.Element, cst.Comma,
+    cst.LeftSquareBracket, cst.RightSquareBracket,
+})
+
+
+def _bound_names(node: cst.CSTNode) -> set[str]:
+    """Dotted names bound anywhere under `node`: assignment and loop targets, `as` names."""
+    found: set[str] = set()
+    for child in walk(node):
+        kind = type(child)
+        targets: list[cst.CSTNode] = []
+        if kind is cst.AssignTarget or kind is cst.AugAssign or kind is cst.AnnAssign or kind is cst.For:
+            targets.append(child.target)
+        elif kind is cst.AsName or kind is cst.NamedExpr:
+            targets.append(child.name if kind is cst.AsName else child.target)
+        for target in targets:
+            for part in walk(target):
+                if type(part) in (cst.Name, cst.Attribute):
+                    name = dotted(part)
+                    if name is not None:
+                        found.add(name)
+    return found
+
+
+def _parameters(function: cst.CSTNode) -> set[str]:
+    if type(function) is not cst.FunctionDef:
+        return set()
+    params = function.params
+    every = [*params.posonly_params, *params.params, *params.kwonly_params]
+    every += [p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)]
+    return {p.name.value for p in every} - {"self", "cls"}
+
+
 # -- building the loops of a module ----------------------------------------------
 
 
@@ -380,14 +461,14 @@ def build_loops(
         """The whole body of a loop (or of a function) walked, inner loops included, once."""
         if site.node not in walks:
             walker = _Walker(facts, objects, site.function, accumulation_names, made=made)
-            walks[site.node] = (site, walker.walk(site.node.body), walker.increments)
+            walks[site.node] = (site, walker.walk(site.node.body, site.node), walker.increments)
         return walks[site.node][1]
 
     def own_level(site: LoopSite) -> list[Statement]:
         """What runs in the loop itself: all `direct` needs. An outer loop (over epochs)
         often runs no backward of its own, and its inner loops need not be walked for it."""
         walker = _Walker(facts, objects, site.function, accumulation_names, own_level=True, made=made)
-        statements = walker.walk(site.node.body)
+        statements = walker.walk(site.node.body, site.node)
         if not walker.left_out:  # no inner loop: the whole walk
             walks[site.node] = (site, statements, walker.increments)
         return statements
@@ -426,11 +507,34 @@ def build_loops(
         kept = [s for s in statements
                 if not s.single_micro_batch and not any(loop in nested_training for loop in s.loops)]
         _drop_update_gates(kept)
-        loop = TrainingLoop(site=site, statements=kept, micro_loop=micro, increments=increments)
-        _read_header(loop, facts)
-        _read_derived_counters(loop)
-        loops.append(loop)
+        for world in _worlds(kept):
+            loop = TrainingLoop(site=site, statements=world, micro_loop=micro, increments=increments)
+            _read_header(loop, facts)
+            _read_derived_counters(loop)
+            loops.append(loop)
     return loops
+
+
+_MAX_WORLD_SPLITS = 2
+
+
+def _worlds(statements: list[Statement]) -> list[list[Statement]]:
+    """The iteration as each run sees it: a run-constant test (`if args.fp16:` / `else:`)
+    whose arms both hold a backward or a step splits the loop in two worlds, one per arm
+    (a plain loop in one, an accumulating one in the other). Up to two such tests."""
+    arms: dict[int, set[int]] = {}
+    for statement in statements:
+        if any(e.kind in ("backward", "step") for e in statement.events):
+            for test, arm in statement.worlds:
+                arms.setdefault(test, set()).add(arm)
+    splits = [test for test, seen in arms.items() if len(seen) > 1][:_MAX_WORLD_SPLITS]
+    worlds = [statements]
+    for test in splits:
+        worlds = [
+            [s for s in world if all(t != test or a == arm for t, a in s.worlds)]
+            for world in worlds for arm in sorted(arms[test])
+        ]
+    return worlds
 
 
 def _drop_update_gates(statements: list[Statement]) -> None:
@@ -476,14 +580,27 @@ def _read_header(loop: TrainingLoop, facts: ModuleFacts) -> None:
             start = keyword(iterable, "start")
             start_value = start.value if start is not None else positional(iterable, 1)
             loop.counter_base = 0 if start_value is None else int_value(start_value)
-            loop.iterable = unwrap_iterable(positional(iterable, 0))
+            loop.iterable = _through_progress_bar(unwrap_iterable(positional(iterable, 0)), facts)
         return
     if type(iterable) is cst.Call and last_part(call_name(iterable) or "") == "range":
         loop.counter = dotted(target)
         first = positional(iterable, 0)
         loop.counter_base = 0 if positional(iterable, 1) is None else int_value(first)
         return
-    loop.iterable = unwrap_iterable(iterable)
+    loop.iterable = _through_progress_bar(unwrap_iterable(iterable), facts)
+
+
+def _through_progress_bar(iterable: Optional[cst.BaseExpression], facts: ModuleFacts) -> Optional[cst.BaseExpression]:
+    """`bar = tqdm(train_dataloader, total=...)` then `for step, batch in enumerate(bar)`:
+    the loop walks `train_dataloader` (a name bound once, to a progress bar over it)."""
+    name = dotted(iterable) if type(iterable) in (cst.Name, cst.Attribute) else None
+    if name is None:
+        return iterable
+    bindings = [b for b in facts.values_of(name) if b.index is None]
+    if len(bindings) != 1:
+        return iterable
+    inner = unwrap_iterable(bindings[0].value)
+    return inner if inner is not bindings[0].value and inner is not None else iterable
 
 
 def _enumerated(iterable: cst.BaseExpression, facts: ModuleFacts) -> Optional[cst.Call]:
@@ -558,7 +675,7 @@ def _lightning_steps(facts: ModuleFacts, objects: Objects, skip=(), made: Option
                      and s.name.value == "training_step"), None)
         if step is None or step in skip:
             continue  # a `training_step` with a micro-step loop is already a window
-        statements = _Walker(facts, objects, step, made=made).walk(step.body)
+        statements = _Walker(facts, objects, step, made=made).walk(step.body, step)
         loop = TrainingLoop(site=LoopSite(step, (owner, step)), statements=statements)
         params = [p.name.value for p in step.params.params if p.name.value != "self"]
         if any(e.kind == "backward" for e in loop.events):

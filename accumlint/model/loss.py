@@ -24,6 +24,7 @@ from accumlint.model.scopes import free_names
 from accumlint.patterns import LazyPattern
 
 MEAN, TOKEN, SUM, UNKNOWN = "mean", "token", "sum", "unknown"
+_HUGGING_FACE_PACKAGES = frozenset({"transformers", "peft", "trl", "accelerate", "diffusers", "optimum"})
 
 _LOSS_FUNCTIONS = LazyPattern(
     r"^(cross_entropy|nll_loss|mse_loss|l1_loss|smooth_l1_loss|huber_loss|binary_cross_entropy"
@@ -257,9 +258,11 @@ class LossReader:
         if type(expr) is cst.BinaryOperation and type(expr.operator) is cst.Multiply:
             inner, _ = split_scaling(expr, None)
             return UNKNOWN if inner is expr else self.reduction(inner, function, None, depth + 1)
-        if type(expr) is cst.Attribute and expr.attr.value == "loss":
-            return TOKEN if self._language_model() else MEAN
-        if type(expr) is cst.Subscript and string_value(_subscript_index(expr)) == "loss":
+        if (type(expr) is cst.Attribute and expr.attr.value == "loss") or (
+                type(expr) is cst.Subscript and string_value(_subscript_index(expr)) == "loss"):
+            # a Hugging Face model's `outputs.loss` is a mean; a project model's is unknown
+            if not self._hugging_face_module():
+                return UNKNOWN
             return TOKEN if self._language_model() else MEAN
         if type(expr) is not cst.Call:
             return UNKNOWN
@@ -334,6 +337,11 @@ class LossReader:
                     return UNKNOWN
                 return self.reduction(inner, helper, None, depth + 1)
         return UNKNOWN
+
+    def _hugging_face_module(self) -> bool:
+        """The module imports a Hugging Face library (transformers, peft, trl, accelerate),
+        so a model's `outputs.loss` is theirs."""
+        return any(full.split(".")[0] in _HUGGING_FACE_PACKAGES for full in self.facts.imports.values())
 
     def _language_model(self) -> bool:
         if self.lm_module is None:

@@ -251,10 +251,11 @@ def _spans_alone(
     at = text.find(source)
     if at < 0 or text.find(source, at + 1) >= 0:
         return None
-    line_start = text.rfind("\n", 0, at) + 1
+    line_start = max(text.rfind("\n", 0, at), text.rfind("\r", 0, at)) + 1  # (a lone "\r" ends a line too)
     if whole_lines and line_start != at:
         return None
-    lines, columns = text.count("\n", 0, at), at - line_start
+    lines = text.count("\n", 0, at) + text.count("\r", 0, at) - text.count("\r\n", 0, at)
+    columns = at - line_start
     return {
         inner: (first + lines, start + columns if first == 1 else start, last + lines, end + columns if last == 1 else end)
         for inner, (first, start, last, end) in state.spans.items()

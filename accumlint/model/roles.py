@@ -31,6 +31,7 @@ from accumlint.model.names import (
     looks_like_scheduler,
     positional,
 )
+from accumlint.model.scopes import call_sites
 from accumlint.model.tree import walk
 from accumlint.patterns import LazyPattern
 
@@ -42,6 +43,7 @@ _OPTIMIZER_CLASSES = LazyPattern(
 _OPTIMIZER_FACTORY = LazyPattern(r"optimi[sz]er", re.IGNORECASE)
 _SCHEDULER_FACTORY = LazyPattern(r"sched|(^|_)[A-Z]?\w*LR$|LR$|Scheduler", re.IGNORECASE)
 _LOSS_CLASS = LazyPattern(r"Loss$")
+_LR_WORD = LazyPattern(r"LR(?=[A-Z]|$)")  # "LR" as a word of a CamelCase class name
 _CLIP_FUNCTIONS = {"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "clip_gradients", "clip_grad"}
 _MODEL_NAME = LazyPattern(r"model|net|module", re.IGNORECASE)
 _PREPARING = {"prepare", "prepare_model", "setup", "setup_module"}
@@ -55,8 +57,7 @@ _EMA_METHODS = {"update", "step", "update_parameters"}
 # logging calls whose arguments are what a run reports
 _LOG_RECEIVERS = LazyPattern(r"^(logging|logger|log|LOGGER|_logger|LOG)$")
 _LOG_METHODS = {"info", "debug", "warning", "error", "log", "critical"}
-_METRIC_METHODS = {"add_scalar", "add_scalars", "set_postfix", "set_postfix_str", "set_description",
-                   "log_metric", "log_metrics", "log_dict"}
+_METRIC_METHODS = {"add_scalar", "add_scalars", "set_postfix", "set_postfix_str", "log_metric", "log_metrics", "log_dict"}
 _LOG_FRAMEWORKS = {"wandb", "accelerator", "fabric", "self", "mlflow", "run", "experiment"}
 
 
@@ -116,6 +117,8 @@ class Objects:
             return "optimizer"
         if _SCHEDULER_FACTORY.search(tail) and tail[:1].isupper() or "scheduler" in tail.lower():
             return "scheduler"
+        if tail[:1].isupper() and _LR_WORD.search(tail):
+            return "scheduler"  # `ConstantLRWithWarmup`, `WarmupLRSchedule`
         if tail == "GradScaler" or tail == "ShardedGradScaler":
             return "scaler"
         if tail == "Accelerator":
@@ -301,22 +304,32 @@ class Objects:
         return Role("zero", small, owner, target.value)
 
     # -- object identity -------------------------------------------------------
-    def is_copy(self, name: Optional[str]) -> bool:
+    def is_copy(self, name: Optional[str], scope: Optional[cst.CSTNode] = None) -> bool:
         """A model copied from another one (`fast = copy.deepcopy(model)`, `learner =
         maml.clone()`, `clone_module(model)`): a task-local model whose gradients and
-        steps are not the window's."""
-        bindings = [b for b in self.facts.values_of(name) if b.index is None]
+        steps are not the window's. `scope`: only the bindings made in that function."""
+        bindings = [b for b in self.facts.values_of(name)
+                    if b.index is None and (scope is None or self._function_of(b.statement) is scope)]
         return bool(bindings) and all(_copies(b.value) and self._made_per_iteration(b.statement) for b in bindings)
 
-    def _made_per_iteration(self, statement: cst.CSTNode) -> bool:
-        """Bound inside a loop: a copy made once before training (`model = deepcopy(base)`)
+    def _function_of(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
+        parent = self.facts.parents.get(id(node))
+        while parent is not None and type(parent) is not cst.FunctionDef:
+            parent = self.facts.parents.get(id(parent))
+        return parent
+
+    def _made_per_iteration(self, statement: cst.CSTNode, depth: int = 0) -> bool:
+        """Bound inside a loop, or in a function called from inside one (a per-task
+        `adapt(...)` helper): a copy made once before training (`model = deepcopy(base)`)
         is the model that trains, not a task-local one."""
         parent = self.facts.parents.get(id(statement))
         while parent is not None and type(parent) not in (cst.FunctionDef, cst.ClassDef):
             if type(parent) in (cst.For, cst.While):
                 return True
             parent = self.facts.parents.get(id(parent))
-        return False
+        if type(parent) is not cst.FunctionDef or depth > 1:
+            return False
+        return any(self._made_per_iteration(call, depth + 1) for call in call_sites(self.facts, parent))
 
     def over_copy(self, optimizer: Optional[str]) -> bool:
         """An optimizer built over a copied model's parameters (an inner-loop optimizer of
@@ -327,7 +340,8 @@ class Objects:
                 continue
             params = keyword(value, "params")
             params_value = params.value if params is not None else positional(value, 0)
-            if params_value is not None and any(self.is_copy(name) for name in _read_names(params_value)):
+            scope = self._function_of(binding.statement)
+            if params_value is not None and any(self.is_copy(name, scope) for name in _read_names(params_value)):
                 return True
         return False
 
@@ -401,7 +415,9 @@ def _is_logging(method: str, receiver: Optional[str]) -> bool:
         return True
     if method in _LOG_METHODS and (_LOG_RECEIVERS.match(tail) or _LOG_RECEIVERS.match(head)):
         return True
-    return method in ("log", "log_dict") and (head in _LOG_FRAMEWORKS or tail in _LOG_FRAMEWORKS)
+    # `wandb.log`, and a wandb run or logger object (`wandb_run.log`, `self.wandb_logger.log`)
+    return method in ("log", "log_dict") and (
+        head in _LOG_FRAMEWORKS or tail in _LOG_FRAMEWORKS or "wandb" in tail.lower())
 
 
 _PARAMETER_NAME = LazyPattern(r"^(p|param|params?_?\w*|\w*_param|parameter|weight|w)$", re.IGNORECASE)

@@ -34,6 +34,7 @@ from accumlint.model.names import (
     positional,
 )
 from accumlint.model.roles import Objects
+from accumlint.model.tree import walk
 from accumlint.patterns import LazyPattern
 
 _MODEL_NAME = LazyPattern(r"model|net|module|policy|unet|transformer|encoder|decoder", re.IGNORECASE)
@@ -126,7 +127,41 @@ class Window:
     def controls_sync(self) -> bool:
         """The loop (or a helper it calls) decides somewhere when gradients all-reduce."""
         helpers = {id(s.helper): s.helper for s in self.loop.statements if s.helper is not None}
+        model = self.objects.wrapped_model
+        for item in {id(i): i for s in self.loop.statements for i in s.withs}.values():
+            # `with self.sync_context(boundary):`: a helper that returns the context
+            for call in self.facts.calls_in(item):
+                helper = self.facts.helper(call, self.loop.function)
+                if helper is not None:
+                    helpers.setdefault(id(helper), helper)
+                elif model is not None and any(dotted(arg.value) == model for arg in call.args):
+                    # `with misc.ddp_sync(ddp, last):` from another module: it may be one; unknown
+                    return True
         return any(mentions_sync_control(node) for node in [self.loop.node, *helpers.values()])
+
+    def builds_no_graph(self, statement: Statement) -> bool:
+        """The statement runs in a no-grad region: under `with torch.no_grad()`,
+        `torch.inference_mode()` or `torch.set_grad_enabled(False)`, or in a function
+        (the loop's, or the helper it was walked from) decorated with one."""
+        if any(_disables_grad(item.item) for item in statement.withs):
+            return True
+        functions = [f for f in (statement.helper, self.loop.function) if f is not None]
+        return any(_disables_grad(decorator.decorator) for f in functions for decorator in f.decorators)
+
+    def mentions(self, name: str) -> bool:
+        """The iteration (its own code or a helper it walks) reads `name`: the wrapped model
+        a module builds is this loop's only when the loop uses it."""
+        nodes = [statement.node for statement in self.loop.statements]
+        nodes += list({id(item): item for statement in self.loop.statements for item in statement.withs}.values())
+        for top in nodes:
+            attributes: set[int] = set()
+            for node in walk(top):
+                kind = type(node)
+                if kind is cst.Attribute:
+                    attributes.add(id(node.attr))  # `x.model`'s `model` is not the name `model`
+                if (kind is cst.Name or kind is cst.Attribute) and id(node) not in attributes and dotted(node) == name:
+                    return True
+        return False
 
     @cached_property
     def sync_controls(self) -> list[SyncControl]:
@@ -159,27 +194,40 @@ class Window:
         return "`accelerator.backward` (with `gradient_accumulation_steps`)"
 
     @cached_property
-    def zeroes_on_epoch_start(self) -> Optional[cst.CSTNode]:
-        """The zeroing call the enclosing loop (over epochs) makes, unconditionally,
-        before it enters this loop, if any."""
+    def epoch_start(self) -> list[cst.SimpleStatementLine]:
+        """The simple statements the enclosing loop (over epochs) runs, unconditionally,
+        before it enters this loop."""
         node = self.loop.node
         parent = self.facts.parents.get(id(node))
         while parent is not None and type(parent) not in (cst.For, cst.While, cst.FunctionDef):
             if type(parent) in (cst.If, cst.Try, cst.With):
-                return None
+                return []
             parent = self.facts.parents.get(id(parent))
         if type(parent) not in (cst.For, cst.While) or type(parent.body) is not cst.IndentedBlock:
-            return None
+            return []
+        found = []
         for statement in parent.body.body:
-            if statement is node or type(statement) is not cst.SimpleStatementLine:
-                if statement is node:
-                    return None
-                continue
+            if statement is node:
+                return found
+            if type(statement) is cst.SimpleStatementLine:
+                found.append(statement)
+        return []
+
+    @cached_property
+    def zeroes_on_epoch_start(self) -> Optional[cst.CSTNode]:
+        """The zeroing call the enclosing loop makes before it enters this loop, if any."""
+        for statement in self.epoch_start:
             for call in self.facts.calls_in(statement):
                 role = self.objects.role(call)
                 if role is not None and role.kind == "zero":
                     return call
         return None
+
+    def reset_on_epoch_start(self, name: str) -> bool:
+        """`nb_tr_steps = 0` (alone or in a tuple) before this loop in the loop over epochs."""
+        starts = {id(small) for line in self.epoch_start for small in line.body}
+        return any(id(binding.statement) in starts and int_value(binding.value) == 0
+                   for binding in self.facts.bindings.get(name, ()))
 
     @cached_property
     def manual_engine_boundary(self) -> bool:
@@ -408,6 +456,24 @@ class Window:
                 if tail in ("div_", "mul_") and ".grad" in name:
                     return True
         return False
+
+
+_NO_GRAD_CALLS = frozenset({"no_grad", "inference_mode"})
+
+
+def _disables_grad(node: cst.BaseExpression) -> bool:
+    """`torch.no_grad()`, `torch.inference_mode()` (called or bare, as a decorator),
+    `torch.set_grad_enabled(False)`."""
+    call = node if type(node) is cst.Call else None
+    tail = last_part((call_name(call) if call is not None else dotted(node)) or "")
+    if tail in _NO_GRAD_CALLS:
+        if tail == "inference_mode" and call is not None and call.args:
+            mode = call.args[0].value  # `inference_mode(False)` turns it off
+            return not (dotted(mode) == "False" or int_value(mode) == 0)
+        return True
+    if tail == "set_grad_enabled" and call is not None and call.args:
+        return dotted(call.args[0].value) == "False"
+    return False
 
 
 _UNCOUNTED = cst.Name("__pieces__")  # split into pieces of a size: K is how many came out

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from typing import Optional
 
 # A tree larger than this is not scanned further: importers beyond it stay unknown.
@@ -21,7 +22,9 @@ _SKIPPED_FOLDERS = {"__pycache__", "node_modules", "site-packages", "dist-packag
 _IMPORT_LINE = re.compile(r"^[ \t]*(?:from[ \t]+([.\w]+)[ \t]+import\b([^\n#;]*)|import[ \t]+([\w.]+))", re.MULTILINE)
 _LOOP = re.compile(r"^[ \t]*(?:for|while|async[ \t]+for)\b", re.MULTILINE)
 
-_SCANS: dict[str, dict[str, str]] = {}
+# A scan serves this many seconds (a long-lived editor-server process sees new files after it).
+SCAN_LIFETIME = 5.0
+_SCANS: dict[str, tuple[float, dict[str, str]]] = {}
 _MENTIONS: dict[str, frozenset[str]] = {}
 _CALLS: dict[str, frozenset[str]] = {}
 _CALLED = re.compile(r"\b(\w+)\s*\(")
@@ -97,9 +100,12 @@ def candidate_importers(root: str, path: str, functions: list[str]) -> list[tupl
     wanted = set(functions)
     if not wanted:
         return []
-    scan = _SCANS.get(root)
-    if scan is None:
-        scan = _SCANS[root] = _scan(root)
+    stamped = _SCANS.get(root)
+    if stamped is None or time.monotonic() - stamped[0] > SCAN_LIFETIME:
+        stamped = _SCANS[root] = (time.monotonic(), _scan(root))
+        _MENTIONS.clear()
+        _CALLS.clear()
+    scan = stamped[1]
     stem = os.path.splitext(os.path.basename(path))[0]
     if stem == "__init__":
         stem = os.path.basename(os.path.dirname(path))

@@ -53,6 +53,12 @@ def movable_to(statement: Statement, anchor: Statement) -> bool:
     return movable(statement) and movable(anchor) and not into_helper
 
 
+def leaves_world(statement: Statement, anchor: Statement) -> bool:
+    """Moving the statement alone next to `anchor` takes it out of its world (the arm of
+    `if args.fp16:` it sits in), so it would run in every run."""
+    return not set(statement.worlds) <= set(anchor.worlds)
+
+
 def same_block(statement: Statement, node: cst.CSTNode) -> bool:
     block = statement.block[-1] if statement.block else None
     return type(block) is cst.IndentedBlock and any(s is node for s in block.body)

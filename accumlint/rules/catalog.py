@@ -97,9 +97,9 @@ RULES: tuple[RuleInfo, ...] = (
 # model, so `accumlint rules` lists them apart and they never count among the GA rules.
 SUPPRESSION_RULES: tuple[RuleInfo, ...] = (
     RuleInfo("AL001", "malformed-noqa", "safe",
-             "A `# noqa` comment lists codes without the colon, or has a colon and no code."),
+             "A `# noqa` comment lists accumlint codes without the colon, or has a colon and no code where a finding is."),
     RuleInfo("AL002", "unused-noqa", "safe",
-             "A `# noqa` comment names an accumlint code that is not reported on its line."),
+             "A `# noqa` comment names an accumlint code that is not reported on its line or statement."),
 )
 
 ALL_RULES: tuple[RuleInfo, ...] = RULES + SUPPRESSION_RULES

@@ -38,6 +38,8 @@ def graph_kept_alive(window: Window) -> Iterable[Finding]:
                 added, holder = call.args[0].value, dotted(call.func.value)
         if added is None or holder is None or holder in assigned_in_loop.get(statement.helper, set()):
             continue
+        if window.builds_no_graph(statement):
+            continue  # `with torch.no_grad(): metrics += loss` keeps no graph
         name = dotted(split_scaling(added, None)[0])  # `loss * n_tokens` keeps `loss`'s graph
         if name not in names or not _tensor_at(window, statement, name) or _backpropagated_later(window, holder):
             continue
@@ -109,7 +111,7 @@ def retain_graph_in_loop(window: Window) -> Iterable[Finding]:
     if not window.accumulates or len(window.loop.backwards) != 1:
         return
     backward = window.loop.backwards[0]
-    if backward.role.flavor == "lightning-auto":
+    if backward.role.flavor == "lightning-auto" or window.builds_no_graph(backward.statement):
         return
     retain = keyword(backward.role.call, "retain_graph")
     if retain is None or code(retain.value) != "True" or window.loop.backward_per_loss(backward):

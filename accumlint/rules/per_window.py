@@ -10,9 +10,9 @@ from accumlint.edits import Edit, filled_statement, insert_after, insert_before,
 from accumlint.model.cadence import every_micro_batch
 from accumlint.model.loop import Event
 from accumlint.model.names import code, last_part
-from accumlint.model.schedules import sized_in_micro_batches
+from accumlint.model.schedules import scheduler_constructors, sized_in_micro_batches
 from accumlint.model.window import Window
-from accumlint.rules.base import Finding, movable, movable_to, sync_gated
+from accumlint.rules.base import Finding, leaves_world, movable, movable_to, sync_gated
 from accumlint.rules.placement import once_per_window
 from accumlint.rules.window import steps_every_micro_batch, window_step
 
@@ -34,7 +34,7 @@ def _per_micro_batch(window: Window, kind: str) -> list[Event]:
 def _move(window: Window, event: Event, anchor: Optional[Event], *, before: bool) -> tuple[Edit, ...]:
     """Move the statement next to the window's step (inside `accumulate()`, under
     `if accelerator.sync_gradients:`)."""
-    if anchor is None or not movable_to(event.statement, anchor.statement):
+    if anchor is None or not movable_to(event.statement, anchor.statement) or leaves_world(event.statement, anchor.statement):
         return ()
     place = insert_before if before else insert_after
     moved = sync_gated(window, event, anchor) or event.statement.node
@@ -43,6 +43,8 @@ def _move(window: Window, event: Event, anchor: Optional[Event], *, before: bool
 
 def scheduler_every_micro_batch(window: Window) -> Iterable[Finding]:
     for event in _per_micro_batch(window, "sched"):
+        if not scheduler_constructors(window.facts, window.objects, event.role.receiver):
+            continue  # built elsewhere: whether its length counts micro-batches is unknown
         if sized_in_micro_batches(window.facts, window.objects, event.role.receiver, window.is_k):
             continue
         if event.role.call.args:

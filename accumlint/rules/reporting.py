@@ -24,7 +24,7 @@ def logged_loss_scaled(window: Window) -> Iterable[Finding]:
         if scaling is None or scaling.statement is None:
             continue
         for log in _logs_after(window, scaling.statement, flow.name):
-            scaled = _unrestored(window, log.role.call, flow.name)
+            scaled = _unrestored(window, log.role.call, flow.name, _dicts_logged(window, scaling.statement, log))
             if not scaled:
                 continue
             yield Finding(
@@ -75,11 +75,28 @@ def _logs_after(window: Window, scaled_at: Statement, name: str) -> list[Event]:
     return found
 
 
-def _unrestored(window: Window, call: cst.Call, name: str) -> list[cst.BaseExpression]:
-    """The expressions (`loss.item()`, `loss`) in the logging call that read the scaled loss
-    without multiplying it back by K; each is the whole `loss.x().y()` chain."""
+def _dicts_logged(window: Window, scaled_at: Statement, log: Event) -> list[cst.BaseExpression]:
+    """The dict literals the logging call passes through a name (`logs = {"loss": ...}` then
+    `progress_bar.set_postfix(**logs)`), bound in the iteration between the scaling and the call."""
+    names = {dotted(arg.value) for arg in log.role.call.args if type(arg.value) is cst.Name}
+    found: dict[str, cst.BaseExpression] = {}
+    for statement in window.loop.statements:
+        if not scaled_at.order < statement.order < log.order or statement.helper is not log.statement.helper:
+            continue
+        small = statement.small
+        if type(small) is cst.Assign and len(small.targets) == 1 and dotted(small.targets[0].target) in names:
+            found[dotted(small.targets[0].target) or ""] = small.value
+    return [value for value in found.values() if type(value) is cst.Dict]
+
+
+def _unrestored(window: Window, call: cst.Call, name: str,
+                extra: list[cst.BaseExpression] = ()) -> list[cst.BaseExpression]:
+    """The expressions (`loss.item()`, `loss`) in the logging call (and the dicts it logs
+    through a name) that read the scaled loss without multiplying it back by K; each is the
+    whole `loss.x().y()` chain."""
     found: list[cst.BaseExpression] = []
     stack: list[tuple[cst.CSTNode, tuple[cst.CSTNode, ...]]] = [(arg.value, ()) for arg in call.args]
+    stack += [(value, ()) for value in extra]
     while stack:
         node, parents = stack.pop()
         if type(node) in (cst.Name, cst.Attribute) and dotted(node) == name:

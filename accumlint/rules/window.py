@@ -13,9 +13,10 @@ from accumlint.model.tree import walk
 from accumlint.model.loop import Event
 from accumlint.model.micro import lost_micro_losses
 from accumlint.model.names import code, dotted, last_part, normalized
+from accumlint.model.scope import same_before_loop
 from accumlint.model.window import Window
 from accumlint.patterns import LazyPattern
-from accumlint.rules.base import Finding, k_text, movable, movable_to, same_block, sync_gated
+from accumlint.rules.base import Finding, k_text, leaves_world, movable, movable_to, same_block, sync_gated
 
 _ZEROING_TEXT = LazyPattern(r"zero_grad|\.grad\s*=\s*None|\.grad(\.data)?\.(zero_|detach_)|set_to_none|zero_gradients")
 
@@ -105,32 +106,51 @@ def _zero_on_entry(window: Window, zero: Event) -> Finding:
 
 def _zeroing_after_step(window: Window, zero: Event, anchor: Optional[Event]) -> tuple[Edit, ...]:
     """GA101's fix: move the zeroing after the window's step, and zero once before
-    the loop where nothing does yet and every name the zeroing uses is bound there
-    (not before a Lightning `training_step`, not before the loop that creates the
-    optimizer)."""
+    the loop where nothing does yet, every name the zeroing uses is bound there and
+    names there what it names in the loop (not before a Lightning `training_step`,
+    not before the loop that creates the optimizer or sets `self.opt`)."""
     moved = _move_zeroing_after(window, zero, anchor)
     gated = sync_gated(window, zero, anchor) if len(moved) == 2 and anchor is not None else None
     if gated is not None:  # inside `accumulate()`, where accelerate does not hold a model's zeroing back
         moved = (remove(zero.statement.node), insert_after(anchor.statement.node, gated))
-    if len(moved) < 2 or _zeroes_before_loop(window) or type(window.loop.node) not in (cst.For, cst.While):
+    if not moved or _zeroes_before_loop(window) or type(window.loop.node) not in (cst.For, cst.While):
+        return moved
+    if not same_before_loop(window.facts, zero.statement.node, window.loop.node, window.loop.function):
         return moved
     once = moved + (insert_before(window.loop.node, zero.statement.node.with_changes(leading_lines=())),)
     return once if guard_for(window.facts.module, window.facts.parents).allows(once) else moved
 
 
 def _move_zeroing_after(window: Window, zero: Event, step: Optional[Event]) -> tuple[Edit, ...]:
-    """Move a zeroing after `step`; only remove it when a zeroing already follows the step."""
-    if step is None or not movable_to(zero.statement, step.statement) or window.loop.in_inner_loop(zero.statement):
+    """Move a zeroing after `step`; only remove it when a zeroing of the same gradients
+    already follows the step."""
+    if step is None or not movable_to(zero.statement, step.statement) or window.loop.in_inner_loop(zero.statement) \
+            or leaves_world(zero.statement, step.statement):
         return ()
     block = step.statement.block[-1]
-    target = normalized(zero.role.target) if zero.role.target is not None else None
-    if target is not None and any(
+    if any(
         other is not zero and other.statement.block[-1] is block and other.order > step.order
-        and other.role.target is not None and normalized(other.role.target) == target
+        and _same_gradients(window, zero, other)
         for other in window.loop.of_kind("zero")
     ):
         return (remove(zero.statement.node),)
     return move_after(zero.statement.node, step.statement.node)
+
+
+def _same_gradients(window: Window, zero: Event, other: Event) -> bool:
+    """Whether two zeroings clear the same gradients: they zero the same object, or one
+    zeroes the model and the other the optimizer of a loop with one optimizer and one
+    backward (`model.zero_grad()` beside `optimizer.zero_grad()`)."""
+    if zero.role.target is None or other.role.target is None:
+        return False
+    if normalized(zero.role.target) == normalized(other.role.target):
+        return True
+    optimizers = {normalized(e.role.target) for e in window.optimizer_steps if e.role.target is not None}
+    if len(optimizers) != 1 or len(window.loop.backwards) != 1:
+        return False
+    models = [e for e in (zero, other) if window.zeroes_model(e)]
+    stepped = [e for e in (zero, other) if normalized(e.role.target) in optimizers]
+    return len(models) == 1 and len(stepped) == 1 and models[0] is not stepped[0]
 
 
 def window_step(window: Window, near: Optional[Event] = None) -> Optional[Event]:
@@ -173,7 +193,7 @@ def _gate_step_edits(window: Window, step: Event) -> tuple[Edit, ...]:
         return ()
     block = step.statement.block[-1]
     last_backward = max((e.order for e in window.loop.backwards), default=-1)
-    related = []
+    related: list[tuple[cst.CSTNode, bool]] = []  # (node to move, whether it only zeroes)
     for statement in window.loop.statements:
         if statement.block[-1] is not block or statement.helper is not None or not statement.events:
             continue
@@ -181,9 +201,9 @@ def _gate_step_edits(window: Window, step: Event) -> tuple[Edit, ...]:
         if not kinds <= {"step", "zero", "sched", "update", "unscale", "clip"} or not movable(statement):
             continue
         if statement is step.statement or "zero" in kinds or statement.order > last_backward:
-            related.append(statement)
-    zeroing = [s for s in related if {e.kind for e in s.events} == {"zero"}]
-    moved = [s for s in related if s not in zeroing] + zeroing
+            related.append((statement.node, kinds == {"zero"}))
+    related += [(loop_node, True) for loop_node in _zeroing_loops(window, block)]
+    moved = [node for node, zeroes in related if not zeroes] + [node for node, zeroes in related if zeroes]
     counter, base = window.loop.counter, window.loop.counter_base
     edits: list[Edit] = []
     if counter is None:
@@ -200,12 +220,27 @@ def _gate_step_edits(window: Window, step: Event) -> tuple[Edit, ...]:
         return ()
     numerator = f"({counter} + 1)" if base == 0 else counter
     test = filled_expression(f"{numerator} % __k__ == 0", __k__=parenthesized(window.k))
-    first = moved[0].node
-    body = [first.with_changes(leading_lines=())] + [s.node for s in moved[1:]]
+    first = moved[0]
+    body = [first.with_changes(leading_lines=())] + moved[1:]
     gate = cst.If(test=test, body=cst.IndentedBlock(body=body), leading_lines=first.leading_lines)
     edits.append(replace(first, gate))
-    edits.extend(remove(s.node) for s in moved[1:])
+    edits.extend(remove(node) for node in moved[1:])
     return tuple(edits)
+
+
+def _zeroing_loops(window: Window, block: cst.CSTNode) -> list[cst.CSTNode]:
+    """Loops of `block` that only zero gradients (`for group in optimizer.param_groups:
+    for p in group["params"]: p.grad = None`): they move with the step as a whole."""
+    found: list[cst.CSTNode] = []
+    inner = [s for s in window.loop.statements if s.loops and s.helper is None]
+    for loop_node in {id(s.loops[0]): s.loops[0] for s in inner}.values():
+        if type(block) is not cst.IndentedBlock or not any(child is loop_node for child in block.body):
+            continue
+        within = [s for s in inner if s.loops[0] is loop_node]
+        kinds = {e.kind for s in within for e in s.events}
+        if kinds == {"zero"} and all(len(s.node.body) == 1 for s in within):
+            found.append(loop_node)
+    return found
 
 
 def _fresh_name(loop: cst.For) -> str:
@@ -337,13 +372,17 @@ def dropped_tail_window(window: Window) -> Iterable[Finding]:
     if loop.counter is None or loop.iterable is None or not _sized(window, loop.iterable):
         return
     for gate, statement in _gates_with_steps(window):
-        if gate.kind != "modulo" or gate.has_clause or gate.counter != loop.counter or statement.helper is not None:
+        if gate.kind != "modulo" or gate.has_clause or statement.helper is not None:
+            continue
+        # the loop's own index, or a micro-batch counter reset when each epoch starts
+        own_counter = gate.counter == loop.counter
+        if not own_counter and not (gate.counter and window.reset_on_epoch_start(gate.counter)):
             continue
         if not window.correct_boundary(gate, statement) or _flushes_after(window):
             continue
         iterable = code(loop.iterable)
         edits: tuple[Edit, ...] = ()
-        if type(gate.test) is cst.Comparison:
+        if type(gate.test) is cst.Comparison and own_counter:
             positive = type(gate.test.comparisons[0].operator) is cst.Equal
             numerator = f"({loop.counter} + 1)" if loop.counter_base == 0 else loop.counter
             clause = f"{numerator} == len(__iterable__)" if positive else f"{numerator} != len(__iterable__)"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from accumlint.server.app import serve
@@ -10,4 +12,4 @@ from accumlint.server.app import serve
 @click.command("server")
 def server_command() -> None:
     """Run the language server over standard input and output (for editors)."""
-    serve()
+    sys.exit(serve())

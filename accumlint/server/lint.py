@@ -4,16 +4,21 @@ An editor document is a `Unit`: a `.py` file's text, or a notebook's cells
 (each an editor document of its own). Every call reads the configuration
 afresh (a new `Resolver`), so an edited `pyproject.toml` applies to the next
 check without restarting the server; a run over one file reads a handful of
-small files, which costs far less than the analysis.
+small files, which costs far less than the analysis. A configuration that
+cannot be used does not stop the checks: the defaults apply meanwhile, and
+the problem is returned with the findings for the server to show once.
+
+These functions run the analysis in the calling process; the server calls
+them in a child process (`children`), never on its event loop.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Optional
+from typing import NamedTuple, Optional
 
-from accumlint.config import Overrides, Resolver
+from accumlint.config import Config, Overrides, Resolver, Settings
 from accumlint.diagnostics import Diagnostic
 from accumlint.engine import FileResult, Request, check
 from accumlint.sources import load_document
@@ -62,22 +67,47 @@ class Unit:
         return {self.cells[cell.number - 1].uri: cell.text for cell in document.cells}
 
 
-def _run(unit: Unit, *, fix: bool) -> FileResult:
-    resolver = Resolver(Overrides(unsafe_fixes=False) if fix else Overrides())
+class Findings(NamedTuple):
+    """A unit's findings, and why its configuration could not be used (None when it could)."""
+
+    diagnostics: list[Diagnostic]
+    config_problem: Optional[str] = None
+
+
+class _Defaults(Resolver):
+    """The settings of a project without configuration: what applies while the user's is broken."""
+
+    def settings_for(self, path: str, is_dir: Optional[bool] = None) -> Settings:
+        return self._settings(Config())
+
+
+def _resolver(unit: Unit, overrides: Overrides = Overrides()) -> tuple[Resolver, Optional[str]]:
+    """The unit's resolver, or the defaults' and the reason when its configuration cannot be used."""
+    resolver = Resolver(overrides)
+    try:
+        resolver.settings_for(unit.path)
+    except Exception as error:  # noqa: BLE001 - whatever is wrong with the file, the checks go on
+        return _Defaults(overrides), str(error) or type(error).__name__
+    return resolver, None
+
+
+def _run(unit: Unit, *, fix: bool) -> tuple[FileResult, Optional[str]]:
+    resolver, problem = _resolver(unit, Overrides(unsafe_fixes=False) if fix else Overrides())
     request = Request(
         paths=("-",), stdin=unit.data(), stdin_filename=unit.path, fix=fix, write=False, use_cache=False, jobs=1
     )
-    return check(request, resolver).files[0]
+    return check(request, resolver).files[0], problem
 
 
-def findings(unit: Unit) -> FileResult:
+def findings(unit: Unit) -> Findings:
     """The findings of the unit's current text, located as `check` locates them (cells for notebooks)."""
-    return _run(unit, fix=False)
+    result, problem = _run(unit, fix=False)
+    return Findings(result.diagnostics, problem)
 
 
 def fix_all(unit: Unit) -> Optional[dict[Optional[str], str]]:
     """The texts after every safe fix (the LSP's `source.fixAll`), or None when nothing changes."""
-    result = _run(unit, fix=True)
+    result, _ = _run(unit, fix=True)
     return unit.texts(result.document) if result.changed else None
 
 
@@ -87,7 +117,7 @@ def fix_one(unit: Unit, target: Diagnostic) -> Optional[dict[Optional[str], str]
     from accumlint.fixes import fix_text
 
     document = load_document(unit.path, unit.data())
-    config = Resolver(Overrides()).settings_for(unit.path).config
+    config = _resolver(unit)[0].settings_for(unit.path).config
     line = document.text_line(target)
 
     def only_target(text: str, d: Diagnostic) -> bool:
