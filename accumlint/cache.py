@@ -36,6 +36,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any, NamedTuple, Optional
@@ -74,7 +75,10 @@ def _code_fingerprint() -> str:
 
 
 def _digest_of(path: str) -> Optional[str]:
+    """The sha256 of a project file an analysis read (None: gone, or no longer a regular file)."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
         with open(path, "rb") as handle:
             return hashlib.sha256(handle.read()).hexdigest()
     except OSError:

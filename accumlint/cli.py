@@ -297,8 +297,8 @@ def _show_project(paths: tuple[str, ...], resolver) -> None:
     roots: set[str] = set()
     lines: list[str] = []
     for source in sorted(discovered(paths, resolver), key=lambda source: source.display):
-        if not source.display.endswith(".py") or source.error is not None:
-            continue
+        if not source.display.endswith(".py") or source.error is not None or not os.path.isfile(source.display):
+            continue  # a FIFO or a device is never opened
         try:
             with open(source.display, encoding="utf-8", errors="replace") as handle:
                 view = view_for(source.display, handle.read())

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from dataclasses import dataclass
 from typing import Any, Optional, Union
 
@@ -46,8 +47,9 @@ class ConfigError:
 def read_config(path: str) -> Union[ConfigFacts, ConfigError, None]:
     """The facts of one configuration file, its parse error, or None (not one we read)."""
     try:
-        if os.path.getsize(path) > MAX_CONFIG_BYTES:
-            return None
+        status = os.stat(path)
+        if not stat.S_ISREG(status.st_mode) or status.st_size > MAX_CONFIG_BYTES:
+            return None  # a FIFO or a device is never opened
         with open(path, encoding="utf-8") as handle:
             text = handle.read()
     except (OSError, UnicodeDecodeError):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import time
 from typing import Optional
 
@@ -48,7 +49,9 @@ def _scan(root: str) -> dict[str, str]:
                 return found
             path = os.path.join(folder, name)
             try:
-                if os.path.getsize(path) > MAX_FILE_BYTES:
+                status = os.stat(path)
+                # only regular files: opening a FIFO or a device named `x.py` would block or never end
+                if not stat.S_ISREG(status.st_mode) or status.st_size > MAX_FILE_BYTES:
                     continue
                 with open(path, encoding="utf-8", errors="replace") as handle:
                     text = handle.read()

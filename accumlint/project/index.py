@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import os
+import stat
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional, Union
 
@@ -87,8 +88,8 @@ class ProjectIndex:
         found = self._entries.get(path)
         if found is not None and found.stamp == stamp:
             return found
-        if status.st_size > MAX_MODULE_BYTES:
-            return None
+        if not stat.S_ISREG(status.st_mode) or status.st_size > MAX_MODULE_BYTES:
+            return None  # a FIFO or a device is never opened
         try:
             with open(path, "rb") as handle:
                 data = handle.read()
