@@ -79,30 +79,176 @@ def parse(text: str) -> "cst.Module":
         raise Unanalysable("too deeply nested for LibCST's parser") from None
 
 
-def find(module: "cst.Module", text: str, path: str, options: AnalysisOptions) -> list[Located]:
-    """All findings of a parsed module, deduplicated, with their diagnostics."""
+def find(module: "cst.Module", text: str, path: str, options: AnalysisOptions, project=None) -> list[Located]:
+    """All findings of a parsed module, deduplicated, with their diagnostics.
+
+    `project` (a `ProjectView`; by default the one of `path` when it is a file on
+    disk) lets the model read helpers, constants and configuration files from the
+    project's other modules. A finding whose statement stands in another module is
+    not this module's to report."""
     from accumlint.fixguard import guarded
     from accumlint.model.build import model_of
+    from accumlint.project import view_for
     from accumlint.rules.registry import run_rules
 
-    model = model_of(module, text, options)
+    if project is None:
+        project = view_for(path, text, module)
+    model = model_of(module, text, options, project)
     try:
         findings = run_rules(model)
+        if project is not None:
+            findings = [f for f in findings if not _elsewhere(model.facts, f)]
         return _locate(module, text, model.facts, guarded(module, findings, model.facts.parents), path) if findings else []
     finally:
         model.release()
 
 
+def _elsewhere(facts: "ModuleFacts", finding: "Finding") -> bool:
+    """A finding on, or with an edit of, a node read from another module."""
+    nodes = [finding.node] + [getattr(edit, "target", None) for edit in finding.edits]
+    return any(node is not None and facts.foreign(node) for node in nodes)
+
+
+class ProjectAnalysis(NamedTuple):
+    """One module's diagnostics and the project files the analysis read (path -> sha256)."""
+
+    diagnostics: list[Diagnostic]
+    reads: dict[str, str]
+
+
+def analyze_in_project(text: str, path: str, options: AnalysisOptions = AnalysisOptions()) -> ProjectAnalysis:
+    """`analyze`, with one diagnostic for each configuration file the module names that
+    does not parse, and the project files the analysis read; raises ParseFailure."""
+    diagnostics = analyze(text, path, options)
+    report = project_report(path)
+    return ProjectAnalysis(diagnostics + report.diagnostics, report.reads)
+
+
+# The last `analyze` of a path: its broken configuration files and the project files it read.
+_LAST_REPORT: dict[str, ProjectAnalysis] = {}
+
+
+def project_report(path: str) -> ProjectAnalysis:
+    """What the last `analyze` of `path` learnt beside its findings: a diagnostic for each
+    configuration file it names that does not parse, and the project files it read
+    (path -> sha256), for the result cache. Empty when nothing was recorded."""
+    return _LAST_REPORT.get(path) or ProjectAnalysis([], {})
+
+
+def _record(path: str, project, elsewhere: ProjectAnalysis) -> None:
+    from accumlint.diagnostics import syntax_error
+
+    _LAST_REPORT.clear()
+    if project is None:
+        return
+    errors = [syntax_error(_shown(e.path), e.line, e.column, e.message) for e in project.configs()[1]]
+    _LAST_REPORT[path] = ProjectAnalysis(errors, {**project.reads, **elsewhere.reads})
+
+
+def findings_from_importers(text: str, path: str, options: AnalysisOptions = AnalysisOptions()) -> ProjectAnalysis:
+    """Findings on this module's helper statements that loops of other project modules
+    make (a zeroing in a helper called from a gated loop elsewhere): reported here, in
+    the file of the wrong statement, with the loop named (`... in train() at train.py:42`).
+    Without a fix: the fix would be in another file than the one it was found from.
+    An importer that cannot be parsed or analysed says nothing."""
+    import os
+
+    from accumlint.model.build import model_of
+    from accumlint.model.positions import positions_of
+    from accumlint.project import view_for, view_for_file
+    from accumlint.project.importers import candidate_importers, helper_names
+    from accumlint.project.root import find_root
+    from accumlint.project.summary import ROLE_EFFECTS
+    from accumlint.rules.catalog import rule
+    from accumlint.rules.registry import RULES
+
+    if not path or not os.path.isfile(path):
+        return ProjectAnalysis([], {})
+    target = os.path.abspath(path)
+    root = find_root(target)
+    # the module's top-level functions, by their text first: most modules have no importer that calls one
+    if not candidate_importers(root, target, helper_names(text)):
+        return ProjectAnalysis([], {})
+    own = view_for(path, text)
+    if own is None:
+        return ProjectAnalysis([], {})
+    functions = [f.name for f in own.summary.functions.values() if "." not in f.name and f.effects & ROLE_EFFECTS]
+    found: dict[tuple, Diagnostic] = {}
+    reads: dict[str, str] = {}
+    for other, other_text in candidate_importers(root, target, functions):
+        view = view_for_file(other)
+        if view is None or target not in {os.path.abspath(m) for m in view.imported_modules()}:
+            continue
+        try:
+            module = parse(other_text)
+            model = model_of(module, other_text, options, view)
+        except Exception:  # noqa: BLE001 - an importer that cannot be analysed says nothing
+            continue
+        try:
+            for window in model.windows:
+                for check in RULES.values():
+                    for finding in check(window):
+                        if not model.facts.foreign(finding.node):
+                            continue
+                        where = view.position(finding.node)
+                        if where is None or os.path.abspath(where[0]) != target:
+                            continue
+                        key = (finding.code, where[1], where[2])
+                        if key in found:
+                            continue
+                        loop = window.loop
+                        header = positions_of(module, [loop.node], other_text).get(loop.node)
+                        name = loop.function.name.value + "()" if loop.function is not None else "the module's loop"
+                        at = f" in {name} at {_shown(other)}:{header.start.line}" if header is not None else ""
+                        related = "the window's step"
+                        found[key] = Diagnostic(
+                            path=path, line=where[1], column=where[2], end_line=where[3], end_column=where[4],
+                            code=finding.code, name=rule(finding.code).name,
+                            message=finding.message.replace("{related}", related) + at,
+                            fix=None, help=finding.help.replace("{related}", related),
+                        )
+        except Exception:  # noqa: BLE001 - precision first: a loop the rules cannot read says nothing
+            continue
+        finally:
+            model.release()
+        reads[other] = _digest(other_text)
+        reads.update(view.reads)
+    return ProjectAnalysis(sorted(found.values(), key=Diagnostic.sort_key), reads)
+
+
+def _digest(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _shown(path: str) -> str:
+    """A path as the command line shows it: relative to the working folder when inside it."""
+    import os
+
+    relative = os.path.relpath(path)
+    return path if relative.startswith("..") else relative
+
+
 def analyze(text: str, path: str, options: AnalysisOptions = AnalysisOptions()) -> list[Diagnostic]:
-    """All findings in one module's text, sorted by position; raises ParseFailure.
+    """All findings in one module's text, sorted by position, those that other project
+    modules' loops make on its helpers included; raises ParseFailure.
 
     A fix is offered only where `--fix` can apply it: not in a text that LibCST
     would not write back as it is (see `lost_by_libcst`)."""
+    from accumlint.project import view_for
+
+    _LAST_REPORT.clear()
     module = parse(text)
-    found = [located.diagnostic for located in find(module, text, path, options)]
+    project = view_for(path, text, module)
+    found = [located.diagnostic for located in find(module, text, path, options, project)]
     if any(d.fix for d in found) and lost_by_libcst(module, text) is None:
         found = [d._replace(fix=None) for d in found]
-    return found
+    importers = findings_from_importers(text, path, options)
+    _record(path, project, importers)
+    mine = {(d.code, d.line, d.column) for d in found}
+    elsewhere = [d for d in importers.diagnostics if (d.code, d.line, d.column) not in mine]
+    return sorted(found + elsewhere, key=Diagnostic.sort_key) if elsewhere else found
 
 
 def lost_by_libcst(module: "cst.Module", text: str) -> Optional[str]:

@@ -36,6 +36,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any, NamedTuple, Optional
@@ -71,6 +72,17 @@ def _code_fingerprint() -> str:
                 status = os.stat(os.path.join(directory, name))
                 digest.update(f"{directory}/{name}:{status.st_size}:{status.st_mtime_ns}".encode())
     return digest.hexdigest()
+
+
+def _digest_of(path: str) -> Optional[str]:
+    """The sha256 of a project file an analysis read (None: gone, or no longer a regular file)."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
+        with open(path, "rb") as handle:
+            return hashlib.sha256(handle.read()).hexdigest()
+    except OSError:
+        return None
 
 
 # ---------------------------------------------------------------- entries
@@ -116,9 +128,12 @@ def _checksum(key: str, payload: str) -> str:
     return hashlib.sha256(f"{key}\n{payload}".encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _encode(key: str, diagnostics: list[Diagnostic]) -> str:
-    """An entry's file: the checksum of its key and content, a newline, the content (JSON)."""
-    payload = json.dumps([_to_json(d) for d in diagnostics])
+def _encode(key: str, diagnostics: list[Diagnostic], reads: tuple[tuple[str, str], ...] = ()) -> str:
+    """An entry's file: the checksum of its key and content, a newline, the content (JSON):
+    the findings' list, or, when the analysis read other project files (helpers, constants,
+    configuration files), an object with the findings and those files' sha256."""
+    found = [_to_json(d) for d in diagnostics]
+    payload = json.dumps({"diagnostics": found, "reads": [list(r) for r in reads]} if reads else found)
     return f"{_checksum(key, payload)}\n{payload}"
 
 
@@ -131,6 +146,11 @@ def _decode(key: str, entry: str, path: str) -> Optional[list[Diagnostic]]:
         items = json.loads(payload)
     except (ValueError, RecursionError):
         return None
+    if type(items) is dict:  # a result that read other project files: each must be unchanged
+        reads = items.get("reads")
+        if type(reads) is not list or not all(type(r) is list and len(r) == 2 and _digest_of(r[0]) == r[1] for r in reads):
+            return None
+        items = items.get("diagnostics")
     if type(items) is not list:
         return None
     found = [_from_json(item, path) for item in items]
@@ -267,6 +287,8 @@ class Cache:
         return digest.hexdigest()
 
     def get(self, key: str, path: str) -> Optional[list[Diagnostic]]:
+        """The raw findings stored under `key`; a miss when the entry is damaged, not ours,
+        or a project file its analysis read has changed since (`_decode`)."""
         if not self.usable:
             return None
         entry = self.directory / f"{key}.json"
@@ -281,14 +303,15 @@ class Cache:
         self.hits += 1
         return found
 
-    def put(self, key: str, diagnostics: list[Diagnostic]) -> None:
+    def put(self, key: str, diagnostics: list[Diagnostic], reads: tuple[tuple[str, str], ...] = ()) -> None:
+        """Store raw findings, with the project files they were computed from (`_encode`)."""
         if not self.usable:
             return
         try:
             if not self.directory.is_dir():
                 _claim(self.root)
                 self.directory.mkdir(exist_ok=True)
-            entry = _encode(key, diagnostics)
+            entry = _encode(key, diagnostics, reads)
             with signals_deferred():  # an interrupt leaves no temporary file behind
                 handle, temporary = tempfile.mkstemp(dir=self.directory, suffix=".tmp")
                 try:

@@ -211,6 +211,8 @@ class Seconds(click.ParamType):
 @click.option("--add-noqa", is_flag=True, help="Add `# noqa: CODE` to every line with a finding; change nothing else.")
 @click.option("--show-settings", is_flag=True, help="Print the settings that apply to the first path, and exit.")
 @click.option("--show-files", is_flag=True, help="Print the files that would be checked, and exit.")
+@click.option("--show-project", is_flag=True,
+              help="Print the project root and, for each checked module, the project modules and configuration files it reads; then exit.")
 @click.option(
     "--file-timeout",
     type=Seconds(),
@@ -248,6 +250,7 @@ def check(
     add_noqa: bool,
     show_settings: bool,
     show_files: bool,
+    show_project: bool,
     file_timeout: Optional[float],
     stdin_filename: Optional[str],
     verify: bool,
@@ -278,6 +281,9 @@ def check(
         resolver = Resolver(
             Overrides(selection, unsafe_fixes, config_path, fix_selection, _selectors(extend_exclude) or ())
         )
+        if show_project:
+            _show_project(paths or (".",), resolver)
+            return
         if show_settings or show_files:
             with _reader_may_stop():
                 _show(paths or (".",), resolver, cache_dir, settings=show_settings)
@@ -423,6 +429,37 @@ def _show(paths: tuple[str, ...], resolver, cache_dir: Optional[str], *, setting
         return
     for source in sorted(discovered(paths, resolver), key=lambda source: source.display):
         click.echo(source.display)
+
+
+def _show_project(paths: tuple[str, ...], resolver) -> None:
+    """`--show-project`: the root, then each checked module with what it reads of the project."""
+    from accumlint.analysis import _shown
+    from accumlint.engine import discovered
+    from accumlint.project import view_for
+
+    roots: set[str] = set()
+    lines: list[str] = []
+    for source in sorted(discovered(paths, resolver), key=lambda source: source.display):
+        if not source.display.endswith(".py") or source.error is not None or not os.path.isfile(source.display):
+            continue  # a FIFO or a device is never opened
+        try:
+            with open(source.display, encoding="utf-8", errors="replace") as handle:
+                view = view_for(source.display, handle.read())
+        except OSError:
+            continue
+        if view is None:
+            continue
+        roots.add(view.root)
+        lines.append(source.display)
+        facts, errors = view.configs()
+        for module in view.imported_modules():
+            lines.append(f"  reads {_shown(module)}")
+        for config in [c.path for c in facts] + [e.path for e in errors]:
+            lines.append(f"  reads {_shown(config)} (configuration)")
+    for root in sorted(roots):
+        click.echo(f"project root: {root}")
+    for line in lines:
+        click.echo(line)
 
 
 def _warn_unusable_cache(cache_dir: Optional[str], paths: tuple[str, ...]) -> None:

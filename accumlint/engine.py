@@ -148,6 +148,7 @@ class TaskResult(NamedTuple):
     converged: bool = True
     cacheable: bool = False
     rounds: int = 0
+    reads: tuple[tuple[str, str], ...] = ()  # the project files the analysis read, with their sha256
 
 
 def _keeper(enabled: frozenset[str], suppressed: dict):
@@ -181,7 +182,7 @@ def run_task(task: Task) -> TaskResult:
 def _run_task(task: Task) -> TaskResult:
     try:
         if not screen(task.text, task.path, gate=task.gate, plain=task.plain):
-            return TaskResult([], cacheable=True)
+            return _from_importers(task)
     except ParseFailure as failure:  # CPython's own verdict and position
         return TaskResult([syntax_error(task.path, failure.line, failure.column, failure.message)], cacheable=True)
     except Unanalysable as refusal:
@@ -197,9 +198,13 @@ def _run_task(task: Task) -> TaskResult:
             outcome = fix_text(task.text, task.path, task.options, unsafe=task.unsafe, keep=keep, fixable=task.fixable)
             raw = outcome.remaining + list(suppressed.get(outcome.text, ()))
             return TaskResult(raw, outcome.text, tuple(outcome.fixed), outcome.converged, rounds=outcome.rounds)
-        from accumlint.analysis import analyze
+        from accumlint.analysis import analyze, project_report
 
-        return TaskResult(analyze(task.text, task.path, task.options), cacheable=True)
+        diagnostics = analyze(task.text, task.path, task.options)
+        report = project_report(task.path)
+        # a diagnostic of another file (a named configuration file that does not parse) is not cached
+        return TaskResult(diagnostics + report.diagnostics, cacheable=not report.diagnostics,
+                          reads=tuple(sorted(report.reads.items())))
     except ParseFailure as failure:  # CPython parsed it: the limitation is LibCST's
         where = f"line {failure.line}, column {failure.column}"
         message = f"cannot be analysed: valid Python that LibCST cannot parse ({failure.message.strip()} at {where})"
@@ -213,6 +218,20 @@ def _run_task(task: Task) -> TaskResult:
     except Exception as error:  # noqa: BLE001 - one file's failure must not end the run
         message = f"internal error while checking this file: {type(error).__name__}: {error}"
     return TaskResult([internal_error(task.path, message)])
+
+
+def _from_importers(task: Task) -> TaskResult:
+    """A module with no loop of its own: the findings that other modules' loops make on
+    its helpers (`analysis.findings_from_importers`)."""
+    if task.fix:
+        return TaskResult([], cacheable=True)
+    try:
+        from accumlint.analysis import findings_from_importers
+
+        found = findings_from_importers(task.text, task.path, task.options)
+    except Exception:  # noqa: BLE001 - precision first: what cannot be read says nothing
+        return TaskResult([], cacheable=True)
+    return TaskResult(found.diagnostics, cacheable=True, reads=tuple(sorted(found.reads.items())))
 
 
 def _workers(jobs: Optional[int], tasks: list[Task]) -> int:
@@ -397,11 +416,28 @@ def check(request: Request, resolver: Resolver, progress: Progress = _no_progres
         for (item, _), outcome in zip(unwritten, rechecks):
             result = item.result
             result.diagnostics = result.diagnostics + _select(result.original, outcome.diagnostics, item.enabled)
+    _report_once(files)
     if cache is not None:
         cache.prune()
     for result, fixable in unfixable:
         result.diagnostics = [d if d.fix is None or d.code in fixable else d._replace(fix=None) for d in result.diagnostics]
     return RunResult(files, analysed=len(tasks), cache_hits=cache.hits if cache else 0, workers=workers)
+
+
+def _report_once(files: list[FileResult]) -> None:
+    """A diagnostic of another file (a broken configuration file that several modules
+    name) is reported once in the run."""
+    seen: set[tuple] = set()
+    for result in files:
+        kept = []
+        for diagnostic in result.diagnostics:
+            if diagnostic.path != result.path:
+                key = (diagnostic.path, diagnostic.line, diagnostic.column, diagnostic.message)
+                if key in seen:
+                    continue
+                seen.add(key)
+            kept.append(diagnostic)
+        result.diagnostics = kept
 
 
 def _fix_comments(result: FileResult, raw: list[Diagnostic], enabled: frozenset[str]) -> None:
@@ -440,7 +476,7 @@ def _finish(item: _Pending, outcome: TaskResult, cache, request: Request) -> boo
     """Take a task's outcome into its file's result; False when the fixed file could not be written."""
     result = item.result
     if cache is not None and outcome.cacheable and item.cache_key:
-        cache.put(item.cache_key, outcome.diagnostics)
+        cache.put(item.cache_key, outcome.diagnostics, outcome.reads)
     result.converged = outcome.converged
     result.rounds = outcome.rounds
     if outcome.text is not None and outcome.text != result.original.text:

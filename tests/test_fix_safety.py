@@ -34,8 +34,8 @@ def _rel(path: Path) -> str:
     return path.relative_to(REPO).as_posix()
 
 
-def _fix(text: str, *, unsafe: bool = True) -> str:
-    return fix_text(text, "train.py", OPTIONS, unsafe=unsafe).text
+def _fix(text: str, *, unsafe: bool = True, path: str = "train.py") -> str:
+    return fix_text(text, path, OPTIONS, unsafe=unsafe).text
 
 
 @pytest.mark.parametrize("fixture", FIXTURES, ids=_rel)
@@ -45,7 +45,8 @@ def test_fixture_fixes_add_no_undefined_name_and_leave_nothing_to_fix(fixture: P
     kinds = {d.fix.applicability for d in before if d.fix is not None}
     # with only safe fixes on offer, --fix and --fix --unsafe-fixes write the same text
     for unsafe in sorted({"unsafe" not in kinds, True} if kinds else set()):
-        fixed = _fix(original, unsafe=unsafe)
+        # the fixture's own path: a project fixture's findings depend on its neighbours (SPEC section 2)
+        fixed = _fix(original, unsafe=unsafe, path=_rel(fixture))
         added = new_undefined_names(original, fixed)
         assert not added, f"unsafe={unsafe}: the fix made {dict(added)} undefined:\n{fixed}"
     if kinds:  # a fresh check of the --fix --unsafe-fixes result: nothing fixable, nothing new

@@ -30,9 +30,10 @@ class ModuleModel:
         release(self.statements)
 
 
-def model_of(module: cst.Module, text: str, options) -> ModuleModel:
+def model_of(module: cst.Module, text: str, options, project=None) -> ModuleModel:
+    """The model of one module; `project` (a `ProjectView`) lets it read the project's other modules."""
     code.cache_clear()  # texts remembered for one module at a time: the last one's nodes can go
-    facts = collect_facts(module, text)
+    facts = collect_facts(module, text, project)
     objects = Objects(facts, tuple(options.optimizer_names))
     reader = LossReader(facts, objects)
     statements: list[Statement] = []

@@ -12,13 +12,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Callable, Optional, Union
+from typing import TYPE_CHECKING, Callable, Optional, Union
 
 import libcst as cst
 
 from accumlint.model.names import dotted
 from accumlint.model.tree import ABSENT, KNOWN_CONTENT_FIELDS, LEAVES, SEQUENCES, calls_in, content_fields, record_parents, walk
 from accumlint.patterns import LazyPattern
+
+if TYPE_CHECKING:
+    from accumlint.project import ProjectView
 
 Loop = Union[cst.For, cst.While]
 Function = cst.FunctionDef
@@ -106,6 +109,8 @@ class ModuleFacts:
     # id(node) -> its parent, for every content node (`model.tree.children`) but the module:
     # loops' ancestors, and what the fix guard and the fixer walk up from an edit's target
     parents: dict[int, cst.CSTNode] = field(default_factory=dict, repr=False)
+    # the project around the module (SPEC section 2, "Project facts"); None: the module alone
+    project: Optional["ProjectView"] = field(default=None, repr=False)
     _calls_of: dict[cst.CSTNode, list[cst.Call]] = field(default_factory=dict, repr=False)
 
     @cached_property
@@ -152,6 +157,8 @@ class ModuleFacts:
                 found.extend(self.values_of(alias, seen) or ([] if cycle else [binding]))
             else:
                 found.append(binding)
+        if not found and self.project is not None:
+            return self.project.bindings(name, self)
         return found
 
     def method(self, function: Optional[Function], name: str) -> Optional[Function]:
@@ -187,13 +194,30 @@ class ModuleFacts:
     def helper(self, call: cst.Call, caller: Optional[Function]) -> Optional[Function]:
         """The same-module function or method a call runs (`train_step(b)`, `self.train_step(b)`)."""
         func = call.func
+        if self.project is not None:
+            home = self.project.home_of_call(call)
+            if home is not None:  # a call in another module's helper: resolved there
+                return self.project.function(dotted(func), within=home)
         if type(func) is cst.Name:
             target = self.functions.get(func.value)
         elif type(func) is cst.Attribute and dotted(func.value) == "self":
             target = self.method(caller, func.attr.value)
         else:
-            return None
+            target = None
+        if target is None and self.project is not None:
+            target = self.project.function(dotted(func))
         return None if target is caller else target
+
+    def nested_helper(self, call: cst.Call, helper: Function) -> Optional[Function]:
+        """A project function of another module that a helper's call runs: the second call
+        deep from the loop (same-module functions are followed one call deep only)."""
+        if self.project is None:
+            return None
+        return self.project.function(dotted(call.func), within=helper)
+
+    def foreign(self, node: cst.CSTNode) -> bool:
+        """Whether `node` stands in another module of the project (a helper read from there)."""
+        return self.project is not None and self.project.owns(node)
 
     def class_bases(self, owner: cst.ClassDef) -> list[str]:
         return [self.qualified(dotted(base.value)) or "" for base in owner.bases]
@@ -219,14 +243,14 @@ def ancestors(parents: dict[int, cst.CSTNode], node: cst.CSTNode) -> tuple[cst.C
     return tuple(found)
 
 
-def collect_facts(module: cst.Module, text: str) -> ModuleFacts:
+def collect_facts(module: cst.Module, text: str, project: Optional["ProjectView"] = None) -> ModuleFacts:
     """One pre-order walk: each node's parent, and what the recorders take from it.
 
     Leaves (names, numbers, strings without code) get their parent but are not
     pushed: they are a third of a module's nodes and hold nothing to record. The
     code inside string literals (f-string braces) gets parents too, but no
     recorder reads it."""
-    facts = ModuleFacts(module=module, text=text)
+    facts = ModuleFacts(module=module, text=text, project=project)
     facts.window_token_normalization = "num_items_in_batch" in text
     parents = facts.parents
     stack: list[cst.CSTNode] = [module]
@@ -256,7 +280,30 @@ def collect_facts(module: cst.Module, text: str) -> ModuleFacts:
                     push(value)
     if facts.trainer_accumulation is None:
         _trainer_accumulation_through_kwargs(facts)
+    if project is not None:
+        _through_project_helpers(facts, project)
     return facts
+
+
+# A module that runs Lightning (its YAML's `accumulate_grad_batches` is its Trainer's).
+_LIGHTNING = LazyPattern(r"\bLightningCLI\b|\bLightningModule\b|\bTrainer\(")
+
+
+def _through_project_helpers(facts: ModuleFacts, project: "ProjectView") -> None:
+    """`model = wrap_model(model)` where another project module's helper wraps it
+    (`return DDP(model, ...)`) or builds a scheduler: the binding holds the call the
+    helper returns, so every question about the name sees the wrap."""
+    for bindings in facts.bindings.values():
+        for position, binding in enumerate(bindings):
+            value = binding.value
+            if binding.index is None and type(value) is cst.Call and type(value.func) in (cst.Name, cst.Attribute):
+                returned = project.returned_call(dotted(value.func))
+                if returned is not None:
+                    bindings[position] = Binding(binding.target, returned, None, binding.statement)
+    if facts.trainer_accumulation is None and _LIGHTNING.search(facts.text):
+        steps = project.lightning_accumulation()
+        if steps is not None:
+            facts.trainer_accumulation = project.adopt(cst.Integer(str(steps)))
 
 
 def _trainer_accumulation_through_kwargs(facts: ModuleFacts) -> None:

@@ -120,11 +120,24 @@ class Frameworks:
         steps = options.get("gradient_accumulation_steps")
         if steps is not None:
             literal = int_value(steps)
+            if literal is None:
+                literal = self._project_int(steps)
+                if literal in (0, 1):  # K = 1 from another module: no accumulation, said as a literal
+                    steps = self.facts.project.adopt(cst.Integer(str(literal)))
             return AcceleratorInfo(scales=literal is None or literal > 1, steps=steps, sharded=sharded)
         plugin = options.get("gradient_accumulation_plugin")
         if plugin is not None:
             return AcceleratorInfo(scales=None, steps=self._plugin_steps(plugin), sharded=sharded)
         return AcceleratorInfo(scales=False if known else None, steps=None, sharded=sharded)
+
+    def _project_int(self, expr: cst.BaseExpression) -> Optional[int]:
+        """An integer another project module gives a name (a config dataclass's default,
+        an imported constant, an argparse default); None when unknown."""
+        name = dotted(expr)
+        if self.facts.project is None or name is None or self.facts.bindings.get(name):
+            return None
+        values = {int_value(b.value) for b in self.facts.project.bindings(name, self.facts)}
+        return values.pop() if len(values) == 1 else None
 
     def _plugin_steps(self, plugin: cst.BaseExpression) -> Optional[cst.BaseExpression]:
         """`GradientAccumulationPlugin(num_steps=K)`, inline or bound to a name."""

@@ -40,6 +40,8 @@ def _dict_items(facts: ModuleFacts, expr: cst.BaseExpression, depth: int) -> Opt
     extra: dict[str, cst.BaseExpression] = {}
     if type(expr) in (cst.Name, cst.Attribute) and name is not None:
         bindings = facts.bindings.get(name, [])
+        if not bindings and facts.project is not None:  # a literal dict another project module holds
+            bindings = facts.project.bindings(name, facts)
         if len(bindings) != 1 or bindings[0].index is not None or _updated(facts, name):
             return None
         value = bindings[0].value

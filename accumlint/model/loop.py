@@ -245,6 +245,7 @@ class _Walker:
             self._if(statement, context)
         elif kind is cst.With:
             withs = context["withs"] + tuple(statement.items)
+            self._context_helpers(statement, context)
             self._block(statement.body, **{**context, "withs": withs, "path": context["path"] + (statement,)})
         elif kind is cst.For or kind is cst.While:
             if self.own_level:
@@ -270,6 +271,18 @@ class _Walker:
             inner = {**context, "conditional": True, "path": context["path"] + (statement,), "escapes": False}
             for index, case in enumerate(statement.cases):
                 self._block(case.body, **{**inner, "arms": context["arms"] + ((id(statement), index),)})
+
+    def _context_helpers(self, statement: cst.With, context) -> None:
+        """`with sync_context(model, boundary):` where another project module defines the
+        helper: its body runs here (it may enter `model.no_sync()`)."""
+        if self.facts.project is None or context["helper"] is not None:
+            return
+        for item in statement.items:
+            call = item.item
+            if type(call) is cst.Call:
+                helper = self.facts.helper(call, self.function)
+                if helper is not None and self.facts.project.is_foreign(helper):
+                    self._block(helper.body, **{**context, "helper": helper, "call_site": call})
 
     def _if(self, statement: cst.If, context) -> None:
         gate = parse_gate(statement.test, self.assigned.get)
@@ -383,7 +396,8 @@ class _Walker:
             if role is not None:
                 record.events.append(Event(role, record))
                 continue
-            helper = self.facts.helper(call, self.function) if context["helper"] is None else None
+            within = context["helper"]
+            helper = self.facts.helper(call, self.function) if within is None else self.facts.nested_helper(call, within)
             if helper is not None:
                 helpers.append((call, helper))
         for call, helper in helpers:

@@ -358,7 +358,15 @@ def did_change(params: types.DidChangeTextDocumentParams) -> None:
 
 @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
 def did_save(params: types.DidSaveTextDocumentParams) -> None:
-    _check(params.text_document.uri, changed=False)
+    """Check the saved module, then the other open modules again: the analysis reads the
+    saved modules of the project (SPEC section 2), so an importer's findings, or those a
+    loop elsewhere makes on a helper, may change with this one."""
+    saved = params.text_document.uri
+    _check(saved, changed=False)
+    for uri in list(server.workspace.text_documents):
+        if uri != saved and uri.endswith(".py") and _is_open(uri):
+            analyses.forget(_unit_for(uri)[0])
+            _check(uri, changed=False)
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)

@@ -1,0 +1,124 @@
+"""Configuration files the code names by a literal path (SPEC section 2, "Project facts").
+
+A DeepSpeed JSON (`gradient_accumulation_steps`, `gradient_clipping`,
+`zero_optimization.stage`), an accelerate config YAML (`distributed_type`,
+`gradient_accumulation_steps`) and a YAML with `accumulate_grad_batches`.
+They are read with the standard json module and PyYAML's safe loader; a file
+that does not parse is one `ConfigError` with its line and column, never a
+guess at what it meant.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from dataclasses import dataclass
+from typing import Any, Optional, Union
+
+MAX_CONFIG_BYTES = 1 << 20
+_DEEPSPEED_KEYS = {"gradient_accumulation_steps", "zero_optimization", "gradient_clipping",
+                   "train_micro_batch_size_per_gpu", "train_batch_size"}
+_ACCELERATE_KEYS = {"distributed_type", "compute_environment"}
+
+
+@dataclass(frozen=True)
+class ConfigFacts:
+    """What one configuration file says; `kind` is "deepspeed", "accelerate" or "lightning"."""
+
+    path: str
+    kind: str
+    accumulation_steps: Optional[int] = None
+    gradient_clipping: Optional[float] = None
+    zero_stage: Optional[int] = None
+    distributed_type: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class ConfigError:
+    """A named configuration file that does not parse."""
+
+    path: str
+    line: int
+    column: int
+    message: str
+
+
+def read_config(path: str) -> Union[ConfigFacts, ConfigError, None]:
+    """The facts of one configuration file, its parse error, or None (not one we read)."""
+    try:
+        status = os.stat(path)
+        if not stat.S_ISREG(status.st_mode) or status.st_size > MAX_CONFIG_BYTES:
+            return None  # a FIFO or a device is never opened
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if path.endswith(".json"):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as error:
+            return ConfigError(path, error.lineno, error.colno, f"invalid JSON: {error.msg}")
+    else:
+        data = _yaml(path, text)
+        if isinstance(data, ConfigError):
+            return data
+    if not isinstance(data, dict):
+        return None
+    return _facts(path, data)
+
+
+def _yaml(path: str, text: str) -> Union[Any, ConfigError]:
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        line, column = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
+        return ConfigError(path, line, column, f"invalid YAML: {error.problem or error.context or error}")
+    except yaml.YAMLError as error:
+        return ConfigError(path, 1, 1, f"invalid YAML: {error}")
+    except RecursionError:
+        return ConfigError(path, 1, 1, "invalid YAML: nested too deeply")
+
+
+def _int(value: Any) -> Optional[int]:
+    return value if type(value) is int else None
+
+
+def _facts(path: str, data: dict) -> Optional[ConfigFacts]:
+    if path.endswith(".json"):
+        if not _DEEPSPEED_KEYS & set(data):
+            return None
+        zero = data.get("zero_optimization")
+        clipping = data.get("gradient_clipping")
+        return ConfigFacts(
+            path, "deepspeed",
+            accumulation_steps=_int(data.get("gradient_accumulation_steps")),
+            gradient_clipping=float(clipping) if type(clipping) in (int, float) else None,
+            zero_stage=_int(zero.get("stage")) if isinstance(zero, dict) else None,
+        )
+    if _ACCELERATE_KEYS & set(data):
+        distributed = data.get("distributed_type")
+        return ConfigFacts(path, "accelerate", accumulation_steps=_int(data.get("gradient_accumulation_steps")),
+                           distributed_type=distributed if isinstance(distributed, str) else None)
+    found = _find_key(data, "accumulate_grad_batches", 0)
+    if found is not _MISSING:
+        return ConfigFacts(path, "lightning", accumulation_steps=_int(found))
+    return None
+
+
+_MISSING = object()
+
+
+def _find_key(data: Any, key: str, depth: int) -> Any:
+    if depth > 6 or not isinstance(data, dict):
+        return _MISSING
+    if key in data:
+        return data[key]
+    for value in data.values():
+        found = _find_key(value, key, depth + 1)
+        if found is not _MISSING:
+            return found
+    return _MISSING

@@ -1,0 +1,538 @@
+"""The project index: module summaries by content, and the view one analysis has of them.
+
+`ProjectIndex` lives as long as the process (a worker reads a helper module
+once, however many of its importers it analyses); a summary is reused while
+the file's size and modification time are unchanged. `ProjectView` is what
+the model of one module asks: which project function a call runs (two calls
+deep from the loop), what an imported name, a config object's field or an
+argparse default holds, and which configuration files the module names. It
+records every file it read with a hash of its content, so the result cache
+can re-check the module when one of them changes.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import os
+import stat
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Optional, Union
+
+import libcst as cst
+
+from accumlint.project.configs import ConfigError, ConfigFacts, read_config
+from accumlint.project.root import find_root, resolve_module, resolve_submodule
+from accumlint.project.summary import (
+    SCHEDULER,
+    WRAP,
+    ClassSummary,
+    FunctionSummary,
+    ModuleSummary,
+    imports_and_configs,
+    summarize,
+)
+
+if TYPE_CHECKING:
+    from accumlint.model.facts import Binding, ModuleFacts
+
+# A module larger than this is generated code: nothing is read from it.
+MAX_MODULE_BYTES = 2_000_000
+# How many `from a import b` re-exports a name is followed through.
+MAX_HOPS = 4
+# How many calls deep from the loop project functions are followed (SPEC section 2).
+MAX_DEPTH = 2
+
+Symbol = Union[FunctionSummary, ClassSummary, "Constant", "ModuleRef"]
+
+
+@dataclass(frozen=True)
+class Constant:
+    module: ModuleSummary
+    source: str
+
+
+@dataclass(frozen=True)
+class ModuleRef:
+    module: ModuleSummary
+
+
+@dataclass
+class _Entry:
+    stamp: tuple[int, int]
+    digest: str
+    summary: ModuleSummary
+
+
+class ProjectIndex:
+    """Summaries of the project's modules, computed once per file content."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, _Entry] = {}
+        self._roots: dict[str, str] = {}
+        self._configs: dict[str, Union[ConfigFacts, ConfigError, None]] = {}
+
+    def root_of(self, path: str) -> str:
+        folder = os.path.dirname(os.path.abspath(path))
+        root = self._roots.get(folder)
+        if root is None:
+            root = self._roots[folder] = find_root(folder)
+        return root
+
+    def entry(self, path: str) -> Optional[_Entry]:
+        try:
+            status = os.stat(path)
+        except OSError:
+            return None
+        stamp = (status.st_size, status.st_mtime_ns)
+        found = self._entries.get(path)
+        if found is not None and found.stamp == stamp:
+            return found
+        if not stat.S_ISREG(status.st_mode) or status.st_size > MAX_MODULE_BYTES:
+            return None  # a FIFO or a device is never opened
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read()
+        except OSError:
+            return None
+        text = data.decode("utf-8", errors="replace").lstrip("\ufeff")
+        found = self._entries[path] = _Entry(stamp, digest(data), summarize(path, text))
+        return found
+
+    def config(self, path: str) -> Union[ConfigFacts, ConfigError, None]:
+        if path not in self._configs:
+            self._configs[path] = read_config(path)
+        return self._configs[path]
+
+
+def digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+_INDEX = ProjectIndex()
+
+
+def view_for(path: Optional[str], text: str, module: Optional[cst.Module] = None) -> Optional["ProjectView"]:
+    """The view of the project for the module at `path` (None: not a file on disk, e.g.
+    stdin). With its LibCST `module`, the view's own summary holds only what the model asks
+    of it (imports, configuration files), read from that tree."""
+    if not path or path == "-" or not path.endswith(".py") or not os.path.isfile(path):
+        return None
+    summary = imports_and_configs(path, text, module) if module is not None else _summary_of_text(path, text)
+    return ProjectView(_INDEX, os.path.abspath(path), summary)
+
+
+_LAST_TEXT: dict[str, tuple[str, ModuleSummary]] = {}
+
+
+def _summary_of_text(path: str, text: str) -> ModuleSummary:
+    """The summary of a module's text, computed once for the last text of each path
+    (the analysis and the search for its importers both ask)."""
+    found = _LAST_TEXT.get(path)
+    if found is None or found[0] != text:
+        if len(_LAST_TEXT) > 64:
+            _LAST_TEXT.clear()
+        found = _LAST_TEXT[path] = (text, summarize(path, text))
+    return found[1]
+
+
+def view_for_file(path: str) -> Optional["ProjectView"]:
+    """The view of the project for a module read from disk (its summary cached by the index)."""
+    entry = _INDEX.entry(path)
+    if entry is None or entry.summary.error is not None:
+        return None
+    return ProjectView(_INDEX, os.path.abspath(path), entry.summary)
+
+
+@dataclass(eq=False)
+class ProjectView:
+    """What the model of one module may ask of the project."""
+
+    index: ProjectIndex
+    path: str
+    summary: ModuleSummary
+    reads: dict[str, str] = field(default_factory=dict)  # path -> sha256 of the content read
+    _functions: dict[tuple[str, str, int], Optional[cst.FunctionDef]] = field(default_factory=dict)
+    # id(foreign function node) -> (its module, its depth from the loop)
+    _homes: dict[int, tuple[ModuleSummary, int]] = field(default_factory=dict)
+    # id(call in a foreign function) -> that function: a call is resolved where it stands
+    _call_homes: dict[int, cst.FunctionDef] = field(default_factory=dict)
+    _symbols: dict[tuple[str, str], Optional[Symbol]] = field(default_factory=dict)
+    # id(foreign function node) -> (the module parsed from its source alone, its summary, its file)
+    _snippets: dict[int, tuple[cst.Module, FunctionSummary, str]] = field(default_factory=dict)
+    _node_functions: dict[int, int] = field(default_factory=dict)
+    _foreign: set[int] = field(default_factory=set)
+    _keep: list[cst.CSTNode] = field(default_factory=list)
+
+    @property
+    def root(self) -> str:
+        return self.index.root_of(self.path)
+
+    # -- modules and names ---------------------------------------------------------
+    def _module(self, path: Optional[str]) -> Optional[ModuleSummary]:
+        if path is None:
+            return None
+        if os.path.abspath(path) == self.path:
+            return self.summary
+        entry = self.index.entry(path)
+        if entry is None or entry.summary.error is not None:
+            return None
+        self.reads[path] = entry.digest
+        return entry.summary
+
+    def symbol(self, module: ModuleSummary, name: str, hops: int = 0) -> Optional[Symbol]:
+        """What a dotted name means in `module`: a project function, class, literal
+        constant or module; None when unknown or not the project's (asked once per view)."""
+        key = (module.path, name)
+        if key not in self._symbols:
+            self._symbols[key] = None  # a name met again while it is being resolved (a cycle): unknown
+            self._symbols[key] = self._symbol(module, name, hops)
+        return self._symbols[key]
+
+    def _symbol(self, module: ModuleSummary, name: str, hops: int) -> Optional[Symbol]:
+        if hops > MAX_HOPS:
+            return None
+        head, _, rest = name.partition(".")
+        found: Optional[Symbol] = None
+        if head in module.functions and not rest:
+            found = module.functions[head]
+        elif head in module.classes:
+            owner = module.classes[head]
+            if not rest:
+                return owner
+            method = module.functions.get(f"{head}.{rest}")
+            if method is not None:
+                return method
+            source = owner.attributes.get(rest)
+            return Constant(module, source) if source is not None and _literal(source) else None
+        elif head in module.constants and not rest:
+            source = module.constants[head]
+            return Constant(module, source) if _literal(source) else None
+        elif head in module.imports:
+            target, imported, level = module.imports[head]
+            if imported is None:  # `import a.b` binds `a`; `import a.b as c` binds `c` to `a.b`
+                base = target if target != head or "." in target else head
+                return self._through_modules(module, base, level, rest, hops)
+            source_module = self._module(resolve_module(self.root, module.path, target, level))
+            inner = self.symbol(source_module, imported, hops + 1) if source_module is not None else None
+            if inner is None:
+                sub = self._module(resolve_submodule(self.root, module.path, target, level, imported))
+                inner = ModuleRef(sub) if sub is not None else None
+            if inner is None or not rest:
+                return inner
+            if type(inner) is ModuleRef:
+                return self.symbol(inner.module, rest, hops + 1)
+            if type(inner) is ClassSummary:
+                return self.symbol(self._home_of_class(inner), f"{inner.name}.{rest}", hops + 1)
+            return None
+        else:
+            return None
+        return found
+
+    def _through_modules(self, module: ModuleSummary, base: str, level: int, rest: str, hops: int) -> Optional[Symbol]:
+        parts = rest.split(".") if rest else []
+        current = self._module(resolve_module(self.root, module.path, base, level))
+        path = base
+        while parts and current is None and len(path.split(".")) < 6:
+            path = f"{path}.{parts.pop(0)}"
+            current = self._module(resolve_module(self.root, module.path, path, level))
+        if current is None:
+            return None
+        if not parts:
+            return ModuleRef(current)
+        return self.symbol(current, ".".join(parts), hops + 1)
+
+    def _home_of_class(self, owner: ClassSummary) -> ModuleSummary:
+        for entry in self.index._entries.values():
+            if entry.summary.classes.get(owner.name) is owner:
+                return entry.summary
+        return self.summary
+
+    # -- functions -------------------------------------------------------------------
+    def function(self, callee: Optional[str], within: Optional[cst.FunctionDef] = None) -> Optional[cst.FunctionDef]:
+        """The project function (of another module) a call to `callee` runs, parsed, from
+        the loop's module (`within` None) or from inside a helper; None beyond two calls
+        deep, for a same-module function of the loop's module, and when unknown."""
+        if callee is None or callee.endswith("()") or callee.startswith("self."):
+            return None
+        if within is None:
+            module, depth = self.summary, 1
+        else:
+            home = self._homes.get(id(within))
+            module, depth = (home[0], home[1] + 1) if home is not None else (self.summary, 2)
+        if depth > MAX_DEPTH:
+            return None
+        head = callee.partition(".")[0]
+        if module is self.summary and head not in module.imports:
+            return None  # the module's own functions are the model's (`ModuleFacts.helper`)
+        found = self.symbol(module, callee)
+        if type(found) is not FunctionSummary or "." in found.name:
+            return None
+        owner = self._owner(found)
+        if owner is None or owner is self.summary:
+            return None
+        key = (owner.path, found.name, depth)
+        if key not in self._functions:
+            snippet, node = _parse_function(found)
+            self._functions[key] = node
+            if node is not None:
+                self._homes[id(node)] = (owner, depth)
+                self._snippets[id(node)] = (snippet, found, owner.path)
+                for inner in self._adopted(node):
+                    if type(inner) is cst.Call:
+                        self._call_homes[id(inner)] = node
+        return self._functions[key]
+
+    def _owner(self, function: FunctionSummary) -> Optional[ModuleSummary]:
+        for path in self.reads:
+            entry = self.index._entries.get(path)
+            if entry is not None and entry.summary.functions.get(function.name) is function:
+                return entry.summary
+        return self.summary if self.summary.functions.get(function.name) is function else None
+
+    def position(self, node: cst.CSTNode) -> Optional[tuple[str, int, int, int, int]]:
+        """Where a node read from another module stands: (file, line, column, end line,
+        end column), 1-based; None when it was not read from a project function."""
+        from accumlint.model.positions import positions_of
+
+        if not self._node_functions:
+            for function_id, (snippet, _, _) in self._snippets.items():
+                stack: list[cst.CSTNode] = [snippet]
+                while stack:
+                    inner = stack.pop()
+                    self._node_functions[id(inner)] = function_id
+                    stack.extend(inner.children)
+        function_id = self._node_functions.get(id(node))
+        if function_id is None:
+            return None
+        snippet, summary, path = self._snippets[function_id]
+        where = positions_of(snippet, [node]).get(node)
+        if where is None:
+            return None
+        offset = summary.line - 1
+        return (path, where.start.line + offset, where.start.column + 1, where.end.line + offset, where.end.column + 1)
+
+    def _adopted(self, node: cst.CSTNode) -> list[cst.CSTNode]:
+        """Every node under `node`, now known to stand outside the analysed module."""
+        found: list[cst.CSTNode] = []
+        stack = [node]
+        while stack:
+            inner = stack.pop()
+            found.append(inner)
+            stack.extend(inner.children)
+        self._foreign.update(id(inner) for inner in found)
+        self._keep.append(node)  # ids stay unique while the view lives
+        return found
+
+    def adopt(self, node: cst.CSTNode) -> cst.CSTNode:
+        """Mark a node made from another module's facts (a value, a returned call) as foreign."""
+        self._adopted(node)
+        return node
+
+    def owns(self, node: cst.CSTNode) -> bool:
+        """Whether a node was read from another module (or made from its facts)."""
+        return id(node) in self._foreign
+
+    def home_of_call(self, call: cst.Call) -> Optional[cst.FunctionDef]:
+        """The foreign function a call stands in (None: it stands in the analysed module)."""
+        return self._call_homes.get(id(call))
+
+    def is_foreign(self, function: cst.CSTNode) -> bool:
+        return id(function) in self._homes
+
+    def returned_call(self, callee: Optional[str]) -> Optional[cst.Call]:
+        """For a call of a project function that wraps a model or builds a scheduler and
+        returns one call (`return DDP(model, ...)`), that call with its callee written in
+        full (`torch.nn.parallel.DistributedDataParallel`), so the caller's module reads it
+        whatever it imports."""
+        if callee is None or callee.partition(".")[0] not in self.summary.imports:
+            return None
+        found = self.symbol(self.summary, callee)
+        if type(found) is not FunctionSummary or not found.effects & {WRAP, SCHEDULER}:
+            return None
+        owner = self._owner(found)
+        node = _parse_function(found)[1]
+        if owner is None or node is None:
+            return None
+        values = {cst.Module([]).code_for_node(r.value) for r in _returns(node) if r.value is not None}
+        returns = [r.value for r in _returns(node)]
+        if len(values) != 1 or type(returns[0]) is not cst.Call:
+            return None
+        call = returns[0]
+        name = _dotted(call.func)
+        if name is None:
+            return None
+        head, _, rest = name.partition(".")
+        imported = owner.imports.get(head)
+        if imported is None or imported[2] != 0:
+            return None  # a callee the helper's module defines itself: unknown here
+        target, what, _ = imported
+        qualified = f"{target}.{what}" if what else target
+        full = f"{qualified}.{rest}" if rest else qualified
+        return self.adopt(call.with_changes(func=cst.parse_expression(full)))
+
+    # -- values ------------------------------------------------------------------------
+    def bindings(self, name: str, facts: "ModuleFacts") -> list["Binding"]:
+        """Bindings of `name` that the project knows: an imported literal constant
+        (`from config import ACCUM_STEPS`, `config.ACCUM_STEPS`), a field of a project
+        dataclass / NamedTuple / class built in the module (`cfg = TrainConfig()` then
+        `cfg.grad_accum`), an argparse default (`args = parse_args()` then `args.accum`)."""
+        from accumlint.model.facts import Binding
+
+        head, _, rest = name.partition(".")
+        source: Optional[str] = None
+        if head in facts.imports and head not in facts.bindings and head in self.summary.imports:
+            found = self.symbol(self.summary, name)
+            source = found.source if type(found) is Constant else None
+        elif rest and "." not in rest and head in facts.bindings:
+            source = self._field(facts, head, rest)
+        if source is None:
+            return []
+        try:
+            value = cst.parse_expression(source)
+        except Exception:  # noqa: BLE001 - a text LibCST cannot read back: unknown
+            return []
+        return [Binding(name, self.adopt(value), None, value)]
+
+    def _field(self, facts: "ModuleFacts", head: str, attribute: str) -> Optional[str]:
+        values = facts.bindings.get(head, [])
+        if len(values) != 1 or values[0].index is not None or type(values[0].value) is not cst.Call:
+            return None
+        call = values[0].value
+        callee = _dotted(call.func)
+        if callee is None:
+            return None
+        if callee.endswith(".parse_args") or callee.endswith(".parse_known_args"):
+            return self._argparse_default(facts, callee.rpartition(".")[0], attribute)
+        if callee.partition(".")[0] not in self.summary.imports:
+            return None
+        found = self.symbol(self.summary, callee)
+        if type(found) is FunctionSummary and found.name in self._module_of_function(found).argparse_builders:
+            return self._module_of_function(found).argparse_defaults.get(attribute)
+        if type(found) is not ClassSummary:
+            return None
+        if any(arg.star for arg in call.args):
+            return None
+        for arg in call.args:
+            if arg.keyword is not None and arg.keyword.value == attribute:
+                return None  # the call's own keyword: the module's binding says it
+        positional = [arg for arg in call.args if arg.keyword is None]
+        if positional and (not found.record or attribute not in found.fields
+                           or found.fields.index(attribute) < len(positional)):
+            return None
+        source = found.attributes.get(attribute)
+        if attribute in found.fields and not found.record:
+            return None
+        return source if source is not None and _literal(source) else None
+
+    def _argparse_default(self, facts: "ModuleFacts", parser: str, attribute: str) -> Optional[str]:
+        """`args = build_parser().parse_args()` or `parser = build_parser()` ... `parser.parse_args()`."""
+        builder = parser[:-2] if parser.endswith("()") else None
+        if builder is None:
+            values = facts.bindings.get(parser, [])
+            if len(values) != 1 or type(values[0].value) is not cst.Call:
+                return None
+            builder = _dotted(values[0].value.func)
+        if builder is None or builder.partition(".")[0] not in self.summary.imports:
+            return None
+        found = self.symbol(self.summary, builder)
+        if type(found) is not FunctionSummary:
+            return None
+        module = self._module_of_function(found)
+        if found.name not in module.argparse_builders:
+            return None
+        return module.argparse_defaults.get(attribute)
+
+    def _module_of_function(self, function: FunctionSummary) -> ModuleSummary:
+        return self._owner(function) or self.summary
+
+    def imported_modules(self) -> list[str]:
+        """The project modules the module's imports name (what a check may read of them)."""
+        found: set[str] = set()
+        for target, imported, level in self.summary.imports.values():
+            module = resolve_module(self.root, self.path, target, level)
+            if module is None and imported is not None:
+                module = resolve_submodule(self.root, self.path, target, level, imported)
+            elif imported is not None:
+                sub = resolve_submodule(self.root, self.path, target, level, imported)
+                found.update([sub] if sub is not None else [])
+            if module is not None and os.path.abspath(module) != self.path:
+                found.add(module)
+        return sorted(found)
+
+    # -- configuration files ---------------------------------------------------------------
+    def configs(self) -> tuple[list[ConfigFacts], list[ConfigError]]:
+        """The configuration files the module names by a literal path that exist in the project."""
+        facts: list[ConfigFacts] = []
+        errors: list[ConfigError] = []
+        root = self.root
+        folder = os.path.dirname(self.path)
+        for literal in self.summary.config_paths:
+            for base in (folder, root, os.getcwd()):
+                candidate = os.path.normpath(os.path.join(base, literal))
+                if not (candidate == root or candidate.startswith(root.rstrip(os.sep) + os.sep)):
+                    continue
+                if os.path.isfile(candidate):
+                    found = self.index.config(candidate)
+                    if found is not None:
+                        try:
+                            with open(candidate, "rb") as handle:
+                                self.reads[candidate] = digest(handle.read())
+                        except OSError:
+                            pass
+                    if isinstance(found, ConfigFacts):
+                        facts.append(found)
+                    elif isinstance(found, ConfigError):
+                        errors.append(found)
+                    break
+        return facts, errors
+
+    def deepspeed_config(self) -> Optional[ConfigFacts]:
+        """The one DeepSpeed JSON the module names (None: none, or several)."""
+        found = [c for c in self.configs()[0] if c.kind == "deepspeed"]
+        return found[0] if len({c.path for c in found}) == 1 else None
+
+    def lightning_accumulation(self) -> Optional[int]:
+        found = {c.accumulation_steps for c in self.configs()[0] if c.kind == "lightning"}
+        return found.pop() if len(found) == 1 else None
+
+
+def _literal(source: str) -> bool:
+    """A value written as a Python literal (numbers, strings, containers of them)."""
+    try:
+        ast.literal_eval(source)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return False
+    return True
+
+
+def _dotted(node: cst.BaseExpression) -> Optional[str]:
+    from accumlint.model.names import dotted
+
+    return dotted(node)
+
+
+def _parse_function(function: FunctionSummary) -> tuple[Optional[cst.Module], Optional[cst.FunctionDef]]:
+    """A function's definition parsed alone, with the module LibCST made of it."""
+    source = function.source if function.source.endswith("\n") else function.source + "\n"
+    try:
+        module = cst.parse_module(source)
+    except Exception:  # noqa: BLE001 - what LibCST cannot parse stays unknown
+        return None, None
+    node = module.body[0] if module.body else None
+    return (module, node) if type(node) is cst.FunctionDef else (None, None)
+
+
+def _returns(function: cst.FunctionDef) -> list[cst.Return]:
+    """The function's own `return` statements (not those of nested functions)."""
+    found: list[cst.Return] = []
+    stack: list[cst.CSTNode] = [function.body]
+    while stack:
+        node = stack.pop()
+        if type(node) in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
+            continue
+        if type(node) is cst.Return:
+            found.append(node)
+            continue
+        stack.extend(node.children)
+    return found

@@ -1,0 +1,97 @@
+"""The project root and the module files that an import names."""
+
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+# What marks the folder that holds a project (SPEC section 2, "Project facts").
+ROOT_MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
+
+
+def find_root(path: str) -> str:
+    """The nearest folder from `path` up that holds a root marker; else `path`'s own folder."""
+    start = os.path.abspath(path)
+    folder = start if os.path.isdir(start) else os.path.dirname(start)
+    candidate = folder
+    while True:
+        if any(os.path.exists(os.path.join(candidate, marker)) for marker in ROOT_MARKERS):
+            return candidate
+        parent = os.path.dirname(candidate)
+        if parent == candidate:
+            return folder
+        candidate = parent
+
+
+def search_folders(root: str, importer: str) -> tuple[str, ...]:
+    """Where an absolute import's first part may be a project module: the root, its
+    `src/`, and the importing file's own folder (Python puts a script's folder first
+    on `sys.path`)."""
+    folders = [os.path.dirname(os.path.abspath(importer)), root, os.path.join(root, "src")]
+    unique: list[str] = []
+    for folder in folders:
+        if folder not in unique and _inside(folder, root):
+            unique.append(folder)
+    return tuple(unique)
+
+
+def _inside(folder: str, root: str) -> bool:
+    return folder == root or folder.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def module_file(folder: str, parts: list[str]) -> Optional[str]:
+    """The file of module `a.b.c` under `folder`: `a/b/c.py` or `a/b/c/__init__.py`.
+    Folders without `__init__.py` count (namespace packages)."""
+    if not parts or any(not part.isidentifier() for part in parts):
+        return None
+    base = os.path.join(folder, *parts)
+    if os.path.isfile(base + ".py"):
+        return base + ".py"
+    init = os.path.join(base, "__init__.py")
+    if os.path.isfile(init):
+        return init
+    return None
+
+
+def is_package_folder(folder: str, parts: list[str]) -> bool:
+    """Whether `a.b` names a folder under `folder` (a package, namespace or not)."""
+    return bool(parts) and all(p.isidentifier() for p in parts) and os.path.isdir(os.path.join(folder, *parts))
+
+
+def resolve_module(root: str, importer: str, module: str, level: int) -> Optional[str]:
+    """The project file an import names (`from .a import b`: module "a", level 1), or
+    None when it is not the project's (third-party, missing, outside the root)."""
+    parts = [p for p in module.split(".") if p] if module else []
+    if level > 0:
+        folder = os.path.dirname(os.path.abspath(importer))
+        for _ in range(level - 1):
+            folder = os.path.dirname(folder)
+        if not _inside(folder, root):
+            return None
+        if not parts:
+            init = os.path.join(folder, "__init__.py")
+            return init if os.path.isfile(init) else None
+        return module_file(folder, parts)
+    if not parts:
+        return None
+    for folder in search_folders(root, importer):
+        found = module_file(folder, parts)
+        if found is not None:
+            return found
+    return None
+
+
+def resolve_submodule(root: str, importer: str, module: str, level: int, name: str) -> Optional[str]:
+    """`from pkg import mod` where `mod` is a module of package `pkg`, not a name in it."""
+    parts = [p for p in module.split(".") if p] if module else []
+    if level > 0:
+        folder = os.path.dirname(os.path.abspath(importer))
+        for _ in range(level - 1):
+            folder = os.path.dirname(folder)
+        if not _inside(folder, root):
+            return None
+        return module_file(folder, parts + [name])
+    for folder in search_folders(root, importer):
+        if is_package_folder(folder, parts):
+            return module_file(folder, parts + [name])
+    return None

@@ -1,0 +1,291 @@
+"""What one project module offers to the modules that import it, read with `ast`.
+
+A summary is computed once per module text (Python's own parser: a fraction of
+LibCST's cost) and holds only what SPEC section 2 "Project facts" follows
+across modules: its imports, its functions and methods with their effects and
+source, class attributes (`__init__`/`setup` and the class body, dataclass and
+NamedTuple fields), module constants, argparse defaults, `**kwargs` dicts, and
+the string literals that may name a configuration file. Values are kept as
+source text; the model parses one of them only when it asks for it.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import textwrap
+from dataclasses import dataclass, field
+from typing import Optional
+
+# Effects SPEC follows across modules.
+BACKWARD, STEP, ZEROING, LOSS_DIVISION, WRAP, SYNC_CONTROL, SCHEDULER = (
+    "backward", "step", "zeroing", "loss-division", "wrap", "sync-control", "scheduler",
+)
+# Effects that make a function's statements part of a window (what rules report on).
+ROLE_EFFECTS = frozenset({BACKWARD, STEP, ZEROING, LOSS_DIVISION, SCHEDULER})
+_WRAPS = {"DistributedDataParallel", "DDP", "FullyShardedDataParallel", "FSDP", "fully_shard"}
+_PREPARE = {"prepare", "prepare_model", "setup", "setup_module"}
+_SYNC = {"no_sync", "no_backward_sync", "set_requires_gradient_sync", "disable_allreduce", "enable_allreduce"}
+_OPTIMIZER_RECEIVER = ("opt", "optim", "optimizer", "scaler")
+# A string literal that names a configuration file (`"configs/ds_config.json"`).
+_CONFIG_LITERAL = re.compile(r"""["']([^"'\s\\]{1,300}\.(?:json|ya?ml))["']""")
+# Text that any effect needs (a function without any of them has none: no walk of its body).
+_EFFECT_HINT = re.compile(r"backward|step|zero_grad|\.grad\b|loss|DDP|DistributedDataParallel|FSDP|FullyShardedDataParallel"
+                          r"|fully_shard|deepspeed|prepare|setup|sync|allreduce|sched|LR\b")
+
+
+@dataclass(frozen=True, eq=False)
+class FunctionSummary:
+    """A module-level function or a method (`Class.method`): its effects and where its source is."""
+
+    name: str
+    line: int  # the first line of `source` in the module: the first decorator's, else the `def` line
+    end: int  # its last line
+    lines: list[str] = field(repr=False)  # the module's lines (shared by its functions)
+    effects: frozenset[str] = frozenset()
+
+    @property
+    def source(self) -> str:
+        """The definition (decorators included), dedented; made only when asked."""
+        text = "".join(self.lines[self.line - 1:self.end])
+        return text if text[:1] not in (" ", "\t") else textwrap.dedent(text)
+
+
+@dataclass(frozen=True)
+class ClassSummary:
+    name: str
+    bases: tuple[str, ...]
+    # field or attribute -> source of its default / assigned value (`__init__`, `setup`, body)
+    attributes: dict[str, str]
+    fields: tuple[str, ...]  # dataclass / NamedTuple fields in order (positional arguments)
+    record: bool  # a dataclass or NamedTuple: a call's missing arguments take the defaults
+
+
+@dataclass
+class ModuleSummary:
+    path: str
+    # local name -> (module, imported name or None for `import a.b`, level)
+    imports: dict[str, tuple[str, Optional[str], int]] = field(default_factory=dict)
+    functions: dict[str, FunctionSummary] = field(default_factory=dict)
+    classes: dict[str, ClassSummary] = field(default_factory=dict)
+    constants: dict[str, str] = field(default_factory=dict)  # bound once at module level
+    argparse_defaults: dict[str, str] = field(default_factory=dict)  # dest -> default source
+    argparse_builders: frozenset[str] = frozenset()  # functions that build or parse the parser
+    config_paths: tuple[str, ...] = ()  # string literals naming a .json / .yaml file
+    error: Optional[str] = None  # the module could not be parsed: nothing is known of it
+
+
+def imports_and_configs(path: str, text: str, module) -> ModuleSummary:
+    """What the analysed module itself needs of its own summary, from its LibCST tree:
+    its top-level imports and the configuration files it names (no second parse)."""
+    import libcst as cst
+
+    from accumlint.model.names import dotted
+
+    summary = ModuleSummary(path)
+    for statement in module.body:
+        if type(statement) is not cst.SimpleStatementLine:
+            continue
+        for small in statement.body:
+            if type(small) is cst.Import:
+                for alias in small.names:
+                    name = dotted(alias.name)
+                    if name is None:
+                        continue
+                    if alias.asname is not None:
+                        summary.imports[dotted(alias.asname.name) or name] = (name, None, 0)
+                    else:
+                        summary.imports.setdefault(name.split(".")[0], (name.split(".")[0], None, 0))
+            elif type(small) is cst.ImportFrom and type(small.names) is not cst.ImportStar:
+                base = dotted(small.module) if small.module is not None else ""
+                for alias in small.names:
+                    name = dotted(alias.name)
+                    if name is not None:
+                        local = dotted(alias.asname.name) if alias.asname is not None else name
+                        summary.imports[local or name] = (base or "", name, len(small.relative))
+    summary.config_paths = tuple(sorted(set(_CONFIG_LITERAL.findall(text))))
+    return summary
+
+
+def summarize(path: str, text: str) -> ModuleSummary:
+    """The summary of one module's text; an unparsable one is empty with `error` set."""
+    summary = ModuleSummary(path)
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
+        summary.error = f"{type(error).__name__}: {error}"
+        return summary
+    lines = text.splitlines(keepends=True)
+    rebound: set[str] = set()
+    for statement in tree.body:
+        _module_statement(summary, statement, lines, rebound)
+    for name in rebound:
+        summary.constants.pop(name, None)
+    if "add_argument" in text:
+        builders, defaults = _argparse(tree)
+        summary.argparse_builders = frozenset(builders)
+        summary.argparse_defaults = defaults
+    summary.config_paths = tuple(sorted(set(_CONFIG_LITERAL.findall(text))))
+    return summary
+
+
+def _expression(node: ast.AST, lines: list[str]) -> Optional[str]:
+    """An expression's exact source (offsets are UTF-8 byte columns), or None."""
+    if node.end_lineno is None or node.end_col_offset is None:
+        return None
+    first, last = node.lineno - 1, node.end_lineno - 1
+    if first == last:
+        return lines[first].encode()[node.col_offset:node.end_col_offset].decode(errors="replace")
+    head = lines[first].encode()[node.col_offset:].decode(errors="replace")
+    tail = lines[last].encode()[:node.end_col_offset].decode(errors="replace")
+    return "(" + head + "".join(lines[first + 1:last]) + tail + ")"
+
+
+def _module_statement(summary: ModuleSummary, statement: ast.stmt, lines: list[str], rebound: set[str]) -> None:
+    kind = type(statement)
+    if kind is ast.Import:
+        for alias in statement.names:
+            if alias.asname:
+                summary.imports[alias.asname] = (alias.name, None, 0)
+            else:
+                head = alias.name.split(".")[0]
+                summary.imports.setdefault(head, (head, None, 0))
+    elif kind is ast.ImportFrom:
+        for alias in statement.names:
+            if alias.name != "*":
+                summary.imports[alias.asname or alias.name] = (statement.module or "", alias.name, statement.level or 0)
+    elif kind is ast.FunctionDef:
+        summary.functions[statement.name] = _function(statement.name, statement, lines)
+    elif kind is ast.ClassDef:
+        summary.classes[statement.name] = _class(summary, statement, lines)
+    elif kind in (ast.Assign, ast.AnnAssign):
+        targets = statement.targets if kind is ast.Assign else [statement.target]
+        value = statement.value
+        for target in targets:
+            if type(target) is ast.Name and value is not None:
+                if target.id in summary.constants:
+                    rebound.add(target.id)
+                text = _expression(value, lines)
+                if text is not None:
+                    summary.constants[target.id] = text
+    elif kind is ast.AugAssign and type(statement.target) is ast.Name:
+        rebound.add(statement.target.id)
+    elif kind in (ast.If, ast.Try):
+        # `try: import x except ImportError: ...`, `if TYPE_CHECKING:`: names bound there are not constants
+        for node in ast.walk(statement):
+            if type(node) is ast.Name and type(node.ctx) is ast.Store:
+                rebound.add(node.id)
+
+
+def _dotted(node: ast.AST) -> Optional[str]:
+    parts = []
+    while type(node) is ast.Attribute:
+        parts.append(node.attr)
+        node = node.value
+    if type(node) is not ast.Name:
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _function(name: str, node: ast.FunctionDef, lines: list[str]) -> FunctionSummary:
+    effects: set[str] = set()
+    first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+    if not any(_EFFECT_HINT.search(line) for line in lines[first - 1:node.end_lineno]):
+        return FunctionSummary(name, first, node.end_lineno, lines)
+    for inner in ast.walk(node):
+        kind = type(inner)
+        if kind is ast.Call:
+            callee = _dotted(inner.func) or ""
+            tail = callee.rsplit(".", 1)[-1]
+            if tail in ("backward", "manual_backward"):
+                effects.add(BACKWARD)
+            elif tail == "step" and any(p in callee.lower() for p in _OPTIMIZER_RECEIVER):
+                effects.add(STEP)
+            elif tail == "zero_grad":
+                effects.add(ZEROING)
+            elif tail in _WRAPS or "deepspeed.initialize" in callee or (tail in _PREPARE and "." in callee):
+                effects.add(WRAP)
+            elif tail in _SYNC:
+                effects.add(SYNC_CONTROL)
+            elif "lr_scheduler" in callee or ("schedule" in tail.lower() and tail.startswith("get_")) or tail.endswith("LR"):
+                effects.add(SCHEDULER)
+        elif kind is ast.Attribute and inner.attr in _SYNC | {"require_backward_grad_sync"}:
+            effects.add(SYNC_CONTROL)
+        elif kind is ast.Assign and any(type(t) is ast.Attribute and t.attr == "grad" for t in inner.targets):
+            effects.add(ZEROING)
+        elif kind is ast.BinOp and type(inner.op) is ast.Div and "loss" in (_dotted(inner.left) or "").lower():
+            effects.add(LOSS_DIVISION)
+        elif kind is ast.AugAssign and type(inner.op) is ast.Div and "loss" in (_dotted(inner.target) or "").lower():
+            effects.add(LOSS_DIVISION)
+    return FunctionSummary(name, first, node.end_lineno, lines, frozenset(effects))
+
+
+def _class(summary: ModuleSummary, node: ast.ClassDef, lines: list[str]) -> ClassSummary:
+    bases = tuple(_dotted(base) or "" for base in node.bases)
+    decorators = {(_dotted(d.func if type(d) is ast.Call else d) or "").rsplit(".", 1)[-1] for d in node.decorator_list}
+    record = "dataclass" in decorators or any(b.rsplit(".", 1)[-1] == "NamedTuple" for b in bases)
+    attributes: dict[str, str] = {}
+    fields: list[str] = []
+    assigned_twice: set[str] = set()
+    for statement in node.body:
+        if type(statement) is ast.AnnAssign and type(statement.target) is ast.Name:
+            fields.append(statement.target.id)
+            if statement.value is not None:
+                text = _expression(statement.value, lines)
+                if text is not None:
+                    attributes[statement.target.id] = text
+        elif type(statement) is ast.Assign and len(statement.targets) == 1 and type(statement.targets[0]) is ast.Name:
+            text = _expression(statement.value, lines)
+            if text is not None:
+                attributes[statement.targets[0].id] = text
+        elif type(statement) is ast.FunctionDef:
+            summary.functions[f"{node.name}.{statement.name}"] = _function(f"{node.name}.{statement.name}", statement, lines)
+            if statement.name in ("__init__", "setup", "__post_init__"):
+                for inner in ast.walk(statement):
+                    if type(inner) is ast.Assign and len(inner.targets) == 1:
+                        target = _dotted(inner.targets[0]) or ""
+                        if target.startswith("self.") and target.count(".") == 1:
+                            attribute = target[5:]
+                            if attribute in attributes and attribute not in fields:
+                                assigned_twice.add(attribute)
+                            text = _expression(inner.value, lines)
+                            if text is not None:
+                                attributes[attribute] = text
+    for name in assigned_twice:
+        attributes.pop(name, None)
+    return ClassSummary(node.name, bases, attributes, tuple(fields), record)
+
+
+def _argparse(tree: ast.Module) -> tuple[set[str], dict[str, str]]:
+    """Functions that build an argparse parser, and each `add_argument` default by dest.
+    A dest added twice (two parsers) is dropped: its default is not known."""
+    builders: set[str] = set()
+    defaults: dict[str, str] = {}
+    seen: set[str] = set()
+    for node in ast.walk(tree):
+        if type(node) is not ast.Call or type(node.func) is not ast.Attribute or node.func.attr != "add_argument":
+            continue
+        dest = next((k.value for k in node.keywords if k.arg == "dest"), None)
+        dest_name = dest.value if type(dest) is ast.Constant and type(dest.value) is str else None
+        if dest_name is None:
+            names = [a.value for a in node.args if type(a) is ast.Constant and type(a.value) is str]
+            longs = [n for n in names if n.startswith("--")]
+            chosen = longs[0] if longs else (names[0] if names else None)
+            dest_name = chosen.lstrip("-").replace("-", "_") if chosen else None
+        if dest_name is None:
+            continue
+        if dest_name in seen:
+            defaults.pop(dest_name, None)
+            continue
+        seen.add(dest_name)
+        default = next((k.value for k in node.keywords if k.arg == "default"), None)
+        if default is not None and type(default) is ast.Constant:
+            defaults[dest_name] = repr(default.value)
+    for node in tree.body:
+        if type(node) is ast.FunctionDef and any(
+            type(n) is ast.Call and (_dotted(n.func) or "").endswith(("ArgumentParser", "parse_args", "add_argument"))
+            for n in ast.walk(node)
+        ):
+            builders.add(node.name)
+    return builders, defaults

@@ -1,0 +1,249 @@
+"""The project, not the file (SPEC section 2, "Project facts"): multi-module fixtures,
+one-file checks equal to whole-tree checks, configuration files, the cache, and
+trees that must never hang or change unrelated findings."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from accumlint.analysis import analyze, analyze_in_project
+from accumlint.cli import cli
+
+REPO = Path(__file__).resolve().parent.parent
+PROJECTS = REPO / "fixtures" / "projects"
+
+LOOP = '''import torch
+from {module} import {name}
+
+
+def train(model, loader, accum_steps=8):
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    optimizer.zero_grad()
+    for i, batch in enumerate(loader):
+        loss = {name}(model, batch)
+        loss.backward()
+        if (i + 1) % accum_steps == 0 or i + 1 == len(loader):
+            optimizer.step()
+            optimizer.zero_grad()
+'''
+MEAN_HELPER = '''import torch.nn.functional as F
+
+
+def {name}(model, batch):
+    return F.cross_entropy(model(batch[0]), batch[1])
+'''
+
+
+def _write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _codes(path: Path) -> list[tuple[int, str]]:
+    return [(d.line, d.code) for d in analyze(path.read_text(encoding="utf-8"), str(path))]
+
+
+def _run(*args: str, cwd: Path) -> tuple[int, str]:
+    old = os.getcwd()
+    os.chdir(cwd)
+    try:
+        result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    finally:
+        os.chdir(old)
+    return result.exit_code, result.output
+
+
+def _findings(output: str) -> set[str]:
+    return {line.split(" ", 2)[0] + " " + line.split(" ", 2)[1] for line in output.splitlines() if ": GA" in line}
+
+
+def _project(tmp_path: Path, helper_name: str = "batch_objective") -> Path:
+    root = tmp_path / "proj"
+    _write(root / "pyproject.toml", "[project]\nname = 'proj'\n")
+    _write(root / "objectives.py", MEAN_HELPER.format(name=helper_name))
+    _write(root / "train.py", LOOP.format(module="objectives", name=helper_name))
+    return root
+
+
+# -- fixtures: one file checked gives what the whole tree gives -----------------------------
+
+@pytest.mark.parametrize("project", sorted(p.name for p in PROJECTS.iterdir() if p.is_dir()))
+def test_one_file_check_equals_whole_tree_check(project: str) -> None:
+    folder = PROJECTS / project
+    code, whole = _run("check", "--no-cache", "--exit-zero", str(folder), cwd=REPO)
+    assert code == 0
+    alone: set[str] = set()
+    for module in sorted(folder.rglob("*.py")):
+        code, output = _run("check", "--no-cache", "--exit-zero", str(module), cwd=REPO)
+        assert code == 0, output
+        alone |= _findings(output)
+    assert alone == _findings(whole)
+
+
+def test_the_project_is_what_makes_the_finding(tmp_path: Path) -> None:
+    """The same loop with its helper missing (third-party, unknown) is silent; with
+    the helper in the project, the undivided mean loss is GA201."""
+    root = _project(tmp_path)
+    assert _codes(root / "train.py") == [(10, "GA201")]
+    (root / "objectives.py").unlink()
+    assert _codes(root / "train.py") == []
+
+
+def test_src_layout_and_namespace_package(tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    _write(root / "setup.cfg", "[metadata]\nname = proj\n")
+    # `src/mylib/losses/` has no __init__.py: namespace packages resolve too
+    _write(root / "src" / "mylib" / "losses" / "ce.py", MEAN_HELPER.format(name="batch_objective"))
+    train = _write(root / "scripts" / "train.py", LOOP.format(module="mylib.losses.ce", name="batch_objective"))
+    assert _codes(train) == [(10, "GA201")]
+
+
+def test_relative_import_two_calls_deep(tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    _write(root / ".git" / "HEAD", "ref: refs/heads/main\n")
+    _write(root / "pkg" / "__init__.py", "")
+    _write(root / "pkg" / "losses.py", MEAN_HELPER.format(name="inner_objective"))
+    _write(root / "pkg" / "steps.py", "from .losses import inner_objective\n\n\ndef batch_objective(model, batch):\n"
+           "    return inner_objective(model, batch)\n")
+    train = _write(root / "pkg" / "train.py", LOOP.format(module=".steps", name="batch_objective"))
+    assert _codes(train) == [(10, "GA201")]
+    # three calls deep is beyond what the model follows: unknown, silent
+    _write(root / "pkg" / "steps.py", "from .middle import middle_objective\n\n\ndef batch_objective(model, batch):\n"
+           "    return middle_objective(model, batch)\n")
+    _write(root / "pkg" / "middle.py", "from .losses import inner_objective\n\n\ndef middle_objective(model, batch):\n"
+           "    return inner_objective(model, batch)\n")
+    assert _codes(train) == []
+
+
+def test_circular_and_missing_imports_end(tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    _write(root / "pyproject.toml", "")
+    _write(root / "a.py", "from b import batch_objective\nfrom missing_module import nothing\n")
+    _write(root / "b.py", "from a import batch_objective\n")
+    train = _write(root / "train.py", LOOP.format(module="a", name="batch_objective"))
+    assert _codes(train) == []
+
+
+def test_large_tree_reads_only_what_is_imported(tmp_path: Path) -> None:
+    """A tree of many modules importing each other in a chain: a one-file check reads
+    the modules the imports name, not the tree, and ends."""
+    root = _project(tmp_path)
+    for index in range(400):
+        _write(root / "gen" / f"m{index}.py", f"from gen.m{index + 1} import f{index + 1} as f{index}\nX = {index}\n")
+    _write(root / "gen" / "__init__.py", "")
+    _write(root / "train.py", "from gen.m0 import f0\n" + LOOP.format(module="objectives", name="batch_objective"))
+    found = analyze_in_project((root / "train.py").read_text(), str(root / "train.py"))
+    assert [(d.line, d.code) for d in found.diagnostics] == [(11, "GA201")]
+    assert all("gen" not in Path(path).parts for path in found.reads)
+
+
+def test_unrelated_findings_do_not_change(tmp_path: Path) -> None:
+    """The single-file fixtures keep their findings when a project sits around them
+    (tests/test_fixtures.py checks them in this repository's project)."""
+    source = REPO / "fixtures" / "check" / "ddp" / "bug_ddp_sync_every_micro_batch.py"
+    root = tmp_path / "proj"
+    _write(root / "pyproject.toml", "")
+    _write(root / "utils.py", "def helper():\n    return 1\n")
+    copy = _write(root / "train.py", source.read_text(encoding="utf-8"))
+    assert _codes(copy) == _codes(source)
+
+
+def test_third_party_helper_stays_unknown(tmp_path: Path) -> None:
+    """A package that is not at the root, under src/ or beside the script is third-party."""
+    root = tmp_path / "proj"
+    _write(root / "pyproject.toml", "")
+    _write(tmp_path / "site" / "objectives.py", MEAN_HELPER.format(name="batch_objective"))
+    train = _write(root / "train.py", LOOP.format(module="objectives", name="batch_objective"))
+    assert _codes(train) == []
+
+
+# -- configuration files --------------------------------------------------------------
+
+def test_broken_config_is_one_diagnostic_on_that_file(tmp_path: Path) -> None:
+    root = _project(tmp_path)
+    _write(root / "ds_config.json", '{\n  "gradient_accumulation_steps": 4,\n  "zero_optimization": {"stage": 2,}\n}\n')
+    # two analysed modules name it: one diagnostic
+    _write(root / "other.py", (root / "train.py").read_text() + 'CONFIG = "ds_config.json"\n')
+    _write(root / "train.py", (root / "train.py").read_text() + 'CONFIG = "ds_config.json"\n')
+    code, output = _run("check", "--no-cache", ".", cwd=root)
+    assert code == 2
+    broken = [line for line in output.splitlines() if line.startswith("ds_config.json:")]
+    assert len(broken) == 1 and "invalid JSON" in broken[0] and broken[0].startswith("ds_config.json:3:")
+    assert "train.py:10:" in output  # the run goes on
+
+
+def test_config_facts(tmp_path: Path) -> None:
+    from accumlint.project import view_for
+
+    root = tmp_path / "proj"
+    _write(root / "pyproject.toml", "")
+    _write(root / "ds.json", json.dumps({"gradient_accumulation_steps": 8, "gradient_clipping": 1.0,
+                                         "zero_optimization": {"stage": 3}}))
+    _write(root / "accel.yaml", "compute_environment: LOCAL_MACHINE\ndistributed_type: MULTI_GPU\n"
+           "gradient_accumulation_steps: 4\n")
+    _write(root / "trainer.yaml", "trainer:\n  accumulate_grad_batches: 2\n")
+    _write(root / "bad.yaml", "trainer: [unclosed\n")
+    text = 'A = "ds.json"\nB = "accel.yaml"\nC = "trainer.yaml"\nD = "bad.yaml"\nE = "absent.json"\n'
+    module = _write(root / "train.py", text)
+    facts, errors = view_for(str(module), text).configs()
+    by_kind = {fact.kind: fact for fact in facts}
+    assert (by_kind["deepspeed"].accumulation_steps, by_kind["deepspeed"].zero_stage) == (8, 3)
+    assert by_kind["deepspeed"].gradient_clipping == 1.0
+    assert (by_kind["accelerate"].distributed_type, by_kind["accelerate"].accumulation_steps) == ("MULTI_GPU", 4)
+    assert by_kind["lightning"].accumulation_steps == 2
+    assert [(Path(e.path).name, e.line) for e in errors] == [("bad.yaml", 2)]
+
+
+# -- the cache and the command line -------------------------------------------------------
+
+def test_cache_rechecks_a_module_when_its_import_changes(tmp_path: Path) -> None:
+    root = _project(tmp_path)
+    cache = tmp_path / "cache"
+    code, output = _run("check", "--cache-dir", str(cache), "train.py", cwd=root)
+    assert code == 1 and "GA201" in output
+    # the helper now sums: not a mean loss, so no GA201; the cached result must not be served
+    _write(root / "objectives.py", MEAN_HELPER.format(name="batch_objective").replace("batch[1])", "batch[1], reduction='sum')"))
+    code, output = _run("check", "--cache-dir", str(cache), "train.py", cwd=root)
+    assert code == 0, output
+
+
+def test_show_project_names_root_and_modules(tmp_path: Path) -> None:
+    root = _project(tmp_path)
+    code, output = _run("check", "--show-project", ".", cwd=root)
+    assert code == 0
+    assert f"project root: {root.resolve()}" in output or f"project root: {root}" in output
+    assert "train.py\n  reads objectives.py" in output
+
+
+def test_stdlib_like_tree_has_no_finding(tmp_path: Path) -> None:
+    """A slice of the standard library, checked as a project: no finding, no error."""
+    import email
+
+    folder = tmp_path / "email"
+    shutil.copytree(Path(email.__file__).parent, folder)
+    code, output = _run("check", "--no-cache", "--exit-zero", ".", cwd=tmp_path)
+    assert code == 0 and "GA" not in output and "error" not in output.lower().replace("0 errors", "")
+
+
+def test_a_helper_module_without_a_loop_gets_the_finding_a_loop_elsewhere_makes(tmp_path: Path) -> None:
+    """The gate drops a module with no loop; its helpers' findings still come from its importers."""
+    root = tmp_path / "proj"
+    _write(root / "pyproject.toml", "")
+    _write(root / "steps.py", "def backward_step(loss, optimizer, accum_steps):\n    optimizer.zero_grad()\n"
+           "    (loss / accum_steps).backward()\n")
+    _write(root / "train.py", "import torch\nfrom steps import backward_step\n\n\ndef train(model, loader, k=4):\n"
+           "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n    for i, (x, y) in enumerate(loader):\n"
+           "        loss = torch.nn.functional.mse_loss(model(x), y)\n        backward_step(loss, optimizer, k)\n"
+           "        if (i + 1) % k == 0 or i + 1 == len(loader):\n            optimizer.step()\n")
+    code, output = _run("check", "--no-cache", "steps.py", cwd=root)
+    assert code == 1
+    assert "steps.py:2:5: GA101" in output and "in train() at train.py:7" in output
+    code, output = _run("check", "--no-cache", "train.py", cwd=root)
+    assert code == 0, output
