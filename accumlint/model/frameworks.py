@@ -131,11 +131,17 @@ class Frameworks:
         return AcceleratorInfo(scales=False if known else None, steps=None, sharded=sharded)
 
     def _project_int(self, expr: cst.BaseExpression) -> Optional[int]:
-        """An integer another project module gives a name (a config dataclass's default,
-        an imported constant, an argparse default); None when unknown."""
+        """An integer another project module gives a name (an imported constant, a config
+        dataclass's default); None when unknown. An argparse default is not the run's
+        value: the command line overrides it."""
         name = dotted(expr)
         if self.facts.project is None or name is None or self.facts.bindings.get(name):
             return None
+        head = name.partition(".")[0]
+        for binding in self.facts.bindings.get(head, ()):
+            value = binding.value
+            if type(value) is cst.Call and "args" in last_part(dotted(value.func) or ""):
+                return None  # `args = parse_args()`: a default the command line overrides
         values = {int_value(b.value) for b in self.facts.project.bindings(name, self.facts)}
         return values.pop() if len(values) == 1 else None
 

@@ -160,8 +160,10 @@ class Window:
     def mentions(self, name: str) -> bool:
         """The iteration (its own code or a helper it walks) reads `name`: the wrapped model
         a module builds is this loop's only when the loop uses it."""
-        nodes = [statement.node for statement in self.loop.statements]
-        nodes += list({id(item): item for statement in self.loop.statements for item in statement.withs}.values())
+        # the module's own code: a helper of another module names its own locals `model` too
+        local = [s for s in self.loop.statements if s.helper is None or id(s.helper) in self.facts.parents]
+        nodes = [statement.node for statement in local]
+        nodes += list({id(item): item for statement in local for item in statement.withs}.values())
         for top in nodes:
             attributes: set[int] = set()
             for node in walk(top):
