@@ -6,6 +6,9 @@ concatenation of a window's micro-batches (the last one of r), with
 accumulation 1. Both start from the same weights (each run deep-copies the
 setup's model), get a fresh optimizer and the same seeds, and run in
 lockstep so that every step is compared as it happens (see `lockstep`).
+Both runs' first steps are also held against the textbook loop built from
+the setup (see `reference`), which finds what both runs share; the report
+says which comparisons were made.
 Problems of the user's code or setup become a "could not run" report with
 the reason, and so does any failure of the verifier itself: it never raises.
 """
@@ -25,10 +28,11 @@ from accumlint.verify.batches import concatenate, windows_of
 from accumlint.verify.binding import ACCUM_STEPS, LOSS_FN, Binding, BindingError, Parameter, bind_parameters
 from accumlint.verify.construct import accepts_accum_steps, constructing, split_options
 from accumlint.verify.compare import Comparison, StepComparer, Tolerance
-from accumlint.verify.diagnosis import diagnose, diagnose_error
+from accumlint.verify.diagnosis import MATCH, diagnose, diagnose_error, from_reference
 from accumlint.verify.explanations import data_sources, noise_sources
 from accumlint.verify.loading import LoadError, describe, function_source, load_function, owner_class
 from accumlint.verify.lockstep import run_lockstep
+from accumlint.verify.reference import Reference, ReferenceUnavailable, build_reference, hold
 from accumlint.verify.report import COULD_NOT_RUN, EQUIVALENT, NOT_EQUIVALENT, Explanation, StepReport, VerificationReport
 from accumlint.verify.runs import (
     RunInputs,
@@ -198,12 +202,12 @@ def _check(
             callable_, binding, the_setup, accum_steps=accum_steps, windows=plan.windows,
             seed=seed, eval_mode=eval_mode, nproc=nproc, override=override,
         )
-        oracle = None
+        oracle, reference = None, f"not built under nproc={nproc}"
     else:
-        accumulated, full, comparison, oracle = _run_pair(
+        accumulated, full, comparison, oracle, reference = _run_pair(
             callable_, binding, the_setup, plan, seed, eval_mode, override
         )
-    _fill(report, accumulated, full, comparison, the_setup, plan, eval_mode, oracle, nproc)
+    _fill(report, accumulated, full, comparison, the_setup, plan, eval_mode, oracle, nproc, reference)
 
 
 def _source(function: Callable[..., Any], owner: Optional[type]) -> Optional[str]:
@@ -291,10 +295,13 @@ def _run_pair(
     seed: int,
     eval_mode: bool,
     override: Optional[Tolerance],
-) -> tuple[RunRecord, RunRecord, Comparison, Callable]:
+) -> tuple[RunRecord, RunRecord, Comparison, Callable, Union[Reference, str]]:
+    """The two runs in lockstep, the oracle that reruns the user's function on
+    chosen micro-batches, and the textbook reference (or why there is none)."""
     k = plan.accum_steps
     micro_batches = setup.batches[: plan.fed]
     groups = windows_of(micro_batches, k)
+    reference = _textbook(setup, groups[0], seed, eval_mode)
     if plan.tail:
         groups.append(micro_batches[plan.windows * k:])
     full_batches = [concatenate(group) for group in groups]
@@ -303,7 +310,9 @@ def _run_pair(
     def inputs(batches: list, accum: int, model: torch.nn.Module = setup.model) -> RunInputs:
         return RunInputs(model, setup.optimizer_factory, batches, accum, setup.loss_fn, as_dataloader=loader_type)
 
-    def oracle(state: dict[str, torch.Tensor], indices: list[int], names: frozenset) -> Optional[dict]:
+    def oracle_step(state: dict[str, torch.Tensor], indices: list[int], names: frozenset) -> Optional[StepRecord]:
+        """The user's function at K=1 on the concatenation of `indices`, from
+        `state`: its first step over the parameters `names` (gradients and clip)."""
         if not indices or max(indices) >= len(micro_batches):
             return None
         model = copy.deepcopy(setup.model)
@@ -315,8 +324,12 @@ def _run_pair(
             return None
         for step in record.steps:
             if frozenset(n for n, g in step.gradients.items() if g is not None) == names:
-                return {n: g for n, g in step.gradients.items() if g is not None}
+                return replace(step, gradients={n: g for n, g in step.gradients.items() if g is not None})
         return None
+
+    def oracle(state: dict[str, torch.Tensor], indices: list[int], names: frozenset) -> Optional[dict]:
+        step = oracle_step(state, indices, names)
+        return step.gradients if step is not None else None
 
     records: dict[str, RunRecord] = {}
     comparer = StepComparer(
@@ -346,7 +359,15 @@ def _run_pair(
         accumulated, full = run_lockstep(run_a, run_b, comparer, seed=seed, device=device_of(setup.model),
                                          user_globals=user_namespaces(function))
     initial = {name: p.detach() for name, p in setup.model.named_parameters()}
-    return accumulated, full, comparer.result(accumulated, full, initial, plan.fed), oracle
+    return accumulated, full, comparer.result(accumulated, full, initial, plan.fed), oracle_step, reference
+
+
+def _textbook(setup: Setup, window: list, seed: int, eval_mode: bool) -> Union[Reference, str]:
+    """The textbook loop's gradients over the first window, or why it cannot be built."""
+    try:
+        return build_reference(setup.model, setup.loss_fn, window, seed=seed, eval_mode=eval_mode)
+    except ReferenceUnavailable as why:
+        return str(why)
 
 
 def _compute_dtypes(records: dict[str, RunRecord], runs: dict[str, RunRecord]) -> set:
@@ -370,6 +391,7 @@ def _fill(
     eval_mode: bool,
     oracle: Optional[Callable],
     nproc: int,
+    reference: Union[Reference, str] = "not built",
 ) -> None:
     report.steps_accumulated, report.steps_full = comparison.steps_accumulated, comparison.steps_full
     report.fed, report.used = comparison.fed, comparison.used
@@ -400,14 +422,21 @@ def _fill(
             "step; divide by the window's size there for an exact mean"
         )
     no_gradient = not any(step.has_gradient for step in accumulated.steps)
+    shared = _against_reference(report, comparison, accumulated, full, reference, plan.accum_steps)
     if comparison.equivalent and not no_gradient:
-        report.verdict = EQUIVALENT
+        if not shared:
+            report.verdict = EQUIVALENT
+            return
+        report.verdict = NOT_EQUIVALENT
+        report.reason = f"both runs differ from the textbook loop at step 1: {shared[0].summary}"
+        report.explanations = shared + noise_sources(setup.model, eval_mode=eval_mode)
         return
     report.verdict = NOT_EQUIVALENT
     report.reason = _reason(comparison, no_gradient)
     if comparison.used == 0:
         return
     found = diagnose(accumulated, full, comparison, plan.accum_steps, oracle, tail=plan.tail, nproc=nproc)
+    found += [e for e in shared if e.code not in {f.code for f in found}]
     if no_gradient or not comparison.same_step_count:
         # No property of the model or data explains these: straight to the numbers.
         report.explanations = found
@@ -420,6 +449,45 @@ def _fill(
         report.explanations = found + [_as_caveat(e) for e in noise]
     else:
         report.explanations = noise
+
+
+def _against_reference(
+    report: VerificationReport,
+    comparison: Comparison,
+    accumulated: RunRecord,
+    full: RunRecord,
+    reference: Union[Reference, str],
+    k: int,
+) -> list[Explanation]:
+    """Hold both runs' first steps against the textbook loop; note in the
+    report which comparisons were made, and return the mistakes both runs
+    share (named only where the numbers show them)."""
+    report.comparisons = [f"run A (K={k}) against run B (K=1), step by step"]
+    if isinstance(reference, str):
+        report.comparisons.append(f"no textbook reference ({reference}): the runs were compared with each other only")
+        return []
+    if comparison.first_steps is None or not accumulated.steps or not full.steps:
+        report.comparisons.append("no textbook reference: the runs took no step to hold against it")
+        return []
+    match = _reference_match(comparison)
+    fingerprint_a, fingerprint_b = comparison.first_steps
+    held_a = hold(accumulated.steps[0], fingerprint_a, reference.accumulated, match)
+    held_b = hold(full.steps[0], fingerprint_b, reference.full, match)
+    for label, held in (
+        (f"run A's first step against the textbook loop's (K={k}, loss / K)", held_a),
+        ("run B's first step against the textbook loop's (K=1)", held_b),
+    ):
+        outcome = "not comparable: no multiple of it (the loop computes its loss otherwise)" \
+            if held.factor is None else f"{held.factor:.4g} x it"
+        report.comparisons.append(f"{label}: {outcome}")
+    return from_reference(held_a, held_b, k, match)
+
+
+def _reference_match(comparison: Comparison) -> float:
+    """How close the user's gradient must be to a multiple of the reference:
+    the diagnosis's bar, widened for the reference computing in the model's
+    own dtype where the loop may autocast."""
+    return max(MATCH, 3 * comparison.tolerance.rtol)
 
 
 def _as_caveat(explanation: Explanation) -> Explanation:

@@ -71,6 +71,8 @@ class VerificationReport:
     compute_dtypes: list[str] = field(default_factory=list)
     evidence: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # Which comparisons the verdict rests on (the two runs, the textbook reference) and their outcome.
+    comparisons: list[str] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -146,6 +148,7 @@ class VerificationReport:
         if self.final is not None:
             lines.append("  " + _format_step("final parameters", self.final))
         lines.extend(f"  evidence: {line}" for line in self.evidence)
+        lines.extend(f"  compared: {line}" for line in self.comparisons)
         lines.append(self._headline())
         lines.extend(f"  note: {note}" for note in self.notes)
         lines.extend(f"  {explanation.line()}" for explanation in self.explanations)

@@ -1,0 +1,228 @@
+"""Loop shapes x seeded mistakes: every correct loop passes, every buggy one
+fails and names its rule first (the verifier's attribution, clipping,
+dropout under --eval-mode, two optimizers, a GradScaler, and the mistakes
+both runs share, which only the textbook reference sees)."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+torch = pytest.importorskip("torch")
+from torch import nn  # noqa: E402
+
+from accumlint.verify import Setup, check_equivalence  # noqa: E402
+
+K = 4
+
+PLAIN = """
+import torch
+
+def train(model, optimizer, loader, accum_steps, loss_fn):
+    {setup}
+    optimizer.zero_grad()
+    for i, (x, y) in enumerate(loader):
+        {pre_backward}
+        loss = loss_fn(model(x), y) {scale}
+        {backward}
+        {post_backward}
+        if {gate}:
+            {clip}
+            {step}
+            {after_step}
+            optimizer.zero_grad()
+"""
+
+MICRO_STEPS = """
+import torch
+
+def train(model, optimizer, loader, accum_steps, loss_fn):
+    {setup}
+    it = iter(loader)
+    for update in range(len(loader) // accum_steps):
+        for micro in range(accum_steps):
+            x, y = next(it)
+            {pre_backward}
+            loss = loss_fn(model(x), y) {scale}
+            {backward}
+            {post_backward}
+        {clip}
+        {step}
+        {after_step}
+        optimizer.zero_grad(set_to_none=True)
+"""
+
+DEFAULTS = dict(
+    setup="pass",
+    pre_backward="pass",
+    scale="/ accum_steps",
+    backward="loss.backward()",
+    post_backward="pass",
+    gate="(i + 1) % accum_steps == 0 or (i + 1) == len(loader)",
+    clip="pass",
+    step="optimizer.step()",
+    after_step="pass",
+)
+CLIP = "torch.nn.utils.clip_grad_norm_(model.parameters(), 0.05)"
+SCALER = dict(
+    setup='scaler = torch.amp.GradScaler("cpu")',
+    backward="scaler.scale(loss).backward()",
+    clip=f"scaler.unscale_(optimizer); {CLIP}",
+    step="scaler.step(optimizer); scaler.update()",
+)
+
+# Each mistake: (rule it must be named by, the slots it changes).
+MISTAKES = {
+    "missing 1/K": ("GA201", dict(scale="")),
+    "constant factor": ("GA205", dict(scale="/ (accum_steps / 2)")),
+    "zero every micro-batch": ("GA101", dict(pre_backward="optimizer.zero_grad()")),
+    "step every micro-batch": ("GA102", dict(gate="True")),
+    "off-by-one gate": ("GA106", dict(gate="i % accum_steps == 0 or (i + 1) == len(loader)")),
+    "scheduler every micro-batch": ("GA301", dict(
+        setup="sched = torch.optim.lr_scheduler.StepLR(optimizer, 1, 0.5)", post_backward="sched.step()")),
+}
+# What the correct loop does where a mistake adds a line (a scheduler steps once per window).
+CORRECT_FOR = {
+    "scheduler every micro-batch": dict(setup="sched = torch.optim.lr_scheduler.StepLR(optimizer, 1, 0.5)",
+                                        after_step="sched.step()"),
+}
+GATED = ("step every micro-batch", "off-by-one gate")
+
+
+def dropout_setup() -> Setup:
+    generator = torch.Generator().manual_seed(1)
+    model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Dropout(0.3), nn.Linear(16, 4)).double()
+    batches = [(torch.randn(4, 8, generator=generator, dtype=torch.float64), torch.randint(0, 4, (4,), generator=generator))
+               for _ in range(4 * K)]
+    return Setup(model, lambda params: torch.optim.SGD(params, lr=0.1, momentum=0.9), batches, nn.CrossEntropyLoss())
+
+
+def float32_setup() -> Setup:
+    generator = torch.Generator().manual_seed(2)
+    model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 4))
+    batches = [(torch.randn(4, 8, generator=generator), torch.randint(0, 4, (4,), generator=generator))
+               for _ in range(4 * K)]
+    return Setup(model, lambda params: torch.optim.SGD(params, lr=0.1, momentum=0.9), batches, nn.CrossEntropyLoss())
+
+
+# shape: (template, fixed slots, check_equivalence options, mistakes that apply)
+SHAPES = {
+    "plain": (PLAIN, {}, {}, list(MISTAKES)),
+    "micro-steps": (MICRO_STEPS, {}, dict(tail=0), [m for m in MISTAKES if m not in GATED]),
+    "clipped": (PLAIN, dict(clip=CLIP), {}, list(MISTAKES)),
+    "clipped micro-steps": (MICRO_STEPS, dict(clip=CLIP), dict(tail=0), [m for m in MISTAKES if m not in GATED]),
+    "dropout, eval mode": (PLAIN, {}, dict(eval_mode=True, setup=dropout_setup), list(MISTAKES)),
+    "GradScaler, clipped": (PLAIN, SCALER, dict(setup=float32_setup), ["missing 1/K", "constant factor",
+                                                                         "zero every micro-batch"]),
+}
+
+
+def _verify(tmp_path, source: str, options: dict):
+    path = tmp_path / "loop.py"
+    path.write_text(textwrap.dedent(source))
+    options = dict(options)
+    setup = options.pop("setup", None)
+    return check_equivalence(f"{path}::train", accum_steps=K, windows=3,
+                             setup=setup() if setup is not None else None, **options)
+
+
+def _source(template: str, *changes: dict) -> str:
+    slots = dict(DEFAULTS)
+    for change in changes:
+        slots.update(change)
+    return template.format(**slots)
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_correct_loop_passes(tmp_path, shape):
+    template, fixed, options, _ = SHAPES[shape]
+    for mistake in ("", *(m for m in CORRECT_FOR if m in SHAPES[shape][3])):
+        report = _verify(tmp_path, _source(template, fixed, CORRECT_FOR.get(mistake, {})), options)
+        assert report.passed, (mistake, report.format_text())
+
+
+CASES = [(shape, mistake) for shape in sorted(SHAPES) for mistake in SHAPES[shape][3]]
+
+
+@pytest.mark.parametrize("shape, mistake", CASES)
+def test_buggy_loop_fails_and_names_its_rule_first(tmp_path, shape, mistake):
+    template, fixed, options, _ = SHAPES[shape]
+    code, change = MISTAKES[mistake]
+    report = _verify(tmp_path, _source(template, fixed, change), options)
+    assert not report.passed and report.codes[:1] == [code], report.format_text()
+
+
+def test_clip_before_unscale_is_named_from_the_pre_clip_norm(tmp_path):
+    source = _source(PLAIN, SCALER, dict(clip=f"{CLIP}; scaler.unscale_(optimizer)"))
+    report = _verify(tmp_path, source, dict(setup=float32_setup))
+    assert not report.passed and report.codes[:1] == ["GA304"], report.format_text()
+    assert any("textbook" in line for line in report.comparisons)
+
+
+def test_comparisons_say_when_no_reference_could_be_built(tmp_path):
+    """A setup without a loss function whose model returns no loss: the runs are compared with each other only."""
+    setup = float32_setup()
+    setup.loss_fn = None
+    source = """
+    def train(model, optimizer, loader, accum_steps):
+        for i, (x, y) in enumerate(loader):
+            loss = ((model(x) - 0.5) ** 2).mean() / accum_steps
+            loss.backward()
+            if (i + 1) % accum_steps == 0 or (i + 1) == len(loader):
+                optimizer.step()
+                optimizer.zero_grad()
+    """
+    report = _verify(tmp_path, source, dict(setup=lambda: setup))
+    assert report.passed, report.format_text()
+    assert any("compared with each other only" in line for line in report.comparisons)
+
+
+def test_a_loop_computing_its_own_loss_is_not_held_to_the_reference(tmp_path):
+    """A regulariser makes the textbook gradient no multiple of the loop's: not comparable, never a failure."""
+    source = _source(PLAIN, dict(scale="/ accum_steps + 0.01 * sum((p ** 2).sum() for p in model.parameters()) / accum_steps"))
+    report = _verify(tmp_path, source, {})
+    assert report.passed, report.format_text()
+    assert any("not comparable" in line for line in report.comparisons)
+
+
+TWO_OPTIMIZERS = """
+import torch
+
+def train(model, optimizer, loader, accum_steps, loss_fn):
+    head = torch.optim.SGD(model[2].parameters(), lr=0.05)
+    for i, (x, y) in enumerate(loader):
+        boundary = (i + 1) % accum_steps == 0 or (i + 1) == len(loader)
+        features = model[1](model[0](x))
+        (loss_fn(model[2](features.detach()), y) / accum_steps).backward()
+        if boundary:
+            head.step()
+            head.zero_grad()
+        ((features - 0.5).pow(2).mean() {scale}).backward()
+        if {gate}:
+            optimizer.step()
+            optimizer.zero_grad()
+"""
+
+
+def two_optimizer_setup() -> Setup:
+    """The setup's optimizer trains the body (the first layer) on one loss, the
+    loop's own trains the head on another, on the body's detached features (a GAN's shape)."""
+    setup = dropout_setup()
+    setup.model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 4)).double()
+    setup.optimizer_factory = lambda params: torch.optim.SGD(list(params)[:2], lr=0.1, momentum=0.9)
+    return setup
+
+
+@pytest.mark.parametrize("mistake, code, change", [
+    ("", None, {}),
+    ("unscaled second loss", "GA201", dict(scale="")),
+    ("second optimizer every micro-batch", "GA102", dict(gate="True")),
+])
+def test_two_optimizers(tmp_path, mistake, code, change):
+    slots = {"scale": "/ accum_steps", "gate": "boundary", **change}
+    report = _verify(tmp_path, TWO_OPTIMIZERS.format(**slots), dict(setup=two_optimizer_setup))
+    if code is None:
+        assert report.passed, report.format_text()
+    else:
+        assert not report.passed and report.codes[:1] == [code], report.format_text()
