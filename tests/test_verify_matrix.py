@@ -226,3 +226,56 @@ def test_two_optimizers(tmp_path, mistake, code, change):
         assert report.passed, report.format_text()
     else:
         assert not report.passed and report.codes[:1] == [code], report.format_text()
+
+
+SCHEDULE = "sched = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: max(0.0, 1 - s / {length}))"
+
+
+@pytest.mark.parametrize("shape", ["plain", "clipped"])
+def test_schedule_length_in_micro_batches_is_ga305_and_in_windows_passes(tmp_path, shape):
+    template, fixed, options, _ = SHAPES[shape]
+    windows = _source(template, fixed, dict(setup=SCHEDULE.format(length="-(-len(loader) // accum_steps)"),
+                                            after_step="sched.step()"))
+    assert _verify(tmp_path, windows, options).passed
+    micro = _source(template, fixed, dict(setup=SCHEDULE.format(length="len(loader)"), after_step="sched.step()"))
+    report = _verify(tmp_path, micro, options)
+    assert not report.passed and report.codes[:1] == ["GA305"], report.format_text()
+
+
+HAND_SET_RATE = "for group in optimizer.param_groups: group['lr'] = 0.1 / (1 + {counter})"
+
+
+@pytest.mark.parametrize("shape", ["plain", "clipped"])
+def test_rate_set_by_hand_every_micro_batch_is_ga301(tmp_path, shape):
+    template, fixed, options, _ = SHAPES[shape]
+    report = _verify(tmp_path, _source(template, fixed, dict(pre_backward=HAND_SET_RATE.format(counter="i"))), options)
+    assert not report.passed and report.codes[:1] == ["GA301"], report.format_text()
+    per_window = dict(pre_backward=HAND_SET_RATE.format(counter="i // accum_steps"))
+    assert _verify(tmp_path, _source(template, fixed, per_window), options).passed
+
+
+@pytest.mark.parametrize("mistake", ["zero every micro-batch", "off-by-one gate", "missing 1/K"])
+def test_a_second_difference_never_hides_the_primary_rule(tmp_path, mistake):
+    """The schedule counts micro-batches as well: the gradient's rule comes first, GA305 after it."""
+    code, change = MISTAKES[mistake]
+    schedule = dict(setup=SCHEDULE.format(length="len(loader)"), after_step="sched.step()")
+    report = _verify(tmp_path, _source(PLAIN, schedule, change), {})
+    assert not report.passed and report.codes[:1] == [code], report.format_text()
+    assert "GA305" in report.codes, report.format_text()
+
+
+def test_no_accumulation_at_all_has_its_own_explanation(tmp_path):
+    """An update-driven loop that pulls one micro-batch per update whatever K is: not GA110."""
+    source = """
+    def train(model, optimizer, loader, accum_steps, loss_fn):
+        it = iter(loader)
+        for update in range(3):
+            x, y = next(it)
+            loss_fn(model(x), y).backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    """
+    report = _verify(tmp_path, source, dict(tail=0))
+    assert not report.passed, report.format_text()
+    assert "GA110" not in report.codes and report.explanations, report.format_text()
+    assert report.explanations[0].name == "no-accumulation", report.format_text()

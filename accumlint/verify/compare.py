@@ -39,12 +39,20 @@ from typing import Callable, Iterable, Optional
 
 import torch
 
-from accumlint.verify.instruments import ACCUMULATE, BACKWARD, CLIP, SCALER_UNSCALE, SCALER_UPDATE, SCHEDULER
+from accumlint.verify.instruments import (
+    ACCUMULATE,
+    ALLREDUCE,
+    BACKWARD,
+    BACKWARD_AFTER_SYNC,
+    CLIP,
+    SCALER_UNSCALE,
+    SCALER_UPDATE,
+    SCHEDULER,
+)
 from accumlint.verify.reference import Fingerprint, fingerprint
 from accumlint.verify.runs import RunRecord, StepRecord
 
 Tensors = dict[str, Optional[torch.Tensor]]
-ALLREDUCE = "allreduce"
 LEARNING_RATE = "learning rate"
 PRE_CLIP_NORM = "pre-clip gradient norm"
 SAME_COUNT_EVENTS = (CLIP, SCALER_UPDATE, SCALER_UNSCALE, SCHEDULER)
@@ -267,6 +275,8 @@ class StepComparer:
             self._note(Mismatch(step, PRE_CLIP_NORM, a.clip_norm, b.clip_norm))
         if self.expected_allreduces is not None and a.events.get(ALLREDUCE, 0) != self.expected_allreduces:
             self._note(Mismatch(step, ALLREDUCE, a.events.get(ALLREDUCE, 0), None, self.expected_allreduces))
+        elif self.expected_allreduces is not None and a.events.get(BACKWARD_AFTER_SYNC, 0):
+            self._note(Mismatch(step, BACKWARD_AFTER_SYNC, a.events[BACKWARD_AFTER_SYNC], None, 0))
 
     def _note(self, mismatch: Mismatch) -> None:
         if mismatch.kind not in self._seen_kinds:

@@ -48,7 +48,15 @@ from accumlint.verify.compare import (
     Comparison,
     Mismatch,
 )
-from accumlint.verify.instruments import ACCUMULATE, BACKWARD, CLIP, SCALER_UNSCALE, SCALER_UPDATE, SCHEDULER
+from accumlint.verify.instruments import (
+    ACCUMULATE,
+    BACKWARD,
+    BACKWARD_AFTER_SYNC,
+    CLIP,
+    SCALER_UNSCALE,
+    SCALER_UPDATE,
+    SCHEDULER,
+)
 from accumlint.verify.reference import Held
 from accumlint.verify.report import Explanation
 from accumlint.verify.runs import RunRecord, StepRecord, UserCodeError
@@ -210,6 +218,15 @@ def _from_evidence(mismatches: dict[str, Mismatch], k: int, accumulated: RunReco
     allreduce = mismatches.get(ALLREDUCE)
     if allreduce is not None:
         found.append(_ga401(allreduce) if allreduce.accumulated > 1 else _ga403(allreduce))
+    elif BACKWARD_AFTER_SYNC in mismatches:
+        late = mismatches[BACKWARD_AFTER_SYNC]
+        found.append(_explained(
+            "GA403",
+            f"DDP all-reduced before the window's last backward at step {late.step}: {late.accumulated} "
+            "micro-batch(es) after the sync stayed on their own rank.",
+            "The sync control is toggled on the wrong micro-batch: run every micro-batch but the last of "
+            "each window under model.no_sync(), and let the last one synchronise.",
+        ))
     scheduler = mismatches.get(SCHEDULER)
     if scheduler is not None:
         found.append(_ga301(scheduler))

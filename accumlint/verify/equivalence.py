@@ -469,6 +469,11 @@ def _against_reference(
     if comparison.first_steps is None or not accumulated.steps or not full.steps:
         report.comparisons.append("no textbook reference: the runs took no step to hold against it")
         return []
+    if not _first_window(accumulated.steps[0], k) or not _first_window(full.steps[0], 1):
+        report.comparisons.append(
+            "no textbook reference: a first step came after the first window (a skipped AMP step?)"
+        )
+        return []
     match = _reference_match(comparison)
     fingerprint_a, fingerprint_b = comparison.first_steps
     held_a = hold(accumulated.steps[0], fingerprint_a, reference.accumulated, match)
@@ -481,6 +486,12 @@ def _against_reference(
             if held.factor is None else f"{held.factor:.4g} x it"
         report.comparisons.append(f"{label}: {outcome}")
     return from_reference(held_a, held_b, k, match)
+
+
+def _first_window(step: StepRecord, batches: int) -> bool:
+    """Whether the step used the first window only, by the loader's count (one
+    batch ahead for a prefetching loader; 0: a loop that does not count)."""
+    return step.consumed <= batches + 1
 
 
 def _reference_match(comparison: Comparison) -> float:

@@ -27,6 +27,9 @@ CLIP = "clip"
 SCALER_UPDATE = "scaler.update"
 SCALER_UNSCALE = "scaler.unscale_"
 SCALER_SCALE = "scaler.scale"
+ALLREDUCE = "allreduce"
+# A backward call after the window's all-reduce: DDP synced a micro-batch that was not the last.
+BACKWARD_AFTER_SYNC = "backward after all-reduce"
 SCHEDULER = "scheduler.step"
 ACCUMULATE = "accumulate"
 

@@ -29,7 +29,14 @@ import torch
 from torch import nn
 
 from accumlint.verify.binding import ACCUM_STEPS, LOADER, LOSS_FN, MODEL, OPTIMIZER, Binding
-from accumlint.verify.instruments import SCALER_UNSCALE, instrumented, recording_into
+from accumlint.verify.instruments import (
+    ALLREDUCE,
+    BACKWARD,
+    BACKWARD_AFTER_SYNC,
+    SCALER_UNSCALE,
+    instrumented,
+    recording_into,
+)
 from accumlint.verify.layers import pin_eval_mode
 from accumlint.verify.loaders import counting_loader
 
@@ -150,6 +157,8 @@ class RunRecorder:
         self._depth: Counter = Counter()
 
     def event(self, kind: str) -> None:
+        if kind == BACKWARD and self._events.get(ALLREDUCE, 0):
+            self._events[BACKWARD_AFTER_SYNC] += 1
         self._events[kind] += 1
 
     def clip_norm(self, norm: Any, max_norm: Any = None) -> None:
