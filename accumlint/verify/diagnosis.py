@@ -28,10 +28,10 @@ specific first:
   scaler calls (GA303).
 A gradient signature is the primary cause and comes first; evidence of a
 learning rate, a schedule or a sync never hides it.
-Against the textbook reference (see `reference`): both runs' gradients the
-same constant c != 1 times the textbook's (GA205), or a clip that ran on
-gradients still multiplied by the GradScaler's scale (pre-clip norm = scale
-x the textbook's, GA304).
+Against the textbook reference (see `reference`): both runs' gradients 2 x
+or 1/2 x the textbook's, a divisor K/2 or 2K where K is due (GA205), or a
+clip that ran on gradients still multiplied by the GradScaler's scale
+(pre-clip norm = scale x the textbook's, GA304).
 """
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ def _aligned(
         scaling = _scaling_signature(*pair, k, nproc, match)
         if scaling is not None:
             primary.append(scaling)
-        elif oracle is not None and comparison.first_divergent_step is not None:
+        elif oracle is not None:
             primary.extend(_from_references(accumulated.steps, k, oracle, match))
     secondary = _from_evidence(mismatches, k, accumulated, full)
     return primary + [e for e in secondary if e.code not in {p.code for p in primary}]

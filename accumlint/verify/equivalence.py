@@ -405,9 +405,9 @@ def _fill(
         for s in comparison.steps
     ]
     report.evidence = [
-        f"step {m.step}: {m.kind} {m.accumulated} accumulated"
-        + (f", {m.full} full batch" if m.full is not None else "")
-        + (f" (expected {m.expected})" if m.expected is not None else "")
+        f"step {m.step}: {m.kind} {_shown(m.accumulated)} accumulated"
+        + (f", {_shown(m.full)} full batch" if m.full is not None else "")
+        + (f" (expected {_shown(m.expected)})" if m.expected is not None else "")
         for m in comparison.mismatches
     ]
     if comparison.final is not None:
@@ -533,7 +533,12 @@ def _reason(comparison: Comparison, no_gradient: bool) -> str:
         )
     first = comparison.mismatches[0]
     return (
-        f"the gradients match, but {first.kind} differs at step {first.step}: {first.accumulated} with "
-        f"accumulation, {first.full} with the full batch"
-        + (f" (expected {first.expected})" if first.expected is not None else "")
+        f"the gradients match, but {first.kind} differs at step {first.step}: {_shown(first.accumulated)} with "
+        f"accumulation, {_shown(first.full)} with the full batch"
+        + (f" (expected {_shown(first.expected)})" if first.expected is not None else "")
     )
+
+
+def _shown(value: object) -> str:
+    """A recorded number as the report prints it (floats to 4 significant digits)."""
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
