@@ -12,10 +12,12 @@ gradient there is what the user's first steps must hold: the accumulated one
 Later steps are not held against it: the user's learning-rate schedule, which
 the reference does not know, moves the weights apart.
 
-The reference is computed before the runs, on a copy of the model that is
-freed before they start, and kept as a `Fingerprint` (each parameter's norm
-and an even sample of its elements), so it adds no model-sized memory while
-the runs execute. The user's clipping is undone from the user's own numbers
+The one-batch reference is computed before the runs, on a copy of the model
+that is freed before they start, and kept as a `Fingerprint` (each
+parameter's norm and an even sample of its elements), so it adds no
+model-sized memory while the runs execute. The accumulated one is computed
+only where run B's first step differs from the textbook's: elsewhere run A,
+compared step by step with run B, is held against it through run B. The user's clipping is undone from the user's own numbers
 (the clip's threshold and the pre-clip norm it returned): the result must be
 the reference's gradient. A user gradient that is no multiple of the
 reference (the loop computes its loss otherwise: a regulariser, another loss,
@@ -99,16 +101,22 @@ def multiple_of(actual: Fingerprint, reference: Fingerprint, match: float) -> Op
     return ratio
 
 
-@dataclass(frozen=True)
 class Reference:
-    """The textbook loop's gradient at the initial weights over the first window:
-    accumulated over its K micro-batches (each loss / K) and as one batch."""
+    """The textbook loop's gradient at the initial weights over the first
+    window: as one batch (K = 1, computed when built) and accumulated over
+    its K micro-batches, each loss / K (computed when first asked for: it
+    matters only where run B's first step already differs from the textbook)."""
 
-    accumulated: Fingerprint
-    full: Fingerprint
+    def __init__(self, full: Fingerprint, accumulate: Callable[[], Fingerprint]) -> None:
+        self.full = full
+        self._accumulate = accumulate
+        self._accumulated: Optional[Fingerprint] = None
 
-    def expected(self, full_batch: bool) -> Fingerprint:
-        return self.full if full_batch else self.accumulated
+    def accumulated(self) -> Fingerprint:
+        """Raises ReferenceUnavailable."""
+        if self._accumulated is None:
+            self._accumulated = self._accumulate()
+        return self._accumulated
 
 
 def build_reference(
@@ -119,37 +127,34 @@ def build_reference(
     seed: int,
     eval_mode: bool,
 ) -> Reference:
-    """The textbook loop's first-window gradients; raises ReferenceUnavailable."""
+    """The textbook loop over the first window; raises ReferenceUnavailable."""
     if not eval_mode:
         layers = batch_dependent_layers(model)
         if layers:
             raise ReferenceUnavailable(
                 f"the model has layers that depend on the batch or the RNG in training mode ({layers[0][1]})"
             )
-    copied = copy.deepcopy(model)
-    if eval_mode:
-        pin_eval_mode(copied)
-    names = {id(p): name for name, p in copied.named_parameters() if p.requires_grad}
-    if not names:
+    if not any(p.requires_grad for p in model.parameters()):
         raise ReferenceUnavailable("the model has no trainable parameters")
-    k = len(window)
 
     def gradients(batches: list[Any], divide: int) -> Fingerprint:
-        for parameter in copied.parameters():
-            parameter.grad = None
-        with seeded(seed, device_of(copied)), torch.enable_grad():
-            for batch in batches:
-                (_loss(copied, loss_fn, batch) / divide).backward()
-        return fingerprint({names[id(p)]: p.grad for p in copied.parameters() if id(p) in names})
+        # Its own copy each time, freed on return: nothing model-sized outlives the call.
+        copied = copy.deepcopy(model)
+        if eval_mode:
+            pin_eval_mode(copied)
+        try:
+            with seeded(seed, device_of(copied)), torch.enable_grad():
+                for batch in batches:
+                    (_loss(copied, loss_fn, batch) / divide).backward()
+        except ReferenceUnavailable:
+            raise
+        except Exception as error:  # noqa: BLE001 - a model or batch the textbook call does not fit
+            raise ReferenceUnavailable(
+                f"the textbook forward failed ({type(error).__name__}: {' '.join(str(error).split())[:120]})"
+            ) from error
+        return fingerprint({name: p.grad for name, p in copied.named_parameters() if p.requires_grad})
 
-    try:
-        return Reference(accumulated=gradients(window, k), full=gradients([concatenate(window)], 1))
-    except ReferenceUnavailable:
-        raise
-    except Exception as error:  # noqa: BLE001 - a model or batch the textbook call does not fit
-        raise ReferenceUnavailable(
-            f"the textbook forward failed ({type(error).__name__}: {' '.join(str(error).split())[:120]})"
-        ) from error
+    return Reference(full=gradients([concatenate(window)], 1), accumulate=lambda: gradients(window, len(window)))
 
 
 def _loss(model: nn.Module, loss_fn: Optional[Callable], batch: Any) -> torch.Tensor:
