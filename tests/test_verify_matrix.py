@@ -279,3 +279,13 @@ def test_no_accumulation_at_all_has_its_own_explanation(tmp_path):
     assert not report.passed, report.format_text()
     assert "GA110" not in report.codes and report.explanations, report.format_text()
     assert report.explanations[0].name == "no-accumulation", report.format_text()
+
+
+def test_fingerprint_samples_stay_inside_a_tensor_past_float32_precision():
+    """Sample positions of a tensor of more than 2**24 elements are exact integers (float positions overrun it)."""
+    from accumlint.verify.reference import fingerprint
+
+    gradient = torch.zeros(2**24 + 2, dtype=torch.float16)
+    gradient[-1] = 7
+    sampled = fingerprint({"w": gradient})
+    assert float(sampled.samples["w"][-1]) == 7.0 and float(sampled.samples["w"][0]) == 0.0
