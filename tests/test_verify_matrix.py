@@ -289,3 +289,24 @@ def test_fingerprint_samples_stay_inside_a_tensor_past_float32_precision():
     gradient[-1] = 7
     sampled = fingerprint({"w": gradient})
     assert float(sampled.samples["w"][-1]) == 7.0 and float(sampled.samples["w"][0]) == 0.0
+
+
+def test_clip_before_unscale_is_named_without_a_reference(tmp_path):
+    """No loss function in the setup and no loss from the model: the run's own numbers still show GA304."""
+    setup = float32_setup()
+    setup.loss_fn = None
+    source = """
+    import torch
+    def train(model, optimizer, loader, accum_steps):
+        scaler = torch.amp.GradScaler("cpu")
+        for i, (x, y) in enumerate(loader):
+            scaler.scale(((model(x) - 0.5) ** 2).mean() / accum_steps).backward()
+            if (i + 1) % accum_steps == 0 or (i + 1) == len(loader):
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                scaler.step(optimizer)
+                scaler.update()
+                optimizer.zero_grad()
+    """
+    report = _verify(tmp_path, source, dict(setup=lambda: setup))
+    assert not report.passed and report.codes[:1] == ["GA304"], report.format_text()
+    assert any("compared with each other only" in line for line in report.comparisons)

@@ -29,9 +29,9 @@ specific first:
 A gradient signature is the primary cause and comes first; evidence of a
 learning rate, a schedule or a sync never hides it.
 Against the textbook reference (see `reference`): both runs' gradients 2 x
-or 1/2 x the textbook's, a divisor K/2 or 2K where K is due (GA205), or a
-clip that ran on gradients still multiplied by the GradScaler's scale
-(pre-clip norm = scale x the textbook's, GA304).
+or 1/2 x the textbook's, a divisor K/2 or 2K where K is due (GA205). From a
+step's own numbers: a clip that ran on gradients still multiplied by the
+GradScaler's scale, and clipped (GA304).
 """
 
 from __future__ import annotations
@@ -302,19 +302,31 @@ def _from_references(steps: list[StepRecord], k: int, oracle: StepOracle, match:
     return []
 
 
+def clip_before_unscale(steps: list[StepRecord]) -> Optional[Explanation]:
+    """GA304 from a step's own numbers: its clip ran on gradients the GradScaler
+    had multiplied by its scale S > 1 and not yet divided (the order of the
+    calls says so), and it clipped (pre-clip norm above max_norm), so the update
+    shrank by min(1, max_norm / norm) where the unscaled gradients called for
+    min(1, max_norm * S / norm)."""
+    for step in steps:
+        scale, norm, max_norm = step.scale_at_clip, step.clip_norm, step.max_norm
+        if scale is None or norm is None or max_norm is None or scale <= 1 or norm <= max_norm:
+            continue
+        applied, due = max_norm / (norm + 1e-6), min(1.0, max_norm * scale / norm)
+        return _explained(
+            "GA304",
+            f"at step {step.index + 1} the clip saw a pre-clip norm of {norm:.6g}, the gradients still multiplied "
+            f"by the GradScaler's scale {scale:.6g} (their own norm {norm / scale:.4g}): it scaled the update by "
+            f"{applied:.3g} where clipping the unscaled gradients to max_norm {max_norm:g} scales it by {due:.3g}.",
+            "Clipping before unscale_ compares the threshold with scaled gradients; call "
+            "scaler.unscale_(optimizer) before clip_grad_norm_.",
+        )
+    return None
+
+
 def from_reference(held_a: Held, held_b: Held, k: int, match: float) -> list[Explanation]:
     """What both runs share against the textbook loop, where the numbers show it."""
     found = []
-    for held in (held_b, held_a):
-        if held.clip_scale is not None and held.scale and abs(held.clip_scale / held.scale - 1) <= 0.05:
-            found.append(_explained(
-                "GA304",
-                f"the pre-clip gradient norm was {held.clip_scale:.6g} x the textbook loop's, the GradScaler's "
-                f"scale ({held.scale:.6g}): clipping ran on gradients still multiplied by the scale.",
-                "The clip threshold is compared with scaled gradients, so the update shrinks by the scale; call "
-                "scaler.unscale_(optimizer) before clip_grad_norm_.",
-            ))
-            break
     a, b = held_a.factor, held_b.factor
     if a is not None and b is not None and abs(a - b) <= match * max(abs(a), abs(b)):
         divisor = next((text for value, text in _k_divisors(k) if abs(b - value) <= match * value), None)

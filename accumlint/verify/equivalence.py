@@ -28,7 +28,7 @@ from accumlint.verify.batches import concatenate, windows_of
 from accumlint.verify.binding import ACCUM_STEPS, LOSS_FN, Binding, BindingError, Parameter, bind_parameters
 from accumlint.verify.construct import accepts_accum_steps, constructing, split_options
 from accumlint.verify.compare import Comparison, StepComparer, Tolerance
-from accumlint.verify.diagnosis import MATCH, diagnose, diagnose_error, from_reference
+from accumlint.verify.diagnosis import MATCH, clip_before_unscale, diagnose, diagnose_error, from_reference
 from accumlint.verify.explanations import data_sources, noise_sources
 from accumlint.verify.loading import LoadError, describe, function_source, load_function, owner_class
 from accumlint.verify.lockstep import run_lockstep
@@ -423,12 +423,14 @@ def _fill(
         )
     no_gradient = not any(step.has_gradient for step in accumulated.steps)
     shared = _against_reference(report, comparison, accumulated, full, reference, plan.accum_steps)
+    scaled_clip = clip_before_unscale([*full.steps[:1], *accumulated.steps[:1]])
+    shared = ([scaled_clip] if scaled_clip is not None else []) + shared
     if comparison.equivalent and not no_gradient:
         if not shared:
             report.verdict = EQUIVALENT
             return
         report.verdict = NOT_EQUIVALENT
-        report.reason = f"both runs differ from the textbook loop at step 1: {shared[0].summary}"
+        report.reason = f"the runs match each other, not a correct loop: {shared[0].summary}"
         report.explanations = shared + noise_sources(setup.model, eval_mode=eval_mode)
         return
     report.verdict = NOT_EQUIVALENT
@@ -478,10 +480,11 @@ def _against_reference(
     fingerprint_a, fingerprint_b = comparison.first_steps
     held_b = hold(full.steps[0], fingerprint_b, reference.full, match)
     report.comparisons.append(f"run B's first step against the textbook loop's (K=1): {_held(held_b)}")
-    if held_b.clip_scale is None and (held_b.factor is None or abs(held_b.factor - 1) <= match):
+    if held_b.factor is None or abs(held_b.factor - 1) <= match:
         # Run B is the textbook's (or no multiple of it): what both runs share
         # would show in run B, and run A's steps were held against run B's.
-        report.comparisons.append(f"run A's first step against the textbook loop's (K={k}): through run B's")
+        how = "through run B's" if held_b.factor is not None else "not held (run B's is no multiple of it)"
+        report.comparisons.append(f"run A's first step against the textbook loop's (K={k}): {how}")
         return []
     try:
         held_a = hold(accumulated.steps[0], fingerprint_a, reference.accumulated(), match)

@@ -19,7 +19,8 @@ model-sized memory while the runs execute. The accumulated one is computed
 only where run B's first step differs from the textbook's: elsewhere run A,
 compared step by step with run B, is held against it through run B. The user's clipping is undone from the user's own numbers
 (the clip's threshold and the pre-clip norm it returned): the result must be
-the reference's gradient. A user gradient that is no multiple of the
+the reference's gradient. (A clip before `unscale_` needs no reference: the
+run's own numbers show it, see `diagnosis.clip_before_unscale`.) A user gradient that is no multiple of the
 reference (the loop computes its loss otherwise: a regulariser, another loss,
 several models) proves nothing about the loop: it is reported as not
 comparable, never as a failure.
@@ -182,13 +183,9 @@ def _loss(model: nn.Module, loss_fn: Optional[Callable], batch: Any) -> torch.Te
 class Held:
     """One of the user's first steps held against the reference: `factor` is
     its unclipped gradient over the reference's (None: no multiple, not
-    comparable); `clip_scale` the pre-clip norm over the reference's when a
-    clip that changed the gradient ran on gradients still multiplied by the
-    GradScaler's `scale`."""
+    comparable)."""
 
     factor: Optional[float]
-    clip_scale: Optional[float] = None
-    scale: Optional[float] = None
 
 
 def hold(step: StepRecord, actual: Fingerprint, reference: Fingerprint, match: float) -> Held:
@@ -201,9 +198,4 @@ def hold(step: StepRecord, actual: Fingerprint, reference: Fingerprint, match: f
         # clipped, the rest is the gradient the loop computed.
         coefficient = min(1.0, step.max_norm / (step.clip_norm + _CLIP_EPSILON))
         unclipped = actual.scaled(1.0 / coefficient) if coefficient > 0 else actual
-    factor = multiple_of(unclipped, reference, match)
-    clip_scale = None
-    engaged = step.clip_norm is not None and step.max_norm is not None and step.clip_norm > step.max_norm
-    if step.scale_at_clip is not None and engaged and reference.norm > 0:
-        clip_scale = step.clip_norm / reference.norm
-    return Held(factor, clip_scale, step.scale_at_clip)
+    return Held(multiple_of(unclipped, reference, match))
