@@ -483,7 +483,8 @@ def _against_reference(
     if held_b.factor is None or abs(held_b.factor - 1) <= match:
         # Run B is the textbook's (or no multiple of it): what both runs share
         # would show in run B, and run A's steps were held against run B's.
-        how = "through run B's" if held_b.factor is not None else "not held (run B's is no multiple of it)"
+        how = ("not needed (run B's matches it, and run A is compared with run B)" if held_b.factor is not None
+               else "not held (run B's is no multiple of it)")
         report.comparisons.append(f"run A's first step against the textbook loop's (K={k}): {how}")
         return []
     try:
