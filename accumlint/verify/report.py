@@ -70,9 +70,9 @@ class VerificationReport:
     used: Optional[int] = None
     compute_dtypes: list[str] = field(default_factory=list)
     evidence: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
     # Which comparisons the verdict rests on (the two runs, the textbook reference) and their outcome.
     comparisons: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
