@@ -310,3 +310,12 @@ def test_clip_before_unscale_is_named_without_a_reference(tmp_path):
     report = _verify(tmp_path, source, dict(setup=lambda: setup))
     assert not report.passed and report.codes[:1] == ["GA304"], report.format_text()
     assert any("compared with each other only" in line for line in report.comparisons)
+
+
+
+def test_fingerprint_leaves_out_sparse_gradients():
+    from accumlint.verify.reference import fingerprint
+
+    sparse = torch.sparse_coo_tensor([[0, 2]], [1.0, 2.0], (4,))
+    sampled = fingerprint({"embedding": sparse, "bias": torch.tensor([3.0, 4.0]), "frozen": None})
+    assert set(sampled.norms) == {"bias"} and sampled.norm == 5.0

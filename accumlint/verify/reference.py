@@ -69,10 +69,11 @@ class Fingerprint:
 
 
 def fingerprint(gradients: dict[str, Optional[torch.Tensor]]) -> Fingerprint:
+    """The gradients' fingerprint (dense gradients only)."""
     norms, samples = {}, {}
     for name, gradient in gradients.items():
-        if gradient is None:
-            continue
+        if gradient is None or gradient.layout != torch.strided:
+            continue  # no gradient, or a sparse one: left out on both sides alike
         flat = gradient.detach().reshape(-1)
         count = min(flat.numel(), SAMPLE)
         positions = torch.arange(count, device=flat.device) * max(flat.numel() - 1, 0) // max(count - 1, 1)
