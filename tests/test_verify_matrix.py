@@ -106,6 +106,9 @@ def float32_setup() -> Setup:
     return Setup(model, lambda params: torch.optim.SGD(params, lr=0.1, momentum=0.9), batches, nn.CrossEntropyLoss())
 
 
+BF16 = PLAIN.replace("        loss = loss_fn(model(x), y) {scale}",
+                     "        with torch.autocast('cpu', dtype=torch.bfloat16):\n            loss = loss_fn(model(x), y) {scale}")
+
 # shape: (template, fixed slots, check_equivalence options, mistakes that apply)
 SHAPES = {
     "plain": (PLAIN, {}, {}, list(MISTAKES)),
@@ -113,6 +116,7 @@ SHAPES = {
     "clipped": (PLAIN, dict(clip=CLIP), {}, list(MISTAKES)),
     "clipped micro-steps": (MICRO_STEPS, dict(clip=CLIP), dict(tail=0), [m for m in MISTAKES if m not in GATED]),
     "dropout, eval mode": (PLAIN, {}, dict(eval_mode=True, setup=dropout_setup), list(MISTAKES)),
+    "bf16 autocast, clipped": (BF16, dict(clip=CLIP), dict(setup=float32_setup), list(MISTAKES)),
     "GradScaler, clipped": (PLAIN, SCALER, dict(setup=float32_setup), ["missing 1/K", "constant factor",
                                                                          "zero every micro-batch"]),
 }
@@ -121,10 +125,8 @@ SHAPES = {
 def _verify(tmp_path, source: str, options: dict):
     path = tmp_path / "loop.py"
     path.write_text(textwrap.dedent(source))
-    options = dict(options)
-    setup = options.pop("setup", None)
-    return check_equivalence(f"{path}::train", accum_steps=K, windows=3,
-                             setup=setup() if setup is not None else None, **options)
+    # A factory, so that the model's initial weights come from the verification's seed.
+    return check_equivalence(f"{path}::train", accum_steps=K, windows=3, **options)
 
 
 def _source(template: str, *changes: dict) -> str:

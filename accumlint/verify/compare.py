@@ -128,7 +128,7 @@ class Comparison:
     partial_window_scaled: Optional[float] = None
     one_backward_per_step: bool = False
     # The first steps' gradients in brief (run A's, run B's), and the first pair
-    # of steps whose gradients differ (gradients only).
+    # of steps whose gradients differ (run A's with its weights, run B's gradients only).
     first_steps: Optional[tuple[Fingerprint, Fingerprint]] = None
     first_failure: Optional[tuple[StepRecord, StepRecord]] = None
 
@@ -217,7 +217,7 @@ class StepComparer:
         if a.index == 0:
             self.first_steps = (fingerprint(a.gradients), fingerprint(b.gradients))
         if not difference.within_tolerance and not self._failed:
-            self.first_failure = (replace(a, state={}).kept(), replace(b, state={}).kept())
+            self.first_failure = (a.kept(), replace(b, state={}).kept())
         self._failed |= not difference.within_tolerance
         self.steps.append(StepDifference(a.index, difference, judged))
         self._compare_evidence(a, b, size)

@@ -130,7 +130,11 @@ def _aligned(
         if scaling is not None:
             primary.append(scaling)
         elif oracle is not None:
-            primary.extend(_from_references(accumulated.steps, k, oracle, match))
+            found = _from_references(accumulated.steps, k, oracle, match)
+            failing = comparison.first_failure[0] if comparison.first_failure is not None else None
+            if not found and failing is not None and failing.index > 0 and failing.state:
+                found = _at_failing_step(failing, k, oracle, match)
+            primary.extend(found)
     secondary = _from_evidence(mismatches, k, accumulated, full)
     return primary + [e for e in secondary if e.code not in {p.code for p in primary}]
 
@@ -322,6 +326,23 @@ def clip_before_unscale(steps: list[StepRecord]) -> Optional[Explanation]:
             "scaler.unscale_(optimizer) before clip_grad_norm_.",
         )
     return None
+
+
+def _at_failing_step(step: StepRecord, k: int, oracle: StepOracle, match: float) -> list[Explanation]:
+    """GA101/GA106 from the first step that failed, when an earlier one passed
+    (a tight clip or a loose tolerance can hide the first window): window s
+    is micro-batches sK..sK+K-1; zeroing every micro-batch leaves 1/K of its
+    last, an off-by-one gate steps on (s-1)K+1..sK."""
+    s, names = step.index, frozenset(name for name, g in step.gradients.items() if g is not None)
+    if not names:
+        return []
+    last = oracle(step.state, [s * k + k - 1], names)
+    if last is not None and _close({n: g * k for n, g in _unclipped(step).items()}, _unclipped(last), match):
+        return [_GA101]
+    shifted = oracle(step.state, list(range(s * k - k + 1, s * k + 1)), names)
+    if shifted is not None and _close(_unclipped(step), _unclipped(shifted), match):
+        return [_GA106]
+    return []
 
 
 def from_reference(held_a: Held, held_b: Held, k: int, match: float) -> list[Explanation]:
