@@ -126,7 +126,7 @@ def _verify(tmp_path, source: str, options: dict):
     path = tmp_path / "loop.py"
     path.write_text(textwrap.dedent(source))
     # A factory, so that the model's initial weights come from the verification's seed.
-    return check_equivalence(f"{path}::train", accum_steps=K, windows=3, **options)
+    return check_equivalence(f"{path}::train", **{"accum_steps": K, "windows": 3, **options})
 
 
 def _source(template: str, *changes: dict) -> str:
@@ -247,9 +247,11 @@ def test_schedule_length_in_micro_batches_is_ga305_and_in_windows_passes(tmp_pat
 HAND_SET_RATE = "for group in optimizer.param_groups: group['lr'] = 0.1 / (1 + {counter})"
 
 
-@pytest.mark.parametrize("shape", ["plain", "clipped"])
-def test_rate_set_by_hand_every_micro_batch_is_ga301(tmp_path, shape):
+@pytest.mark.parametrize("shape, k", [("plain", K), ("clipped", K), ("plain", 8)])
+def test_rate_set_by_hand_every_micro_batch_is_ga301(tmp_path, shape, k):
+    """At K=8 the full run's 4 steps do not reach micro-batch 7: a K=1 rerun over the micro-batches does."""
     template, fixed, options, _ = SHAPES[shape]
+    options = dict(options, accum_steps=k)
     report = _verify(tmp_path, _source(template, fixed, dict(pre_backward=HAND_SET_RATE.format(counter="i"))), options)
     assert not report.passed and report.codes[:1] == ["GA301"], report.format_text()
     per_window = dict(pre_backward=HAND_SET_RATE.format(counter="i // accum_steps"))

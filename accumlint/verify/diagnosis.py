@@ -64,6 +64,10 @@ from accumlint.verify.runs import RunRecord, StepRecord, UserCodeError
 # (model state, micro-batch indices, parameter names) -> the user's function's
 # step at K=1 on those micro-batches from that state (gradients, clip), or None.
 StepOracle = Callable[[dict[str, torch.Tensor], list[int], frozenset], Optional[StepRecord]]
+# n -> the learning rates at each step of the user's function at K=1 over the
+# first n micro-batches (the full run is too short to show where a rate set
+# every micro-batch has got to after K of them), or None.
+RateProbe = Callable[[int], Optional[list[tuple[float, ...]]]]
 
 # How close a signature must be, relative to the reference's norm: loose
 # enough for float32 rounding, far tighter than any real mistake; widened for
@@ -80,6 +84,7 @@ def diagnose(
     *,
     tail: int = 0,
     nproc: int = 1,
+    rates: Optional[RateProbe] = None,
 ) -> list[Explanation]:
     """The mistakes the numbers point at, most specific first (may be empty)."""
     k = accum_steps
@@ -98,7 +103,7 @@ def diagnose(
         # One step more or fewer (a missing tail, shifted windows): the aligned
         # steps carry the signature.
         dropped = [counted] if counted is not None else []
-    return dropped + _aligned(accumulated, full, comparison, k, oracle, nproc, match)
+    return dropped + _aligned(accumulated, full, comparison, k, oracle, nproc, match, rates)
 
 
 def _aligned(
@@ -109,6 +114,7 @@ def _aligned(
     oracle: Optional[StepOracle],
     nproc: int,
     match: float,
+    rates: Optional[RateProbe] = None,
 ) -> list[Explanation]:
     """Signatures of runs whose steps pair up: the gradient's first (the
     primary cause), then the evidence's (learning rate, schedule, sync)."""
@@ -135,7 +141,7 @@ def _aligned(
             if not found and failing is not None and failing.index > 0 and failing.state:
                 found = _at_failing_step(failing, k, oracle, match)
             primary.extend(found)
-    secondary = _from_evidence(mismatches, k, accumulated, full)
+    secondary = _from_evidence(mismatches, k, accumulated, full, rates)
     return primary + [e for e in secondary if e.code not in {p.code for p in primary}]
 
 
@@ -217,7 +223,9 @@ def _unclipped(step: StepRecord) -> dict[str, torch.Tensor]:
     return gradients if coefficient == 1.0 else {name: g / coefficient for name, g in gradients.items()}
 
 
-def _from_evidence(mismatches: dict[str, Mismatch], k: int, accumulated: RunRecord, full: RunRecord) -> list[Explanation]:
+def _from_evidence(
+    mismatches: dict[str, Mismatch], k: int, accumulated: RunRecord, full: RunRecord, rates: Optional[RateProbe] = None
+) -> list[Explanation]:
     found = []
     allreduce = mismatches.get(ALLREDUCE)
     if allreduce is not None:
@@ -235,7 +243,10 @@ def _from_evidence(mismatches: dict[str, Mismatch], k: int, accumulated: RunReco
     if scheduler is not None:
         found.append(_ga301(scheduler))
     elif LEARNING_RATE in mismatches:
-        ahead = _rate_runs_ahead(accumulated.steps, full.steps, k)
+        ahead = _rate_runs_ahead(accumulated.steps, [step.lrs for step in full.steps], k)
+        if ahead is None and rates is not None and len(full.steps) < len(accumulated.steps) * k:
+            longer = rates(len(accumulated.steps) * k)
+            ahead = _rate_runs_ahead(accumulated.steps, longer, k) if longer else None
         found.append(_ga301_by_hand(*ahead) if ahead is not None else _ga305(mismatches[LEARNING_RATE]))
     if CLIP in mismatches:
         found.append(_per_step("GA302", "clip-every-micro-batch", mismatches[CLIP], "gradient clipping",
@@ -249,15 +260,15 @@ def _from_evidence(mismatches: dict[str, Mismatch], k: int, accumulated: RunReco
     return found
 
 
-def _rate_runs_ahead(a_steps: list[StepRecord], b_steps: list[StepRecord], k: int) -> Optional[tuple[int, int]]:
-    """(step, full-run step) when run A's learning rate at each step is the
-    full run's K times further on (`lr = f(micro-batch index)` set by hand
-    every micro-batch): the last micro-batch of window s is index (s+1)K - 1.
-    None unless some such rate differs from the full run's at the same step."""
-    pairs = [(s, (s + 1) * k - 1) for s in range(len(a_steps)) if (s + 1) * k - 1 < len(b_steps)]
-    if not pairs or not all(_same_rates(a_steps[s].lrs, b_steps[j].lrs) for s, j in pairs):
+def _rate_runs_ahead(a_steps: list[StepRecord], k1_rates: list[tuple[float, ...]], k: int) -> Optional[tuple[int, int]]:
+    """(step, K=1 step) when run A's learning rate at each step is a K=1 run's
+    K times further on (`lr = f(micro-batch index)` set by hand every
+    micro-batch): the last micro-batch of window s is index (s+1)K - 1.
+    None unless some such rate differs from the K=1 run's at the same step."""
+    pairs = [(s, (s + 1) * k - 1) for s in range(len(a_steps)) if (s + 1) * k - 1 < len(k1_rates)]
+    if not pairs or not all(_same_rates(a_steps[s].lrs, k1_rates[j]) for s, j in pairs):
         return None
-    telling = [(s, j) for s, j in pairs if not _same_rates(b_steps[s].lrs, b_steps[j].lrs)]
+    telling = [(s, j) for s, j in pairs if not _same_rates(k1_rates[s], k1_rates[j])]
     return (telling[0][0] + 1, telling[0][1] + 1) if telling else None
 
 
@@ -533,7 +544,7 @@ def _ga301(mismatch: Mismatch) -> Explanation:
 def _ga301_by_hand(step: int, full_step: int) -> Explanation:
     return _explained(
         "GA301",
-        f"the learning rate at step {step} is the full-batch run's at step {full_step}: it advances every "
+        f"the learning rate at step {step} is the one a K=1 run has at its step {full_step}: it advances every "
         "micro-batch, K times too fast.",
         "The rate is set from a counter of micro-batches; compute it from the number of optimizer steps, "
         "under the gate.",

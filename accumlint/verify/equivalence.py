@@ -28,7 +28,15 @@ from accumlint.verify.batches import concatenate, windows_of
 from accumlint.verify.binding import ACCUM_STEPS, LOSS_FN, Binding, BindingError, Parameter, bind_parameters
 from accumlint.verify.construct import accepts_accum_steps, constructing, split_options
 from accumlint.verify.compare import Comparison, StepComparer, Tolerance
-from accumlint.verify.diagnosis import MATCH, clip_before_unscale, diagnose, diagnose_error, from_reference
+from accumlint.verify.diagnosis import (
+    MATCH,
+    RateProbe,
+    StepOracle,
+    clip_before_unscale,
+    diagnose,
+    diagnose_error,
+    from_reference,
+)
 from accumlint.verify.explanations import data_sources, noise_sources
 from accumlint.verify.loading import LoadError, describe, function_source, load_function, owner_class
 from accumlint.verify.lockstep import run_lockstep
@@ -202,12 +210,12 @@ def _check(
             callable_, binding, the_setup, accum_steps=accum_steps, windows=plan.windows,
             seed=seed, eval_mode=eval_mode, nproc=nproc, override=override,
         )
-        oracle, reference = None, f"not built under nproc={nproc}"
+        probes, reference = None, f"not built under nproc={nproc}"
     else:
-        accumulated, full, comparison, oracle, reference = _run_pair(
+        accumulated, full, comparison, probes, reference = _run_pair(
             callable_, binding, the_setup, plan, seed, eval_mode, override
         )
-    _fill(report, accumulated, full, comparison, the_setup, plan, eval_mode, oracle, nproc, reference)
+    _fill(report, accumulated, full, comparison, the_setup, plan, eval_mode, probes, nproc, reference)
 
 
 def _source(function: Callable[..., Any], owner: Optional[type]) -> Optional[str]:
@@ -295,7 +303,7 @@ def _run_pair(
     seed: int,
     eval_mode: bool,
     override: Optional[Tolerance],
-) -> tuple[RunRecord, RunRecord, Comparison, Callable, Union[Reference, str]]:
+) -> tuple[RunRecord, RunRecord, Comparison, "_Probes", Union[Reference, str]]:
     """The two runs in lockstep, the oracle that reruns the user's function on
     chosen micro-batches, and the textbook reference (or why there is none)."""
     k = plan.accum_steps
@@ -331,6 +339,14 @@ def _run_pair(
         step = oracle_step(state, indices, names)
         return step.gradients if step is not None else None
 
+    def rates(count: int) -> Optional[list[tuple[float, ...]]]:
+        """The learning rates of the user's function at K=1 over the first `count` micro-batches."""
+        try:
+            record = run_training(function, binding, inputs(micro_batches[:count], 1), seed=seed, eval_mode=eval_mode)
+        except UserCodeError:
+            return None
+        return [step.lrs for step in record.steps]
+
     records: dict[str, RunRecord] = {}
     comparer = StepComparer(
         k, plan.windows, plan.tail,
@@ -359,7 +375,16 @@ def _run_pair(
         accumulated, full = run_lockstep(run_a, run_b, comparer, seed=seed, device=device_of(setup.model),
                                          user_globals=user_namespaces(function))
     initial = {name: p.detach() for name, p in setup.model.named_parameters()}
-    return accumulated, full, comparer.result(accumulated, full, initial, plan.fed), oracle_step, reference
+    probes = _Probes(oracle_step, rates)
+    return accumulated, full, comparer.result(accumulated, full, initial, plan.fed), probes, reference
+
+
+@dataclass(frozen=True)
+class _Probes:
+    """Reruns of the user's function the diagnosis may ask for (see `diagnosis`)."""
+
+    step: StepOracle
+    rates: RateProbe
 
 
 def _textbook(setup: Setup, window: list, seed: int, eval_mode: bool) -> Union[Reference, str]:
@@ -389,7 +414,7 @@ def _fill(
     setup: Setup,
     plan: _Plan,
     eval_mode: bool,
-    oracle: Optional[Callable],
+    probes: Optional["_Probes"],
     nproc: int,
     reference: Union[Reference, str] = "not built",
 ) -> None:
@@ -441,7 +466,8 @@ def _fill(
     report.reason = _reason(comparison, no_gradient)
     if comparison.used == 0:
         return
-    found = diagnose(accumulated, full, comparison, plan.accum_steps, oracle, tail=plan.tail, nproc=nproc)
+    found = diagnose(accumulated, full, comparison, plan.accum_steps, probes.step if probes else None,
+                     tail=plan.tail, nproc=nproc, rates=probes.rates if probes else None)
     found += [e for e in shared if e.code not in {f.code for f in found}]
     if no_gradient or not comparison.same_step_count:
         # No property of the model or data explains these: straight to the numbers.
