@@ -49,3 +49,13 @@ def test_user_error_in_a_worker_is_reported_with_its_location():
     report = check("bug_backward_after_step", accum_steps=2, windows=1)
     assert "bug_backward_after_step.py:12" in report.reason
     assert report.codes == ["GA103"]
+
+
+def test_no_sync_on_the_wrong_micro_batch_is_ga403(tmp_path):
+    """The sync runs on the window's first micro-batch, the last one stays local: one all-reduce per step, wrong gradient."""
+    source = (FIXTURES / "correct_no_sync.py").read_text().replace(
+        "contextlib.nullcontext() if boundary else model.no_sync()", "model.no_sync() if boundary else contextlib.nullcontext()"
+    )
+    (tmp_path / "syncs_first.py").write_text(source)
+    report = check_equivalence(f"{tmp_path / 'syncs_first.py'}::train", nproc=2, accum_steps=2, windows=2)
+    assert not report.passed and report.codes[:1] == ["GA403"], report.format_text()

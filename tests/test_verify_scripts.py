@@ -287,6 +287,8 @@ def test_a_parameter_binds_to_an_object_the_setup_returns_by_name(tmp_path):
     report = check_equivalence(f"{path}::train", setup=weighted_setup)
     assert report.passed, report.format_text()
     assert report.binding["weighting"] == "setup.weighting"
+    # The weighting halves the loss on purpose; the textbook loop, built without it, must not call that GA205.
+    assert any("weighting = setup.weighting" in line for line in report.comparisons), report.format_text()
     renamed = write(tmp_path, SCALED_LOOP.replace("weighting", "w"), "renamed.py")
     bound = check_equivalence(f"{renamed}::train", setup=weighted_setup, bind={"w": "setup.other"})
     assert bound.passed and bound.binding["w"] == "setup.other"

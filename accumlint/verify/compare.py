@@ -23,24 +23,38 @@ full gradient. That is accepted and said, not failed.
 Each step also compares the learning rate of every param group and the
 events since the previous step: clipping, scaler and scheduler calls must be
 the same in both runs, backward calls (and accelerate `accumulate()` entries)
-the window's size times the full run's, and under DDP exactly one all-reduce
-per step.
+the window's size times the full run's, under DDP exactly one all-reduce per
+step, and the pre-clip gradient norm of a full window the same in both runs
+(clipping hides a wrong gradient scale when both runs' gradients exceed the
+threshold). The first steps' gradients are kept in brief (`reference.Fingerprint`)
+to hold against the textbook loop, and the first failing pair of steps in
+full, for the diagnosis.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Optional
 
 import torch
 
-from accumlint.verify.instruments import ACCUMULATE, BACKWARD, CLIP, SCALER_UNSCALE, SCALER_UPDATE, SCHEDULER
+from accumlint.verify.instruments import (
+    ACCUMULATE,
+    ALLREDUCE,
+    BACKWARD,
+    BACKWARD_AFTER_SYNC,
+    CLIP,
+    SCALER_UNSCALE,
+    SCALER_UPDATE,
+    SCHEDULER,
+)
+from accumlint.verify.reference import Fingerprint, fingerprint
 from accumlint.verify.runs import RunRecord, StepRecord
 
 Tensors = dict[str, Optional[torch.Tensor]]
-ALLREDUCE = "allreduce"
 LEARNING_RATE = "learning rate"
+PRE_CLIP_NORM = "pre-clip gradient norm"
 SAME_COUNT_EVENTS = (CLIP, SCALER_UPDATE, SCALER_UNSCALE, SCHEDULER)
 PER_MICRO_BATCH_EVENTS = (BACKWARD, ACCUMULATE)
 
@@ -113,6 +127,10 @@ class Comparison:
     used: int = 0
     partial_window_scaled: Optional[float] = None
     one_backward_per_step: bool = False
+    # The first steps' gradients in brief (run A's, run B's), and the first pair
+    # of steps whose gradients differ (run A's with its weights, run B's gradients only).
+    first_steps: Optional[tuple[Fingerprint, Fingerprint]] = None
+    first_failure: Optional[tuple[StepRecord, StepRecord]] = None
 
     @property
     def same_step_count(self) -> bool:
@@ -167,10 +185,13 @@ class StepComparer:
         self.steps: list[StepDifference] = []
         self.mismatches: list[Mismatch] = []
         self.partial_window_scaled: Optional[float] = None
+        self.first_steps: Optional[tuple[Fingerprint, Fingerprint]] = None
+        self.first_failure: Optional[tuple[StepRecord, StepRecord]] = None
         self._seen_kinds: set[str] = set()
         self._failed = False
         self._backward_steps = 0
         self._single_backward_steps = 0
+        self._optimizers: set[int] = set()
 
     @property
     def failed(self) -> bool:
@@ -193,6 +214,10 @@ class StepComparer:
                     rejudged, how = self._judge(a.gradients, reference, fraction)
                     if rejudged.within_tolerance:
                         difference, judged = rejudged, f"{how} at the accumulated run's weights"
+        if a.index == 0:
+            self.first_steps = (fingerprint(a.gradients), fingerprint(b.gradients))
+        if not difference.within_tolerance and not self._failed:
+            self.first_failure = (a.kept(), replace(b, state={}).kept())
         self._failed |= not difference.within_tolerance
         self.steps.append(StepDifference(a.index, difference, judged))
         self._compare_evidence(a, b, size)
@@ -231,6 +256,7 @@ class StepComparer:
 
     def _compare_evidence(self, a: StepRecord, b: StepRecord, size: int) -> None:
         step = a.index + 1
+        self._optimizers |= {a.optimizer, b.optimizer}
         if not _same_numbers(a.lrs, b.lrs):
             self._note(Mismatch(step, LEARNING_RATE, a.lrs, b.lrs))
         for kind in SAME_COUNT_EVENTS:
@@ -243,8 +269,14 @@ class StepComparer:
             full = b.events.get(kind, 0)
             if full and a.events.get(kind, 0) != size * full:
                 self._note(Mismatch(step, kind, a.events.get(kind, 0), full, size * full))
+        if size == self.k and a.clip_norm is not None and b.clip_norm is not None and not math.isclose(
+            a.clip_norm, b.clip_norm, rel_tol=max(10 * (self.tolerance.rtol if self.tolerance else 0.0), 1e-6)
+        ):
+            self._note(Mismatch(step, PRE_CLIP_NORM, a.clip_norm, b.clip_norm))
         if self.expected_allreduces is not None and a.events.get(ALLREDUCE, 0) != self.expected_allreduces:
             self._note(Mismatch(step, ALLREDUCE, a.events.get(ALLREDUCE, 0), None, self.expected_allreduces))
+        elif self.expected_allreduces is not None and a.events.get(BACKWARD_AFTER_SYNC, 0):
+            self._note(Mismatch(step, BACKWARD_AFTER_SYNC, a.events[BACKWARD_AFTER_SYNC], None, 0))
 
     def _note(self, mismatch: Mismatch) -> None:
         if mismatch.kind not in self._seen_kinds:
@@ -255,6 +287,11 @@ class StepComparer:
 
     def result(self, accumulated: RunRecord, full: RunRecord, initial: dict[str, torch.Tensor], fed: int) -> Comparison:
         tolerance = self.tolerance or self.override or tolerance_for(*self.compute_dtypes())
+        several = len(self._optimizers) > 1
+        if several:
+            # Each step's events count since the previous step of *any* optimizer: with
+            # several, a window's backward calls are split between their steps.
+            self.mismatches = [m for m in self.mismatches if m.kind not in PER_MICRO_BATCH_EVENTS]
         final = None
         if accumulated.final and full.final:
             final = compare_updates(accumulated.final, full.final, initial, tolerance)
@@ -268,7 +305,9 @@ class StepComparer:
             fed=fed,
             used=accumulated.consumed,
             partial_window_scaled=self.partial_window_scaled,
-            one_backward_per_step=self.k > 1 and 0 < self._backward_steps == self._single_backward_steps,
+            one_backward_per_step=not several and self.k > 1 and 0 < self._backward_steps == self._single_backward_steps,
+            first_steps=self.first_steps,
+            first_failure=self.first_failure,
         )
 
 

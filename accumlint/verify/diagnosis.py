@@ -3,42 +3,72 @@
 Each known mistake leaves a signature in the recorded steps, checked most
 specific first:
 - no gradient at any step: zeroing between backward and step (GA104);
-- step counts: K times as many (a step every micro-batch, GA102; GA108 when
-  accelerate's `accumulate()` ran without its own K), twice as many with two
-  `accumulate()` entries per micro-batch (GA404), one fewer with a partial
-  last window fed (the tail never stepped, GA107);
+- step counts, per optimizer: K times as many (a step every micro-batch,
+  GA102; GA108 when accelerate's `accumulate()` ran without its own K), twice
+  as many with two `accumulate()` entries per micro-batch (GA404), one fewer
+  with a partial last window fed (the tail never stepped, GA107);
 - the full-batch run's first step sees no gradient while later ones do, or
   autograd finds the weights changed by a step before its backward: the
   backward runs after the step (GA103);
 - one backward per window where K are due: the backward follows the
-  micro-step loop and sees the last loss only (GA110);
-- first accumulated gradient = K x (GA201) or 1/K x (GA204; 1/P under DDP
-  with P processes: divided by the world size on top of DDP's mean);
-- per-step evidence: all-reduces per step (K: GA401; none: GA403), scheduler
-  steps or learning rates (GA301; same calls but other rates: GA305),
-  clipping calls (GA302), scaler calls (GA303);
+  micro-step loop and sees the last loss only (GA110); one backward and one
+  micro-batch per step is no accumulation at all (its own explanation);
+- the first differing step's accumulated gradient = K x (GA201) or 1/K x
+  (GA204; 1/P under DDP with P processes: divided by the world size on top
+  of DDP's mean) the full one, before clipping (the clip is undone with the
+  run's own threshold and pre-clip norm);
 - first accumulated gradient = 1/K of the window's *last* micro-batch
   gradient (zeroing every micro-batch, GA101) or of the *first* one with the
   next window shifted by one micro-batch (off-by-one gate, GA106), from
-  reference gradients computed by the oracle at the step's weights.
+  reference steps computed by the oracle at the step's weights, clipping
+  undone on both sides;
+- per-step evidence: all-reduces per step (K: GA401; none: GA403), scheduler
+  steps (GA301), learning rates that run K times ahead (set by hand every
+  micro-batch: GA301) or otherwise differ (GA305), clipping calls (GA302),
+  scaler calls (GA303).
+A gradient signature is the primary cause and comes first; evidence of a
+learning rate, a schedule or a sync never hides it.
+Against the textbook reference (see `reference`): both runs' gradients 2 x
+or 1/2 x the textbook's, a divisor K/2 or 2K where K is due (GA205). From a
+step's own numbers: a clip that ran on gradients still multiplied by the
+GradScaler's scale, and clipped (GA304).
 """
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 
+from accumlint.rules.catalog import rule
 from accumlint.verify.compare import (
     ALLREDUCE,
     LEARNING_RATE,
+    PRE_CLIP_NORM,
     Comparison,
-    GradientOracle,
     Mismatch,
 )
-from accumlint.verify.instruments import ACCUMULATE, BACKWARD, CLIP, SCALER_UNSCALE, SCALER_UPDATE, SCHEDULER
+from accumlint.verify.instruments import (
+    ACCUMULATE,
+    BACKWARD,
+    BACKWARD_AFTER_SYNC,
+    CLIP,
+    SCALER_UNSCALE,
+    SCALER_UPDATE,
+    SCHEDULER,
+)
+from accumlint.verify.reference import Held
 from accumlint.verify.report import Explanation
 from accumlint.verify.runs import RunRecord, StepRecord, UserCodeError
+
+# (model state, micro-batch indices, parameter names) -> the user's function's
+# step at K=1 on those micro-batches from that state (gradients, clip), or None.
+StepOracle = Callable[[dict[str, torch.Tensor], list[int], frozenset], Optional[StepRecord]]
+# n -> the learning rates at each step of the user's function at K=1 over the
+# first n micro-batches (the full run is too short to show where a rate set
+# every micro-batch has got to after K of them), or None. Trusted only where
+# it agrees with the full run's own rates (see `_stands_in`).
+RateProbe = Callable[[int], Optional[list[tuple[float, ...]]]]
 
 # How close a signature must be, relative to the reference's norm: loose
 # enough for float32 rounding, far tighter than any real mistake; widened for
@@ -51,10 +81,11 @@ def diagnose(
     full: RunRecord,
     comparison: Comparison,
     accum_steps: int,
-    oracle: Optional[GradientOracle] = None,
+    oracle: Optional[StepOracle] = None,
     *,
     tail: int = 0,
     nproc: int = 1,
+    rates: Optional[RateProbe] = None,
 ) -> list[Explanation]:
     """The mistakes the numbers point at, most specific first (may be empty)."""
     k = accum_steps
@@ -65,7 +96,7 @@ def diagnose(
         return [_GA104]
     dropped: list[Explanation] = []
     if not comparison.same_step_count:
-        counted = _step_count(accumulated, comparison, k, tail)
+        counted = _step_count(accumulated, full, comparison, k, tail)
         if counted is not None and counted.code != "GA107":
             return [counted]
         if abs(comparison.steps_accumulated - comparison.steps_full) != 1:
@@ -73,7 +104,7 @@ def diagnose(
         # One step more or fewer (a missing tail, shifted windows): the aligned
         # steps carry the signature.
         dropped = [counted] if counted is not None else []
-    return dropped + _aligned(accumulated, full, comparison, k, oracle, nproc, match)
+    return dropped + _aligned(accumulated, full, comparison, k, oracle, nproc, match, rates)
 
 
 def _aligned(
@@ -81,26 +112,38 @@ def _aligned(
     full: RunRecord,
     comparison: Comparison,
     k: int,
-    oracle: Optional[GradientOracle],
+    oracle: Optional[StepOracle],
     nproc: int,
     match: float,
+    rates: Optional[RateProbe] = None,
 ) -> list[Explanation]:
-    """Signatures of runs whose steps pair up."""
+    """Signatures of runs whose steps pair up: the gradient's first (the
+    primary cause), then the evidence's (learning rate, schedule, sync)."""
     if _first_step_empty(full.steps):
         return [_GA103]
     mismatches = {m.kind: m for m in comparison.mismatches}
     backward = mismatches.get(BACKWARD)
     if backward is not None and comparison.one_backward_per_step:
-        return [_ga110(backward)]
-    found: list[Explanation] = []
-    if comparison.first_divergent_step is not None:
-        scaling = _scaling_signature(accumulated.steps[0], full.steps[0], k, nproc, match)
+        return [_no_accumulation(accumulated, k) or _ga110(backward)]
+    primary: list[Explanation] = []
+    pair = comparison.first_failure or (accumulated.steps[0], full.steps[0])
+    pre_clip = mismatches.get(PRE_CLIP_NORM)
+    if comparison.first_divergent_step is None and pre_clip is not None:
+        # The clipped gradients matched: the clip hid a scale the pre-clip norms show.
+        scaling = _named_ratio(pre_clip.accumulated / pre_clip.full, k, nproc, match) if pre_clip.full else None
+        primary.extend([scaling] if scaling is not None else [])
+    elif comparison.first_divergent_step is not None:
+        scaling = _scaling_signature(*pair, k, nproc, match)
         if scaling is not None:
-            found.append(scaling)
-    found.extend(_from_evidence(mismatches, k, _scheduler_steps(accumulated)))
-    if found or oracle is None or comparison.first_divergent_step is None:
-        return found
-    return _from_references(accumulated.steps, k, oracle, match)
+            primary.append(scaling)
+        elif oracle is not None:
+            found = _from_references(accumulated.steps, k, oracle, match)
+            failing = comparison.first_failure[0] if comparison.first_failure is not None else None
+            if not found and failing is not None and failing.index > 0 and failing.state:
+                found = _at_failing_step(failing, k, oracle, match)
+            primary.extend(found)
+    secondary = _from_evidence(mismatches, k, accumulated, full, rates)
+    return primary + [e for e in secondary if e.code not in {p.code for p in primary}]
 
 
 def diagnose_error(error: UserCodeError) -> Optional[Explanation]:
@@ -116,12 +159,22 @@ def diagnose_error(error: UserCodeError) -> Optional[Explanation]:
     return None
 
 
-def _step_count(accumulated: RunRecord, comparison: Comparison, k: int, tail: int) -> Optional[Explanation]:
+def _step_count(
+    accumulated: RunRecord, full: RunRecord, comparison: Comparison, k: int, tail: int
+) -> Optional[Explanation]:
     a, b = comparison.steps_accumulated, comparison.steps_full
     entries = sum(step.events.get(ACCUMULATE, 0) for step in accumulated.steps)
     backwards = sum(step.events.get(BACKWARD, 0) for step in accumulated.steps)
     if k > 1 and (a == k * b or (tail and a == comparison.used and b > 1)):
         return _ga108(a, b) if entries else _ga102(a, b)
+    optimizers = sorted({step.optimizer for step in (*accumulated.steps, *full.steps)})
+    if len(optimizers) > 1 and k > 1:
+        for index in optimizers:
+            a_i = sum(step.optimizer == index for step in accumulated.steps)
+            b_i = sum(step.optimizer == index for step in full.steps)
+            if b_i and (a_i == k * b_i or (tail and a_i == comparison.used and b_i > 1)):
+                which = f"optimizer {index + 1} of {len(optimizers)}"
+                return _ga108(a_i, b_i, which) if entries else _ga102(a_i, b_i, which)
     if k > 2 and entries and entries == 2 * backwards and a > b:
         return _ga404(a, b)
     if tail and a == b - 1:
@@ -137,6 +190,13 @@ def _scaling_signature(first_a: StepRecord, first_b: StepRecord, k: int, nproc: 
     ratio = _scalar_ratio(first_a.gradients, first_b.gradients, match)
     if ratio is None:
         return None
+    # Clipping scales each run's gradient by its own coefficient: undo both.
+    ratio *= _clip_coefficient(first_b) / _clip_coefficient(first_a)
+    return _named_ratio(ratio, k, nproc, match)
+
+
+def _named_ratio(ratio: float, k: int, nproc: int, match: float) -> Optional[Explanation]:
+    """GA201/GA204 when the accumulated gradient is K x or 1/K x (1/P) the full one."""
     if abs(ratio - k) <= match * k:
         return _scaling("GA201", "missing-loss-scaling", ratio, f"K = {k}",
                         "The loss is not divided by K before backward; backpropagate loss / K.")
@@ -155,16 +215,47 @@ def _scheduler_steps(record: RunRecord) -> bool:
     return any(step.events.get(SCHEDULER) for step in record.steps) or bool(record.trailing_events.get(SCHEDULER))
 
 
-def _from_evidence(mismatches: dict[str, Mismatch], k: int, scheduled: bool) -> list[Explanation]:
+def _clip_coefficient(step: StepRecord) -> float:
+    """What the run's clip multiplied the gradient by (1 without a norm clip):
+    torch's min(1, max_norm / (norm + 1e-6)) from the run's own numbers."""
+    if step.clip_norm is None or step.max_norm is None or step.max_norm <= 0:
+        return 1.0
+    return min(1.0, step.max_norm / (step.clip_norm + 1e-6))
+
+
+def _unclipped(step: StepRecord) -> dict[str, torch.Tensor]:
+    coefficient = _clip_coefficient(step)
+    gradients = _dense(step.gradients)
+    return gradients if coefficient == 1.0 else {name: g / coefficient for name, g in gradients.items()}
+
+
+def _from_evidence(
+    mismatches: dict[str, Mismatch], k: int, accumulated: RunRecord, full: RunRecord, rates: Optional[RateProbe] = None
+) -> list[Explanation]:
     found = []
     allreduce = mismatches.get(ALLREDUCE)
     if allreduce is not None:
         found.append(_ga401(allreduce) if allreduce.accumulated > 1 else _ga403(allreduce))
+    elif BACKWARD_AFTER_SYNC in mismatches:
+        late = mismatches[BACKWARD_AFTER_SYNC]
+        found.append(_explained(
+            "GA403",
+            f"DDP all-reduced before the window's last backward at step {late.step}: {late.accumulated} "
+            "micro-batch(es) after the sync stayed on their own rank.",
+            "The sync control is toggled on the wrong micro-batch: run every micro-batch but the last of "
+            "each window under model.no_sync(), and let the last one synchronise.",
+        ))
     scheduler = mismatches.get(SCHEDULER)
     if scheduler is not None:
         found.append(_ga301(scheduler))
     elif LEARNING_RATE in mismatches:
-        found.append(_ga305(mismatches[LEARNING_RATE], scheduled))
+        full_rates = [step.lrs for step in full.steps]
+        ahead = _rate_runs_ahead(accumulated.steps, full_rates, k)
+        if ahead is None and rates is not None and len(full.steps) < len(accumulated.steps) * k:
+            longer = rates(len(accumulated.steps) * k)
+            ahead = _rate_runs_ahead(accumulated.steps, longer, k) if _stands_in(longer, full_rates) else None
+        scheduled = _scheduler_steps(accumulated)
+        found.append(_ga301_by_hand(*ahead) if ahead is not None else _ga305(mismatches[LEARNING_RATE], scheduled))
     if CLIP in mismatches:
         found.append(_per_step("GA302", "clip-every-micro-batch", mismatches[CLIP], "gradient clipping",
                                "Clipping runs on partial gradients every micro-batch; clip once per window, "
@@ -177,23 +268,138 @@ def _from_evidence(mismatches: dict[str, Mismatch], k: int, scheduled: bool) -> 
     return found
 
 
-def _from_references(steps: list[StepRecord], k: int, oracle: GradientOracle, match: float) -> list[Explanation]:
+def _rate_runs_ahead(a_steps: list[StepRecord], k1_rates: list[tuple[float, ...]], k: int) -> Optional[tuple[int, int]]:
+    """(step, K=1 step) when run A's learning rate at each step is a K=1 run's
+    K times further on (`lr = f(micro-batch index)` set by hand every
+    micro-batch): the last micro-batch of window s is index (s+1)K - 1.
+    None unless some such rate differs from the K=1 run's at the same step."""
+    pairs = [(s, (s + 1) * k - 1) for s in range(len(a_steps)) if (s + 1) * k - 1 < len(k1_rates)]
+    if not pairs or not all(_same_rates(a_steps[s].lrs, k1_rates[j]) for s, j in pairs):
+        return None
+    telling = [(s, j) for s, j in pairs if not _same_rates(k1_rates[s], k1_rates[j])]
+    return (telling[0][0] + 1, telling[0][1] + 1) if telling else None
+
+
+def _stands_in(rerun: Optional[list[tuple[float, ...]]], full_rates: list[tuple[float, ...]]) -> bool:
+    """Whether the K=1 rerun over the micro-batches shows the full run's rates
+    at the steps both took, so that it may stand in for the full run further
+    on. A rate computed from the loader's length (a fraction of the epoch)
+    differs there: the rerun's loader holds K times the full run's batches."""
+    return bool(rerun) and all(_same_rates(a, b) for a, b in zip(rerun, full_rates))
+
+
+def _same_rates(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
+    return len(a) == len(b) and all(abs(x - y) <= 1e-6 * max(abs(x), abs(y), 1e-12) for x, y in zip(a, b))
+
+
+def _no_accumulation(accumulated: RunRecord, k: int) -> Optional[Explanation]:
+    """One backward per step where K are due and, by the loader's count, about
+    one micro-batch per step: the loop does not accumulate at all (GA110's
+    loop pulls K micro-batches per step and backpropagates only the last)."""
+    steps = accumulated.steps
+    if len(steps) < 2 or not steps[-1].consumed:
+        return None
+    per_step = (steps[-1].consumed - steps[0].consumed) / (len(steps) - 1)
+    if per_step > 1.5 or k < 2:
+        return None
+    return Explanation(
+        summary=f"the loop does not accumulate: each of its {len(steps)} optimizer steps took one micro-batch "
+        f"and one backward, where K = {k} of each were due.",
+        detail="The function runs one micro-batch per update whatever K is (an update-driven loop that pulls "
+        "a single batch per step, or a K that reaches no loop). Pull K micro-batches per update, "
+        "backpropagate each loss / K, then step.",
+        name="no-accumulation",
+    )
+
+
+def _from_references(steps: list[StepRecord], k: int, oracle: StepOracle, match: float) -> list[Explanation]:
+    """GA101/GA106 from the user's own function at K=1 on single micro-batches,
+    at the step's weights; each side's clip is undone with its own numbers."""
     first = steps[0]
     if not first.gradients or k == 1:
         return []
     names = frozenset(name for name, g in first.gradients.items() if g is not None)
-    scaled = {name: g * k for name, g in _dense(first.gradients).items()}
+    scaled = {name: g * k for name, g in _unclipped(first).items()}
     last_share = oracle(first.state, [k - 1], names)
-    if last_share is not None and _close(scaled, last_share, match):
+    if last_share is not None and _close(scaled, _unclipped(last_share), match):
         return [_GA101]
     first_share = oracle(first.state, [0], names)
-    if first_share is not None and _close(scaled, first_share, match):
+    if first_share is not None and _close(scaled, _unclipped(first_share), match):
         if len(steps) < 2 or not steps[1].gradients:
             return [_GA106]
         shifted = oracle(steps[1].state, list(range(1, k + 1)), names)
-        if shifted is not None and _close(_dense(steps[1].gradients), shifted, match):
+        if shifted is not None and _close(_unclipped(steps[1]), _unclipped(shifted), match):
             return [_GA106]
     return []
+
+
+def clip_before_unscale(steps: list[StepRecord]) -> Optional[Explanation]:
+    """GA304 from a step's own numbers: its clip ran on gradients the GradScaler
+    had multiplied by its scale S > 1 and not yet divided (the order of the
+    calls says so), and it clipped (pre-clip norm above max_norm), so the update
+    shrank by min(1, max_norm / norm) where the unscaled gradients called for
+    min(1, max_norm * S / norm)."""
+    for step in steps:
+        scale, norm, max_norm = step.scale_at_clip, step.clip_norm, step.max_norm
+        if scale is None or norm is None or max_norm is None or scale <= 1 or norm <= max_norm:
+            continue
+        applied, due = max_norm / (norm + 1e-6), min(1.0, max_norm * scale / norm)
+        return _explained(
+            "GA304",
+            f"at step {step.index + 1} the clip saw a pre-clip norm of {norm:.6g}, the gradients still multiplied "
+            f"by the GradScaler's scale {scale:.6g} (their own norm {norm / scale:.4g}): it scaled the update by "
+            f"{applied:.3g} where clipping the unscaled gradients to max_norm {max_norm:g} scales it by {due:.3g}.",
+            "Clipping before unscale_ compares the threshold with scaled gradients; call "
+            "scaler.unscale_(optimizer) before clip_grad_norm_.",
+        )
+    return None
+
+
+def _at_failing_step(step: StepRecord, k: int, oracle: StepOracle, match: float) -> list[Explanation]:
+    """GA101/GA106 from the first step that failed, when an earlier one passed
+    (a tight clip or a loose tolerance can hide the first window): window s
+    is micro-batches sK..sK+K-1; zeroing every micro-batch leaves 1/K of its
+    last, an off-by-one gate steps on (s-1)K+1..sK."""
+    s, names = step.index, frozenset(name for name, g in step.gradients.items() if g is not None)
+    if not names:
+        return []
+    last = oracle(step.state, [s * k + k - 1], names)
+    if last is not None and _close({n: g * k for n, g in _unclipped(step).items()}, _unclipped(last), match):
+        return [_GA101]
+    shifted = oracle(step.state, list(range(s * k - k + 1, s * k + 1)), names)
+    if shifted is not None and _close(_unclipped(step), _unclipped(shifted), match):
+        return [_GA106]
+    return []
+
+
+def from_reference(held_a: Held, held_b: Held, k: int, match: float) -> list[Explanation]:
+    """What both runs share against the textbook loop, where the numbers show it."""
+    found = []
+    a, b = held_a.factor, held_b.factor
+    if a is not None and b is not None and abs(a - b) <= match * max(abs(a), abs(b)):
+        divisor = next((text for value, text in _k_divisors(k) if abs(b - value) <= match * value), None)
+        if divisor is not None:
+            found.append(_explained(
+                "GA205",
+                f"both runs' gradients are {b:.4g} x the textbook loop's, at K={k} and at K=1 alike: the loss is "
+                f"divided by {divisor} where K is due.",
+                "The divisor is not K, so every update is scaled by the same wrong factor; divide each "
+                "micro-batch's loss by K exactly (a deliberate loss weight belongs in the loss function).",
+            ))
+    return found
+
+
+def _k_divisors(k: int) -> list[tuple[float, str]]:
+    """(factor, divisor) for the wrong divisors of K that scale both runs alike:
+    K/2 doubles every gradient at every K, 2K halves it. Only these: any other
+    constant may be a deliberate loss weight (and K - 1 or K + 1 change with K,
+    which the two runs' comparison sees)."""
+    return [(2.0, "K/2"), (0.5, "2K")]
+
+
+def _explained(code: str, summary: str, detail: str) -> Explanation:
+    """An explanation named from the rule catalog."""
+    return Explanation(code=code, name=rule(code).name, summary=summary, detail=detail)
 
 
 def _dense(gradients: dict[str, Optional[torch.Tensor]]) -> dict[str, torch.Tensor]:
@@ -262,22 +468,25 @@ _GA106 = Explanation(
 )
 
 
-def _ga102(a: int, b: int) -> Explanation:
+def _ga102(a: int, b: int, which: str = "") -> Explanation:
+    whose = f" {which}" if which else ""
     return Explanation(
         code="GA102",
         name="step-every-micro-batch",
-        summary=f"the accumulated run stepped {a} times, once per micro-batch, where the full-batch run stepped {b}.",
+        summary=f"the accumulated run stepped{whose} {a} times, once per micro-batch, where the full-batch run "
+        f"stepped it {b}.",
         detail="The optimizer steps on every micro-batch (or the function ignores K); step once per window, "
         "under the gate.",
     )
 
 
-def _ga108(a: int, b: int) -> Explanation:
+def _ga108(a: int, b: int, which: str = "") -> Explanation:
+    whose = f" {which}" if which else ""
     return Explanation(
         code="GA108",
         name="accumulate-without-steps",
-        summary=f"the accumulated run stepped {a} times, once per micro-batch, where the full-batch run stepped "
-        f"{b}, inside accelerate's accumulate().",
+        summary=f"the accumulated run stepped{whose} {a} times, once per micro-batch, where the full-batch run "
+        f"stepped it {b}, inside accelerate's accumulate().",
         detail="`accelerator.accumulate()` syncs and steps on every micro-batch when the Accelerator was built "
         "without gradient_accumulation_steps; pass gradient_accumulation_steps=K.",
     )
@@ -345,6 +554,16 @@ def _ga301(mismatch: Mismatch) -> Explanation:
         f"run {mismatch.full}.",
         detail="The schedule advances every micro-batch and runs K times too fast; step the scheduler under the "
         "gate, after the optimizer.",
+    )
+
+
+def _ga301_by_hand(step: int, full_step: int) -> Explanation:
+    return _explained(
+        "GA301",
+        f"the learning rate at step {step} is the one a K=1 run has at its step {full_step}: it advances every "
+        "micro-batch, K times too fast.",
+        "The rate is set from a counter of micro-batches; compute it from the number of optimizer steps, "
+        "under the gate.",
     )
 
 

@@ -6,6 +6,9 @@ concatenation of a window's micro-batches (the last one of r), with
 accumulation 1. Both start from the same weights (each run deep-copies the
 setup's model), get a fresh optimizer and the same seeds, and run in
 lockstep so that every step is compared as it happens (see `lockstep`).
+Both runs' first steps are also held against the textbook loop built from
+the setup (see `reference`), which finds what both runs share; the report
+says which comparisons were made.
 Problems of the user's code or setup become a "could not run" report with
 the reason, and so does any failure of the verifier itself: it never raises.
 """
@@ -36,7 +39,15 @@ from accumlint.verify.binding import (
 )
 from accumlint.verify.construct import accepts_accum_steps, constructing, split_options
 from accumlint.verify.compare import ALLREDUCE, Comparison, Mismatch, StepComparer, Tolerance
-from accumlint.verify.diagnosis import diagnose, diagnose_error
+from accumlint.verify.diagnosis import (
+    MATCH,
+    RateProbe,
+    StepOracle,
+    clip_before_unscale,
+    diagnose,
+    diagnose_error,
+    from_reference,
+)
 from accumlint.verify.explanations import data_sources, noise_sources
 from accumlint.verify.contained import DEFAULT_TIMEOUT, check_contained, note_phase
 from accumlint.verify.layers import dropout_off
@@ -51,6 +62,7 @@ from accumlint.verify.loading import (
     split_target,
 )
 from accumlint.verify.lockstep import run_lockstep
+from accumlint.verify.reference import Held, Reference, ReferenceUnavailable, build_reference, hold
 from accumlint.verify.report import COULD_NOT_RUN, EQUIVALENT, NOT_EQUIVALENT, Explanation, StepReport, VerificationReport
 from accumlint.verify.runs import (
     RunInputs,
@@ -299,13 +311,13 @@ def _check(
             callable_, binding, the_setup, accum_steps=accum_steps, windows=plan.windows,
             seed=seed, eval_mode=eval_mode, nproc=nproc, override=override, lookahead=plan.lookahead,
         )
-        oracle = None
+        probes, reference = None, f"not built under nproc={nproc}"
     else:
-        accumulated, full, comparison, oracle = _run_pair(
+        accumulated, full, comparison, probes, reference = _run_pair(
             callable_, binding, the_setup, plan, seed, eval_mode, override
         )
     _refuse_foreign_batches(accumulated, full)
-    _fill(report, accumulated, full, comparison, the_setup, plan, eval_mode, oracle, nproc)
+    _fill(report, accumulated, full, comparison, the_setup, plan, eval_mode, probes, nproc, reference)
 
 
 def _refuse_foreign_batches(accumulated: RunRecord, full: RunRecord) -> None:
@@ -320,12 +332,16 @@ def _refuse_foreign_batches(accumulated: RunRecord, full: RunRecord) -> None:
         )
 
 
+def _named_bindings(binding: Binding) -> list[tuple[str, str]]:
+    """(parameter, NAME) for every parameter (or the constructor's) bound to `setup.NAME`."""
+    bound = [*binding.bound_roles(), *((f"{binding.function}'s constructor", r) for r in binding.constructed_roles)]
+    return [(parameter, name) for parameter, role in bound if (name := named_object(role)) is not None]
+
+
 def _check_named(binding: Binding, setup: Setup) -> None:
     """Every `setup.NAME` a parameter is bound to names an object the setup returns."""
-    bound = [*binding.bound_roles(), *((f"{binding.function}'s constructor", r) for r in binding.constructed_roles)]
-    for parameter, role in bound:
-        name = named_object(role)
-        if name is not None and name not in setup.objects:
+    for parameter, name in _named_bindings(binding):
+        if name not in setup.objects:
             offered = ", ".join(sorted(setup.objects)) or "none"
             raise _CannotRun(
                 f"{parameter} is bound to setup.{name}, but the setup returns no object named {name!r} "
@@ -420,10 +436,13 @@ def _run_pair(
     seed: int,
     eval_mode: bool,
     override: Optional[Tolerance],
-) -> tuple[RunRecord, RunRecord, Comparison, Callable]:
+) -> tuple[RunRecord, RunRecord, Comparison, "_Probes", Union[Reference, str]]:
+    """The two runs in lockstep, the oracle that reruns the user's function on
+    chosen micro-batches, and the textbook reference (or why there is none)."""
     k = plan.accum_steps
     micro_batches = setup.batches[: plan.fed]
     groups = windows_of(micro_batches, k)
+    reference = _textbook(setup, binding, groups[0], seed, eval_mode)
     if plan.tail:
         groups.append(micro_batches[plan.windows * k:])
     full_batches = [concatenate(group) for group in groups]
@@ -437,7 +456,9 @@ def _run_pair(
         return RunInputs(model, setup.optimizer_factory, batches, accum, setup.loss_fn, as_dataloader=loader_type,
                          named=setup.objects)
 
-    def oracle(state: dict[str, torch.Tensor], indices: list[int], names: frozenset) -> Optional[dict]:
+    def oracle_step(state: dict[str, torch.Tensor], indices: list[int], names: frozenset) -> Optional[StepRecord]:
+        """The user's function at K=1 on the concatenation of `indices`, from
+        `state`: its first step over the parameters `names` (gradients and clip)."""
         if not indices or max(indices) >= len(micro_batches):
             return None
         model = copy.deepcopy(setup.model)
@@ -449,8 +470,20 @@ def _run_pair(
             return None
         for step in record.steps:
             if frozenset(n for n, g in step.gradients.items() if g is not None) == names:
-                return {n: g for n, g in step.gradients.items() if g is not None}
+                return replace(step, gradients={n: g for n, g in step.gradients.items() if g is not None})
         return None
+
+    def oracle(state: dict[str, torch.Tensor], indices: list[int], names: frozenset) -> Optional[dict]:
+        step = oracle_step(state, indices, names)
+        return step.gradients if step is not None else None
+
+    def rates(count: int) -> Optional[list[tuple[float, ...]]]:
+        """The learning rates of the user's function at K=1 over the first `count` micro-batches."""
+        try:
+            record = run_training(function, binding, inputs(micro_batches[:count], 1), seed=seed, eval_mode=eval_mode)
+        except UserCodeError:
+            return None
+        return [step.lrs for step in record.steps]
 
     records: dict[str, RunRecord] = {}
     comparer = StepComparer(
@@ -480,7 +513,33 @@ def _run_pair(
         accumulated, full = run_lockstep(run_a, run_b, comparer, seed=seed, device=device_of(setup.model),
                                          user_globals=user_namespaces(function))
     initial = {name: p.detach() for name, p in setup.model.named_parameters()}
-    return accumulated, full, comparer.result(accumulated, full, initial, fed), oracle
+    probes = _Probes(oracle_step, rates)
+    return accumulated, full, comparer.result(accumulated, full, initial, fed), probes, reference
+
+
+@dataclass(frozen=True)
+class _Probes:
+    """Reruns of the user's function the diagnosis may ask for (see `diagnosis`)."""
+
+    step: StepOracle
+    rates: RateProbe
+
+
+def _textbook(setup: Setup, binding: Binding, window: list, seed: int, eval_mode: bool) -> Union[Reference, str]:
+    """The textbook loop's gradients over the first window, or why it cannot be built.
+
+    A loop that takes objects of the setup's by name (`setup.NAME`) may build
+    its loss with them (a weighting, a loss helper), which the textbook loop,
+    built from the model and the loss function alone, does not: a deliberate
+    factor would read as a shared mistake, so there is no reference."""
+    named = _named_bindings(binding)
+    if named:
+        taken = ", ".join(f"{parameter} = setup.{name}" for parameter, name in named)
+        return f"the loop takes {taken} from the setup, which the textbook loop does not use"
+    try:
+        return build_reference(setup.model, setup.loss_fn, window, seed=seed, eval_mode=eval_mode)
+    except ReferenceUnavailable as why:
+        return str(why)
 
 
 def _compute_dtypes(records: dict[str, RunRecord], runs: dict[str, RunRecord]) -> set:
@@ -502,8 +561,9 @@ def _fill(
     setup: Setup,
     plan: _Plan,
     eval_mode: bool,
-    oracle: Optional[Callable],
+    probes: Optional["_Probes"],
     nproc: int,
+    reference: Union[Reference, str] = "not built",
 ) -> None:
     report.steps_accumulated, report.steps_full = comparison.steps_accumulated, comparison.steps_full
     report.fed, report.used = comparison.fed, comparison.used
@@ -529,14 +589,28 @@ def _fill(
             "step; divide by the window's size there for an exact mean"
         )
     no_gradient = not any(step.has_gradient for step in accumulated.steps)
+    try:
+        shared = _against_reference(report, comparison, accumulated, full, reference, plan.accum_steps)
+    except Exception as error:  # noqa: BLE001 - the reference adds evidence; its failure must not end the verdict
+        report.comparisons.append(f"no textbook reference: holding the runs against it failed ({_one_line(error, named=True)})")
+        shared = []
+    scaled_clip = clip_before_unscale([*full.steps[:1], *accumulated.steps[:1]])
+    shared = ([scaled_clip] if scaled_clip is not None else []) + shared
     if comparison.equivalent and not no_gradient:
-        report.verdict = EQUIVALENT
+        if not shared:
+            report.verdict = EQUIVALENT
+            return
+        report.verdict = NOT_EQUIVALENT
+        report.reason = f"the runs match each other, not a correct loop: {shared[0].summary}"
+        report.explanations = shared + noise_sources(setup.model, eval_mode=eval_mode)
         return
     report.verdict = NOT_EQUIVALENT
     report.reason = _reason(comparison, no_gradient)
     if comparison.used == 0:
         return
-    found = diagnose(accumulated, full, comparison, plan.accum_steps, oracle, tail=plan.tail, nproc=nproc)
+    found = diagnose(accumulated, full, comparison, plan.accum_steps, probes.step if probes else None,
+                     tail=plan.tail, nproc=nproc, rates=probes.rates if probes else None)
+    found += [e for e in shared if e.code not in {f.code for f in found}]
     if no_gradient or not comparison.same_step_count:
         # No property of the model or data explains these: straight to the numbers.
         report.explanations = found
@@ -549,6 +623,68 @@ def _fill(
         report.explanations = found + [_as_caveat(e) for e in noise]
     else:
         report.explanations = noise
+
+
+def _against_reference(
+    report: VerificationReport,
+    comparison: Comparison,
+    accumulated: RunRecord,
+    full: RunRecord,
+    reference: Union[Reference, str],
+    k: int,
+) -> list[Explanation]:
+    """Hold both runs' first steps against the textbook loop; note in the
+    report which comparisons were made, and return the mistakes both runs
+    share (named only where the numbers show them)."""
+    report.comparisons = [f"run A (K={k}) against run B (K=1), step by step"]
+    if isinstance(reference, str):
+        report.comparisons.append(f"no textbook reference ({reference}): the runs were compared with each other only")
+        return []
+    if comparison.first_steps is None or not accumulated.steps or not full.steps:
+        report.comparisons.append("no textbook reference: the runs took no step to hold against it")
+        return []
+    if not _first_window(accumulated.steps[0], k) or not _first_window(full.steps[0], 1):
+        report.comparisons.append(
+            "no textbook reference: a first step came after the first window (a skipped AMP step?)"
+        )
+        return []
+    match = _reference_match(comparison)
+    fingerprint_a, fingerprint_b = comparison.first_steps
+    held_b = hold(full.steps[0], fingerprint_b, reference.full, match)
+    report.comparisons.append(f"run B's first step against the textbook loop's (K=1): {_held(held_b)}")
+    if held_b.factor is None or abs(held_b.factor - 1) <= match:
+        # Run B is the textbook's (or no multiple of it): what both runs share
+        # would show in run B, and run A's steps were held against run B's.
+        how = ("not needed (run B's matches it, and run A is compared with run B)" if held_b.factor is not None
+               else "not held (run B's is no multiple of it)")
+        report.comparisons.append(f"run A's first step against the textbook loop's (K={k}): {how}")
+        return []
+    try:
+        held_a = hold(accumulated.steps[0], fingerprint_a, reference.accumulated(), match)
+    except ReferenceUnavailable as why:
+        report.comparisons.append(f"run A's first step against the textbook loop's (K={k}): not built ({why})")
+        return from_reference(Held(None), held_b, k, match)
+    report.comparisons.append(f"run A's first step against the textbook loop's (K={k}, loss / K): {_held(held_a)}")
+    return from_reference(held_a, held_b, k, match)
+
+
+def _held(held: Held) -> str:
+    if held.factor is None:
+        return "not comparable: no multiple of it (the loop computes its loss otherwise)"
+    return f"{held.factor:.4g} x it"
+
+
+def _first_window(step: StepRecord, batches: int) -> bool:
+    """Whether the step used the first window only, by the loader's count (one
+    batch ahead for a prefetching loader; 0: a loop that does not count)."""
+    return step.consumed <= batches + 1
+
+
+def _reference_match(comparison: Comparison) -> float:
+    """How close the user's gradient must be to a multiple of the reference:
+    the diagnosis's bar, widened for the reference computing in the model's
+    own dtype where the loop may autocast."""
+    return max(MATCH, 3 * comparison.tolerance.rtol)
 
 
 def _as_caveat(explanation: Explanation) -> Explanation:
@@ -592,9 +728,14 @@ def _mismatch_text(mismatch: Mismatch) -> str:
         times = "never" if count == 0 else "once" if count == 1 else f"{count} times"
         due = "once" if mismatch.expected == 1 else f"{mismatch.expected} times"
         return f"DDP all-reduced the gradients {times} in the accumulated run, where {due} per optimizer step is due"
-    text = f"{mismatch.kind} {mismatch.accumulated} accumulated"
+    text = f"{mismatch.kind} {_shown(mismatch.accumulated)} accumulated"
     if mismatch.full is not None:
-        text += f", {mismatch.full} full batch"
+        text += f", {_shown(mismatch.full)} full batch"
     if mismatch.expected is not None:
-        text += f" (expected {mismatch.expected})"
+        text += f" (expected {_shown(mismatch.expected)})"
     return text
+
+
+def _shown(value: object) -> str:
+    """A recorded number as the report prints it (floats to 4 significant digits)."""
+    return f"{value:.4g}" if isinstance(value, float) else str(value)

@@ -2,7 +2,8 @@
 
 While the runs execute, a few torch entry points are wrapped: backward
 calls, gradient clipping (its return value is the pre-clip norm), the AMP
-scaler's `update`/`unscale_`, LR scheduler steps, accelerate's `accumulate()`,
+scaler's `scale`/`update`/`unscale_` (the scale a clip ran under when the
+gradients were not yet unscaled), LR scheduler steps, accelerate's `accumulate()`,
 the optimizer step hooks and a forward hook that sees the dtype the model
 computes in (autocast included). Each wrapper reports to the *recorder of
 the calling thread*: the two runs may execute in two threads (lockstep), and
@@ -25,6 +26,10 @@ BACKWARD = "backward"
 CLIP = "clip"
 SCALER_UPDATE = "scaler.update"
 SCALER_UNSCALE = "scaler.unscale_"
+SCALER_SCALE = "scaler.scale"
+ALLREDUCE = "allreduce"
+# A backward call after the window's all-reduce: DDP synced a micro-batch that was not the last.
+BACKWARD_AFTER_SYNC = "backward after all-reduce"
 SCHEDULER = "scheduler.step"
 ACCUMULATE = "accumulate"
 
@@ -34,7 +39,9 @@ class Recorder(Protocol):
 
     def event(self, kind: str) -> None: ...
 
-    def clip_norm(self, norm: Any) -> None: ...
+    def clip_norm(self, norm: Any, max_norm: Any = None) -> None: ...
+
+    def loss_scaled(self, scaler: Any) -> None: ...
 
     def compute_dtype(self, dtype: torch.dtype) -> None: ...
 
@@ -115,11 +122,26 @@ def _clipping(original: Callable) -> Callable:
             recorder.event(CLIP)
         norm = original(*args, **kwargs)
         if recorder is not None:
-            recorder.clip_norm(norm)
+            recorder.clip_norm(norm, kwargs.get("max_norm", args[1] if len(args) > 1 else None))
         return norm
 
     wrapper.__wrapped__ = original  # type: ignore[attr-defined]
     wrapper.__accumlint_wrapper__ = True  # type: ignore[attr-defined]
+    return wrapper
+
+
+def _scaling_loss(original: Callable) -> Callable:
+    """GradScaler.scale: counted, and the scaler noted (its scale is what a
+    clip before `unscale_` sees the gradients multiplied by)."""
+
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        recorder = current()
+        if recorder is not None:
+            recorder.event(SCALER_SCALE)
+            recorder.loss_scaled(self)
+        return original(self, *args, **kwargs)
+
+    wrapper.__wrapped__ = original  # type: ignore[attr-defined]
     return wrapper
 
 
@@ -152,6 +174,7 @@ def _install_patches() -> list[Callable[[], None]]:
         for name in _CLIP_FUNCTIONS:
             if hasattr(module, name):
                 undo.append(_patch(module, name, _clipping))
+    undo.append(_patch(GradScaler, "scale", _scaling_loss))
     undo.append(_patch(GradScaler, "update", _counting(SCALER_UPDATE)))
     undo.append(_patch(GradScaler, "unscale_", _counting(SCALER_UNSCALE)))
     for scheduler in (lr_scheduler.LRScheduler, lr_scheduler.ReduceLROnPlateau):

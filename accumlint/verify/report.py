@@ -70,6 +70,8 @@ class VerificationReport:
     used: Optional[int] = None
     compute_dtypes: list[str] = field(default_factory=list)
     evidence: list[str] = field(default_factory=list)
+    # Which comparisons the verdict rests on (the two runs, the textbook reference) and their outcome.
+    comparisons: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     # The tails of what the user's code wrote (kept apart from the report's own lines).
     stdout: str = ""
@@ -180,6 +182,7 @@ class VerificationReport:
             # the steps: shown, never flagged (the verdict is judged per step).
             lines.append("  " + _format_step("final parameters", self.final, flag=self.verdict != EQUIVALENT))
         lines.extend(f"  evidence: {line}" for line in self.evidence)
+        lines.extend(f"  compared: {line}" for line in self.comparisons)
         lines.append(self._headline())
         lines.extend(f"  note: {note}" for note in self.notes)
         lines.extend(f"  {explanation.line()}" for explanation in self.explanations)

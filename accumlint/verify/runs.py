@@ -38,7 +38,14 @@ from accumlint.verify.binding import (
     Binding,
     named_object,
 )
-from accumlint.verify.instruments import instrumented, recording_into
+from accumlint.verify.instruments import (
+    ALLREDUCE,
+    BACKWARD,
+    BACKWARD_AFTER_SYNC,
+    SCALER_UNSCALE,
+    instrumented,
+    recording_into,
+)
 from accumlint.verify.layers import pin_eval_mode
 from accumlint.verify.loaders import counting_loader
 from accumlint.verify.loading import user_errors
@@ -90,6 +97,12 @@ class StepRecord:
     consumed: int
     gradients: Tensors = field(default_factory=dict)
     state: dict[str, torch.Tensor] = field(default_factory=dict)
+    # Which optimizer stepped (0, 1, ... in the order of their first steps),
+    # the clip's max_norm, and the GradScaler's scale when the clip ran on
+    # gradients not yet unscaled (None when it ran after unscale_ or without a scaler).
+    optimizer: int = 0
+    max_norm: Optional[float] = None
+    scale_at_clip: Optional[float] = None
 
     def kept(self) -> "StepRecord":
         """A copy that owns its tensors."""
@@ -151,16 +164,34 @@ class RunRecorder:
         self.record = RunRecord()
         self._events: Counter = Counter()
         self._clip: Optional[float] = None
+        self._max_norm: Optional[float] = None
+        self._scale_at_clip: Optional[float] = None
+        self._scaler: Any = None
+        self._optimizers: dict[int, int] = {}
         self._depth: Counter = Counter()
 
     def event(self, kind: str) -> None:
+        if kind == BACKWARD and self._events.get(ALLREDUCE, 0):
+            self._events[BACKWARD_AFTER_SYNC] += 1
         self._events[kind] += 1
 
-    def clip_norm(self, norm: Any) -> None:
+    def clip_norm(self, norm: Any, max_norm: Any = None) -> None:
         try:
             self._clip = float(norm)
         except (TypeError, ValueError):
-            self._clip = None
+            self._clip = self._max_norm = self._scale_at_clip = None
+            return
+        self._max_norm = _number(max_norm) if max_norm is not None else None
+        self._scale_at_clip = None
+        if self._scaler is not None and self._events.get(SCALER_UNSCALE, 0) == 0:
+            # The loss was scaled and nothing unscaled the gradients yet.
+            try:
+                self._scale_at_clip = float(self._scaler.get_scale())
+            except Exception:  # noqa: BLE001 - a scaler-like object without get_scale()
+                self._scale_at_clip = None
+
+    def loss_scaled(self, scaler: Any) -> None:
+        self._scaler = scaler if getattr(scaler, "is_enabled", lambda: True)() else None
 
     def compute_dtype(self, dtype: torch.dtype) -> None:
         self.record.compute_dtypes.add(dtype)
@@ -190,8 +221,11 @@ class RunRecorder:
             consumed=getattr(self.loader, "taken", 0),
             gradients=gradients,
             state=_model_state(self.model),
+            optimizer=self._optimizers.setdefault(id(optimizer), len(self._optimizers)),
+            max_norm=self._max_norm if self._clip is not None else None,
+            scale_at_clip=self._scale_at_clip if self._clip is not None else None,
         )
-        self._events, self._clip = Counter(), None
+        self._events, self._clip, self._max_norm, self._scale_at_clip = Counter(), None, None, None
         self.record.steps.append(record.light())
         if self.on_step is not None:
             self.on_step(record)
