@@ -224,6 +224,10 @@ class Frameworks:
                 return True
         return False
 
+    def wrap_of(self, value: cst.BaseExpression) -> Optional[str]:
+        """How one bound value wraps a model (see `parallel_kind`), or None."""
+        return self._wrap_of(value)
+
     def _wrap_of(self, value: cst.BaseExpression, depth: int = 0) -> Optional[str]:
         if type(value) is not cst.Call:
             return None

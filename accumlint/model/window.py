@@ -157,6 +157,30 @@ class Window:
         statements = {id(small) for s in self.loop.statements for small in s.node.body}
         return any(id(binding.statement) in statements for binding in self.facts.bindings.get(name, ()))
 
+    def wraps_here(self, name: str) -> bool:
+        """A `self.` attribute wrapped for data parallelism is this loop's when a binding that
+        wraps it sits in the loop's own class or a class it derives from in this module (an
+        unrelated trainer class of the module may use the same attribute name)."""
+        if not name.startswith("self."):
+            return True
+        function = self.loop.function
+        owner = self.facts.class_of.get(function) if function is not None else None
+        if owner is None:
+            return True
+        family = {owner.name.value}
+        for _ in range(4):  # base classes defined in this module, a few levels up
+            family |= {base.split(".")[-1] for cls in list(family) if cls in self.facts.classes
+                       for base in self.facts.class_bases(self.facts.classes[cls])}
+        for binding in self.facts.bindings.get(name, ()):
+            if self.objects.frameworks.wrap_of(binding.value) is None:
+                continue  # `self.model = net`: not the wrap
+            parent = self.facts.parents.get(id(binding.statement))
+            while parent is not None and type(parent) is not cst.ClassDef:
+                parent = self.facts.parents.get(id(parent))
+            if parent is None or parent.name.value in family:
+                return True
+        return False
+
     def mentions(self, name: str) -> bool:
         """The iteration (its own code or a helper it walks) reads `name`: the wrapped model
         a module builds is this loop's only when the loop uses it."""
