@@ -1,8 +1,9 @@
 """A cache of analysis results for unchanged files.
 
 An entry is keyed by a hash of everything the result depends on: the text,
-the analysis options, accumlint's version and the size and modification time
-of accumlint's own modules (so an edited install never serves stale results).
+the analysis options, accumlint's version, the Python and LibCST it runs
+under, and the size and modification time of accumlint's own modules (so an
+edited install never serves stale results).
 It holds the raw findings before selection and `noqa`, so changing
 `--select` or a comment elsewhere never needs a re-parse. One small file per
 entry, written atomically: parallel runs and workers cannot corrupt it. An
@@ -37,6 +38,7 @@ import json
 import os
 import re
 import stat
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any, NamedTuple, Optional
@@ -62,9 +64,28 @@ GITIGNORE_TEXT = "# Created by accumlint.\n*\n"
 _OWN_FILES = {TAG: (TAG_TEXT,), MARKER: (MARKER_CREATED, MARKER_ADOPTED), GITIGNORE: (GITIGNORE_TEXT,)}
 
 
+def _environment() -> str:
+    """The Python and LibCST an entry was computed under: a file LibCST reads as a syntax
+    error under one Python may parse under another. LibCST is found, not imported (a cache
+    hit must not pay for its import): its version file's size and time stand for it."""
+    from importlib.util import find_spec
+
+    spec = find_spec("libcst")
+    libcst = ""
+    if spec is not None and spec.origin is not None:
+        version_file = Path(spec.origin).with_name("_version.py")
+        try:
+            status = version_file.stat()
+            libcst = f"{version_file}:{status.st_size}:{status.st_mtime_ns}"
+        except OSError:
+            libcst = spec.origin
+    return f"{sys.version}|{sys.implementation.cache_tag}|{libcst}"
+
+
 def _code_fingerprint() -> str:
     package = Path(accumlint.__file__).parent
     digest = hashlib.sha256(accumlint.__version__.encode())
+    digest.update(_environment().encode())
     for directory, dirnames, filenames in sorted(os.walk(package)):
         dirnames.sort()
         for name in sorted(filenames):

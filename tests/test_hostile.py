@@ -742,3 +742,21 @@ def _parse(text):
     from accumlint.parsing import parse_module
 
     return parse_module(text)
+
+
+def test_the_cache_key_changes_with_the_python_and_the_libcst_it_runs_under(tmp_path, monkeypatch):
+    # a file read as a syntax error under one Python may parse under another
+    from accumlint import cache as cache_module
+
+    def key() -> str:
+        return cache_module.Cache(tmp_path / "cache").key("x = 1\n", ("options",))
+
+    first = key()
+    assert key() == first
+    monkeypatch.setattr(cache_module.sys, "version", cache_module.sys.version + " (another build)")
+    assert key() != first
+    monkeypatch.undo()
+    assert key() == first
+    real = cache_module._environment()
+    monkeypatch.setattr(cache_module, "_environment", lambda: real.replace("libcst", "libcst-other"))
+    assert key() != first
