@@ -84,6 +84,8 @@ def framework_scales_without_windows(window: Window) -> Iterable[Finding]:
         info = window.objects.accelerator(owner)
         if info is None or info.sharded == "deepspeed" or info.steps is None:
             continue
+        if not _k_given_in_scope(window, dotted(owner)):
+            continue  # K was given to another function's Accelerator of the same name
         steps = int_value(info.steps)
         if steps is not None and steps <= 1:
             continue
@@ -100,6 +102,28 @@ def framework_scales_without_windows(window: Window) -> Iterable[Finding]:
             f"accumulates; `with {code(owner)}.accumulate(model):` makes the prepared optimizer step once per window",
         )
         return
+
+
+def _k_given_in_scope(window: Window, name: Optional[str]) -> bool:
+    """When the loop's function binds the Accelerator itself, K must be given there (to its
+    constructor, or by `accelerator.gradient_accumulation_steps = K`): a module's other
+    functions may build Accelerators of the same name with other settings (a test module)."""
+    function = window.loop.function
+    if name is None or function is None:
+        return True
+
+    def local(node: cst.CSTNode) -> bool:
+        parent = window.facts.parents.get(id(node))
+        while parent is not None and type(parent) is not cst.FunctionDef:
+            parent = window.facts.parents.get(id(parent))
+        return parent is function
+
+    built = [b for b in window.facts.bindings.get(name, ()) if local(b.statement)]
+    if not built:
+        return True
+    later = [b for b in window.facts.bindings.get(f"{name}.gradient_accumulation_steps", ()) if local(b.statement)]
+    given = [b for b in built if type(b.value) is cst.Call and _carries_k(window.facts, b.value)]
+    return bool(given or later)
 
 
 def _wrap_in_accumulate(window: Window, owner: cst.BaseExpression) -> tuple[Edit, ...]:
