@@ -171,6 +171,13 @@ class ModuleFacts:
                 return statement
         return None
 
+    def enclosing_function(self, node: cst.CSTNode) -> Optional[Function]:
+        """The innermost function whose body holds `node` (None at module level)."""
+        parent = self.parents.get(id(node))
+        while parent is not None and type(parent) is not cst.FunctionDef:
+            parent = self.parents.get(id(parent))
+        return parent
+
     def returned(self, call: cst.Call) -> list[cst.BaseExpression]:
         """What a call of a module function (`wrap(model)`) returns: the values of its
         `return` statements, a returned local name read through its bindings in that
@@ -185,7 +192,7 @@ class ModuleFacts:
                 value = node.value
                 if type(value) is cst.Name:
                     local = [b.value for b in self.bindings.get(value.value, ())
-                             if b.index is None and _inside(self.parents, b.statement, function)]
+                             if b.index is None and self.enclosing_function(b.statement) is function]
                     found.extend(local or [value])
                 else:
                     found.append(value)
@@ -221,15 +228,6 @@ class ModuleFacts:
 
     def class_bases(self, owner: cst.ClassDef) -> list[str]:
         return [self.qualified(dotted(base.value)) or "" for base in owner.bases]
-
-
-def _inside(parents: dict[int, cst.CSTNode], node: cst.CSTNode, function: cst.CSTNode) -> bool:
-    parent = parents.get(id(node))
-    while parent is not None:
-        if parent is function:
-            return True
-        parent = parents.get(id(parent))
-    return False
 
 
 def ancestors(parents: dict[int, cst.CSTNode], node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:

@@ -323,14 +323,8 @@ class Objects:
         maml.clone()`, `clone_module(model)`): a task-local model whose gradients and
         steps are not the window's. `scope`: only the bindings made in that function."""
         bindings = [b for b in self.facts.values_of(name)
-                    if b.index is None and (scope is None or self._function_of(b.statement) is scope)]
+                    if b.index is None and (scope is None or self.facts.enclosing_function(b.statement) is scope)]
         return bool(bindings) and all(_copies(b.value) and self._made_per_iteration(b.statement) for b in bindings)
-
-    def _function_of(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
-        parent = self.facts.parents.get(id(node))
-        while parent is not None and type(parent) is not cst.FunctionDef:
-            parent = self.facts.parents.get(id(parent))
-        return parent
 
     def _made_per_iteration(self, statement: cst.CSTNode, depth: int = 0) -> bool:
         """Bound inside a loop, or in a function called from inside one (a per-task
@@ -354,7 +348,7 @@ class Objects:
                 continue
             params = keyword(value, "params")
             params_value = params.value if params is not None else positional(value, 0)
-            scope = self._function_of(binding.statement)
+            scope = self.facts.enclosing_function(binding.statement)
             if params_value is not None and any(self.is_copy(name, scope) for name in _read_names(params_value)):
                 return True
         return False

@@ -113,10 +113,7 @@ def _k_given_in_scope(window: Window, name: Optional[str]) -> bool:
         return True
 
     def local(node: cst.CSTNode) -> bool:
-        parent = window.facts.parents.get(id(node))
-        while parent is not None and type(parent) is not cst.FunctionDef:
-            parent = window.facts.parents.get(id(parent))
-        return parent is function
+        return window.facts.enclosing_function(node) is function
 
     built = [b for b in window.facts.bindings.get(name, ()) if local(b.statement)]
     if not built:

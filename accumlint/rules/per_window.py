@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Iterable, Optional
 
-import libcst as cst
-
 from accumlint.edits import Edit, filled_statement, insert_after, insert_before, remove
 from accumlint.model.cadence import every_micro_batch
 from accumlint.model.loop import Event
