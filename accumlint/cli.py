@@ -258,9 +258,9 @@ def check(
 ) -> None:
     """Check files, folders (recursively) or `-` (stdin) for accumulation mistakes."""
     started = time.perf_counter()
-    from accumlint.config import ConfigError, Overrides, Resolver, SelectionLayer
-    from accumlint.engine import Request
-    from accumlint.engine import check as run_engine
+    from accumlint.check.config import ConfigError, Overrides, Resolver, SelectionLayer
+    from accumlint.check.engine import Request
+    from accumlint.check.engine import check as run_engine
     from accumlint.report.progress import ProgressBar
 
     if verify and (diff or not fix):
@@ -395,7 +395,7 @@ def _write_report(path: str, text: str) -> None:
     A path that is not a regular file (`/dev/stdout`, a named pipe) is written as a stream."""
     import stat
 
-    from accumlint.sources import WriteRefused, write_atomic
+    from accumlint.source.files import WriteRefused, write_atomic
 
     data = text.encode("utf-8", "surrogateescape")
     try:
@@ -417,9 +417,9 @@ def _write_report(path: str, text: str) -> None:
 
 def _show(paths: tuple[str, ...], resolver, cache_dir: Optional[str], *, settings: bool) -> None:
     """`--show-settings` (for the first path) or `--show-files` (every file a check would read)."""
-    from accumlint.adoption import settings_lines
-    from accumlint.cache import cache_directory, cache_root
-    from accumlint.engine import discovered
+    from accumlint.check.adoption import settings_lines
+    from accumlint.check.cache import cache_directory, cache_root
+    from accumlint.check.engine import discovered
 
     if settings:
         first = paths[0] if paths[0] != "-" else "."
@@ -433,8 +433,8 @@ def _show(paths: tuple[str, ...], resolver, cache_dir: Optional[str], *, setting
 
 def _show_project(paths: tuple[str, ...], resolver) -> None:
     """`--show-project`: the root, then each checked module with what it reads of the project."""
-    from accumlint.analysis import _shown
-    from accumlint.engine import discovered
+    from accumlint.check.analysis import _shown
+    from accumlint.check.engine import discovered
     from accumlint.project import view_for
 
     roots: set[str] = set()
@@ -465,7 +465,7 @@ def _show_project(paths: tuple[str, ...], resolver) -> None:
 def _warn_unusable_cache(cache_dir: Optional[str], paths: tuple[str, ...]) -> None:
     """One line when the chosen cache folder, and the `.accumlint_cache` inside it, both hold
     files accumlint did not write: accumlint writes into neither, and caches nothing."""
-    from accumlint.cache import DEFAULT_DIRECTORY, cache_directory, cache_root
+    from accumlint.check.cache import DEFAULT_DIRECTORY, cache_directory, cache_root
 
     chosen = cache_directory(cache_dir, paths)
     if cache_root(chosen) is None:
@@ -478,7 +478,7 @@ def _warn_unusable_cache(cache_dir: Optional[str], paths: tuple[str, ...]) -> No
 
 def _add_noqa(run, quiet: bool) -> None:
     """`--add-noqa`: write the comments, say how many, and exit (0, or 2 if a file could not be checked)."""
-    from accumlint.adoption import add_noqa_to_run
+    from accumlint.check.adoption import add_noqa_to_run
 
     outcome = add_noqa_to_run(run)
     for where in outcome.skipped:
@@ -513,7 +513,7 @@ def _use_color(choice: str, stream) -> bool:
 
 
 def _is_error(diagnostic) -> bool:
-    from accumlint.engine import is_error
+    from accumlint.check.engine import is_error
 
     return is_error(diagnostic)
 
@@ -548,7 +548,7 @@ def _print_results(
         click.echo("accumlint: warning: no Python files or notebooks found under the given paths", err=True)
     unsettled = [result.path for result in run.files if not result.converged]
     if unsettled:
-        from accumlint.fixes import MAX_ROUNDS
+        from accumlint.check.fixes import MAX_ROUNDS
 
         for path in unsettled:
             message = f"fixes did not settle in {MAX_ROUNDS} rounds; the findings of the last round's code are reported"
@@ -644,7 +644,7 @@ def explain(rule: str) -> None:
     if info is None:
         raise fail(f"unknown rule {key!r}; `accumlint rules` lists their codes and names")
     try:
-        from accumlint.docs import rule_document
+        from accumlint.rules.docs import rule_document
     except ImportError as error:
         raise fail(f"rule documents are not available in this installation ({error})") from None
     try:
@@ -660,9 +660,9 @@ def clean(cache_dir: Optional[str]) -> None:
     """Remove the cache of results (for the project of the current folder).
 
     Only a folder accumlint marked as its cache is touched, and only the files
-    accumlint wrote there (see `accumlint.cache`)."""
-    from accumlint.cache import cache_directory
-    from accumlint.cache import clean as remove_cache
+    accumlint wrote there (see `accumlint.check.cache`)."""
+    from accumlint.check.cache import cache_directory
+    from accumlint.check.cache import clean as remove_cache
 
     chosen = cache_directory(cache_dir)
     try:

@@ -4,7 +4,7 @@ A `Diagnostic` is plain, picklable data (it crosses process boundaries with
 `--jobs`) and knows nothing of the syntax tree; like the other immutable
 records it is a NamedTuple, since a frozen dataclass costs five times as much
 to create (each generated method is compiled) and every start-up pays it. The tree edits behind a fix
-live in `accumlint.fixes` and never leave the process that made them.
+live in `accumlint.check.fixes` and never leave the process that made them.
 """
 
 from __future__ import annotations

@@ -30,8 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from accumlint.config import Overrides, Resolver
-from accumlint.sources import discover
+from accumlint.check.config import Overrides, Resolver
+from accumlint.source.files import discover
 
 EXCLUDE = ["test/", "tests/", "idle_test/"]
 

@@ -22,7 +22,7 @@ pip does when it installs a package): where PYTHONDONTWRITEBYTECODE is set,
 every run would otherwise recompile its ~50 modules, about 80 ms, a cost no
 installed copy pays. For the same reason one check runs first with bytecode
 writing allowed, which keeps the code `dataclasses` writes for LibCST's node
-types (`accumlint.generated_code`), as any installed copy's first run does.
+types (`accumlint.compat.generated_code`), as any installed copy's first run does.
 ruff must be on PATH (`pip install ruff`); torch must be installed for the
 third workload (it is skipped otherwise).
 

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-import accumlint.analysis
-import accumlint.fixes
-from accumlint.analysis import AnalysisOptions, ParseFailure
+import accumlint.check.analysis
+import accumlint.check.fixes
+from accumlint.check.analysis import AnalysisOptions, ParseFailure
 from accumlint.diagnostics import Diagnostic, FixInfo
-from accumlint.fixes import FixOutcome
+from accumlint.check.fixes import FixOutcome
 
 # pattern: (code, name, fix applicability or None, replacement)
 PATTERNS = {
@@ -90,6 +90,6 @@ class FakeAnalysis:
 @pytest.fixture
 def fake_analysis(monkeypatch, tmp_path_factory) -> FakeAnalysis:
     fake = FakeAnalysis(tmp_path_factory.mktemp("fake") / "calls.jsonl")
-    monkeypatch.setattr(accumlint.analysis, "analyze", fake.analyze)
-    monkeypatch.setattr(accumlint.fixes, "fix_text", fake.fix_text)
+    monkeypatch.setattr(accumlint.check.analysis, "analyze", fake.analyze)
+    monkeypatch.setattr(accumlint.check.fixes, "fix_text", fake.fix_text)
     return fake

@@ -24,8 +24,8 @@ from pathlib import Path
 
 from hypothesis import strategies as st
 
-from accumlint.analysis import AnalysisOptions, ParseFailure, analyze
-from accumlint.fixes import fix_text
+from accumlint.check.analysis import AnalysisOptions, ParseFailure, analyze
+from accumlint.check.fixes import fix_text
 
 from mistakes import MISTAKES
 from namecheck import new_undefined_names
@@ -87,7 +87,7 @@ def problems(text: str) -> list[str]:
 def _edited_lines(text: str) -> list[int]:
     """Lines of the nodes the first round's fixes edit: a fix may name another
     statement than its finding's (GA108 adds the keyword to the `Accelerator(...)` call)."""
-    from accumlint.analysis import find, parse
+    from accumlint.check.analysis import find, parse
     from accumlint.model.positions import positions_of
 
     module = parse(text)
@@ -217,7 +217,7 @@ def line_ending_problems(text: str) -> list[str]:
     except Exception:
         return [f"checking or fixing raised:\n{traceback.format_exc()}"]
     problems = []
-    from accumlint.gate import screen, text_stage
+    from accumlint.source.gate import screen, text_stage
 
     # (`text_stage`'s second answer is a shortcut, which may differ: only its verdict counts)
     if (text_stage(text) is None, screen(text, "fuzz.py")) != (text_stage(plain) is None, screen(plain, "fuzz.py")):

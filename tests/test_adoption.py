@@ -18,7 +18,7 @@ from typing import Optional
 import pytest
 from click.testing import CliRunner
 
-from accumlint import cache as cache_module
+from accumlint.check import cache as cache_module
 from accumlint.cli import cli
 
 BUGGY = """\

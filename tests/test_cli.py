@@ -431,7 +431,7 @@ def test_rules_table_and_json():
 
 
 def test_explain_prints_the_document_and_rejects_unknown_codes():
-    pytest.importorskip("accumlint.docs")
+    pytest.importorskip("accumlint.rules.docs")
     result = run("explain", "ga201")
     assert result.exit_code == 0 and "GA201" in result.stdout
     result = run("explain", "GA999")
@@ -440,7 +440,7 @@ def test_explain_prints_the_document_and_rejects_unknown_codes():
 
 
 def test_explain_by_rule_name_and_suppression_codes():
-    pytest.importorskip("accumlint.docs")
+    pytest.importorskip("accumlint.rules.docs")
     by_name = run("explain", "missing-loss-scaling")
     assert by_name.exit_code == 0 and by_name.stdout == run("explain", "GA201").stdout
     assert run("explain", "unused-noqa").stdout.startswith("# AL002 unused-noqa\n")
@@ -448,7 +448,7 @@ def test_explain_by_rule_name_and_suppression_codes():
 
 
 def test_rule_is_another_name_of_explain_and_hidden_from_the_help():
-    pytest.importorskip("accumlint.docs")
+    pytest.importorskip("accumlint.rules.docs")
     result = run("rule", "GA106")
     assert result.exit_code == 0 and result.stdout == run("explain", "GA106").stdout
     assert result.stdout.startswith("# GA106 ")
@@ -609,7 +609,7 @@ def test_recursion_and_memory_errors_are_per_file(project, monkeypatch, error, m
     def explode(text, path, options):
         raise error()
 
-    monkeypatch.setattr("accumlint.analysis.analyze", explode)
+    monkeypatch.setattr("accumlint.check.analysis.analyze", explode)
     write(project, "deep.py", BUGGY)
     result = run("check")
     assert result.exit_code == 2
@@ -625,10 +625,10 @@ def test_unfixable_rules_are_not_fixed_by_the_real_fixer(project):
 
 
 def test_unsettled_fixes_are_reported(project, fake_analysis, monkeypatch):
-    from accumlint.fixes import FixOutcome
+    from accumlint.check.fixes import FixOutcome
 
     monkeypatch.setattr(
-        "accumlint.fixes.fix_text",
+        "accumlint.check.fixes.fix_text",
         lambda text, path, options, *, unsafe, keep, fixable=None: FixOutcome(text + "#\n", [], [], converged=False),
     )
     write(project, "train.py", BUGGY)

@@ -9,9 +9,9 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from accumlint.analysis import AnalysisOptions, analyze
-from accumlint.collector import collector_paused
-from accumlint.engine import Task, run_task
+from accumlint.check.analysis import AnalysisOptions, analyze
+from accumlint.compat.collector import collector_paused
+from accumlint.check.engine import Task, run_task
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -46,7 +46,7 @@ def test_the_collector_resumes_when_the_block_raises(collecting) -> None:
 
 def test_a_task_runs_paused_and_resumes(collecting, monkeypatch) -> None:
     seen = []
-    monkeypatch.setattr("accumlint.engine.screen", lambda *args, **kwargs: seen.append(gc.isenabled()))
+    monkeypatch.setattr("accumlint.check.engine.screen", lambda *args, **kwargs: seen.append(gc.isenabled()))
     result = run_task(Task("t.py", "x = 1\n", AnalysisOptions()))
     assert seen == [False] and result.diagnostics == []
     assert gc.isenabled()

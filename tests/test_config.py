@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from fake_analysis import fake_analysis  # noqa: F401 - fixture
 
 from accumlint.cli import cli
-from accumlint.config import (
+from accumlint.check.config import (
     ConfigError,
     Overrides,
     Resolver,

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from accumlint.analysis import AnalysisOptions, analyze
-from accumlint.fixes import fix_text
+from accumlint.check.analysis import AnalysisOptions, analyze
+from accumlint.check.fixes import fix_text
 
 from mistakes import CODES, MISTAKES, spliced
 from namecheck import new_undefined_names
@@ -150,8 +150,8 @@ def test_the_gate_is_corrected_before_the_sync_fix_repeats_it() -> None:
 def test_fix_rounds_go_on_until_nothing_is_left_to_fix(monkeypatch) -> None:
     """As in ruff, the rounds stop when no fix is left, not after a handful: a chain of twelve
     findings, each revealed by the fix of the one before, settles in twelve rounds."""
-    import accumlint.fixes as fixes
-    from accumlint.analysis import Located
+    import accumlint.check.fixes as fixes
+    from accumlint.check.analysis import Located
     from accumlint.diagnostics import Diagnostic, FixInfo
 
     class Module:  # what `fix_text` reads of a parsed module: its code

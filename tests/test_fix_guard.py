@@ -16,12 +16,13 @@ from pathlib import Path
 import libcst
 import pytest
 
-from accumlint import docs, fixguard
-from accumlint.analysis import AnalysisOptions, analyze
-from accumlint.bindings import ModuleReads, unbound_reads
-from accumlint.edits import Edit, apply_edits, insert_after, insert_before, remove, replace
-from accumlint.fixes import fix_text
-from accumlint.fixguard import FixGuard
+from accumlint.rules import docs
+from accumlint.fix import guard as fixguard
+from accumlint.check.analysis import AnalysisOptions, analyze
+from accumlint.fix.bindings import ModuleReads, unbound_reads
+from accumlint.fix.edits import Edit, apply_edits, insert_after, insert_before, remove, replace
+from accumlint.check.fixes import fix_text
+from accumlint.fix.guard import FixGuard
 from accumlint.model.tree import walk
 from accumlint.rules.catalog import RULES
 

@@ -16,11 +16,11 @@ from pathlib import Path
 import libcst
 import pytest
 
-from accumlint import docs
-from accumlint.analysis import AnalysisOptions, analyze
-from accumlint.edits import insert_before, replace
-from accumlint.fixes import fix_text
-from accumlint.fixguard import FixGuard, touches_only_edited_lines
+from accumlint.rules import docs
+from accumlint.check.analysis import AnalysisOptions, analyze
+from accumlint.fix.edits import insert_before, replace
+from accumlint.check.fixes import fix_text
+from accumlint.fix.guard import FixGuard, touches_only_edited_lines
 from accumlint.rules.catalog import RULES
 
 from namecheck import new_undefined_names

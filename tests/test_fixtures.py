@@ -17,8 +17,8 @@ import libcst
 import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from accumlint.analysis import AnalysisOptions, analyze
-from accumlint.fixes import fix_text
+from accumlint.check.analysis import AnalysisOptions, analyze
+from accumlint.check.fixes import fix_text
 from accumlint.rules.catalog import RULES, RULES_BY_CODE
 
 REPO = Path(__file__).resolve().parent.parent

@@ -11,7 +11,7 @@ import textwrap
 import libcst as cst
 import pytest
 
-from accumlint.analysis import AnalysisOptions
+from accumlint.check.analysis import AnalysisOptions
 from accumlint.model import scopes
 from accumlint.model.build import windows_of
 

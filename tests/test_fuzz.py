@@ -34,7 +34,7 @@ def test_problems_are_reported() -> None:
     """The property finds what it claims to find (a check that cannot fail proves nothing)."""
     from unittest import mock
 
-    from accumlint import fixes
+    from accumlint.check import fixes
 
     text = "import torch\n\nfor i, b in enumerate(data):\n    loss = torch.nn.functional.mse_loss(b, b)\n    loss.backward()\n    if i % 4 == 0:\n        opt.step()\n        opt.zero_grad()\n"
     assert problems(text) == []  # GA106's fix is clean
@@ -67,7 +67,7 @@ def test_a_cache_entry_of_any_json_with_a_valid_checksum_is_trusted_only_in_shap
     exactly a list of findings: reading it never raises, and what it gives is findings."""
     import json
 
-    from accumlint import cache as cache_module
+    from accumlint.check import cache as cache_module
     from accumlint.diagnostics import Diagnostic
 
     cache = cache_module.Cache(tmp_path_factory.mktemp("cache"))

@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from accumlint import docs, gate
-from accumlint.analysis import analyze
-from accumlint.gate import (
+from accumlint.rules import docs
+from accumlint.source import gate
+from accumlint.check.analysis import analyze
+from accumlint.source.gate import (
     MAX_NESTING,
     ParseFailure,
     Unanalysable,
@@ -219,7 +220,7 @@ def test_the_gate_never_imports_libcst():
     code = textwrap.dedent(
         """
         import sys
-        from accumlint.gate import screen
+        from accumlint.source.gate import screen
         screen("for b in c:\\n    b.backward()\\n", "x.py")
         print("libcst" in sys.modules)
         """
@@ -294,7 +295,7 @@ _BOUND_PROBE = """
 import ast, json, sys
 sys.path.insert(0, sys.argv[1])
 from test_gate import _deep_texts
-from accumlint import gate
+from accumlint.source import gate
 assert gate._budget_bounds_compile_here()
 found = []
 for text in _deep_texts():

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from accumlint import generated_code
+from accumlint.compat import generated_code
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -183,14 +183,14 @@ import dataclasses, hashlib, json, sys
 from pathlib import Path
 sys.path.insert(0, {repo!r})
 if {cached}:
-    import accumlint.generated_code as generated_code
+    import accumlint.compat.generated_code as generated_code
     generated_code.cache_file = lambda: Path({path!r})
     sys.dont_write_bytecode = False
-    from accumlint.analysis import load_analysis
+    from accumlint.check.analysis import load_analysis
     load_analysis()
 else:
     import libcst
-    import accumlint.fixguard, accumlint.model.build, accumlint.rules.registry
+    import accumlint.fix.guard, accumlint.model.build, accumlint.rules.registry
 
 def fingerprint(code):
     parts = [code.co_code, code.co_names, code.co_varnames, code.co_freevars, code.co_cellvars,

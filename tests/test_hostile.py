@@ -76,7 +76,7 @@ def test_each_hostile_file_gets_one_line_and_the_rest_is_checked(hostile_tree, j
 
 def test_a_parser_crash_costs_only_its_file(tmp_path, monkeypatch):
     # Lift the nesting bound so that LibCST really gets the 12,000-operand chain it segfaults on.
-    monkeypatch.setattr("accumlint.gate.MAX_NESTING", 10**6)
+    monkeypatch.setattr("accumlint.source.gate.MAX_NESTING", 10**6)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "crash.py").write_text(LOOP + "x = " + " and ".join(["a"] * 12000) + "\n")
     for index in range(3):
@@ -475,7 +475,7 @@ def test_fifos_devices_and_sockets_get_one_line_each_and_the_rest_is_checked(tmp
 def test_a_fifo_swapped_in_after_the_check_of_the_path_is_refused_without_waiting(tmp_path, monkeypatch):
     import signal
 
-    from accumlint import sources
+    from accumlint.source import files as sources
 
     regular = tmp_path / "regular.py"
     regular.write_text("x = 1\n")
@@ -551,7 +551,7 @@ def test_a_result_cache_entry_of_the_wrong_shape_is_a_miss_and_rewritten(tmp_pat
 
 
 def test_every_single_byte_flip_of_a_result_cache_entry_is_a_miss(tmp_path):
-    from accumlint.cache import Cache
+    from accumlint.check.cache import Cache
     from accumlint.diagnostics import Diagnostic, FixInfo
 
     cache = Cache(tmp_path / "cache")
@@ -572,7 +572,7 @@ def test_every_single_byte_flip_of_a_result_cache_entry_is_a_miss(tmp_path):
 def test_every_single_byte_flip_of_the_kept_compiled_code_is_ignored(tmp_path, monkeypatch):
     import dataclasses
 
-    from accumlint import generated_code
+    from accumlint.compat import generated_code
 
     path = tmp_path / "pycache" / "dataclasses-code.marshal"
     monkeypatch.setattr(generated_code, "cache_file", lambda: path)
@@ -725,7 +725,7 @@ def test_a_reader_that_stops_early_ends_the_run_quietly_with_its_own_status(tmp_
 def test_what_the_native_parser_prints_as_it_dies_never_reaches_the_terminal(capfd, monkeypatch):
     import libcst
 
-    from accumlint.workers import Failure, WorkerPool
+    from accumlint.check.workers import Failure, WorkerPool
 
     def die_as_rust_does(text):
         os.write(2, b"memory allocation of 1099511627776 bytes failed\n")
@@ -739,14 +739,14 @@ def test_what_the_native_parser_prints_as_it_dies_never_reaches_the_terminal(cap
 
 
 def _parse(text):
-    from accumlint.parsing import parse_module
+    from accumlint.source.parsing import parse_module
 
     return parse_module(text)
 
 
 def test_the_cache_key_changes_with_the_python_and_the_libcst_it_runs_under(tmp_path, monkeypatch):
     # a file read as a syntax error under one Python may parse under another
-    from accumlint import cache as cache_module
+    from accumlint.check import cache as cache_module
 
     def key() -> str:
         return cache_module.Cache(tmp_path / "cache").key("x = 1\n", ("options",))

@@ -1,4 +1,4 @@
-"""The scan of comments and string literals (accumlint.literals) against Python's tokenizer.
+"""The scan of comments and string literals (accumlint.source.literals) against Python's tokenizer.
 
 Every span the scan reports must be a COMMENT or a non-f STRING token exactly:
 a span that is code would let the gate drop a file whose backward it hides.
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from accumlint.literals import literals_of
+from accumlint.source.literals import literals_of
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import libcst
 import pytest
 
-from accumlint.analysis import AnalysisOptions, analyze
+from accumlint.check.analysis import AnalysisOptions, analyze
 from accumlint.model.build import windows_of
 from accumlint.model.gates import parse_gate
 
@@ -51,7 +51,7 @@ def _bounded(recursion_limit: int = 400, seconds: int = 20):
 def _analyze_bounded(source: str):
     text = textwrap.dedent(source)
     module = libcst.parse_module(text)  # parsing itself needs the normal limit
-    from accumlint.analysis import find
+    from accumlint.check.analysis import find
 
     with _bounded():
         return [located.diagnostic for located in find(module, text, "x.py", AnalysisOptions())]

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import textwrap
 
-from accumlint.analysis import AnalysisOptions, analyze
-from accumlint.fixes import fix_text
+from accumlint.check.analysis import AnalysisOptions, analyze
+from accumlint.check.fixes import fix_text
 
 
 def _codes(source: str) -> list[tuple[int, str]]:
@@ -132,7 +132,7 @@ def test_a_step_counter_compared_only_with_a_literal_is_silent() -> None:
 
 
 def test_the_prefilter_lets_a_compute_loss_override_through() -> None:
-    from accumlint.gate import might_hold_training_code
+    from accumlint.source.gate import might_hold_training_code
 
     assert might_hold_training_code("class T(Trainer):\n    def compute_loss(self, model, inputs):\n        pass\n")
     assert not might_hold_training_code("def compute_losses(items):\n    return sum(items)\n")

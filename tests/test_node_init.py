@@ -1,4 +1,4 @@
-"""The slot-storing node constructors (accumlint.node_init) build the nodes LibCST's own do.
+"""The slot-storing node constructors (accumlint.compat.node_init) build the nodes LibCST's own do.
 
 They replace LibCST's dataclass constructors process-wide, so each test here puts
 the originals back when it ends.
@@ -16,7 +16,8 @@ import pytest
 from libcst._nodes.base import CSTNode
 from threads import beside_another_thread
 
-from accumlint import node_init, parsing
+from accumlint.compat import node_init
+from accumlint.source import parsing
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = sorted((REPO / "fixtures").rglob("*.py"))

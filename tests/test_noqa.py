@@ -7,7 +7,7 @@ from fake_analysis import fake_analysis  # noqa: F401 - fixture
 
 from accumlint.cli import cli
 from accumlint.diagnostics import Diagnostic, syntax_error
-from accumlint.noqa import Correction, Suppressions
+from accumlint.check.noqa import Correction, Suppressions
 
 
 def finding(line: int, code: str = "GA201") -> Diagnostic:
@@ -220,7 +220,7 @@ def test_fix_of_comments_through_the_command_line(tmp_path, monkeypatch, fake_an
 
 def test_another_tools_word_after_the_colon_is_not_malformed():
     """torch writes `# noqa: set_linter` for its own linter: not accumlint's to judge."""
-    from accumlint.noqa import _directive, _directive_pattern
+    from accumlint.check.noqa import _directive, _directive_pattern
 
     directive = _directive(3, 0, _directive_pattern().search("x = 1  # noqa: set_linter"))
     assert directive.problem == ""
@@ -243,7 +243,7 @@ _COMMENTS = [
 
 def test_the_checks_suppressions_are_those_of_every_comment_for_accumlint_codes():
     """Skipping the tokenizer when only other tools' codes are named changes nothing a check reports."""
-    from accumlint.noqa import suppressions
+    from accumlint.check.noqa import suppressions
 
     for text in _COMMENTS:
         lines = range(1, text.count("\n") + 1)
@@ -259,7 +259,7 @@ def test_the_checks_suppressions_are_those_of_every_comment_for_accumlint_codes(
 
 
 def test_other_tools_directives_alone_are_not_tokenized(monkeypatch):
-    from accumlint import noqa
+    from accumlint.check import noqa
 
     def no_tokenizing(*args):
         raise AssertionError("tokenized")

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from accumlint.cli import cli
 from accumlint.diagnostics import Diagnostic
-from accumlint.notebooks import NotebookDocument
-from accumlint.sources import SourceError
+from accumlint.source.notebooks import NotebookDocument
+from accumlint.source.files import SourceError
 
 
 def code(source, outputs=None) -> dict:

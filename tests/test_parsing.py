@@ -1,4 +1,4 @@
-"""The parse without LibCST's node validation (accumlint.parsing).
+"""The parse without LibCST's node validation (accumlint.source.parsing).
 
 The hook it switches off is LibCST's private `CSTNode.__post_init__`: these
 tests fail when a LibCST release renames or changes it, when the trees stop
@@ -17,7 +17,7 @@ import pytest
 from libcst._nodes.base import CSTNode
 from threads import beside_another_thread
 
-from accumlint import parsing
+from accumlint.source import parsing
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = sorted((REPO / "fixtures").rglob("*.py"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from accumlint.patterns import LazyPattern
+from accumlint.source.patterns import LazyPattern
 
 _SOURCE = r"(^|_)optimi[sz]er(s)?($|_)"
 _TEXTS = ["optimizer", "OPTIMISER", "gen_optimizers_2", "adoptimizer", "opt", ""]

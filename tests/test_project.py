@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from accumlint.analysis import analyze, analyze_in_project
+from accumlint.check.analysis import analyze, analyze_in_project
 from accumlint.cli import cli
 
 REPO = Path(__file__).resolve().parent.parent

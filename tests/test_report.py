@@ -7,7 +7,7 @@ import json
 import pytest
 
 from accumlint.diagnostics import Diagnostic, FixInfo, syntax_error
-from accumlint.engine import FileResult, RunResult
+from accumlint.check.engine import FileResult, RunResult
 from accumlint.report import ReportOptions, render
 from accumlint.rules.catalog import RULES, SUPPRESSION_RULES
 

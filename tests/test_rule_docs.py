@@ -15,9 +15,9 @@ from importlib.resources import files
 import libcst
 import pytest
 
-from accumlint import docs
-from accumlint.analysis import AnalysisOptions, analyze
-from accumlint.fixes import fix_text
+from accumlint.rules import docs
+from accumlint.check.analysis import AnalysisOptions, analyze
+from accumlint.check.fixes import fix_text
 from accumlint.rules.catalog import RULES, RULES_BY_CODE, SUPPRESSION_RULES
 
 CODES = [rule.code for rule in RULES]

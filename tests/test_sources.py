@@ -13,9 +13,9 @@ from fake_analysis import fake_analysis  # noqa: F401 - fixture
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import accumlint.sources as sources
+import accumlint.source.files as sources
 from accumlint.cli import cli
-from accumlint.sources import PythonDocument, SourceError, decode_python, discover, write_atomic
+from accumlint.source.files import PythonDocument, SourceError, decode_python, discover, write_atomic
 
 BUGGY = "def train(loader):\n    for x in loader:\n        loss.backward()\n"
 
@@ -113,7 +113,7 @@ def test_undecodable_file_is_reported_not_crashed(tmp_path, monkeypatch, fake_an
 
 def test_oversized_file_is_a_per_file_message(tmp_path, monkeypatch, fake_analysis):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("accumlint.engine.MAX_ANALYSED_CHARS", 100)
+    monkeypatch.setattr("accumlint.check.engine.MAX_ANALYSED_CHARS", 100)
     (tmp_path / "big.py").write_text(BUGGY + "# " + "x" * 200 + "\n")
     result = CliRunner().invoke(cli, ["check"])
     assert result.exit_code == 2
@@ -170,7 +170,7 @@ def test_write_error_is_reported_per_file(tmp_path, monkeypatch, fake_analysis):
     def failing_write(path, data, expected=None):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("accumlint.engine.write_atomic", failing_write)
+    monkeypatch.setattr("accumlint.check.engine.write_atomic", failing_write)
     result = CliRunner().invoke(cli, ["check", "--fix"])
     assert result.exit_code == 2
     lines = result.stdout.splitlines()
@@ -202,7 +202,7 @@ def test_read_write_round_trip_is_byte_exact(tmp_path_factory, lines, newline, e
 
 
 def test_a_path_below_a_folder_is_cut_out_of_it_as_relpath_would():
-    from accumlint.sources import _below
+    from accumlint.source.files import _below
 
     assert _below("/repo/src/train.py", "/repo") == os.path.relpath("/repo/src/train.py", "/repo") == "src/train.py"
     assert _below("/train.py", "/") == "train.py"

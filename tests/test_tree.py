@@ -16,7 +16,7 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from accumlint.fixguard import FixGuard
+from accumlint.fix.guard import FixGuard
 from accumlint.model.facts import collect_facts
 from accumlint.model.tree import LEAVES, children, content_fields, is_token_field, walk, walk_all
 

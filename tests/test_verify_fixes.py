@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from accumlint.analysis import AnalysisOptions
-from accumlint.fixes import fix_text
+from accumlint.check.analysis import AnalysisOptions
+from accumlint.check.fixes import fix_text
 from accumlint.verify import check_equivalence
 from accumlint.verify.fixcheck import verify_fixed_file
 
@@ -65,7 +65,7 @@ def opaque(thing, other):
 
 
 def test_settings_of_the_file_are_used(tmp_path):
-    from accumlint.config import VerifySettings
+    from accumlint.check.config import VerifySettings
 
     path = tmp_path / "loop.py"
     path.write_text((FIXTURES / "correct_gated.py").read_text().replace(" or (i + 1) == len(loader)", ""))
@@ -75,7 +75,7 @@ def test_settings_of_the_file_are_used(tmp_path):
 
 
 def test_the_verify_settings_time_limit_and_script_args_apply_to_fixed_loops():
-    from accumlint.config import VerifySettings
+    from accumlint.check.config import VerifySettings
     from accumlint.verify.fixcheck import _options
 
     options = _options(VerifySettings(timeout=5.0, script_args="--lr 1"), accum_steps=4)

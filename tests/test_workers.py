@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from accumlint.workers import CHUNK_ITEMS, NAP, WALL_FACTOR, Failure, WorkerPool, _nap
+from accumlint.check.workers import CHUNK_ITEMS, NAP, WALL_FACTOR, Failure, WorkerPool, _nap
 
 
 def _gone(pid: int) -> bool:
@@ -181,7 +181,7 @@ def test_the_parent_naps_only_while_every_busy_worker_has_items_left_behind_the_
 def test_results_that_wait_together_are_all_read_after_one_wake_up(monkeypatch: pytest.MonkeyPatch):
     """One long nap at the start: every result of the first chunk is waiting when the parent
     looks, and all of them are read before it waits again."""
-    from accumlint import workers
+    from accumlint.check import workers
 
     naps = iter([0.5])
     monkeypatch.setattr(workers, "_nap", lambda busy: next(naps, 0.0))

@@ -10,7 +10,7 @@ from samples import UNSCALED_LOOP as TRAIN
 from click.testing import CliRunner
 
 from accumlint.cli import cli
-from accumlint.sources import WriteRefused, write_atomic
+from accumlint.source.files import WriteRefused, write_atomic
 
 
 
@@ -40,9 +40,9 @@ def test_a_fix_is_written(project):
 
 
 def test_a_file_edited_during_the_run_is_not_overwritten(project, monkeypatch):
-    import accumlint.engine
+    import accumlint.check.engine
 
-    analyse = accumlint.engine.execute
+    analyse = accumlint.check.engine.execute
     edited = TRAIN + "# saved by the user while accumlint ran\n"
 
     def analyse_then_edit(*args, **kwargs):
@@ -50,7 +50,7 @@ def test_a_file_edited_during_the_run_is_not_overwritten(project, monkeypatch):
         (project / "train.py").write_text(edited)
         return outcome
 
-    monkeypatch.setattr(accumlint.engine, "execute", analyse_then_edit)
+    monkeypatch.setattr(accumlint.check.engine, "execute", analyse_then_edit)
     result = fix("train.py")
     _refused(result, "the file changed on disk during the run; check it again")
     assert (project / "train.py").read_text() == edited

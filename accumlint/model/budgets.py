@@ -25,7 +25,7 @@ from accumlint.model.schedules import (
 )
 from accumlint.model.tree import walk
 from accumlint.model.window import Window
-from accumlint.patterns import LazyPattern
+from accumlint.source.patterns import LazyPattern
 
 _STEP_COUNTER = LazyPattern(r"(?i)(^|_)(step|update)s?(_(count|num|idx))?$|^n?_?updates$")
 _ORDERING = (cst.GreaterThanEqual, cst.GreaterThan, cst.Equal, cst.LessThan, cst.LessThanEqual)

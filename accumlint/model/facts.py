@@ -18,7 +18,7 @@ import libcst as cst
 
 from accumlint.model.names import dotted
 from accumlint.model.tree import ABSENT, KNOWN_CONTENT_FIELDS, LEAVES, SEQUENCES, calls_in, content_fields, record_parents, walk
-from accumlint.patterns import LazyPattern
+from accumlint.source.patterns import LazyPattern
 
 if TYPE_CHECKING:
     from accumlint.project import ProjectView

@@ -18,7 +18,7 @@ from accumlint.model.loop import Statement
 from accumlint.model.tree import calls_in
 from accumlint.model.names import dotted
 from accumlint.model.roles import Objects
-from accumlint.patterns import LazyPattern
+from accumlint.source.patterns import LazyPattern
 
 _HARMLESS = {"len", "float", "int", "range", "print", "sum", "min", "max", "isinstance"}
 _LOSS_NAME = LazyPattern(r"loss|criterion|crit", re.IGNORECASE)

@@ -29,7 +29,7 @@ from accumlint.model.facts import ModuleFacts
 from accumlint.model.tree import walk
 from accumlint.model.kwargs import keywords
 from accumlint.model.names import call_name, dotted, int_value, keyword, last_part, string_value
-from accumlint.patterns import LazyPattern
+from accumlint.source.patterns import LazyPattern
 
 if TYPE_CHECKING:
     from accumlint.model.loop import Statement

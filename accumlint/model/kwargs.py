@@ -9,12 +9,14 @@ keys count as the keywords they hold; anything else is unknown.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
-from accumlint.model.facts import ModuleFacts
 from accumlint.model.names import dotted, string_value
+
+if TYPE_CHECKING:
+    from accumlint.model.facts import ModuleFacts
 
 
 def keywords(facts: ModuleFacts, call: cst.Call) -> Optional[dict[str, cst.BaseExpression]]:

@@ -21,7 +21,7 @@ from accumlint.model.loop import Statement, TrainingLoop
 from accumlint.model.names import call_name, code, dotted, keyword, last_part, string_value
 from accumlint.model.roles import Objects
 from accumlint.model.scopes import free_names
-from accumlint.patterns import LazyPattern
+from accumlint.source.patterns import LazyPattern
 
 MEAN, TOKEN, SUM, UNKNOWN = "mean", "token", "sum", "unknown"
 _HUGGING_FACE_PACKAGES = frozenset({"transformers", "peft", "trl", "accelerate", "diffusers", "optimum"})

@@ -23,7 +23,7 @@ from accumlint.model.loss import UNKNOWN
 from accumlint.model.names import call_name, code, dotted, last_part, positional
 from accumlint.model.tree import walk
 from accumlint.model.window import Window
-from accumlint.patterns import LazyPattern
+from accumlint.source.patterns import LazyPattern
 
 _MICRO_ITERABLE = LazyPattern(r"micro|chunk|split|shard", re.IGNORECASE)
 

@@ -15,7 +15,7 @@ from typing import Optional
 import libcst as cst
 from libcst._nodes.internal import CodegenState
 
-from accumlint.patterns import LazyPattern
+from accumlint.source.patterns import LazyPattern
 
 _OPTIMIZER_NAME = LazyPattern(
     r"(^|_)(optimi[sz]er|optim|opt)s?($|_|\d)|^opt[A-Z0-9]|^optimi[sz]er[A-Z0-9]|optimi[sz]er$",

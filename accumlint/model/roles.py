@@ -17,7 +17,7 @@ from typing import Optional
 
 import libcst as cst
 
-from accumlint.gate import OWN_METHOD_RECEIVERS
+from accumlint.source.gate import OWN_METHOD_RECEIVERS
 from accumlint.model.facts import ModuleFacts
 from accumlint.model.frameworks import AcceleratorInfo, Frameworks
 from accumlint.model.names import (
@@ -33,7 +33,7 @@ from accumlint.model.names import (
 )
 from accumlint.model.scopes import call_sites
 from accumlint.model.tree import walk
-from accumlint.patterns import LazyPattern
+from accumlint.source.patterns import LazyPattern
 
 _OPTIMIZER_CLASSES = LazyPattern(
     r"^(SGD|Adam|AdamW|Adamax|Adagrad|Adadelta|RMSprop|Rprop|ASGD|NAdam|RAdam|LBFGS|SparseAdam|Lion|Lamb|LAMB"

@@ -19,7 +19,7 @@ from accumlint.model.facts import ModuleFacts
 from accumlint.model.names import call_name, dotted, last_part, positional
 from accumlint.model.roles import Objects
 from accumlint.model.tree import children
-from accumlint.patterns import LazyPattern
+from accumlint.source.patterns import LazyPattern
 
 LENGTH_KEYWORDS = (
     "num_training_steps", "num_warmup_steps", "T_max", "total_steps", "total_iters", "max_steps",

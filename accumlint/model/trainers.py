@@ -21,7 +21,7 @@ import libcst as cst
 from accumlint.model.facts import Function, ModuleFacts
 from accumlint.model.names import dotted
 from accumlint.model.tree import walk
-from accumlint.patterns import LazyPattern
+from accumlint.source.patterns import LazyPattern
 
 _TRANSFORMERS_TRAINER = LazyPattern(r"^transformers(\.[\w.]+)?\.(Trainer|Seq2SeqTrainer)$")
 _TRL_TRAINER = LazyPattern(r"^trl(\.[\w.]+)?\.\w*Trainer$")

@@ -35,7 +35,7 @@ from accumlint.model.names import (
 )
 from accumlint.model.roles import Objects
 from accumlint.model.tree import walk
-from accumlint.patterns import LazyPattern
+from accumlint.source.patterns import LazyPattern
 
 _MODEL_NAME = LazyPattern(r"model|net|module|policy|unet|transformer|encoder|decoder", re.IGNORECASE)
 

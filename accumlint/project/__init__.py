@@ -8,6 +8,9 @@ a summary of each such module (`summary`), and the configuration files the
 code names by a literal path (`configs`). The model asks `ProjectView` (one
 per analysed module, `index`) about imported names; anything third-party,
 dynamic or built at run time stays unknown.
+
+Stage 3: imports `accumlint.model`, `accumlint.source`, `accumlint.compat` and
+`accumlint.diagnostics`.
 """
 
 from accumlint.project.index import ProjectIndex, ProjectView, view_for, view_for_file

@@ -5,6 +5,9 @@ rules' internals. `render` picks the module by name and imports only it;
 `concise` and `full` (and `text`, the name of `concise` in SPEC revision 2)
 are the terminal format, with or without source snippets, and `grouped` is
 the same lines under each file's name.
+
+Stage 7: imports `accumlint.check` and the stages below it; never `verify`,
+`server` or the command line.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ class ReportOptions(NamedTuple):
 
 
 def render(output_format: str, run, options: ReportOptions = ReportOptions()) -> str:
-    """The whole report of a run (`run` is an `accumlint.engine.RunResult`)."""
+    """The whole report of a run (`run` is an `accumlint.check.engine.RunResult`)."""
     if output_format not in FORMATS:
         raise ValueError(f"unknown output format {output_format!r}")
     if output_format in ("full", "grouped"):

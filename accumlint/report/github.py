@@ -7,7 +7,7 @@ holds the source line, when that can be told.
 
 from __future__ import annotations
 
-from accumlint.engine import is_error
+from accumlint.check.engine import is_error
 from accumlint.report import ReportOptions
 
 

@@ -18,7 +18,7 @@ import hashlib
 import json
 import os
 
-from accumlint.engine import is_error
+from accumlint.check.engine import is_error
 from accumlint.report import ReportOptions, notebook_file_line
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ElementTree
 
-from accumlint.engine import is_error
+from accumlint.check.engine import is_error
 from accumlint.report import ReportOptions
 from accumlint.report.text import line as concise_line
 

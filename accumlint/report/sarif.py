@@ -35,7 +35,7 @@ def _uri(path: str) -> str:
 
 def _document(code: str) -> str:
     try:
-        from accumlint.docs import rule_document
+        from accumlint.rules.docs import rule_document
 
         return rule_document(code)
     except (ImportError, OSError, LookupError):

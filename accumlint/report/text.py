@@ -24,7 +24,7 @@ from typing import Optional
 
 import click
 
-from accumlint.engine import is_error
+from accumlint.check.engine import is_error
 from accumlint.report import ReportOptions, fix_applies, statistics
 
 CONTEXT_LINES = 2  # source lines shown before and after a finding (ruff shows 2)

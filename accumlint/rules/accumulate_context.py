@@ -6,7 +6,7 @@ from typing import Iterable, Optional
 
 import libcst as cst
 
-from accumlint.edits import Edit, replace
+from accumlint.fix.edits import Edit, replace
 from accumlint.model.build import ModuleModel
 from accumlint.model.facts import ModuleFacts
 from accumlint.model.loop import Statement

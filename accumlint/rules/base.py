@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Optional
 
 import libcst as cst
 
-from accumlint.edits import Edit
+from accumlint.fix.edits import Edit
 from accumlint.model.tree import walk
 from accumlint.model.loop import Event, Statement
 from accumlint.model.names import code

@@ -6,7 +6,7 @@ from typing import Iterable, Optional
 
 import libcst as cst
 
-from accumlint.edits import Edit, filled_expression, insert_after, insert_before, parenthesized, remove, replace
+from accumlint.fix.edits import Edit, filled_expression, insert_after, insert_before, parenthesized, remove, replace
 from accumlint.model.gates import Gate
 from accumlint.model.names import code, dotted
 from accumlint.model.window import Window

@@ -7,7 +7,7 @@ from typing import Iterable, Optional
 
 import libcst as cst
 
-from accumlint.edits import filled_expression, parenthesized, replace
+from accumlint.fix.edits import filled_expression, parenthesized, replace
 from accumlint.model.loop import Statement
 from accumlint.model.loss import split_scaling
 from accumlint.model.names import code, dotted, keyword, last_part

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterable, Optional
 
-from accumlint.edits import Edit, filled_statement, insert_after, insert_before, remove
+from accumlint.fix.edits import Edit, filled_statement, insert_after, insert_before, remove
 from accumlint.model.cadence import every_micro_batch
 from accumlint.model.loop import Event
 from accumlint.model.names import code, last_part

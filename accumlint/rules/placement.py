@@ -13,7 +13,7 @@ from typing import Optional
 
 import libcst as cst
 
-from accumlint.edits import Edit, insert_after, insert_before, remove, replace
+from accumlint.fix.edits import Edit, insert_after, insert_before, remove, replace
 from accumlint.model.cadence import accumulate_accelerator, is_flag
 from accumlint.model.loop import Statement
 from accumlint.model.names import code

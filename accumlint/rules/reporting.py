@@ -6,7 +6,7 @@ from typing import Iterable, Optional
 
 import libcst as cst
 
-from accumlint.edits import Edit, parenthesized, replace
+from accumlint.fix.edits import Edit, parenthesized, replace
 from accumlint.model.loop import Event, Statement
 from accumlint.model.loss import LossFlow, Scaling
 from accumlint.model.names import code, dotted

@@ -6,7 +6,7 @@ from typing import Iterable
 
 import libcst as cst
 
-from accumlint.edits import Edit, divided, insert_before, parenthesized, remove, replace
+from accumlint.fix.edits import Edit, divided, insert_before, parenthesized, remove, replace
 from accumlint.model.loss import MEAN, TOKEN, Scaling
 from accumlint.model.names import code, dotted, looks_like_batch_size, looks_like_token_count
 from accumlint.model.window import Window

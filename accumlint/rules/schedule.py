@@ -6,7 +6,7 @@ from typing import Iterable, Optional
 
 import libcst as cst
 
-from accumlint.edits import Edit, insert_before, replace
+from accumlint.fix.edits import Edit, insert_before, replace
 from accumlint.model.loop import Event
 from accumlint.model.names import code, dotted, normalized
 from accumlint.model.schedules import length_arguments, micro_batch_length, scheduler_constructors

@@ -6,7 +6,7 @@ from typing import Iterable, Optional
 
 import libcst as cst
 
-from accumlint.edits import Edit, insert_before, remove, replace
+from accumlint.fix.edits import Edit, insert_before, remove, replace
 from accumlint.model.forwards import forwards_of, may_hide_forward
 from accumlint.model.frameworks import SyncControl
 from accumlint.model.gates import parse_gate

@@ -9,7 +9,7 @@ from typing import Iterable, Optional
 
 import libcst as cst
 
-from accumlint.edits import Edit, insert_after, insert_before, replace
+from accumlint.fix.edits import Edit, insert_after, insert_before, replace
 from accumlint.model.build import ModuleModel
 from accumlint.model.names import dotted
 from accumlint.model.trainers import (

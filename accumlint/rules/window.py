@@ -7,8 +7,8 @@ from typing import Iterable, Optional
 
 import libcst as cst
 
-from accumlint.edits import Edit, filled_expression, insert_after, insert_before, move_after, parenthesized, remove, replace
-from accumlint.fixguard import guard_for
+from accumlint.fix.edits import Edit, filled_expression, insert_after, insert_before, move_after, parenthesized, remove, replace
+from accumlint.fix.guard import guard_for
 from accumlint.model.tree import walk
 from accumlint.model.gates import Gate
 from accumlint.model.loop import Event, Statement
@@ -16,7 +16,7 @@ from accumlint.model.micro import lost_micro_losses
 from accumlint.model.names import code, dotted, int_value, last_part, normalized
 from accumlint.model.scope import same_before_loop
 from accumlint.model.window import Window
-from accumlint.patterns import LazyPattern
+from accumlint.source.patterns import LazyPattern
 from accumlint.rules.base import Finding, k_text, leaves_world, movable, movable_to, same_block, sync_gated
 
 _ZEROING_TEXT = LazyPattern(r"zero_grad|\.grad\s*=\s*None|\.grad(\.data)?\.(zero_|detach_)|set_to_none|zero_gradients")

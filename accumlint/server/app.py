@@ -44,8 +44,8 @@ from pygls.workspace.position_codec import ServerTextPosition, ServerTextRange
 
 import accumlint
 from accumlint.diagnostics import Diagnostic
-from accumlint.engine import is_error
-from accumlint.noqa import NAMES as SUPPRESSION_CODES
+from accumlint.check.engine import is_error
+from accumlint.check.noqa import NAMES as SUPPRESSION_CODES
 from accumlint.server import children, lint
 from accumlint.server.transport import FramedInput, Output, RobustProtocol
 
@@ -123,7 +123,7 @@ def _rule_link(code: str) -> Optional[types.CodeDescription]:
     try:
         from importlib.resources import files
 
-        from accumlint.docs import RESOURCE_PACKAGE
+        from accumlint.rules.docs import RESOURCE_PACKAGE
 
         document = files(RESOURCE_PACKAGE).joinpath(f"{code}.md")
         if isinstance(document, os.PathLike) and document.is_file():
@@ -602,7 +602,7 @@ def hover(params: types.HoverParams) -> Optional[types.Hover]:
             continue
         start, end = (d.line - 1, d.column - 1), (d.end_line - 1, d.end_column - 1)
         if start <= (position.line, position.character) <= end:
-            from accumlint.docs import rule_document
+            from accumlint.rules.docs import rule_document
 
             return types.Hover(
                 contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=rule_document(d.code)),

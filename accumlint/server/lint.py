@@ -18,10 +18,10 @@ import json
 from dataclasses import dataclass
 from typing import NamedTuple, Optional
 
-from accumlint.config import Config, Overrides, Resolver, Settings
+from accumlint.check.config import Config, Overrides, Resolver, Settings
 from accumlint.diagnostics import Diagnostic
-from accumlint.engine import FileResult, Request, check
-from accumlint.sources import load_document
+from accumlint.check.engine import FileResult, Request, check
+from accumlint.source.documents import load_document
 
 
 @dataclass(frozen=True)
@@ -113,8 +113,8 @@ def fix_all(unit: Unit) -> Optional[dict[Optional[str], str]]:
 
 def fix_one(unit: Unit, target: Diagnostic) -> Optional[dict[Optional[str], str]]:
     """The texts after the fix of one finding alone (safe or unsafe), or None if it cannot apply."""
-    from accumlint.analysis import AnalysisOptions
-    from accumlint.fixes import fix_text
+    from accumlint.check.analysis import AnalysisOptions
+    from accumlint.check.fixes import fix_text
 
     document = load_document(unit.path, unit.data())
     config = _resolver(unit)[0].settings_for(unit.path).config
@@ -134,7 +134,7 @@ def fix_one(unit: Unit, target: Diagnostic) -> Optional[dict[Optional[str], str]
 
 def with_noqa(unit: Unit, target: Diagnostic) -> Optional[dict[Optional[str], str]]:
     """The texts with `# noqa: CODE` on the finding's line, or None if the line cannot take one."""
-    from accumlint.noqa import add_noqa
+    from accumlint.check.noqa import add_noqa
 
     document = load_document(unit.path, unit.data())
     text, added, _ = add_noqa(document.text, {document.text_line(target): {target.code}})

@@ -3,6 +3,9 @@ the full batch by running it (imports torch, only on request).
 
 Importing this package is cheap: the public names below are loaded on first
 use, so the CLI can register `accumlint verify` without importing torch.
+
+Stage 7: imports `accumlint.check` and the stages below it (torch only inside
+its own modules); never `report`, `server` or the command line.
 """
 
 from __future__ import annotations

@@ -13,9 +13,10 @@ from typing import Any, Optional
 import click
 from click.core import ParameterSource
 
-from accumlint.config import ConfigError
+from accumlint.check.config import ConfigError
 from accumlint.verify.binding import ROLES, BindingError, parse_arg_options, parse_bind_options
 from accumlint.verify.contained import DEFAULT_TIMEOUT, check_contained
+from accumlint.verify.loading import describe
 
 _HELP = f"""Prove that FILE::FUNCTION's gradient accumulation matches the full batch.
 
@@ -100,7 +101,7 @@ def verify_command(ctx: click.Context, target: str, emit_test: Optional[str], ou
     if not _torch_installed():
         raise _report_error("`accumlint verify` needs torch: pip install 'accumlint[verify]'")
     # Forked before torch is imported here: the child starts torch fresh (see `contained`).
-    report = check_contained(target, **options)
+    report = check_contained(target, _verify_here, describe, **options)
     if output_format == "json":
         click.echo(report.to_json())
     else:
@@ -128,7 +129,7 @@ _CONFIGURABLE = ("accum_steps", "setup", "device", "dtype", "windows", "micro_ba
 def _options(ctx: click.Context, target: str, given: dict[str, Any]) -> dict[str, Any]:
     """check_equivalence's keyword arguments: the command line, then the
     configuration of the target's file, then the defaults."""
-    from accumlint.config import Resolver
+    from accumlint.check.config import Resolver
     from accumlint.verify.loading import split_target
 
     try:
@@ -167,3 +168,10 @@ def _write_test(path: str, target: str, options: dict) -> None:
     with open(path, "w", encoding="utf-8") as handle:
         handle.write(render_test(path, file, function, options))
     click.echo(f"wrote {path}", err=True)
+
+
+def _verify_here(target: Any, **options: Any) -> Any:
+    """The verification, run inside the contained child: torch is imported there, not here."""
+    from accumlint.verify.equivalence import verify_here
+
+    return verify_here(target, **options)

@@ -81,25 +81,25 @@ def note_phase(text: str) -> None:
         pass
 
 
-def check_contained(function: Any, *, timeout: Optional[float] = DEFAULT_TIMEOUT, **options: Any) -> VerificationReport:
-    """`equivalence.verify_here(function, **options)` in a contained child;
-    the report it returned, or a "could not run" report saying what became of
-    the child. `timeout` is in seconds (None: no limit)."""
-    from accumlint.verify.loading import describe
-
+def check_contained(
+    function: Any,
+    verify: Callable[..., VerificationReport],
+    describe: Callable[[Any], str],
+    *,
+    timeout: Optional[float] = DEFAULT_TIMEOUT,
+    **options: Any,
+) -> VerificationReport:
+    """`verify(function, **options)` in a contained child; the report it returned,
+    or a "could not run" report saying what became of the child. `describe` names
+    the function in that report; `timeout` is in seconds (None: no limit). The
+    verification itself is passed in, so this module knows nothing of it."""
     target = function if isinstance(function, str) else describe(function)
     if timeout is not None and not timeout > 0:
         return _could_not_run(target, options, f"timeout must be a positive number of seconds, got {timeout}")
     reason = _why_not_forked()
     if reason is not None:
-        return _in_this_process(function, options, reason)
-    return run_contained(lambda: _verify(function, options), target=target, options=options, timeout=timeout)
-
-
-def _verify(function: Any, options: dict[str, Any]) -> VerificationReport:
-    from accumlint.verify.equivalence import verify_here
-
-    return verify_here(function, **options)
+        return _in_this_process(lambda: verify(function, **options), reason)
+    return run_contained(lambda: verify(function, **options), target=target, options=options, timeout=timeout)
 
 
 def _why_not_forked() -> Optional[str]:
@@ -112,12 +112,12 @@ def _why_not_forked() -> Optional[str]:
     return None
 
 
-def _in_this_process(function: Any, options: dict[str, Any], why: str) -> VerificationReport:
+def _in_this_process(work: Callable[[], VerificationReport], why: str) -> VerificationReport:
     """The verification in this process, its output captured at the Python
     level (no time limit, no containment: the report says so)."""
     stdout, stderr = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
-        report = _verify(function, options)
+        report = work()
     report.stdout, report.stderr = _tail_text(stdout.getvalue()), _tail_text(stderr.getvalue())
     report.notes.append(f"ran in this process, without a time limit or containment: {why}")
     return report

@@ -154,7 +154,7 @@ def check_equivalence(
     prints is kept in the report's `stdout` and `stderr`.
     """
     return check_contained(
-        function, timeout=timeout, setup=setup, accum_steps=accum_steps, windows=windows, micro_batch=micro_batch,
+        function, verify_here, describe, timeout=timeout, setup=setup, accum_steps=accum_steps, windows=windows, micro_batch=micro_batch,
         seed=seed, device=device, dtype=dtype, bind=bind, eval_mode=eval_mode, nproc=nproc, tail=tail, rtol=rtol,
         atol=atol, args=args, script_args=script_args,
     )

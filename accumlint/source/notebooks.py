@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from accumlint.diagnostics import Diagnostic
-from accumlint.sources import SourceError, unified_diff
+from accumlint.source.files import SourceError, unified_diff
 
 _CELL = "'accumlint-cell {}'"
 # A magic becomes a statement (so a block holding only a magic stays a block),

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Optional, Sequence
 
 import libcst as cst
 
-from accumlint.bindings import FunctionReads, ModuleReads
-from accumlint.edits import AFTER, BEFORE, REPLACE, Edit, apply_edits
+from accumlint.fix.bindings import FunctionReads, ModuleReads
+from accumlint.fix.edits import AFTER, BEFORE, REPLACE, Edit, apply_edits
 from accumlint.model.facts import ancestors
 from accumlint.model.tree import record_parents
-from accumlint.sources import python_lines
+from accumlint.source.files import python_lines
 
 if TYPE_CHECKING:
     from accumlint.rules.base import Finding

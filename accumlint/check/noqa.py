@@ -36,7 +36,7 @@ import tokenize
 from typing import Iterable, Iterator, NamedTuple, Optional
 
 from accumlint.diagnostics import Diagnostic, FixInfo
-from accumlint.sources import python_lines
+from accumlint.source.files import python_lines
 
 MALFORMED, UNUSED = "AL001", "AL002"
 NAMES = {MALFORMED: "malformed-noqa", UNUSED: "unused-noqa"}

@@ -5,7 +5,7 @@ notebooks, in the cell's line), so that a check passes from now on and only
 new mistakes are reported; the suppressions say where to look later. A line
 that cannot take a comment (it ends inside a multi-line string, or in a
 backslash) is never broken: its comment goes on the last line of its
-statement, which silences the whole statement (`accumlint.noqa`).
+statement, which silences the whole statement (`accumlint.check.noqa`).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Iterator
 
-from accumlint.engine import RunResult, is_error
-from accumlint.noqa import NAMES, add_noqa
-from accumlint.sources import SourceError, write_atomic
+from accumlint.check.engine import RunResult, is_error
+from accumlint.check.noqa import NAMES, add_noqa
+from accumlint.source.files import SourceError, write_atomic
 
 
 @dataclasses.dataclass

@@ -10,12 +10,12 @@ default factories, then `__post_init__`), but stores each field through its
 slot's descriptor, fetched once: about a twentieth of a parse's instructions.
 While the only thread there is parses, the parser also has them skip the call
 of `__post_init__` (`validating(False)`), whose hook it has made a no-op for
-the parse anyway (`accumlint.parsing`): one Python call per node fewer.
+the parse anyway (`accumlint.source.parsing`): one Python call per node fewer.
 
 Making them costs a few milliseconds (one small code object per shape of
 fields, one function per node type), more than a one-file check can win
 back, so the parser installs them once a process has parsed enough text
-(`accumlint.parsing`). A node type whose fields are not all plain slots (a
+(`accumlint.source.parsing`). A node type whose fields are not all plain slots (a
 LibCST release that changes how nodes are declared) keeps its own
 constructor; tests/test_node_init.py checks that both build the same nodes.
 """

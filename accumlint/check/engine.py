@@ -2,10 +2,10 @@
 
 The engine reads every file and runs the cheap text prefilter in this
 process; only the files that pass it are analysed, from the cache when their
-text is unchanged, else in worker processes (`accumlint.workers`: as many as
+text is unchanged, else in worker processes (`accumlint.check.workers`: as many as
 the amount of code can pay for, each file under a time budget and a memory
 limit, so that no file can crash or hang the run). In a worker, Python's own
-parser runs first (`accumlint.gate`: syntax errors at CPython's position, a
+parser runs first (`accumlint.source.gate`: syntax errors at CPython's position, a
 nesting bound, and a structural gate), and LibCST only for the files it keeps.
 Every failure is a value attached to its file (a `syntax-error`,
 `internal-error` or `io-error` diagnostic), never the end of the run.
@@ -18,23 +18,23 @@ import sys
 from dataclasses import dataclass, field
 from typing import Callable, NamedTuple, Optional, Union
 
-from accumlint.analysis import AnalysisOptions
-from accumlint.collector import collector_paused
-from accumlint.config import Resolver, Settings
+from accumlint.check.analysis import AnalysisOptions
+from accumlint.compat.collector import collector_paused
+from accumlint.check.config import Resolver, Settings
 from accumlint.diagnostics import SYNTAX_ERROR, Diagnostic, syntax_error
-from accumlint.gate import ParseFailure, Unanalysable, screen, text_stage
-from accumlint.noqa import NAMES as SUPPRESSION_CODES
-from accumlint.noqa import suppressions
-from accumlint.sources import (
+from accumlint.source.gate import ParseFailure, Unanalysable, screen, text_stage
+from accumlint.check.noqa import NAMES as SUPPRESSION_CODES
+from accumlint.check.noqa import suppressions
+from accumlint.source.files import (
     ReadError,
     SourceError,
     WriteRefused,
     discover,
-    load_document,
     outside,
     read_bytes,
     write_atomic,
 )
+from accumlint.source.documents import load_document
 
 INTERNAL_ERROR = "internal-error"
 # A path that cannot be read (missing, a folder without permission) or a fix that cannot be written.
@@ -168,7 +168,7 @@ def _keeper(enabled: frozenset[str], suppressed: dict):
 def run_task(task: Task) -> TaskResult:
     """Screen, then analyse (or fix) one text; any failure becomes a diagnostic of that file.
 
-    The cyclic collector is paused for the whole of it (`accumlint.collector`):
+    The cyclic collector is paused for the whole of it (`accumlint.compat.collector`):
     each collection would traverse the file's trees again, and nothing keeps
     them in a cycle (the module's tree goes by reference counting when the file
     is done, and the model breaks its own cycles, a statement and its events,
@@ -191,14 +191,14 @@ def _run_task(task: Task) -> TaskResult:
         sys.setrecursionlimit(RECURSION_LIMIT)
     try:
         if task.fix:
-            from accumlint.fixes import fix_text
+            from accumlint.check.fixes import fix_text
 
             suppressed: dict[str, dict[Diagnostic, None]] = {}
             keep = _keeper(task.enabled, suppressed)
             outcome = fix_text(task.text, task.path, task.options, unsafe=task.unsafe, keep=keep, fixable=task.fixable)
             raw = outcome.remaining + list(suppressed.get(outcome.text, ()))
             return TaskResult(raw, outcome.text, tuple(outcome.fixed), outcome.converged, rounds=outcome.rounds)
-        from accumlint.analysis import analyze, project_report
+        from accumlint.check.analysis import analyze, project_report
 
         diagnostics = analyze(task.text, task.path, task.options)
         report = project_report(task.path)
@@ -226,7 +226,7 @@ def _from_importers(task: Task) -> TaskResult:
     if task.fix:
         return TaskResult([], cacheable=True)
     try:
-        from accumlint.analysis import findings_from_importers
+        from accumlint.check.analysis import findings_from_importers
 
         found = findings_from_importers(task.text, task.path, task.options)
     except Exception:  # noqa: BLE001 - precision first: what cannot be read says nothing
@@ -260,17 +260,17 @@ def execute(
     A file whose worker crashed, was killed or ran past `budget` seconds gets
     an internal error naming what happened; the other files are not affected.
     """
-    from accumlint.workers import Failure, WorkerPool
+    from accumlint.check.workers import Failure, WorkerPool
 
     workers = _workers(jobs, tasks)
     progress(0, len(tasks))
     if not tasks:
         return [], 0
     if workers > 1:  # imported once here, inherited by the forked workers
-        from accumlint.analysis import load_analysis
+        from accumlint.check.analysis import load_analysis
 
         load_analysis()
-        import accumlint.fixes  # noqa: F401
+        import accumlint.check.fixes  # noqa: F401
 
     results: list[Optional[TaskResult]] = [None] * len(tasks)
     order = sorted(range(len(tasks)), key=lambda i: -len(tasks[i].text))  # biggest first
@@ -367,7 +367,7 @@ def check(request: Request, resolver: Resolver, progress: Progress = _no_progres
     """Check (and fix) every file the request names; `progress` hears how many analyses are done."""
     cache = None
     if request.use_cache:  # `--no-cache` does not pay for importing it (hashlib, json)
-        from accumlint.cache import open_cache
+        from accumlint.check.cache import open_cache
 
         cache = open_cache(request.cache_dir, request.paths)
     files: list[FileResult] = []
@@ -447,7 +447,7 @@ def _fix_comments(result: FileResult, raw: list[Diagnostic], enabled: frozenset[
     Comments change nothing the analysis finds, and every line keeps its
     number, so the raw findings of the fixed code hold for every round.
     """
-    from accumlint.fixes import MAX_ROUNDS
+    from accumlint.check.fixes import MAX_ROUNDS
 
     if not any(d.code in SUPPRESSION_CODES for d in result.diagnostics):
         return

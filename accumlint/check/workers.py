@@ -33,7 +33,6 @@ last item is waited for as before.
 
 from __future__ import annotations
 
-import contextlib
 import faulthandler
 import os
 import pickle
@@ -44,6 +43,8 @@ import sys
 import time
 from collections import deque
 from typing import Any, Callable, Iterable, Iterator, NamedTuple, Optional, Sequence
+
+from accumlint.source import native
 
 _HEADER = struct.Struct("!Q")
 # The most items a worker is handed at once.
@@ -141,35 +142,6 @@ def _limit_memory(budget: Optional[int]) -> None:
         pass  # no limit where the platform cannot say how much is in use
 
 
-# Whether this process is a worker (set when its life begins in `_serve`).
-_in_worker = False
-
-
-@contextlib.contextmanager
-def native_errors_silenced() -> Iterator[None]:
-    """In a worker, send what native code writes to standard error nowhere while the
-    block runs: what it prints as it dies (the Rust parser's "memory allocation of N
-    bytes failed" and its backtrace) would reach the user's terminal, and the parent
-    reports that death once, as the file's error. Elsewhere (the run's own process, an
-    editor's server) standard error is left alone."""
-    if not _in_worker:
-        yield
-        return
-    try:
-        kept = os.dup(2)
-    except OSError:
-        yield
-        return
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 2)
-        os.close(devnull)
-        yield
-    finally:
-        os.dup2(kept, 2)
-        os.close(kept)
-
-
 def _serve(tasks: int, results: int, function: Callable[[Any], Any], memory: Optional[int]) -> None:
     """The worker's life: read an item, send back its result, until the pool closes the pipe."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the parent decides
@@ -177,8 +149,7 @@ def _serve(tasks: int, results: int, function: Callable[[Any], Any], memory: Opt
         if hasattr(signal, name):
             signal.signal(getattr(signal, name), signal.SIG_DFL)
     faulthandler.disable()  # a crash is reported once, by the parent, as that file's error
-    global _in_worker
-    _in_worker = True
+    native.in_worker = True
     _limit_memory(memory)
     while True:
         try:

@@ -45,7 +45,7 @@ from typing import Any, NamedTuple, Optional
 
 import accumlint
 from accumlint.diagnostics import Diagnostic, FixInfo
-from accumlint.sources import SourceError, read_bytes, signals_deferred
+from accumlint.source.files import SourceError, read_bytes, signals_deferred
 
 ENVIRONMENT_VARIABLE = "ACCUMLINT_CACHE_DIR"
 DEFAULT_DIRECTORY = ".accumlint_cache"

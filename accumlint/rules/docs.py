@@ -76,7 +76,7 @@ def normalize_code(code: str) -> str:
 
 
 def _fallback_dir() -> Path:
-    return Path(__file__).resolve().parent.parent / "rules"
+    return Path(__file__).resolve().parents[2] / "rules"
 
 
 def _read_resource(filename: str) -> Optional[str]:

@@ -5,7 +5,7 @@ calls `CSTNode.__post_init__`, which runs the node's `_validate()` (balanced
 parentheses, required whitespace, valid identifiers...). Those checks guard
 trees that people build by hand; a tree the parser has just produced from a
 text is valid by construction (the text round-trips, and accumlint only parses
-texts CPython already compiled, `accumlint.gate`). On loop-dense code the
+texts CPython already compiled, `accumlint.source.gate`). On loop-dense code the
 checks are about a sixth of the parse.
 
 So the parse runs with that hook switched off, for the parsing thread only,
@@ -21,9 +21,9 @@ knows (tests/test_parsing.py fails then, and checks on every fixture that the
 trees are the same either way).
 
 The parse also runs with Python's cyclic garbage collector paused
-(`accumlint.collector`: a tenth of the parse on the fixtures), and, once the
+(`accumlint.compat.collector`: a tenth of the parse on the fixtures), and, once the
 process has parsed INSTALL_AFTER_CHARS of text, with node constructors that
-store fields through the slots (`accumlint.node_init`: a twentieth of a parse,
+store fields through the slots (`accumlint.compat.node_init`: a twentieth of a parse,
 for a few milliseconds that a one-file check would not win back).
 """
 
@@ -34,9 +34,9 @@ import threading
 import libcst
 from libcst._nodes.base import CSTNode
 
-from accumlint import node_init
-from accumlint.collector import collector_paused
-from accumlint.workers import native_errors_silenced
+from accumlint.compat import node_init
+from accumlint.compat.collector import collector_paused
+from accumlint.source.native import native_errors_silenced
 
 _VALIDATING_HOOK = CSTNode.__dict__.get("__post_init__")
 # The hook is known when it does nothing but run `_validate()`.

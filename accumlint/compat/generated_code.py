@@ -147,11 +147,19 @@ def _loads(data: bytes) -> dict[Key, CodeType]:
 
 
 def _read(path: Path) -> dict[Key, CodeType]:
-    from accumlint.sources import SourceError, read_bytes
+    """The kept code, or nothing: only a regular file is read (a FIFO put in its place
+    would wait forever), opened without waiting and checked again once open."""
+    import stat
 
     try:
-        return _loads(read_bytes(str(path), limit=None))
-    except SourceError:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return {}
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+        with os.fdopen(descriptor, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                return {}
+            return _loads(handle.read())
+    except OSError:
         return {}
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, NamedTuple, Optional, Union
 
 from accumlint.rules.catalog import ALL_RULES, codes_matching
-from accumlint.sources import MAX_FILE_SIZE, SourceError, read_bytes
+from accumlint.source.files import MAX_FILE_SIZE, SourceError, read_bytes
 
 ALL_CODES: tuple[str, ...] = tuple(rule.code for rule in ALL_RULES)
 ALL_CODES_SET = frozenset(ALL_CODES)

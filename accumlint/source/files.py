@@ -376,15 +376,6 @@ class PythonDocument(NamedTuple):
         return self.text.encode(self.encoding)
 
 
-def load_document(path: str, data: bytes):
-    """The document for a file's bytes: a notebook for `.ipynb`, Python otherwise."""
-    if path.endswith(".ipynb"):
-        from accumlint.notebooks import NotebookDocument
-
-        return NotebookDocument.from_bytes(path, data)
-    return PythonDocument.from_bytes(path, data)
-
-
 # ---------------------------------------------------------------- writing
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from accumlint.analysis import AnalysisOptions, Located, ParseFailure, find, lost_by_libcst, parse
+from accumlint.check.analysis import AnalysisOptions, Located, ParseFailure, find, lost_by_libcst, parse
 from accumlint.diagnostics import Diagnostic
 
 # Rounds of fixes on one text before it is declared unsettled (ruff's bound).
@@ -123,7 +123,7 @@ def _non_overlapping(candidates: list[Located]) -> list[Located]:
 
 def _changed_nodes(edits) -> set[int]:
     """Nodes an edit replaces or removes (with all below them), or inserts beside."""
-    from accumlint.edits import AFTER, BEFORE
+    from accumlint.fix.edits import AFTER, BEFORE
     from accumlint.model.tree import walk_all as walk
 
     found: set[int] = set()
@@ -152,8 +152,8 @@ def _held_nodes(edits) -> set[int]:
 def _apply(module, text: str, chosen: list[Located]) -> Optional[str]:
     """The text with the chosen fixes applied, or None when the result would break the
     file (no parse, a name read where it is not bound, unrelated lines changed)."""
-    from accumlint.edits import apply_edits
-    from accumlint.fixguard import guard_for, touches_only_edited_lines
+    from accumlint.fix.edits import apply_edits
+    from accumlint.fix.guard import guard_for, touches_only_edited_lines
 
     edits = [edit for item in chosen for edit in item.finding.edits]
     guard = guard_for(module)

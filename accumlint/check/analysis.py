@@ -10,9 +10,9 @@ import functools
 import gc
 from typing import TYPE_CHECKING, NamedTuple, Optional
 
-from accumlint.collector import collector_paused
+from accumlint.compat.collector import collector_paused
 from accumlint.diagnostics import Diagnostic, FixInfo, one_line
-from accumlint.gate import ParseFailure, Unanalysable
+from accumlint.source.gate import ParseFailure, Unanalysable
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -48,18 +48,18 @@ def load_analysis() -> None:
     (`gc.freeze`): no later collection scans it again. On a one-file check that
     is 4 % of all instructions. Analysis runs in worker processes, which live
     only as long as the run. The methods `dataclasses` writes for all those
-    classes are compiled once, not on every run (`accumlint.generated_code`).
+    classes are compiled once, not on every run (`accumlint.compat.generated_code`).
     """
-    from accumlint.generated_code import cached
+    from accumlint.compat.generated_code import cached
 
     with collector_paused(), cached():
         try:
             import libcst  # noqa: F401 - what parsing, the model, the rules, the fix guard and positions import
 
-            import accumlint.fixguard  # noqa: F401
+            import accumlint.fix.guard  # noqa: F401
             import accumlint.model.build  # noqa: F401
             import accumlint.model.positions  # noqa: F401
-            import accumlint.parsing  # noqa: F401
+            import accumlint.source.parsing  # noqa: F401
             import accumlint.rules.registry  # noqa: F401
         finally:
             gc.freeze()
@@ -69,7 +69,7 @@ def parse(text: str) -> "cst.Module":
     load_analysis()
     import libcst
 
-    from accumlint.parsing import parse_module
+    from accumlint.source.parsing import parse_module
 
     try:
         return parse_module(text)
@@ -86,7 +86,7 @@ def find(module: "cst.Module", text: str, path: str, options: AnalysisOptions, p
     disk) lets the model read helpers, constants and configuration files from the
     project's other modules. A finding whose statement stands in another module is
     not this module's to report."""
-    from accumlint.fixguard import guarded
+    from accumlint.fix.guard import guarded
     from accumlint.model.build import model_of
     from accumlint.project import view_for
     from accumlint.rules.registry import run_rules

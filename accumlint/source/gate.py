@@ -7,7 +7,7 @@ So a file goes through two cheap stages first:
 
 1. the text (`might_hold_training_code`): most files of a tree never mention
    a `.backward(` call outside comments and string literals
-   (`accumlint.literals`), `training_step`, `accumulate_grad_batches` or
+   (`accumlint.source.literals`), `training_step`, `accumulate_grad_batches` or
    `def compute_loss`;
 2. Python's own parser (`screen`), which gives three answers:
    - the truth about syntax: an error is reported at CPython's position, the
@@ -46,9 +46,9 @@ import threading
 import warnings
 from typing import Iterator, Optional
 
-from accumlint.collector import collector_paused
-from accumlint.literals import literals_of, word_character
-from accumlint.patterns import LazyPattern
+from accumlint.compat.collector import collector_paused
+from accumlint.source.literals import literals_of, word_character
+from accumlint.source.patterns import LazyPattern
 
 # How deep the tree may nest (chains of operators, attributes, calls and
 # subscripts count a level per link). LibCST's parse grows about
