@@ -23,6 +23,7 @@ import libcst as cst
 
 from accumlint.project.configs import ConfigError, ConfigFacts, read_config
 from accumlint.project.root import find_root, resolve_module, resolve_submodule
+from accumlint.model.tree import walk
 from accumlint.project.summary import (
     SCHEDULER,
     WRAP,
@@ -297,11 +298,8 @@ class ProjectView:
 
         if not self._node_functions:
             for function_id, (snippet, _, _) in self._snippets.items():
-                stack: list[cst.CSTNode] = [snippet]
-                while stack:
-                    inner = stack.pop()
+                for inner in walk(snippet):
                     self._node_functions[id(inner)] = function_id
-                    stack.extend(inner.children)
         function_id = self._node_functions.get(id(node))
         if function_id is None:
             return None
@@ -313,13 +311,9 @@ class ProjectView:
         return (path, where.start.line + offset, where.start.column + 1, where.end.line + offset, where.end.column + 1)
 
     def _adopted(self, node: cst.CSTNode) -> list[cst.CSTNode]:
-        """Every node under `node`, now known to stand outside the analysed module."""
-        found: list[cst.CSTNode] = []
-        stack = [node]
-        while stack:
-            inner = stack.pop()
-            found.append(inner)
-            stack.extend(inner.children)
+        """Every content node under `node` (tokens need no mark), now known to stand
+        outside the analysed module."""
+        found = list(walk(node))
         self._foreign.update(id(inner) for inner in found)
         self._keep.append(node)  # ids stay unique while the view lives
         return found
@@ -515,8 +509,10 @@ def _dotted(node: cst.BaseExpression) -> Optional[str]:
 def _parse_function(function: FunctionSummary) -> tuple[Optional[cst.Module], Optional[cst.FunctionDef]]:
     """A function's definition parsed alone, with the module LibCST made of it."""
     source = function.source if function.source.endswith("\n") else function.source + "\n"
+    from accumlint.source.parsing import parse_module
+
     try:
-        module = cst.parse_module(source)
+        module = parse_module(source)
     except Exception:  # noqa: BLE001 - what LibCST cannot parse stays unknown
         return None, None
     node = module.body[0] if module.body else None
