@@ -1,10 +1,11 @@
 """The rule documents: one Markdown file per rule, shipped as package data.
 
-The documents live in the repository's top-level `rules/` directory, which
-pyproject maps to the package `accumlint.ruledocs`. They are read with
-`importlib.resources`, which works for wheels and editable installs alike; if
-the package cannot be resolved (an unusual install, a source checkout used
-without installing), the repository's `rules/` next to this package is used.
+The documents live in the repository's top-level `rules/` directory, named
+by each rule's `RuleInfo.document`; pyproject maps the directory to the
+package `accumlint.ruledocs`. They are read with `importlib.resources`, which
+works for wheels and editable installs alike; if the package cannot be
+resolved (an unusual install, a source checkout used without installing), the
+repository's `rules/` next to this package is used.
 
 Each document has the sections `What it does`, `Why is this bad?`, `Example`
 (code that triggers exactly this rule), `Use instead` (code with no finding at
@@ -94,7 +95,7 @@ def _read_resource(filename: str) -> Optional[str]:
 def rule_document(code: str) -> str:
     """The Markdown document of a rule, e.g. `rule_document("GA201")`."""
     normalized = normalize_code(code)
-    filename = f"{normalized}.md"
+    filename = RULES_BY_CODE[normalized].document
     text = _read_resource(filename)
     if text is None:
         path = _fallback_dir() / filename
