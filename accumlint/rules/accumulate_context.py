@@ -148,7 +148,6 @@ REPEATED_ACCUMULATE_CONTEXT = Rule(
     check=repeated_accumulate_context,
 )
 
-
 FRAMEWORK_SCALES_WITHOUT_WINDOWS = Rule(
     code="GA111",
     name="framework-scales-without-windows",

@@ -198,7 +198,6 @@ SYNC_EVERY_MICRO_BATCH = Rule(
     check=sync_every_micro_batch,
 )
 
-
 MANUAL_GATE_IN_FRAMEWORK_ACCUMULATE = Rule(
     code="GA402",
     name="manual-gate-in-framework-accumulate",

@@ -144,7 +144,6 @@ GRAPH_KEPT_ALIVE = Rule(
     check=graph_kept_alive,
 )
 
-
 RETAIN_GRAPH_IN_LOOP = Rule(
     code="GA502",
     name="retain-graph-in-loop",

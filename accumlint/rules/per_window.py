@@ -153,7 +153,6 @@ SCHEDULER_EVERY_MICRO_BATCH = Rule(
     check=scheduler_every_micro_batch,
 )
 
-
 CLIP_EVERY_MICRO_BATCH = Rule(
     code="GA302",
     name="clip-every-micro-batch",
@@ -161,7 +160,6 @@ CLIP_EVERY_MICRO_BATCH = Rule(
     summary="Gradients are clipped on every micro-batch, on partial sums.",
     check=clip_every_micro_batch,
 )
-
 
 SCALER_EVERY_MICRO_BATCH = Rule(
     code="GA303",
@@ -171,7 +169,6 @@ SCALER_EVERY_MICRO_BATCH = Rule(
     check=scaler_every_micro_batch,
 )
 
-
 CLIP_BEFORE_UNSCALE = Rule(
     code="GA304",
     name="clip-before-unscale",
@@ -180,7 +177,6 @@ CLIP_BEFORE_UNSCALE = Rule(
     any_loop=True,
     check=clip_before_unscale,
 )
-
 
 EMA_EVERY_MICRO_BATCH = Rule(
     code="GA306",

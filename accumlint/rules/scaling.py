@@ -195,7 +195,6 @@ MISSING_LOSS_SCALING = Rule(
     check=missing_loss_scaling,
 )
 
-
 INVERTED_LOSS_SCALING = Rule(
     code="GA202",
     name="inverted-loss-scaling",
@@ -204,7 +203,6 @@ INVERTED_LOSS_SCALING = Rule(
     check=inverted_loss_scaling,
 )
 
-
 SCALING_AFTER_BACKWARD = Rule(
     code="GA203",
     name="scaling-after-backward",
@@ -212,7 +210,6 @@ SCALING_AFTER_BACKWARD = Rule(
     summary="The loss is divided by K only after backward ran.",
     check=scaling_after_backward,
 )
-
 
 DOUBLE_LOSS_SCALING = Rule(
     code="GA204",
@@ -223,7 +220,6 @@ DOUBLE_LOSS_SCALING = Rule(
     module_check=trainer_double_scaling,
 )
 
-
 MISMATCHED_SCALING_FACTOR = Rule(
     code="GA205",
     name="mismatched-scaling-factor",
@@ -231,7 +227,6 @@ MISMATCHED_SCALING_FACTOR = Rule(
     summary="The loss is divided by something other than the gate's K.",
     check=mismatched_scaling_factor,
 )
-
 
 TOKEN_MEAN_BIAS = Rule(
     code="GA206",

@@ -508,7 +508,6 @@ ZERO_GRAD_EVERY_MICRO_BATCH = Rule(
     check=zero_grad_every_micro_batch,
 )
 
-
 STEP_EVERY_MICRO_BATCH = Rule(
     code="GA102",
     name="step-every-micro-batch",
@@ -517,7 +516,6 @@ STEP_EVERY_MICRO_BATCH = Rule(
     check=step_every_micro_batch,
 )
 
-
 BACKWARD_AFTER_STEP = Rule(
     code="GA103",
     name="backward-after-step",
@@ -525,7 +523,6 @@ BACKWARD_AFTER_STEP = Rule(
     summary="The backward runs after the gated step, so windows are shifted by one micro-batch.",
     check=backward_after_step,
 )
-
 
 ZERO_GRAD_BEFORE_STEP = Rule(
     code="GA104",
@@ -536,7 +533,6 @@ ZERO_GRAD_BEFORE_STEP = Rule(
     check=zero_grad_before_step,
 )
 
-
 MISSING_ZERO_GRAD = Rule(
     code="GA105",
     name="missing-zero-grad",
@@ -546,7 +542,6 @@ MISSING_ZERO_GRAD = Rule(
     check=missing_zero_grad,
 )
 
-
 OFF_BY_ONE_BOUNDARY = Rule(
     code="GA106",
     name="off-by-one-boundary",
@@ -554,7 +549,6 @@ OFF_BY_ONE_BOUNDARY = Rule(
     summary="A 0-based counter is tested with `i % K == 0`, shifting every window.",
     check=off_by_one_boundary,
 )
-
 
 DROPPED_TAIL_WINDOW = Rule(
     code="GA107",
