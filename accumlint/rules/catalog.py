@@ -103,7 +103,7 @@ _DEFINITION = re.compile(r"^(?P<variable>\w+) = Rule\(\n(?P<arguments>.*?)^\)$",
 
 def read_definitions(directory: Path) -> list[tuple[str, RuleInfo]]:
     """(variable, identity) of every rule defined in the modules of `directory`, in file order."""
-    found = []
+    found: list[tuple[str, RuleInfo]] = []
     for path in sorted(directory.glob("*.py")):
         text = path.read_text(encoding="utf-8")
         if " = Rule(\n" in text:

@@ -13,13 +13,16 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import pkgutil
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import accumlint.rules
 from accumlint.model.build import ModuleModel
 from accumlint.model.window import Window
 from accumlint.rules.base import Finding
 from accumlint.rules.catalog import ALL_RULES, Rule, RuleDefinitionError
+
+if TYPE_CHECKING:
+    from accumlint.rules.catalog import ModuleCheck, WindowCheck
 
 
 def _defined() -> tuple[Rule, ...]:
@@ -43,19 +46,19 @@ def _defined() -> tuple[Rule, ...]:
 
 
 RULES: tuple[Rule, ...] = _defined()
-WINDOW_RULES: tuple[Rule, ...] = tuple(rule for rule in RULES if rule.check is not None)
-MODULE_RULES: tuple[Rule, ...] = tuple(rule for rule in RULES if rule.module_check is not None)
-
-
-def _coded(finding: Finding, rule: Rule) -> Finding:
-    return dataclasses.replace(finding, code=rule.code)
+WINDOW_CHECKS: tuple[tuple[str, WindowCheck], ...] = tuple(
+    (rule.code, rule.check) for rule in RULES if rule.check is not None
+)
+MODULE_CHECKS: tuple[tuple[str, ModuleCheck], ...] = tuple(
+    (rule.code, rule.module_check) for rule in RULES if rule.module_check is not None
+)
 
 
 def window_findings(window: Window) -> Iterator[Finding]:
     """The findings of every window check on one window, each with its rule's code."""
-    for rule in WINDOW_RULES:
-        for finding in rule.check(window):
-            yield _coded(finding, rule)
+    for code, check in WINDOW_CHECKS:
+        for finding in check(window):
+            yield dataclasses.replace(finding, code=code)
 
 
 def run_rules(model: ModuleModel) -> list[Finding]:
@@ -72,7 +75,7 @@ def run_rules(model: ModuleModel) -> list[Finding]:
     for loop_window in model.windows:
         for finding in window_findings(loop_window):
             keep(finding)
-    for rule in MODULE_RULES:
-        for finding in rule.module_check(model):
-            keep(_coded(finding, rule))
+    for code, module_check in MODULE_CHECKS:
+        for finding in module_check(model):
+            keep(dataclasses.replace(finding, code=code))
     return findings
