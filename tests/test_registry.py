@@ -107,6 +107,10 @@ def test_the_reader_takes_literal_keywords_and_ignores_the_checks(tmp_path):
         ('    code=CODE,\n    name="x",\n    fix="none",\n    summary="s",\n', "`code` of a rule definition must be a literal", 3),
         ('    code="GA999",\n    name="x",\n    summary="s",\n', "lacks fix", 2),
         ('    "GA999",\n    name="x",\n    fix="none",\n    summary="s",\n', "keyword arguments only", 2),
+        ('    code="GA99",\n    name="x",\n    fix="none",\n    summary="s",\n', "the code 'GA99' is not", 2),
+        ('    code="GA999",\n    name="Some_Rule",\n    fix="none",\n    summary="s",\n', "not kebab-case", 2),
+        ('    code="GA999",\n    name="x",\n    fix="maybe",\n    summary="s",\n', "the fix kind 'maybe'", 2),
+        ('    code="GA999",\n    name="x",\n    fix="none",\n    summary="s",\n    any_loop=1,\n', "any_loop is 1", 2),
     ],
 )
 def test_the_reader_names_the_file_and_line_of_a_definition_it_cannot_read(tmp_path, arguments, message, line):

@@ -33,6 +33,9 @@ if TYPE_CHECKING:
     ModuleCheck = Callable[[ModuleModel], Iterable[Finding]]
 
 FixKind = Literal["safe", "unsafe", "none"]
+FIX_KINDS: tuple[FixKind, ...] = ("safe", "unsafe", "none")
+CODE_SHAPE = re.compile(r"^[A-Z]{2}\d{3}$")
+_NAME_SHAPE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 
 # Codes of the checks of suppression comments (ruff's PGH004 and RUF100): not rules of the loop
 # model, so `accumlint rules` lists them apart and they never count among the GA rules.
@@ -117,8 +120,7 @@ def _identity(match: "re.Match[str]", path: Path, text: str) -> RuleInfo:
         call = ast.parse("Rule(\n" + match["arguments"] + ")", mode="eval").body
     except SyntaxError as error:
         raise RuleDefinitionError(f"{path}:{line}: the rule definition does not parse: {error.msg}") from None
-    assert isinstance(call, ast.Call)
-    if call.args:
+    if not isinstance(call, ast.Call) or call.args:
         raise RuleDefinitionError(f"{path}:{line}: a rule definition takes keyword arguments only")
     identity = {}
     for keyword in call.keywords:
@@ -133,7 +135,26 @@ def _identity(match: "re.Match[str]", path: Path, text: str) -> RuleInfo:
     missing = [field for field in RuleInfo._fields if field not in identity and field not in RuleInfo._field_defaults]
     if missing:
         raise RuleDefinitionError(f"{path}:{line}: the rule definition lacks {', '.join(missing)}")
-    return RuleInfo(**identity)
+    info = RuleInfo(**identity)
+    wrong = _wrong_identity(info)
+    if wrong:
+        raise RuleDefinitionError(f"{path}:{line}: {wrong}")
+    return info
+
+
+def _wrong_identity(info: RuleInfo) -> str:
+    """What is wrong with a rule's identity ("" when nothing is)."""
+    if not isinstance(info.code, str) or not CODE_SHAPE.match(info.code):
+        return f"the code {info.code!r} is not two capital letters and three digits (GA201)"
+    if not isinstance(info.name, str) or not _NAME_SHAPE.match(info.name):
+        return f"the name {info.name!r} is not kebab-case (missing-loss-scaling)"
+    if info.fix not in FIX_KINDS:
+        return f"the fix kind {info.fix!r} is not one of {', '.join(FIX_KINDS)}"
+    if not isinstance(info.summary, str) or not info.summary.strip():
+        return "the summary is not a sentence"
+    if not isinstance(info.any_loop, bool):
+        return f"any_loop is {info.any_loop!r}, not True or False"
+    return ""
 
 
 _DEFINED = sorted((info for _, info in read_definitions(Path(__file__).parent)), key=lambda info: info.code)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from accumlint.rules.catalog import RULES_BY_CODE
+from accumlint.rules.catalog import CODE_SHAPE, RULES_BY_CODE
 
 RESOURCE_PACKAGE = "accumlint.ruledocs"
 REQUIRED_SECTIONS: tuple[str, ...] = (
@@ -36,7 +36,6 @@ REQUIRED_SECTIONS: tuple[str, ...] = (
     "See also",
 )
 
-_CODE_SHAPE = re.compile(r"^[A-Z]{2}\d{3}$")
 _SECTION = re.compile(r"^## +(.+?)\s*$", re.MULTILINE)
 _PYTHON_BLOCK = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
 
@@ -71,7 +70,7 @@ class RuleExamples:
 def normalize_code(code: str) -> str:
     """`ga201 ` -> `GA201`; raises UnknownRuleError for anything not in the catalog."""
     normalized = code.strip().upper()
-    if not _CODE_SHAPE.match(normalized) or normalized not in RULES_BY_CODE:
+    if not CODE_SHAPE.match(normalized) or normalized not in RULES_BY_CODE:
         raise UnknownRuleError(code)
     return normalized
 
@@ -119,7 +118,7 @@ def documented_codes() -> list[str]:
         directory = _fallback_dir()
         if directory.is_dir():
             names = {entry.name for entry in directory.iterdir()}
-    return sorted(name[:-3] for name in names if name.endswith(".md") and _CODE_SHAPE.match(name[:-3]))
+    return sorted(name[:-3] for name in names if name.endswith(".md") and CODE_SHAPE.match(name[:-3]))
 
 
 def sections(document: str) -> dict[str, str]:
