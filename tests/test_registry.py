@@ -123,13 +123,15 @@ def test_the_reader_names_the_file_and_line_of_a_definition_it_cannot_read(tmp_p
 
 
 def test_the_verifier_names_rules_from_the_catalog_only():
-    written = {}
+    written, unknown = {}, set()
     for path in sorted((PACKAGE / "verify").glob("*.py")):
         text = path.read_text(encoding="utf-8")
         names = [info.name for info in catalog.ALL_RULES if f'"{info.name}"' in text]
         if names:
             written[path.name] = names
+        unknown |= set(re.findall(r'\bof_rule\(\s*"(\w+)"', text)) - set(catalog.RULES_BY_CODE)
     assert written == {}
+    assert unknown == set()
 
 
 def test_explanations_of_a_rule_carry_its_catalog_name():
