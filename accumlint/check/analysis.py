@@ -160,7 +160,7 @@ def findings_from_importers(text: str, path: str, options: AnalysisOptions = Ana
     from accumlint.project.root import find_root
     from accumlint.project.summary import ROLE_EFFECTS
     from accumlint.rules.catalog import rule
-    from accumlint.rules.registry import RULES
+    from accumlint.rules.registry import window_findings
 
     if not path or not os.path.isfile(path):
         return ProjectAnalysis([], {})
@@ -186,27 +186,26 @@ def findings_from_importers(text: str, path: str, options: AnalysisOptions = Ana
             continue
         try:
             for window in model.windows:
-                for check in RULES.values():
-                    for finding in check(window):
-                        if not model.facts.foreign(finding.node):
-                            continue
-                        where = view.position(finding.node)
-                        if where is None or os.path.abspath(where[0]) != target:
-                            continue
-                        key = (finding.code, where[1], where[2])
-                        if key in found:
-                            continue
-                        loop = window.loop
-                        header = positions_of(module, [loop.node], other_text).get(loop.node)
-                        name = loop.function.name.value + "()" if loop.function is not None else "the module's loop"
-                        at = f" in {name} at {_shown(other)}:{header.start.line}" if header is not None else ""
-                        related = "the window's step"
-                        found[key] = Diagnostic(
-                            path=path, line=where[1], column=where[2], end_line=where[3], end_column=where[4],
-                            code=finding.code, name=rule(finding.code).name,
-                            message=finding.message.replace("{related}", related) + at,
-                            fix=None, help=finding.help.replace("{related}", related),
-                        )
+                for finding in window_findings(window):
+                    if not model.facts.foreign(finding.node):
+                        continue
+                    where = view.position(finding.node)
+                    if where is None or os.path.abspath(where[0]) != target:
+                        continue
+                    key = (finding.code, where[1], where[2])
+                    if key in found:
+                        continue
+                    loop = window.loop
+                    header = positions_of(module, [loop.node], other_text).get(loop.node)
+                    name = loop.function.name.value + "()" if loop.function is not None else "the module's loop"
+                    at = f" in {name} at {_shown(other)}:{header.start.line}" if header is not None else ""
+                    related = "the window's step"
+                    found[key] = Diagnostic(
+                        path=path, line=where[1], column=where[2], end_line=where[3], end_column=where[4],
+                        code=finding.code, name=rule(finding.code).name,
+                        message=finding.message.replace("{related}", related) + at,
+                        fix=None, help=finding.help.replace("{related}", related),
+                    )
         except Exception:  # noqa: BLE001 - precision first: a loop the rules cannot read says nothing
             continue
         finally:

@@ -36,10 +36,11 @@ import tokenize
 from typing import Iterable, Iterator, NamedTuple, Optional
 
 from accumlint.diagnostics import Diagnostic, FixInfo
+from accumlint.rules.suppression import MALFORMED_NOQA, UNUSED_NOQA
 from accumlint.source.files import python_lines
 
-MALFORMED, UNUSED = "AL001", "AL002"
-NAMES = {MALFORMED: "malformed-noqa", UNUSED: "unused-noqa"}
+MALFORMED, UNUSED = MALFORMED_NOQA.code, UNUSED_NOQA.code
+NAMES = {MALFORMED: MALFORMED_NOQA.info.name, UNUSED: UNUSED_NOQA.info.name}
 
 _CODE = r"[A-Za-z]+[0-9]+"
 _CODES = rf"{_CODE}(?:[\s,]+{_CODE})*"

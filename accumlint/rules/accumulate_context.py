@@ -15,6 +15,7 @@ from accumlint.model.names import call_name, code, dotted, int_value, last_part
 from accumlint.model.scope import in_scope
 from accumlint.model.window import Window
 from accumlint.rules.base import Finding
+from accumlint.rules.catalog import Rule
 
 
 def repeated_accumulate_context(window: Window) -> Iterable[Finding]:
@@ -32,7 +33,6 @@ def repeated_accumulate_context(window: Window) -> Iterable[Finding]:
         if earlier is None:
             continue
         yield Finding(
-            "GA404",
             call,
             f"`{owner}.accumulate(...)` is entered a second time in this iteration ({{related}})",
             related=earlier,
@@ -92,7 +92,6 @@ def framework_scales_without_windows(window: Window) -> Iterable[Finding]:
         if steps is None and not (info.scales or window.is_accumulation_name(info.steps)):
             continue
         yield Finding(
-            "GA111",
             backward.role.call,
             f"`{code(owner)}` divides every loss by `{code(info.steps)}`, but no `accumulate()` or gate "
             "holds the optimizer step back",
@@ -141,7 +140,22 @@ def _wrap_in_accumulate(window: Window, owner: cst.BaseExpression) -> tuple[Edit
     return (replace(body, body.with_changes(body=[with_node])),)
 
 
-RULES = {"GA404": repeated_accumulate_context, "GA111": framework_scales_without_windows}
+REPEATED_ACCUMULATE_CONTEXT = Rule(
+    code="GA404",
+    name="repeated-accumulate-context",
+    fix="none",
+    summary="One iteration enters `accelerator.accumulate()` twice, so windows close after K/2 micro-batches.",
+    check=repeated_accumulate_context,
+)
+
+FRAMEWORK_SCALES_WITHOUT_WINDOWS = Rule(
+    code="GA111",
+    name="framework-scales-without-windows",
+    fix="unsafe",
+    summary="accelerate divides every loss by K, but no `accumulate()` or gate holds the step back.",
+    any_loop=True,
+    check=framework_scales_without_windows,
+)
 
 
 _CARRIES_K = ("gradient_accumulation_steps", "gradient_accumulation_plugin", "deepspeed_plugin", "deepspeed_plugins")
@@ -166,7 +180,6 @@ def accumulate_without_steps(model: ModuleModel) -> Iterable[Finding]:
             if len(constructors) == 1 and in_scope(facts, k, constructors[0]):
                 edits = (replace(constructors[0], _with_steps(constructors[0], k)),)
             yield Finding(
-                "GA108",
                 call,
                 f"`{owner}` was built without `gradient_accumulation_steps` ({{related}}), so "
                 "`accumulate()` syncs and steps on every micro-batch",
@@ -224,4 +237,10 @@ def _with_steps(call: cst.Call, k: cst.BaseExpression) -> cst.Call:
     return call.with_changes(args=[*args, new])
 
 
-MODULE_RULES = {"GA108": accumulate_without_steps}
+ACCUMULATE_WITHOUT_STEPS = Rule(
+    code="GA108",
+    name="accumulate-without-steps",
+    fix="unsafe",
+    summary="`accelerator.accumulate()` on an Accelerator built without `gradient_accumulation_steps`.",
+    module_check=accumulate_without_steps,
+)

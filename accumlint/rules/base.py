@@ -1,9 +1,9 @@
-"""What a rule returns: a finding on a node, with the edits of its fix (if any)."""
+"""What a rule's check returns: a finding on a node, with the edits of its fix (if any)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterable, Optional
+from typing import Optional
 
 import libcst as cst
 
@@ -13,13 +13,11 @@ from accumlint.model.loop import Event, Statement
 from accumlint.model.names import code
 from accumlint.model.window import Window
 
-if TYPE_CHECKING:
-    from accumlint.model.build import ModuleModel
-
 
 @dataclass(frozen=True, eq=False)
 class Finding:
-    code: str
+    """What a check found. It names no code: the registry gives it its rule's (`code`)."""
+
     node: cst.CSTNode
     message: str
     edits: tuple[Edit, ...] = ()
@@ -28,10 +26,7 @@ class Finding:
     # Why it matters and what to do, shown under the finding (`--output-format full`, editors):
     # `message` says what is wrong in a line short enough to read in a terminal.
     help: str = ""
-
-
-Rule = Callable[[Window], Iterable[Finding]]
-ModuleRule = Callable[["ModuleModel"], Iterable[Finding]]
+    code: str = ""
 
 
 def k_text(window: Window) -> str:

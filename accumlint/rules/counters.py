@@ -9,6 +9,7 @@ from accumlint.model.cadence import every_micro_batch
 from accumlint.model.names import code
 from accumlint.model.window import Window
 from accumlint.rules.base import Finding
+from accumlint.rules.catalog import Rule
 from accumlint.rules.placement import once_per_window
 from accumlint.rules.window import steps_every_micro_batch, window_step
 
@@ -30,7 +31,6 @@ def step_counter_counts_micro_batches(window: Window) -> Iterable[Finding]:
         if increment.counter not in gate_counters:
             edits = once_per_window(window, increment.statement, anchor.statement if anchor is not None else None)
         yield Finding(
-            "GA109",
             increment.statement.node,
             f"`{increment.counter}` counts micro-batches but is compared with a budget in optimizer steps "
             "({related})",
@@ -42,4 +42,10 @@ def step_counter_counts_micro_batches(window: Window) -> Iterable[Finding]:
         )
 
 
-RULES = {"GA109": step_counter_counts_micro_batches}
+STEP_COUNTER_COUNTS_MICRO_BATCHES = Rule(
+    code="GA109",
+    name="step-counter-counts-micro-batches",
+    fix="unsafe",
+    summary="An optimizer-step counter is incremented on every micro-batch but compared with a budget in steps.",
+    check=step_counter_counts_micro_batches,
+)

@@ -12,6 +12,7 @@ from accumlint.model.names import code, dotted
 from accumlint.model.window import Window
 from accumlint.model.tree import walk
 from accumlint.rules.base import Finding, contains
+from accumlint.rules.catalog import Rule
 
 _REPORTED_WRAPS = ("ddp", "apex", "accelerate", "fabric")
 
@@ -30,7 +31,6 @@ def sync_every_micro_batch(window: Window) -> Iterable[Finding]:
         return
     advice = _advice(window, model, kind)
     yield Finding(
-        "GA401",
         backward.role.call,
         f"`{model}` all-reduces gradients on every micro-batch",
         _sync_edits(window, model, kind),
@@ -174,7 +174,6 @@ def manual_gate_in_framework_accumulate(window: Window) -> Iterable[Finding]:
             body[0] = body[0].with_changes(leading_lines=[*gate_if.leading_lines, *body[0].leading_lines])
             edits = (replace(gate_if, cst.FlattenSentinel(body)),)
         yield Finding(
-            "GA402",
             gate.test,
             f"manual gate `{code(gate.test)}` inside {framework}, which already steps once per window",
             edits,
@@ -191,7 +190,18 @@ def _accelerator_of(step) -> Optional[str]:
     return None
 
 
-RULES = {
-    "GA401": sync_every_micro_batch,
-    "GA402": manual_gate_in_framework_accumulate,
-}
+SYNC_EVERY_MICRO_BATCH = Rule(
+    code="GA401",
+    name="sync-every-micro-batch",
+    fix="unsafe",
+    summary="A DDP/FSDP model all-reduces gradients on every micro-batch.",
+    check=sync_every_micro_batch,
+)
+
+MANUAL_GATE_IN_FRAMEWORK_ACCUMULATE = Rule(
+    code="GA402",
+    name="manual-gate-in-framework-accumulate",
+    fix="unsafe",
+    summary="A manual `% K` gate inside a framework that already accumulates.",
+    check=manual_gate_in_framework_accumulate,
+)

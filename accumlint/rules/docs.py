@@ -1,10 +1,11 @@
 """The rule documents: one Markdown file per rule, shipped as package data.
 
-The documents live in the repository's top-level `rules/` directory, which
-pyproject maps to the package `accumlint.ruledocs`. They are read with
-`importlib.resources`, which works for wheels and editable installs alike; if
-the package cannot be resolved (an unusual install, a source checkout used
-without installing), the repository's `rules/` next to this package is used.
+The documents live in the repository's top-level `rules/` directory, named
+by each rule's `RuleInfo.document`; pyproject maps the directory to the
+package `accumlint.ruledocs`. They are read with `importlib.resources`, which
+works for wheels and editable installs alike; if the package cannot be
+resolved (an unusual install, a source checkout used without installing), the
+repository's `rules/` next to this package is used.
 
 Each document has the sections `What it does`, `Why is this bad?`, `Example`
 (code that triggers exactly this rule), `Use instead` (code with no finding at
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from accumlint.rules.catalog import RULES_BY_CODE
+from accumlint.rules.catalog import CODE_SHAPE, RULES_BY_CODE
 
 RESOURCE_PACKAGE = "accumlint.ruledocs"
 REQUIRED_SECTIONS: tuple[str, ...] = (
@@ -35,7 +36,6 @@ REQUIRED_SECTIONS: tuple[str, ...] = (
     "See also",
 )
 
-_CODE_SHAPE = re.compile(r"^[A-Z]{2}\d{3}$")
 _SECTION = re.compile(r"^## +(.+?)\s*$", re.MULTILINE)
 _PYTHON_BLOCK = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
 
@@ -70,7 +70,7 @@ class RuleExamples:
 def normalize_code(code: str) -> str:
     """`ga201 ` -> `GA201`; raises UnknownRuleError for anything not in the catalog."""
     normalized = code.strip().upper()
-    if not _CODE_SHAPE.match(normalized) or normalized not in RULES_BY_CODE:
+    if not CODE_SHAPE.match(normalized) or normalized not in RULES_BY_CODE:
         raise UnknownRuleError(code)
     return normalized
 
@@ -94,7 +94,7 @@ def _read_resource(filename: str) -> Optional[str]:
 def rule_document(code: str) -> str:
     """The Markdown document of a rule, e.g. `rule_document("GA201")`."""
     normalized = normalize_code(code)
-    filename = f"{normalized}.md"
+    filename = RULES_BY_CODE[normalized].document
     text = _read_resource(filename)
     if text is None:
         path = _fallback_dir() / filename
@@ -118,7 +118,7 @@ def documented_codes() -> list[str]:
         directory = _fallback_dir()
         if directory.is_dir():
             names = {entry.name for entry in directory.iterdir()}
-    return sorted(name[:-3] for name in names if name.endswith(".md") and _CODE_SHAPE.match(name[:-3]))
+    return sorted(name[:-3] for name in names if name.endswith(".md") and CODE_SHAPE.match(name[:-3]))
 
 
 def sections(document: str) -> dict[str, str]:

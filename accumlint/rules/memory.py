@@ -13,6 +13,7 @@ from accumlint.model.loss import split_scaling
 from accumlint.model.names import code, dotted, keyword, last_part
 from accumlint.model.window import Window
 from accumlint.rules.base import Finding
+from accumlint.rules.catalog import Rule
 
 _DETACHING = {"item", "detach", "tolist", "cpu", "numpy", "float", "data"}
 
@@ -46,7 +47,6 @@ def graph_kept_alive(window: Window) -> Iterable[Finding]:
         if name not in names or not _tensor_at(window, statement, name) or _backpropagated_later(window, holder):
             continue
         yield Finding(
-            "GA501",
             statement.node,
             f"`{name}` is kept in `{holder}` with its autograd graph",
             (replace(added, filled_expression("__added__.detach()", __added__=parenthesized(added))),),
@@ -129,14 +129,25 @@ def retain_graph_in_loop(window: Window) -> Iterable[Finding]:
     if retain is None or code(retain.value) != "True" or window.loop.backward_per_loss(backward):
         return
     yield Finding(
-        "GA502",
         backward.role.call,
         "`retain_graph=True` with no second backward over the graph",
         help="every micro-batch's graph stays alive, so memory grows with each one; drop `retain_graph=True`",
     )
 
 
-RULES = {
-    "GA501": graph_kept_alive,
-    "GA502": retain_graph_in_loop,
-}
+GRAPH_KEPT_ALIVE = Rule(
+    code="GA501",
+    name="graph-kept-alive",
+    fix="safe",
+    summary="A loss tensor is accumulated for logging without `.detach()`, keeping graphs alive.",
+    any_loop=True,
+    check=graph_kept_alive,
+)
+
+RETAIN_GRAPH_IN_LOOP = Rule(
+    code="GA502",
+    name="retain-graph-in-loop",
+    fix="none",
+    summary="`backward(retain_graph=True)` in a loop with no second backward over the graph.",
+    check=retain_graph_in_loop,
+)

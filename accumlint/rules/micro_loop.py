@@ -7,12 +7,12 @@ from typing import Iterable
 from accumlint.model.micro import lost_micro_losses
 from accumlint.model.window import Window
 from accumlint.rules.base import Finding
+from accumlint.rules.catalog import Rule
 
 
 def backward_outside_micro_loop(window: Window) -> Iterable[Finding]:
     for lost in lost_micro_losses(window):
         yield Finding(
-            "GA110",
             lost.backward.role.call,
             "the backward runs after the micro-step loop and sees only the last micro-batch's loss",
             related=lost.definition.node,
@@ -22,4 +22,10 @@ def backward_outside_micro_loop(window: Window) -> Iterable[Finding]:
         )
 
 
-RULES = {"GA110": backward_outside_micro_loop}
+BACKWARD_OUTSIDE_MICRO_LOOP = Rule(
+    code="GA110",
+    name="backward-outside-micro-loop",
+    fix="none",
+    summary="The backward follows the micro-step loop and only sees the last micro-batch's loss.",
+    check=backward_outside_micro_loop,
+)

@@ -11,6 +11,7 @@ from accumlint.model.names import code, last_part
 from accumlint.model.schedules import known_schedule, scheduler_constructors, sized_in_micro_batches
 from accumlint.model.window import Window
 from accumlint.rules.base import Finding, leaves_world, movable, movable_to, sync_gated
+from accumlint.rules.catalog import Rule
 from accumlint.rules.placement import once_per_window
 from accumlint.rules.window import steps_every_micro_batch, window_step
 
@@ -50,7 +51,6 @@ def scheduler_every_micro_batch(window: Window) -> Iterable[Finding]:
             continue  # `scheduler.step(i)`: the schedule is told where it is, so its pace follows the index
         anchor = window_step(window, event)
         yield Finding(
-            "GA301",
             event.role.call,
             f"`{code(event.role.call)}` advances the LR schedule on every micro-batch",
             _move(window, event, anchor, before=False),
@@ -65,7 +65,6 @@ def clip_every_micro_batch(window: Window) -> Iterable[Finding]:
     for event in _per_micro_batch(window, "clip"):
         anchor = window_step(window, event)
         yield Finding(
-            "GA302",
             event.role.call,
             "gradients are clipped on every micro-batch, on partial sums",
             _move(window, event, anchor, before=True),
@@ -84,7 +83,6 @@ def scaler_every_micro_batch(window: Window) -> Iterable[Finding]:
         else:
             edits = _move(window, event, gated_clip or anchor, before=True)
         yield Finding(
-            "GA303",
             event.role.call,
             f"`{code(event.role.call)}` runs on every micro-batch",
             edits,
@@ -115,7 +113,6 @@ def clip_before_unscale(window: Window) -> Iterable[Finding]:
             unscale = filled_statement(f"{scaler}.unscale_(__optimizer__)\n", __optimizer__=optimizer)
             edits = (insert_before(clip.statement.node, unscale),)
         yield Finding(
-            "GA304",
             clip.role.call,
             "gradients are clipped while still scaled by the GradScaler",
             edits,
@@ -138,7 +135,6 @@ def ema_every_micro_batch(window: Window) -> Iterable[Finding]:
         if not every_micro_batch(window, event.statement):
             continue
         yield Finding(
-            "GA306",
             event.role.call,
             f"`{code(event.role.call)}` updates the weight average on every micro-batch",
             once_per_window(window, event.statement, anchor.statement if anchor is not None else None),
@@ -149,10 +145,43 @@ def ema_every_micro_batch(window: Window) -> Iterable[Finding]:
         )
 
 
-RULES = {
-    "GA301": scheduler_every_micro_batch,
-    "GA302": clip_every_micro_batch,
-    "GA303": scaler_every_micro_batch,
-    "GA304": clip_before_unscale,
-    "GA306": ema_every_micro_batch,
-}
+SCHEDULER_EVERY_MICRO_BATCH = Rule(
+    code="GA301",
+    name="scheduler-every-micro-batch",
+    fix="safe",
+    summary="The LR scheduler steps on every micro-batch while the optimizer steps every K.",
+    check=scheduler_every_micro_batch,
+)
+
+CLIP_EVERY_MICRO_BATCH = Rule(
+    code="GA302",
+    name="clip-every-micro-batch",
+    fix="safe",
+    summary="Gradients are clipped on every micro-batch, on partial sums.",
+    check=clip_every_micro_batch,
+)
+
+SCALER_EVERY_MICRO_BATCH = Rule(
+    code="GA303",
+    name="scaler-every-micro-batch",
+    fix="safe",
+    summary="The AMP GradScaler updates or unscales on every micro-batch.",
+    check=scaler_every_micro_batch,
+)
+
+CLIP_BEFORE_UNSCALE = Rule(
+    code="GA304",
+    name="clip-before-unscale",
+    fix="safe",
+    summary="Gradients are clipped while still multiplied by the GradScaler's scale.",
+    any_loop=True,
+    check=clip_before_unscale,
+)
+
+EMA_EVERY_MICRO_BATCH = Rule(
+    code="GA306",
+    name="ema-every-micro-batch",
+    fix="safe",
+    summary="An EMA of the weights updates on every micro-batch while the optimizer steps every K.",
+    check=ema_every_micro_batch,
+)

@@ -13,6 +13,7 @@ from accumlint.model.names import code, dotted
 from accumlint.model.tree import children
 from accumlint.model.window import Window
 from accumlint.rules.base import Finding
+from accumlint.rules.catalog import Rule
 
 
 
@@ -28,7 +29,6 @@ def logged_loss_scaled(window: Window) -> Iterable[Finding]:
             if not scaled:
                 continue
             yield Finding(
-                "GA601",
                 log.role.call,
                 f"the logged `{flow.name}` was already divided by `{code(scaling.factor)}` ({{related}})",
                 _restore(scaled, scaling.factor),
@@ -142,4 +142,10 @@ def _restore(expressions: list[cst.BaseExpression], k: cst.BaseExpression) -> tu
     return tuple(edits)
 
 
-RULES = {"GA601": logged_loss_scaled}
+LOGGED_LOSS_SCALED = Rule(
+    code="GA601",
+    name="logged-loss-scaled",
+    fix="unsafe",
+    summary="The logged training loss is the loss divided by K, so it reads K times too small.",
+    check=logged_loss_scaled,
+)

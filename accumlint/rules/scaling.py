@@ -11,6 +11,8 @@ from accumlint.model.loss import MEAN, TOKEN, Scaling
 from accumlint.model.names import code, dotted, looks_like_batch_size, looks_like_token_count
 from accumlint.model.window import Window
 from accumlint.rules.base import Finding, contains, k_text, movable, same_block
+from accumlint.rules.catalog import Rule
+from accumlint.rules.trainer import trainer_double_scaling
 
 
 def _structural_k(window: Window) -> bool:
@@ -35,7 +37,6 @@ def missing_loss_scaling(window: Window) -> Iterable[Finding]:
             wrap = backward.role.flavor == "tensor" and flow.target is backward.role.target
             edits = (replace(flow.target, divided(flow.target, k_here, wrap=wrap)),)
         yield Finding(
-            "GA201",
             backward.role.call,
             f"the loss reaches backward undivided while gradients accumulate over `{k_text(window)}`",
             edits,
@@ -54,7 +55,6 @@ def inverted_loss_scaling(window: Window) -> Iterable[Finding]:
             if not window.accumulates and not window.is_accumulation_name(scaling.factor):
                 continue
             yield Finding(
-                "GA202",
                 scaling.node,
                 f"the loss is multiplied by `{code(scaling.factor)}` instead of divided by it",
                 _invert(scaling),
@@ -96,7 +96,6 @@ def scaling_after_backward(window: Window) -> Iterable[Finding]:
             if statement is not None and movable(statement) and same_block(statement, backward.node):
                 edits = (remove(statement.node), insert_before(backward.node, statement.node))
             yield Finding(
-                "GA203",
                 statement.node if statement is not None else scaling.node,
                 f"the loss is divided by `{code(scaling.factor)}` only after backward ran ({{related}})",
                 edits,
@@ -118,7 +117,6 @@ def double_loss_scaling(window: Window) -> Iterable[Finding]:
         else:
             continue
         yield Finding(
-            "GA204",
             extra.node if not extra.whole_statement or extra.statement is None else extra.statement.node,
             f"the division by `{code(extra.factor)}` is extra",
             _remove_division(extra),
@@ -153,7 +151,6 @@ def mismatched_scaling_factor(window: Window) -> Iterable[Finding]:
             if scaling.op != "div" or window.is_k(scaling.factor) or not _mismatched(window, scaling.factor, k):
                 continue
             yield Finding(
-                "GA205",
                 scaling.node,
                 f"the loss is divided by `{code(scaling.factor)}`, not by the window's `{code(k)}`",
                 help=f"the window accumulates `{code(k)}` micro-batches; divide by `{code(k)}`",
@@ -183,7 +180,6 @@ def token_mean_bias(window: Window) -> Iterable[Finding]:
         if statement is None:
             continue
         yield Finding(
-            "GA206",
             statement.node,
             "a token-level loss is averaged per micro-batch, then divided by K",
             help="micro-batches with fewer real tokens weigh more; sum over tokens and divide by the "
@@ -191,11 +187,51 @@ def token_mean_bias(window: Window) -> Iterable[Finding]:
         )
 
 
-RULES = {
-    "GA201": missing_loss_scaling,
-    "GA202": inverted_loss_scaling,
-    "GA203": scaling_after_backward,
-    "GA204": double_loss_scaling,
-    "GA205": mismatched_scaling_factor,
-    "GA206": token_mean_bias,
-}
+MISSING_LOSS_SCALING = Rule(
+    code="GA201",
+    name="missing-loss-scaling",
+    fix="safe",
+    summary="The loss reaching backward in an accumulation loop is not divided by K.",
+    check=missing_loss_scaling,
+)
+
+INVERTED_LOSS_SCALING = Rule(
+    code="GA202",
+    name="inverted-loss-scaling",
+    fix="safe",
+    summary="The loss is multiplied by K (or divided by 1/K) instead of divided by K.",
+    check=inverted_loss_scaling,
+)
+
+SCALING_AFTER_BACKWARD = Rule(
+    code="GA203",
+    name="scaling-after-backward",
+    fix="unsafe",
+    summary="The loss is divided by K only after backward ran.",
+    check=scaling_after_backward,
+)
+
+DOUBLE_LOSS_SCALING = Rule(
+    code="GA204",
+    name="double-loss-scaling",
+    fix="safe",
+    summary="The loss is divided by K although it is already divided by K elsewhere.",
+    check=double_loss_scaling,
+    module_check=trainer_double_scaling,
+)
+
+MISMATCHED_SCALING_FACTOR = Rule(
+    code="GA205",
+    name="mismatched-scaling-factor",
+    fix="none",
+    summary="The loss is divided by something other than the gate's K.",
+    check=mismatched_scaling_factor,
+)
+
+TOKEN_MEAN_BIAS = Rule(
+    code="GA206",
+    name="token-mean-bias",
+    fix="none",
+    summary="A padded token-level loss is averaged per micro-batch, biasing the window mean.",
+    check=token_mean_bias,
+)

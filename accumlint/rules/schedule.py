@@ -13,6 +13,7 @@ from accumlint.model.schedules import length_arguments, micro_batch_length, sche
 from accumlint.model.scope import in_scope
 from accumlint.model.window import Window
 from accumlint.rules.base import Finding
+from accumlint.rules.catalog import Rule
 
 
 def schedule_counts_micro_batches(window: Window) -> Iterable[Finding]:
@@ -30,7 +31,6 @@ def schedule_counts_micro_batches(window: Window) -> Iterable[Finding]:
                 loader = code(length.length.args[0].value)
                 k_text = code(k) if k is not None else "K"
                 yield Finding(
-                    "GA305",
                     length.carrier,
                     f"the schedule's length counts micro-batches (`len({loader})`), not optimizer steps",
                     _edits(window, length.length, k),
@@ -89,4 +89,10 @@ def _first_import(module: cst.Module) -> Optional[cst.CSTNode]:
     return None
 
 
-RULES = {"GA305": schedule_counts_micro_batches}
+SCHEDULE_COUNTS_MICRO_BATCHES = Rule(
+    code="GA305",
+    name="schedule-counts-micro-batches",
+    fix="unsafe",
+    summary="An LR schedule's length counts micro-batches while it steps once per window.",
+    check=schedule_counts_micro_batches,
+)

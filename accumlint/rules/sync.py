@@ -16,6 +16,7 @@ from accumlint.model.scopes import free_names
 from accumlint.model.tree import walk
 from accumlint.model.window import Window
 from accumlint.rules.base import Finding, movable
+from accumlint.rules.catalog import Rule
 
 _LATE = ("DDP decides at the forward whether the next backward all-reduces, so a control set after the "
          "forward has no effect on this micro-batch (or applies to the next one); ")
@@ -52,7 +53,6 @@ def _late_context(window: Window, control: SyncControl, statements: list[Stateme
         return
     forward = earlier[-1]
     yield Finding(
-        "GA403",
         control.node,
         f"`{code(control.node.item)}` holds the backward but not the forward of `{code(control.model)}` "
         "({related}), so it does not skip the all-reduce",
@@ -104,7 +104,6 @@ def _late_flag(window: Window, control: SyncControl, statements: list[Statement]
     if anchor is not None and movable(flag) and not _assigned_between(flag, anchor):
         edits = (remove(flag.node), insert_before(anchor, flag.node.with_changes(leading_lines=())))
     yield Finding(
-        "GA403",
         flag.node,
         f"`{code(control.model)}.require_backward_grad_sync` is set after the forward ({{related}})",
         edits,
@@ -167,7 +166,6 @@ def _wrong_condition(window: Window, control: SyncControl) -> Iterable[Finding]:
         return
     edits = (replace(target, fix),) if fix is not None else ()
     yield Finding(
-        "GA403",
         control.node,
         f"the sync condition `{code(condition)}` is not the complement of the step gate",
         edits,
@@ -258,4 +256,10 @@ def _bound_once(window: Window, name: str) -> Optional[cst.BaseExpression]:
     return bindings[0].value if len(bindings) == 1 else None
 
 
-RULES = {"GA403": sync_control_misplaced}
+SYNC_CONTROL_MISPLACED = Rule(
+    code="GA403",
+    name="sync-control-misplaced",
+    fix="unsafe",
+    summary="A DDP sync control does not cover the forward, or its condition is not the step gate's complement.",
+    check=sync_control_misplaced,
+)

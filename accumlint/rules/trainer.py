@@ -22,6 +22,7 @@ from accumlint.model.trainers import (
 )
 from accumlint.model.tree import walk
 from accumlint.rules.base import Finding
+from accumlint.rules.catalog import Rule
 
 _GAS = "self.args.gradient_accumulation_steps"
 
@@ -38,7 +39,6 @@ def trainer_loss_not_normalized(model: ModuleModel) -> Iterable[Finding]:
         if not written_for_items_in_batch(compute_loss) or uses_items_in_batch(compute_loss):
             continue
         yield Finding(
-            "GA207",
             compute_loss,
             f"`{trainer.node.name.value}.compute_loss` ignores `num_items_in_batch`, so the Trainer "
             "no longer divides its loss by `gradient_accumulation_steps`",
@@ -74,7 +74,6 @@ def trainer_double_scaling(model: ModuleModel) -> Iterable[Finding]:
         if division is None:
             continue
         yield Finding(
-            "GA204",
             division,
             f"the division by `{_GAS}` is extra: the Trainer already divides the loss by K",
             (replace(division, division.left),),
@@ -92,4 +91,10 @@ def _division_by_gas(function: cst.FunctionDef) -> Optional[cst.BinaryOperation]
     return None
 
 
-MODULE_RULES = {"GA207": trainer_loss_not_normalized, "GA204": trainer_double_scaling}
+TRAINER_LOSS_NOT_NORMALIZED = Rule(
+    code="GA207",
+    name="trainer-loss-not-normalized",
+    fix="unsafe",
+    summary="A Hugging Face Trainer's `compute_loss` override ignores `num_items_in_batch`, so the loss grows with K.",
+    module_check=trainer_loss_not_normalized,
+)

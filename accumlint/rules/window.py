@@ -18,6 +18,7 @@ from accumlint.model.scope import same_before_loop
 from accumlint.model.window import Window
 from accumlint.source.patterns import LazyPattern
 from accumlint.rules.base import Finding, k_text, leaves_world, movable, movable_to, same_block, sync_gated
+from accumlint.rules.catalog import Rule
 
 _ZEROING_TEXT = LazyPattern(r"zero_grad|\.grad\s*=\s*None|\.grad(\.data)?\.(zero_|detach_)|set_to_none|zero_gradients")
 
@@ -80,7 +81,6 @@ def zero_grad_every_micro_batch(window: Window) -> Iterable[Finding]:
         anchor = window_step(window, zero)
         where = " inside `accelerator.accumulate()` (never held back)" if window.accumulate_context(zero.statement) else ""
         yield Finding(
-            "GA101",
             zero.role.call,
             f"`{code(zero.role.call)}` runs on every micro-batch{where}, erasing the window's gradients",
             _zeroing_after_step(window, zero, anchor),
@@ -94,7 +94,6 @@ def _zero_on_entry(window: Window, zero: Event) -> Finding:
     """A prepared optimizer's zeroing before the backward inside `accumulate()` (accelerate #616)."""
     anchor = window.managed_step(zero.statement)
     return Finding(
-        "GA101",
         zero.role.call,
         f"`{code(zero.role.call)}` runs before the backward inside `accelerator.accumulate()`",
         _move_zeroing_after(window, zero, anchor),
@@ -178,7 +177,6 @@ def step_every_micro_batch(window: Window) -> Iterable[Finding]:
     for step in steps:
         edits = _gate_step_edits(window, step) if k is not None else ()
         yield Finding(
-            "GA102",
             step.role.call,
             f"`{code(step.role.call)}` runs on every micro-batch although the loss accumulates over "
             f"`{k_text(window)}`",
@@ -268,7 +266,6 @@ def backward_after_step(window: Window) -> Iterable[Finding]:
         if movable(backward.statement) and same_block(backward.statement, gate_if):
             edits = move_after(gate_if, backward.statement.node)
         yield Finding(
-            "GA103",
             backward.role.call,
             "the backward runs after the gated optimizer step ({related})",
             edits,
@@ -292,7 +289,6 @@ def zero_grad_before_step(window: Window) -> Iterable[Finding]:
         alternatives = sum(1 for other, _ in pairs if other is zero) > 1
         edits = () if alternatives else _move_zeroing_after(window, zero, step)
         yield Finding(
-            "GA104",
             zero.role.call,
             f"`{code(zero.role.call)}` runs between the backward and the optimizer step ({{related}})",
             edits,
@@ -333,7 +329,6 @@ def missing_zero_grad(window: Window) -> Iterable[Finding]:
     if window.loop.micro_loop is not None and window.loop.in_micro_loop(backward.statement):
         header = window.loop.micro_loop
     yield Finding(
-        "GA105",
         header,
         f"nothing zeroes the gradients that `{code(steps[0].role.call)}` applies",
         help="every update adds all earlier gradients again; call `zero_grad()` once per window, after the step",
@@ -354,7 +349,6 @@ def off_by_one_boundary(window: Window) -> Iterable[Finding]:
             plus_one = filled_expression("(__counter__ + 1)", __counter__=numerator)
             edits = (replace(numerator, plus_one),)
         yield Finding(
-            "GA106",
             gate.test,
             f"`{code(gate.test)}` fires after the first micro-batch: `{gate.counter}` counts from 0",
             edits,
@@ -411,7 +405,6 @@ def dropped_tail_window(window: Window) -> Iterable[Finding]:
             new_test = filled_expression(joined, __test__=bare_test, __iterable__=loop.iterable)
             edits = (replace(gate.test, new_test.with_changes(lpar=gate.test.lpar, rpar=gate.test.rpar)),)
         yield Finding(
-            "GA107",
             gate.test,
             f"the last partial window of `{iterable}` never reaches an optimizer step",
             edits,
@@ -432,7 +425,6 @@ def _epoch_tail_erased(window: Window) -> Iterable[Finding]:
         if not _across_epochs(window, gate, statement):
             continue
         yield Finding(
-            "GA107",
             gate.test,
             "the partial window each epoch ends with is erased by the zeroing at the start of the next "
             "epoch ({related})",
@@ -508,12 +500,60 @@ def _flushes_after(window: Window) -> bool:
     return False
 
 
-RULES = {
-    "GA101": zero_grad_every_micro_batch,
-    "GA102": step_every_micro_batch,
-    "GA103": backward_after_step,
-    "GA104": zero_grad_before_step,
-    "GA105": missing_zero_grad,
-    "GA106": off_by_one_boundary,
-    "GA107": dropped_tail_window,
-}
+ZERO_GRAD_EVERY_MICRO_BATCH = Rule(
+    code="GA101",
+    name="zero-grad-every-micro-batch",
+    fix="safe",
+    summary="Gradients are zeroed on every micro-batch of an accumulation loop.",
+    check=zero_grad_every_micro_batch,
+)
+
+STEP_EVERY_MICRO_BATCH = Rule(
+    code="GA102",
+    name="step-every-micro-batch",
+    fix="unsafe",
+    summary="The optimizer steps on every micro-batch while the loop accumulates.",
+    check=step_every_micro_batch,
+)
+
+BACKWARD_AFTER_STEP = Rule(
+    code="GA103",
+    name="backward-after-step",
+    fix="unsafe",
+    summary="The backward runs after the gated step, so windows are shifted by one micro-batch.",
+    check=backward_after_step,
+)
+
+ZERO_GRAD_BEFORE_STEP = Rule(
+    code="GA104",
+    name="zero-grad-before-step",
+    fix="safe",
+    summary="Gradients are zeroed between the backward and the step, so the step applies zeros.",
+    any_loop=True,
+    check=zero_grad_before_step,
+)
+
+MISSING_ZERO_GRAD = Rule(
+    code="GA105",
+    name="missing-zero-grad",
+    fix="none",
+    summary="Nothing ever zeroes the gradients, so they grow across all updates.",
+    any_loop=True,
+    check=missing_zero_grad,
+)
+
+OFF_BY_ONE_BOUNDARY = Rule(
+    code="GA106",
+    name="off-by-one-boundary",
+    fix="safe",
+    summary="A 0-based counter is tested with `i % K == 0`, shifting every window.",
+    check=off_by_one_boundary,
+)
+
+DROPPED_TAIL_WINDOW = Rule(
+    code="GA107",
+    name="dropped-tail-window",
+    fix="unsafe",
+    summary="The last partial window of a sized iterable never reaches an optimizer step.",
+    check=dropped_tail_window,
+)

@@ -123,12 +123,13 @@ def _rule_link(code: str) -> Optional[types.CodeDescription]:
     try:
         from importlib.resources import files
 
+        from accumlint.rules.catalog import RULES_BY_CODE
         from accumlint.rules.docs import RESOURCE_PACKAGE
 
-        document = files(RESOURCE_PACKAGE).joinpath(f"{code}.md")
+        document = files(RESOURCE_PACKAGE).joinpath(RULES_BY_CODE[code].document)
         if isinstance(document, os.PathLike) and document.is_file():
             return types.CodeDescription(href=Path(os.path.abspath(document)).as_uri())
-    except (ImportError, OSError, TypeError, ValueError):
+    except (ImportError, OSError, TypeError, ValueError, KeyError):
         pass
     return None
 

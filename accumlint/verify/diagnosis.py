@@ -40,7 +40,6 @@ from typing import Callable, Optional
 
 import torch
 
-from accumlint.rules.catalog import rule
 from accumlint.verify.compare import (
     ALLREDUCE,
     LEARNING_RATE,
@@ -198,13 +197,13 @@ def _scaling_signature(first_a: StepRecord, first_b: StepRecord, k: int, nproc: 
 def _named_ratio(ratio: float, k: int, nproc: int, match: float) -> Optional[Explanation]:
     """GA201/GA204 when the accumulated gradient is K x or 1/K x (1/P) the full one."""
     if abs(ratio - k) <= match * k:
-        return _scaling("GA201", "missing-loss-scaling", ratio, f"K = {k}",
+        return _scaling("GA201", ratio, f"K = {k}",
                         "The loss is not divided by K before backward; backpropagate loss / K.")
     if abs(ratio * k - 1) <= match:
-        return _scaling("GA204", "double-loss-scaling", ratio, f"1/K = {1 / k:.4g}",
+        return _scaling("GA204", ratio, f"1/K = {1 / k:.4g}",
                         "The loss is divided by K twice (or by K on top of a framework's own 1/K); divide once.")
     if nproc > 1 and abs(ratio * nproc - 1) <= match:
-        return _scaling("GA204", "double-loss-scaling", ratio, f"1/P = {1 / nproc:.4g} for P = {nproc} processes",
+        return _scaling("GA204", ratio, f"1/P = {1 / nproc:.4g} for P = {nproc} processes",
                         "The loss is divided by the world size although DDP already averages the ranks' "
                         "gradients; do not divide by the world size.")
     return None
@@ -238,7 +237,7 @@ def _from_evidence(
         found.append(_ga401(allreduce) if allreduce.accumulated > 1 else _ga403(allreduce))
     elif BACKWARD_AFTER_SYNC in mismatches:
         late = mismatches[BACKWARD_AFTER_SYNC]
-        found.append(_explained(
+        found.append(Explanation.of_rule(
             "GA403",
             f"DDP all-reduced before the window's last backward at step {late.step}: {late.accumulated} "
             "micro-batch(es) after the sync stayed on their own rank.",
@@ -257,12 +256,12 @@ def _from_evidence(
         scheduled = _scheduler_steps(accumulated)
         found.append(_ga301_by_hand(*ahead) if ahead is not None else _ga305(mismatches[LEARNING_RATE], scheduled))
     if CLIP in mismatches:
-        found.append(_per_step("GA302", "clip-every-micro-batch", mismatches[CLIP], "gradient clipping",
+        found.append(_per_step("GA302", mismatches[CLIP], "gradient clipping",
                                "Clipping runs on partial gradients every micro-batch; clip once per window, "
                                "under the gate, before the step."))
     scaler = mismatches.get(SCALER_UPDATE) or mismatches.get(SCALER_UNSCALE)
     if scaler is not None:
-        found.append(_per_step("GA303", "scaler-every-micro-batch", scaler, f"GradScaler.{scaler.kind.split('.')[1]}()",
+        found.append(_per_step("GA303", scaler, f"GradScaler.{scaler.kind.split('.')[1]}()",
                                "The AMP scaler is updated every micro-batch; call it once per window, under "
                                "the gate."))
     return found
@@ -344,7 +343,7 @@ def clip_before_unscale(steps: list[StepRecord]) -> Optional[Explanation]:
         if scale is None or norm is None or max_norm is None or scale <= 1 or norm <= max_norm:
             continue
         applied, due = max_norm / (norm + 1e-6), min(1.0, max_norm * scale / norm)
-        return _explained(
+        return Explanation.of_rule(
             "GA304",
             f"at step {step.index + 1} the clip saw a pre-clip norm of {norm:.6g}, the gradients still multiplied "
             f"by the GradScaler's scale {scale:.6g} (their own norm {norm / scale:.4g}): it scaled the update by "
@@ -379,7 +378,7 @@ def from_reference(held_a: Held, held_b: Held, k: int, match: float) -> list[Exp
     if a is not None and b is not None and abs(a - b) <= match * max(abs(a), abs(b)):
         divisor = next((text for value, text in _k_divisors(k) if abs(b - value) <= match * value), None)
         if divisor is not None:
-            found.append(_explained(
+            found.append(Explanation.of_rule(
                 "GA205",
                 f"both runs' gradients are {b:.4g} x the textbook loop's, at K={k} and at K=1 alike: the loss is "
                 f"divided by {divisor} where K is due.",
@@ -395,11 +394,6 @@ def _k_divisors(k: int) -> list[tuple[float, str]]:
     constant may be a deliberate loss weight (and K - 1 or K + 1 change with K,
     which the two runs' comparison sees)."""
     return [(2.0, "K/2"), (0.5, "2K")]
-
-
-def _explained(code: str, summary: str, detail: str) -> Explanation:
-    """An explanation named from the rule catalog."""
-    return Explanation(code=code, name=rule(code).name, summary=summary, detail=detail)
 
 
 def _dense(gradients: dict[str, Optional[torch.Tensor]]) -> dict[str, torch.Tensor]:
@@ -432,37 +426,32 @@ def _close(actual: dict, expected: dict, match: float) -> bool:
     return float((a - b).norm()) <= match * max(float(b.norm()), 1e-30)
 
 
-_GA104 = Explanation(
-    code="GA104",
-    name="zero-grad-before-step",
+_GA104 = Explanation.of_rule(
+    "GA104",
     summary="no gradient reached any optimizer step.",
     detail="The gradients are zeroed between the backward and the step, so every step applies zeros; "
     "zero them after the step.",
 )
-_GA103 = Explanation(
-    code="GA103",
-    name="backward-after-step",
+_GA103 = Explanation.of_rule(
+    "GA103",
     summary="a micro-batch's backward runs after the optimizer step of its window.",
     detail="The backward runs after the step and zeroing, so each micro-batch lands in the next window "
     "and the last one is lost; run the backward before the gate.",
 )
-_GA303_RAISED = Explanation(
-    code="GA303",
-    name="scaler-every-micro-batch",
+_GA303_RAISED = Explanation.of_rule(
+    "GA303",
     summary="the AMP GradScaler refused a call: update() or unscale_() ran on a micro-batch without a step.",
     detail="The scaler is updated (or unscaled) every micro-batch while the optimizer steps every K; call "
     "scaler.unscale_/step/update once per window, under the gate.",
 )
-_GA101 = Explanation(
-    code="GA101",
-    name="zero-grad-every-micro-batch",
+_GA101 = Explanation.of_rule(
+    "GA101",
     summary="the accumulated gradient equals only the last micro-batch's share (1/K of its gradient).",
     detail="The gradients are zeroed on every micro-batch, erasing the K-1 earlier ones; zero them once "
     "per window, after the step.",
 )
-_GA106 = Explanation(
-    code="GA106",
-    name="off-by-one-boundary",
+_GA106 = Explanation.of_rule(
+    "GA106",
     summary="the first step comes after one micro-batch and every later window is shifted by one.",
     detail="A 0-based counter is tested with `i % K == 0`; test `(i + 1) % K == 0`.",
 )
@@ -470,9 +459,8 @@ _GA106 = Explanation(
 
 def _ga102(a: int, b: int, which: str = "") -> Explanation:
     whose = f" {which}" if which else ""
-    return Explanation(
-        code="GA102",
-        name="step-every-micro-batch",
+    return Explanation.of_rule(
+        "GA102",
         summary=f"the accumulated run stepped{whose} {a} times, once per micro-batch, where the full-batch run "
         f"stepped it {b}.",
         detail="The optimizer steps on every micro-batch (or the function ignores K); step once per window, "
@@ -482,9 +470,8 @@ def _ga102(a: int, b: int, which: str = "") -> Explanation:
 
 def _ga108(a: int, b: int, which: str = "") -> Explanation:
     whose = f" {which}" if which else ""
-    return Explanation(
-        code="GA108",
-        name="accumulate-without-steps",
+    return Explanation.of_rule(
+        "GA108",
         summary=f"the accumulated run stepped{whose} {a} times, once per micro-batch, where the full-batch run "
         f"stepped it {b}, inside accelerate's accumulate().",
         detail="`accelerator.accumulate()` syncs and steps on every micro-batch when the Accelerator was built "
@@ -493,9 +480,8 @@ def _ga108(a: int, b: int, which: str = "") -> Explanation:
 
 
 def _ga404(a: int, b: int) -> Explanation:
-    return Explanation(
-        code="GA404",
-        name="repeated-accumulate-context",
+    return Explanation.of_rule(
+        "GA404",
         summary=f"the accumulated run stepped {a} times where the full-batch run stepped {b}, and each micro-batch "
         "entered accumulate() twice.",
         detail="Each entry advances accelerate's micro-batch counter, so windows close after K/2 micro-batches; "
@@ -504,9 +490,8 @@ def _ga404(a: int, b: int) -> Explanation:
 
 
 def _ga107(tail: int) -> Explanation:
-    return Explanation(
-        code="GA107",
-        name="dropped-tail-window",
+    return Explanation.of_rule(
+        "GA107",
         summary=f"the last, partial window ({tail} micro-batch{'es' * (tail != 1)}) never reached an optimizer step.",
         detail="The gate never fires for a partial last window, so its gradients are lost or leak into the next "
         "epoch; add `or (i + 1) == len(loader)` to the gate. If dropping it is intended (drop_last), "
@@ -515,9 +500,8 @@ def _ga107(tail: int) -> Explanation:
 
 
 def _ga110(mismatch: Mismatch) -> Explanation:
-    return Explanation(
-        code="GA110",
-        name="backward-outside-micro-loop",
+    return Explanation.of_rule(
+        "GA110",
         summary=f"step {mismatch.step} followed {mismatch.accumulated} backward call(s) where "
         f"{mismatch.expected} were due: the update holds one micro-batch's gradient.",
         detail="The backward follows the micro-step loop and only sees the last micro-batch's loss; run it "
@@ -526,9 +510,8 @@ def _ga110(mismatch: Mismatch) -> Explanation:
 
 
 def _ga401(mismatch: Mismatch) -> Explanation:
-    return Explanation(
-        code="GA401",
-        name="sync-every-micro-batch",
+    return Explanation.of_rule(
+        "GA401",
         summary=f"DDP all-reduced {mismatch.accumulated} times before step {mismatch.step}, where once per "
         "optimizer step is enough.",
         detail="Every micro-batch's backward synchronises the ranks: K times the traffic for the same "
@@ -537,9 +520,8 @@ def _ga401(mismatch: Mismatch) -> Explanation:
 
 
 def _ga403(mismatch: Mismatch) -> Explanation:
-    return Explanation(
-        code="GA403",
-        name="sync-control-misplaced",
+    return Explanation.of_rule(
+        "GA403",
         summary=f"DDP never all-reduced before step {mismatch.step}: the step applied each rank's own gradients.",
         detail="The boundary micro-batch also runs under no_sync (or the sync control comes after the forward); "
         "let the last micro-batch of each window synchronise.",
@@ -547,9 +529,8 @@ def _ga403(mismatch: Mismatch) -> Explanation:
 
 
 def _ga301(mismatch: Mismatch) -> Explanation:
-    return Explanation(
-        code="GA301",
-        name="scheduler-every-micro-batch",
+    return Explanation.of_rule(
+        "GA301",
         summary=f"the LR scheduler stepped {mismatch.accumulated} times before step {mismatch.step}, the full-batch "
         f"run {mismatch.full}.",
         detail="The schedule advances every micro-batch and runs K times too fast; step the scheduler under the "
@@ -558,7 +539,7 @@ def _ga301(mismatch: Mismatch) -> Explanation:
 
 
 def _ga301_by_hand(step: int, full_step: int) -> Explanation:
-    return _explained(
+    return Explanation.of_rule(
         "GA301",
         f"the learning rate at step {step} is the one a K=1 run has at its step {full_step}: it advances every "
         "micro-batch, K times too fast.",
@@ -577,9 +558,8 @@ def _ga305(mismatch: Mismatch, scheduled: bool) -> Explanation:
         advice = ("The rate is computed from a count that differs between the runs (micro-batches, or a fraction "
                   "of the epoch in micro-batches); compute it from the optimizer steps taken, or from the "
                   "windows, so that it does not depend on K.")
-    return Explanation(
-        code="GA305",
-        name="schedule-counts-micro-batches",
+    return Explanation.of_rule(
+        "GA305",
         summary=f"the learning rates differ at step {mismatch.step}: {_rates(mismatch.accumulated)} accumulated, "
         f"{_rates(mismatch.full)} full batch, {counted}",
         detail=advice,
@@ -590,17 +570,16 @@ def _rates(values: object) -> str:
     return "[" + ", ".join(f"{v:.4g}" for v in values) + "]" if isinstance(values, tuple) else str(values)
 
 
-def _per_step(code: str, name: str, mismatch: Mismatch, what: str, detail: str) -> Explanation:
-    return Explanation(
-        code=code,
-        name=name,
+def _per_step(code: str, mismatch: Mismatch, what: str, detail: str) -> Explanation:
+    return Explanation.of_rule(
+        code,
         summary=f"{what} ran {mismatch.accumulated} times before step {mismatch.step}, the full-batch run "
         f"{mismatch.full}.",
         detail=detail,
     )
 
 
-def _scaling(code: str, name: str, ratio: float, expected: str, detail: str) -> Explanation:
+def _scaling(code: str, ratio: float, expected: str, detail: str) -> Explanation:
     """GA201/GA204: the first accumulated gradient is a multiple of the full one."""
     summary = f"the accumulated gradient is {ratio:.4g} x the full-batch gradient ({expected})."
-    return Explanation(code=code, name=name, summary=summary, detail=detail)
+    return Explanation.of_rule(code, summary=summary, detail=detail)

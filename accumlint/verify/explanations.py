@@ -93,9 +93,8 @@ def _token_counts(loss_fn: Optional[Callable], windows: list[list[Any]]) -> list
             return []
         if len(set(counts)) > 1 and any(_has_ignored(mb, ignore_index) for mb in window):
             return [
-                Explanation(
-                    code="GA206",
-                    name="token-mean-bias",
+                Explanation.of_rule(
+                    "GA206",
                     summary=f"the number of counted targets differs within window {index}: {counts}.",
                     detail=(
                         f"The loss averages over targets that are not ignore_index={ignore_index}, per "

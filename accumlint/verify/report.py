@@ -27,6 +27,13 @@ class Explanation:
     code: Optional[str] = None
     name: Optional[str] = None
 
+    @classmethod
+    def of_rule(cls, code: str, summary: str, detail: str) -> "Explanation":
+        """A known mistake, named as its rule is (the catalog; no libcst, no torch)."""
+        from accumlint.rules.catalog import rule
+
+        return cls(summary=summary, detail=detail, code=code, name=rule(code).name)
+
     def line(self) -> str:
         head = f"{self.code} {self.name}: " if self.code else ""
         return f"{head}{self.summary} {self.detail}".strip()
