@@ -115,6 +115,34 @@ def test_subscript_and_attribute_targets_bind_no_name_in_scope_questions() -> No
     assert scopes.local_names(module.body[-1]) == {"x", "h"}
 
 
+def test_the_scope_questions_and_the_guard_read_locals_as_python_does() -> None:
+    module = cst.parse_module(textwrap.dedent("""
+        ks = [k for k in range(3)]
+        def f(a, *rest, b=1, **options):
+            global g
+            g = [y for y in a]
+            if (total := len(a)):
+                pass
+            def inner():
+                hidden = 1
+    """))
+    assert scopes.module_names(module) == {"ks", "f"}
+    assert scopes.local_names(module.body[-1]) == {"a", "rest", "b", "options", "total", "inner"}
+
+
+@pytest.mark.parametrize(
+    ("source", "unbound"),
+    [
+        # a comprehension's variable is its own: the function's later read is the module's `x`
+        ("x = 1\ndef f(xs):\n    ys = [x for x in xs]\n    return x\n", {}),
+        # and it binds nothing at module level: this read raises NameError
+        ("ks = [k for k in range(3)]\ndef f():\n    return k\n", {("<module>.f", "k"): 1}),
+    ],
+)
+def test_the_guard_reads_comprehension_variables_as_their_own(source: str, unbound: dict) -> None:
+    assert dict(scopes.unbound_reads(cst.parse_module(source))) == unbound
+
+
 def test_k_is_in_scope_in_a_nested_function_through_its_enclosing_method() -> None:
     text = textwrap.dedent("""
         class Loop:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import builtins
 from collections import Counter
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Optional, Sequence
+from typing import Iterable, Optional, Sequence
 
 import libcst as cst
 
@@ -70,53 +70,16 @@ def parameters(function: Function) -> list[str]:
 
 
 def module_names(module: cst.Module) -> set[str]:
-    """Names bound at module level, in any top-level block (`if __name__ == ...:` too)."""
-    found: set[str] = set()
-    for statement in _top_level(module.body):
-        if type(statement) in (cst.FunctionDef, cst.ClassDef):
-            found.add(statement.name.value)
-        elif type(statement) in (cst.For, cst.With):
-            found |= _targets(statement)
-        elif type(statement) is cst.SimpleStatementLine:
-            for small in statement.body:
-                found |= _targets(small)
-    return found
-
-
-def _top_level(body) -> Iterator[cst.CSTNode]:
-    """Statements run at module level: the top-level ones and those in their blocks,
-    never inside a function or class body."""
-    stack = list(reversed(list(body)))
-    while stack:
-        node = stack.pop()
-        if isinstance(node, cst.BaseStatement):
-            yield node
-        if type(node) in (cst.FunctionDef, cst.ClassDef, cst.SimpleStatementLine):
-            continue
-        stack.extend(reversed([child for child in children(node) if not isinstance(child, cst.BaseExpression)]))
-
-
-def _targets(node: cst.CSTNode) -> set[str]:
-    """Names a statement binds (assignment and loop targets, imports, `with ... as`)."""
-    kind = type(node)
-    if kind is cst.Assign:
-        return {name for target in node.targets for name in target_names(target.target)}
-    if kind is cst.AnnAssign or kind is cst.AugAssign or kind is cst.For:
-        return target_names(node.target)
-    if kind is cst.With:
-        return {name for item in node.items if item.asname is not None for name in target_names(item.asname.name)}
-    if kind is cst.Import or kind is cst.ImportFrom:
-        return _import_names(node)
-    return set()
+    """Names bound at module level, in any top-level block (`if __name__ == ...:` too),
+    never inside a function or class body: the module's globals."""
+    return set(_Scans().block(module.body)[0])
 
 
 def local_names(function: Function) -> set[str]:
-    """Names the function binds itself (parameters included): they hide module names."""
-    found = set(parameters(function))
-    for node in walk(function.body):
-        if type(node) in (cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For, cst.With, cst.Import, cst.ImportFrom):
-            found |= _targets(node)
-    return found
+    """Names Python makes local to the function (parameters included, names it declares
+    `global` or `nonlocal` not): they hide module names."""
+    assigned, declared = _Scans().block(getattr(function.body, "body", ()))
+    return set((assigned | _param_names(function.params)) - declared)
 
 
 def _reads(node: cst.CSTNode) -> tuple[list[str], frozenset]:
@@ -437,7 +400,8 @@ def _has_star_import(module: cst.Module) -> bool:
 
 # statements whose nested statements are scanned on their own (and remembered)
 _BLOCK_STATEMENTS = frozenset({cst.SimpleStatementLine, cst.If, cst.For, cst.While, cst.Try, cst.TryStar, cst.With, cst.Match})
-_TARGET_HOLDERS = frozenset({cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor, cst.NamedExpr, cst.Del})
+# (a comprehension's variables are its own; a walrus in it binds in the scope around it)
+_TARGET_HOLDERS = frozenset({cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For, cst.NamedExpr, cst.Del})
 _MATCH_CAPTURES = frozenset({cst.MatchAs, cst.MatchStar})
 
 
