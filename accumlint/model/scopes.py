@@ -18,7 +18,6 @@ cost of the parse the checker is measured against):
   fix by.
 """
 
-
 from __future__ import annotations
 
 import builtins
@@ -58,7 +57,9 @@ def target_names(target: cst.CSTNode) -> set[str]:
 
 
 def free_names(expr: cst.BaseExpression) -> set[str]:
-    """Names an expression reads (`args.steps // world` -> {"args", "world"})."""
+    """Every name an expression mentions but attribute labels (`args.steps // world` ->
+    {"args", "world"}), keyword labels and comprehension variables included: a superset
+    of what it reads (`_reads`), which errs toward "depends on it" and "not in scope"."""
     attributes = {id(node.attr) for node in walk(expr) if type(node) is cst.Attribute}
     return {node.value for node in walk(expr) if type(node) is cst.Name and id(node) not in attributes}
 

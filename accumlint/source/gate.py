@@ -397,7 +397,8 @@ def _backward_calls(path: list[ast.AST], line: int) -> Iterator[list[ast.AST]]:
 
 def is_backward_call(func: ast.AST) -> bool:
     """Whether a call of `func` (Python's tree) is a backward call (`backward.BACKWARD`)."""
-    return type(func) is ast.Attribute and backward.BACKWARD.is_backward(func.attr, _dotted(func.value))
+    forms = backward.BACKWARD
+    return type(func) is ast.Attribute and func.attr in forms.methods and forms.is_backward(func.attr, _dotted(func.value))
 
 
 def _dotted(node: ast.AST) -> Optional[str]:
