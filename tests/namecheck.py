@@ -1,6 +1,6 @@
 """An independent name check for fix outputs: pyflakes, original against fixed.
 
-accumlint's own guard (accumlint.fix.bindings) decides which fixes to offer; the
+accumlint's own guard (accumlint.model.scopes) decides which fixes to offer; the
 tests judge its results with a different, well-kept tool, so a blind spot of
 one is not the blind spot of both.
 """

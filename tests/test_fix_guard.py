@@ -19,7 +19,7 @@ import pytest
 from accumlint.rules import docs
 from accumlint.fix import guard as fixguard
 from accumlint.check.analysis import AnalysisOptions, analyze
-from accumlint.fix.bindings import ModuleReads, unbound_reads
+from accumlint.model.scopes import ModuleReads, unbound_reads
 from accumlint.fix.edits import Edit, apply_edits, insert_after, insert_before, remove, replace
 from accumlint.check.fixes import fix_text
 from accumlint.fix.guard import FixGuard

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Optional, Sequence
 
 import libcst as cst
 
-from accumlint.fix.bindings import FunctionReads, ModuleReads
 from accumlint.fix.edits import AFTER, BEFORE, REPLACE, Edit, apply_edits
 from accumlint.model.facts import ancestors
+from accumlint.model.scopes import FunctionReads, ModuleReads
 from accumlint.model.tree import record_parents
 from accumlint.source.files import python_lines
 

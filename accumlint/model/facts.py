@@ -402,22 +402,57 @@ def _bind(facts: ModuleFacts, target: cst.BaseExpression, value: cst.BaseExpress
 
 
 def _record_import(facts: ModuleFacts, node: Union[cst.Import, cst.ImportFrom]) -> None:
+    for binding in import_bindings(node):
+        if binding.keeps_earlier:
+            facts.imports.setdefault(binding.local, binding.qualified)
+        else:
+            facts.imports[binding.local] = binding.qualified
+
+
+@dataclass(frozen=True)
+class ImportBinding:
+    """A name an import statement binds, and what it names: `import a.b as c` binds `c`
+    to module `a.b`; `from ..a import b as c` binds `c` to `b` of module `a`, two levels up."""
+
+    local: str
+    module: str  # the module imported, or imported from ("" for `from . import b`)
+    name: Optional[str]  # the name imported from `module`; None for `import ...`
+    level: int  # the leading dots of a relative import
+    # `import a.b` binds only `a` (to module `a`), and an earlier import of `a` is kept
+    keeps_earlier: bool = False
+
+    @property
+    def qualified(self) -> str:
+        """The dotted name the local stands for (`torch.optim.AdamW`); a relative import's
+        dots are dropped."""
+        if self.name is None:
+            return self.module
+        return f"{self.module}.{self.name}" if self.module else self.name
+
+
+def import_bindings(node: Union[cst.Import, cst.ImportFrom]) -> list[ImportBinding]:
+    """The names an import statement binds (none for `from a import *`): the one reading
+    of imports, for the module facts, the project's summary of the analysed module and
+    the scopes."""
     if type(node.names) is cst.ImportStar:
-        return
+        return []
+    found = []
     if type(node) is cst.Import:
         for alias in node.names:
             full = dotted(alias.name)
             if full is None:
                 continue
             if alias.asname is not None:
-                facts.imports[dotted(alias.asname.name) or full] = full
+                found.append(ImportBinding(dotted(alias.asname.name) or full, full, None, 0))
             else:
-                facts.imports.setdefault(full.split(".")[0], full.split(".")[0])
-        return
+                head = full.split(".")[0]
+                found.append(ImportBinding(head, head, None, 0, keeps_earlier=True))
+        return found
     base = dotted(node.module) if node.module is not None else ""
     for alias in node.names:
         name = dotted(alias.name)
         if name is None:
             continue
         local = dotted(alias.asname.name) if alias.asname is not None else name
-        facts.imports[local or name] = f"{base}.{name}" if base else name
+        found.append(ImportBinding(local or name, base or "", name, len(node.relative)))
+    return found

@@ -17,7 +17,6 @@ from typing import Optional
 
 import libcst as cst
 
-from accumlint.source.gate import OWN_METHOD_RECEIVERS
 from accumlint.model.facts import ModuleFacts
 from accumlint.model.frameworks import AcceleratorInfo, Frameworks
 from accumlint.model.names import (
@@ -33,6 +32,7 @@ from accumlint.model.names import (
 )
 from accumlint.model.scopes import call_sites
 from accumlint.model.tree import walk
+from accumlint.source import backward
 from accumlint.source.patterns import LazyPattern
 
 _OPTIMIZER_CLASSES = LazyPattern(
@@ -270,10 +270,8 @@ class Objects:
         receiver = func.value
         receiver_name = dotted(receiver)
         qualified = self.facts.qualified(receiver_name) or ""
-        if method == "backward":
-            return self._backward(call, receiver, receiver_name, qualified)
-        if method == "manual_backward":
-            return Role("backward", call, receiver_name, positional(call, 0), "lightning")
+        if method in backward.BACKWARD.methods:
+            return self._backward(call, method, receiver, receiver_name, qualified)
         if method in _EMA_METHODS and self.kind_of(receiver) == "ema":
             return Role("ema", call, receiver_name, receiver)
         if method == "step":
@@ -368,18 +366,18 @@ class Objects:
         return any(type(node) is cst.Call and type(node.func) is cst.Name and self.is_copy(node.func.value)
                    for node in walk(expr))
 
-    def _backward(self, call: cst.Call, receiver, receiver_name, qualified: str) -> Optional[Role]:
-        if qualified == "torch.autograd" or qualified.endswith("autograd"):
-            return Role("backward", call, receiver_name, positional(call, 0), "autograd")
-        kind = self.kind_of(receiver)
-        if kind == "accelerator":
-            return Role("backward", call, receiver_name, positional(call, 0), "accelerate")
-        if kind == "fabric":
-            return Role("backward", call, receiver_name, positional(call, 0), "fabric")
-        if kind == "engine":
-            return Role("backward", call, receiver_name, positional(call, 0), "deepspeed")
-        if receiver_name in OWN_METHOD_RECEIVERS:  # the class's own method (the gate reads it so too)
+    def _backward(self, call: cst.Call, method: str, receiver, receiver_name, qualified: str) -> Optional[Role]:
+        """A backward call (`backward.BACKWARD`: the gate reads the same table), and who runs it."""
+        forms = backward.BACKWARD
+        if not forms.is_backward(method, receiver_name):  # the class's own method
             return None
+        flavor = forms.method_flavors.get(method)
+        if flavor is None:
+            flavor = next((f for module, f in forms.module_flavors.items() if qualified.endswith(module)), None)
+        if flavor is None:
+            flavor = forms.receiver_flavors.get(self.kind_of(receiver) or "")
+        if flavor is not None:
+            return Role("backward", call, receiver_name, positional(call, 0), flavor)
         if self.runs_on_copy(receiver):
             return None
         return Role("backward", call, receiver_name, receiver, "tensor")

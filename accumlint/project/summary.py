@@ -17,6 +17,8 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import Optional
 
+from accumlint.source.gate import is_backward_call
+
 # Effects SPEC follows across modules.
 BACKWARD, STEP, ZEROING, LOSS_DIVISION, WRAP, SYNC_CONTROL, SCHEDULER = (
     "backward", "step", "zeroing", "loss-division", "wrap", "sync-control", "scheduler",
@@ -80,29 +82,20 @@ def imports_and_configs(path: str, text: str, module) -> ModuleSummary:
     its top-level imports and the configuration files it names (no second parse)."""
     import libcst as cst
 
-    from accumlint.model.names import dotted
+    from accumlint.model.facts import import_bindings
 
     summary = ModuleSummary(path)
     for statement in module.body:
         if type(statement) is not cst.SimpleStatementLine:
             continue
         for small in statement.body:
-            if type(small) is cst.Import:
-                for alias in small.names:
-                    name = dotted(alias.name)
-                    if name is None:
-                        continue
-                    if alias.asname is not None:
-                        summary.imports[dotted(alias.asname.name) or name] = (name, None, 0)
+            if type(small) is cst.Import or type(small) is cst.ImportFrom:
+                for binding in import_bindings(small):
+                    imported = (binding.module, binding.name, binding.level)
+                    if binding.keeps_earlier:
+                        summary.imports.setdefault(binding.local, imported)
                     else:
-                        summary.imports.setdefault(name.split(".")[0], (name.split(".")[0], None, 0))
-            elif type(small) is cst.ImportFrom and type(small.names) is not cst.ImportStar:
-                base = dotted(small.module) if small.module is not None else ""
-                for alias in small.names:
-                    name = dotted(alias.name)
-                    if name is not None:
-                        local = dotted(alias.asname.name) if alias.asname is not None else name
-                        summary.imports[local or name] = (base or "", name, len(small.relative))
+                        summary.imports[binding.local] = imported
     summary.config_paths = tuple(sorted(set(_CONFIG_LITERAL.findall(text))))
     return summary
 
@@ -198,7 +191,7 @@ def _function(name: str, node: ast.FunctionDef, lines: list[str]) -> FunctionSum
         if kind is ast.Call:
             callee = _dotted(inner.func) or ""
             tail = callee.rsplit(".", 1)[-1]
-            if tail in ("backward", "manual_backward"):
+            if is_backward_call(inner.func):
                 effects.add(BACKWARD)
             elif tail == "step" and any(p in callee.lower() for p in _OPTIMIZER_RECEIVER):
                 effects.add(STEP)

@@ -12,7 +12,7 @@ from accumlint.model.facts import ModuleFacts
 from accumlint.model.loop import Statement
 from accumlint.model.kwargs import keywords
 from accumlint.model.names import call_name, code, dotted, int_value, last_part
-from accumlint.model.scope import in_scope
+from accumlint.model.scopes import in_scope
 from accumlint.model.window import Window
 from accumlint.rules.base import Finding
 from accumlint.rules.catalog import Rule

@@ -10,7 +10,7 @@ from accumlint.fix.edits import Edit, insert_before, replace
 from accumlint.model.loop import Event
 from accumlint.model.names import code, dotted, normalized
 from accumlint.model.schedules import length_arguments, micro_batch_length, scheduler_constructors
-from accumlint.model.scope import in_scope
+from accumlint.model.scopes import in_scope
 from accumlint.model.window import Window
 from accumlint.rules.base import Finding
 from accumlint.rules.catalog import Rule

@@ -14,7 +14,7 @@ from accumlint.model.gates import Gate
 from accumlint.model.loop import Event, Statement
 from accumlint.model.micro import lost_micro_losses
 from accumlint.model.names import code, dotted, int_value, last_part, normalized
-from accumlint.model.scope import same_before_loop
+from accumlint.model.scopes import same_before_loop
 from accumlint.model.window import Window
 from accumlint.source.patterns import LazyPattern
 from accumlint.rules.base import Finding, k_text, leaves_world, movable, movable_to, same_block, sync_gated

@@ -47,6 +47,7 @@ import warnings
 from typing import Iterator, Optional
 
 from accumlint.compat.collector import collector_paused
+from accumlint.source import backward
 from accumlint.source.literals import literals_of, word_character
 from accumlint.source.patterns import LazyPattern
 
@@ -58,15 +59,6 @@ from accumlint.source.patterns import LazyPattern
 # brackets, 100 indentation levels) bound everything but chains.
 MAX_NESTING = 400
 
-# A backward pass is a method call (SPEC section 2): `loss.backward()`,
-# `accelerator.backward(loss)`, `self.manual_backward(loss)`. A plain
-# `backward(...)` call is a function of the module (a turtle's), and a
-# `.backward` on `self` or `super()` is the class's own method: the loop
-# model reads neither as a backward (`model.roles`), nor does the gate.
-BACKWARD_METHODS = frozenset({"backward", "manual_backward"})
-# The receivers of a class's own methods, as dotted names (`model.names.dotted`);
-# `self(batch).backward()` (a Lightning module's forward) is a tensor's backward.
-OWN_METHOD_RECEIVERS = frozenset({"self", "super()"})
 # Methods a framework calls once per micro-batch: their bodies are loop bodies.
 FRAMEWORK_HOOKS = frozenset({"training_step", "compute_loss"})
 # Whose mere mention makes a module worth analysing.
@@ -114,11 +106,12 @@ def _might_hold(text: str, backward_calls: list[int]) -> bool:
 def _backward_calls_in_code(text: str) -> list[int]:
     """The offsets of the `.backward(` calls outside comments and plain string literals
     (a library's docstrings are full of them); when the scan of literals is not sure, all."""
-    if "backward" not in text:  # both methods end in it: the common case costs one search
+    forms = backward.BACKWARD
+    if not any(word in text for word in forms.search_words):  # the common case costs one search
         return []
     calls = [
         offset
-        for method in BACKWARD_METHODS
+        for method in forms.methods
         for offset in _word_offsets(text, method)
         if _method_call_at(text, offset, len(method))
     ]
@@ -182,14 +175,16 @@ def _indentation(text: str, start: int) -> int:
 
 def _own_backward(text: str, offset: int) -> bool:
     """`self.backward(` and `super().backward(` (or `super(Cls, self).backward(`): the
-    class's own method, as for `_is_backward` (a `manual_backward` is Lightning's,
+    class's own method, as for `is_backward_call` (a `manual_backward` is Lightning's,
     whatever its receiver)."""
-    if not text.startswith("backward", offset):
+    forms = backward.BACKWARD
+    word = _WORD.match(text, offset)
+    if word is None or word.group() in forms.method_flavors:
         return False
-    return _OWN_RECEIVER.search(text, text.rfind("\n", 0, offset) + 1, offset) is not None
+    return forms.own_receiver_before.search(text, text.rfind("\n", 0, offset) + 1, offset) is not None
 
 
-_OWN_RECEIVER = LazyPattern(r"(?:(?<![\w.])self|\bsuper[ \t]*\([^()]*\))[ \t]*\.[ \t]*$")
+_WORD = LazyPattern(r"\w+")
 
 
 def _word_offsets(text: str, word: str) -> Iterator[int]:
@@ -235,7 +230,7 @@ def holds_training_code(tree: ast.Module, text: str) -> bool:
     if any(_accumulate_context(path) for line in lines.mentions("accumulate") for path in lines.paths(line)):
         return True  # `with accelerator.accumulate(model):`
     backward_functions: set[str] = set()
-    for line in sorted({line for method in BACKWARD_METHODS for line in lines.mentions(method)}):
+    for line in sorted({line for method in backward.BACKWARD.methods for line in lines.mentions(method)}):
         for path in lines.paths(line):
             for call_path in _backward_calls(path, line):
                 if any(isinstance(node, _LOOP_STATEMENTS + _COMPREHENSIONS) for node in call_path):
@@ -394,23 +389,37 @@ def _backward_calls(path: list[ast.AST], line: int) -> Iterator[list[ast.AST]]:
         stack: list[tuple[ast.AST, list[ast.AST]]] = [(statement, [])]
         while stack:
             node, around = stack.pop()
-            if type(node) is ast.Call and _is_backward(node.func) and _covers(node, line):
+            if type(node) is ast.Call and is_backward_call(node.func) and _covers(node, line):
                 yield path + around
             inner = around + [node] if isinstance(node, _COMPREHENSIONS) else around
             stack.extend((child, inner) for child in _header(node))
 
 
-def _is_backward(func: ast.AST) -> bool:
-    if type(func) is not ast.Attribute or func.attr not in BACKWARD_METHODS:
-        return False
-    if func.attr == "manual_backward":
-        return True
-    receiver = func.value
-    if type(receiver) is ast.Name:
-        return receiver.id not in OWN_METHOD_RECEIVERS
-    if type(receiver) is ast.Call and type(receiver.func) is ast.Name:
-        return f"{receiver.func.id}()" not in OWN_METHOD_RECEIVERS
-    return True
+def is_backward_call(func: ast.AST) -> bool:
+    """Whether a call of `func` (Python's tree) is a backward call (`backward.BACKWARD`)."""
+    forms = backward.BACKWARD
+    return type(func) is ast.Attribute and func.attr in forms.methods and forms.is_backward(func.attr, _dotted(func.value))
+
+
+def _dotted(node: ast.AST) -> Optional[str]:
+    """A receiver as `model.names.dotted` spells it (`self`, `super()`, `a.b[]`), or None.
+    Without recursion: the gate sees chains deeper than Python's recursion limit."""
+    suffixes: list[str] = []
+    while True:
+        kind = type(node)
+        if kind is ast.Name:
+            return node.id + "".join(reversed(suffixes))
+        if kind is ast.Attribute:
+            suffixes.append(f".{node.attr}")
+            node = node.value
+        elif kind is ast.Subscript:
+            suffixes.append("[]")
+            node = node.value
+        elif kind is ast.Call:
+            suffixes.append("()")
+            node = node.func
+        else:
+            return None
 
 
 def _innermost_function(path: list[ast.AST]) -> Optional[ast.AST]:
