@@ -37,7 +37,13 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
 
 def _passes(text: str, path: str = "example.py") -> bool:
-    return might_hold_training_code(text) and screen(text, path)
+    """The engine's gate: the text's, or its project clause (a loop whose backward runs in
+    a helper of another project module, `accumlint.project.reach`)."""
+    from accumlint.project.reach import loop_reaches_project_backward
+
+    if might_hold_training_code(text):
+        return screen(text, path)
+    return loop_reaches_project_backward(path, text) and screen(text, path, gate=False)
 
 
 def _fixtures_with_findings() -> list[Path]:

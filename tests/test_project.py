@@ -247,3 +247,28 @@ def test_a_helper_module_without_a_loop_gets_the_finding_a_loop_elsewhere_makes(
     assert "steps.py:2:5: GA101" in output and "in train() at train.py:7" in output
     code, output = _run("check", "--no-cache", "train.py", cwd=root)
     assert code == 0, output
+
+
+# -- the gate's project clause ----------------------------------------------------------------
+
+def test_a_loop_whose_backward_runs_in_a_helper_elsewhere_passes_the_gate(tmp_path: Path) -> None:
+    """A loop module with no `.backward(` of its own (its backward sits in another module's
+    helper) is checked, whole tree or alone; a loop calling a helper without a backward, or a
+    third-party one, stays dropped (tests/test_gate.py keeps every fixture with findings)."""
+    folder = PROJECTS / "backward_in_helper_elsewhere"
+    root = tmp_path / "proj"
+    shutil.copytree(folder, root)
+    _write(root / "pyproject.toml", "")
+    code, output = _run("check", "--no-cache", "train.py", cwd=root)
+    assert code == 1 and "train.py:12:9: GA101" in output
+    code, output = _run("check", "--no-cache", ".", cwd=root)
+    assert _findings(output) == {"train.py:12:9: GA101"}
+
+    from accumlint.project.reach import loop_reaches_project_backward
+
+    text = (root / "train.py").read_text()
+    assert loop_reaches_project_backward(str(root / "train.py"), text)
+    _write(root / "steps.py", "def backward_step(loss, accum_steps):\n    return loss / accum_steps\n")
+    assert not loop_reaches_project_backward(str(root / "train.py"), text)
+    (root / "steps.py").unlink()  # third-party now: unknown
+    assert not loop_reaches_project_backward(str(root / "train.py"), text)

@@ -71,6 +71,8 @@ class ProjectIndex:
         self._entries: dict[str, _Entry] = {}
         self._roots: dict[str, str] = {}
         self._configs: dict[str, Union[ConfigFacts, ConfigError, None]] = {}
+        # (path, word) -> the stamp of a text that does not hold the word (`entry`'s `mentioning`)
+        self._lacking: dict[tuple[str, str], tuple[int, int]] = {}
 
     def root_of(self, path: str) -> str:
         folder = os.path.dirname(os.path.abspath(path))
@@ -79,7 +81,10 @@ class ProjectIndex:
             root = self._roots[folder] = find_root(folder)
         return root
 
-    def entry(self, path: str) -> Optional[_Entry]:
+    def entry(self, path: str, mentioning: Optional[str] = None) -> Optional[_Entry]:
+        """The module's summary entry (None: unreadable, not a regular file, too large); with
+        `mentioning`, None too when its text does not hold that word, which one search of its
+        bytes rules out for most modules, without `ast`."""
         try:
             status = os.stat(path)
         except OSError:
@@ -90,10 +95,15 @@ class ProjectIndex:
             return found
         if not stat.S_ISREG(status.st_mode) or status.st_size > MAX_MODULE_BYTES:
             return None  # a FIFO or a device is never opened
+        if mentioning is not None and self._lacking.get((path, mentioning)) == stamp:
+            return None
         try:
             with open(path, "rb") as handle:
                 data = handle.read()
         except OSError:
+            return None
+        if mentioning is not None and mentioning.encode() not in data:
+            self._lacking[(path, mentioning)] = stamp
             return None
         text = data.decode("utf-8", errors="replace").lstrip("\ufeff")
         found = self._entries[path] = _Entry(stamp, digest(data), summarize(path, text))
@@ -110,6 +120,17 @@ def digest(data: bytes) -> str:
 
 
 _INDEX = ProjectIndex()
+
+
+def root_of(path: str) -> str:
+    """The project root of a module (found once per folder)."""
+    return _INDEX.root_of(path)
+
+
+def module_summary(path: str, hint: str) -> Optional[ModuleSummary]:
+    """The summary of a project module whose text mentions `hint` (None otherwise)."""
+    entry = _INDEX.entry(path, mentioning=hint)
+    return entry.summary if entry is not None and entry.summary.error is None else None
 
 
 def view_for(path: Optional[str], text: str, module: Optional[cst.Module] = None) -> Optional["ProjectView"]:

@@ -197,7 +197,8 @@ def _function(name: str, node: ast.FunctionDef, lines: list[str]) -> FunctionSum
         kind = type(inner)
         if kind is ast.Call:
             callee = _dotted(inner.func) or ""
-            tail = callee.rsplit(".", 1)[-1]
+            # `(loss / k).backward()`: the method's name, whatever its receiver
+            tail = inner.func.attr if type(inner.func) is ast.Attribute else callee
             if tail in ("backward", "manual_backward"):
                 effects.add(BACKWARD)
             elif tail == "step" and any(p in callee.lower() for p in _OPTIMIZER_RECEIVER):
