@@ -272,3 +272,46 @@ def test_a_loop_whose_backward_runs_in_a_helper_elsewhere_passes_the_gate(tmp_pa
     assert not loop_reaches_project_backward(str(root / "train.py"), text)
     (root / "steps.py").unlink()  # third-party now: unknown
     assert not loop_reaches_project_backward(str(root / "train.py"), text)
+
+
+# -- fixes across files (issue 22, item 4) -------------------------------------------------------
+
+def test_a_fix_found_by_a_loop_elsewhere_lands_in_the_helpers_file(tmp_path: Path) -> None:
+    """`--fix` writes the helper module (through the guard and the atomic write), never the
+    loop's; a fresh check of the fixed tree finds nothing it fixed."""
+    root = tmp_path / "proj"
+    shutil.copytree(PROJECTS / "fix_in_helper_elsewhere", root)
+    (root / "steps.fixed.py").unlink()
+    _write(root / "pyproject.toml", "")
+    loop = (root / "train.py").read_text()
+    code, output = _run("check", "--no-cache", "steps.py", cwd=root)
+    assert "steps.py:4:6: GA202" in output and "[*]" in output
+    code, output = _run("check", "--no-cache", "--fix", "--unsafe-fixes", ".", cwd=root)
+    assert code == 0, output
+    assert (root / "steps.py").read_text() == (PROJECTS / "fix_in_helper_elsewhere" / "steps.fixed.py").read_text()
+    assert (root / "train.py").read_text() == loop
+    code, output = _run("check", "--no-cache", ".", cwd=root)
+    assert code == 0 and "GA" not in output, output
+    code, output = _run("check", "--fix", "--unsafe-fixes", ".", cwd=root)  # stable
+    assert (root / "steps.py").read_text() == (PROJECTS / "fix_in_helper_elsewhere" / "steps.fixed.py").read_text()
+
+
+def test_an_unsafe_fix_of_a_helper_with_two_callers_is_not_offered(tmp_path: Path) -> None:
+    """It would change what both loops run; with one caller left, it is offered."""
+    from accumlint.check.analysis import AnalysisOptions
+    from accumlint.check.fixes import fix_text
+    from accumlint.project import importers
+
+    root = tmp_path / "proj"
+    shutil.copytree(PROJECTS / "unsafe_fix_two_callers", root)
+    _write(root / "pyproject.toml", "")
+    helper = root / "steps.py"
+    text = helper.read_text()
+    outcome = fix_text(text, str(helper), AnalysisOptions(), unsafe=True)
+    assert outcome.text == text and not outcome.fixed
+    assert [(d.line, d.code, d.fix) for d in outcome.remaining] == [(6, "GA601", None)]
+    (root / "train_b.py").unlink()
+    importers.forget()
+    outcome = fix_text(text, str(helper), AnalysisOptions(), unsafe=True)
+    assert [(d.line, d.code) for d in outcome.fixed] == [(6, "GA601")]
+    assert "loss.item() * accum_steps" in outcome.text

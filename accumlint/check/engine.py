@@ -181,7 +181,7 @@ def run_task(task: Task) -> TaskResult:
 
 def _run_task(task: Task) -> TaskResult:
     try:
-        if not screen(task.text, task.path, gate=task.gate, plain=task.plain):
+        if not screen(task.text, task.path, gate=task.gate, plain=task.plain) and not task.fix:
             return _from_importers(task)
     except ParseFailure as failure:  # CPython's own verdict and position
         return TaskResult([syntax_error(task.path, failure.line, failure.column, failure.message)], cacheable=True)
@@ -222,9 +222,8 @@ def _run_task(task: Task) -> TaskResult:
 
 def _from_importers(task: Task) -> TaskResult:
     """A module with no loop of its own: the findings that other modules' loops make on
-    its helpers (`analysis.findings_from_importers`)."""
-    if task.fix:
-        return TaskResult([], cacheable=True)
+    its helpers (`analysis.findings_from_importers`); `--fix` runs the fixer on it
+    (`fixes.fix_text` applies their fixes)."""
     try:
         from accumlint.check.analysis import findings_from_importers
 

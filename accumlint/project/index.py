@@ -13,11 +13,12 @@ can re-check the module when one of them changes.
 from __future__ import annotations
 
 import ast
+import contextlib
 import hashlib
 import os
 import stat
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Optional, Union
+from typing import TYPE_CHECKING, Iterator, Optional, Union
 
 import libcst as cst
 
@@ -57,6 +58,10 @@ class ModuleRef:
     module: ModuleSummary
 
 
+# The stamp of a module's text that is not (yet) on disk (`ProjectIndex.overlaid`).
+_OVERLAID = (-1, -1)
+
+
 @dataclass
 class _Entry:
     stamp: tuple[int, int]
@@ -91,7 +96,7 @@ class ProjectIndex:
             return None
         stamp = (status.st_size, status.st_mtime_ns)
         found = self._entries.get(path)
-        if found is not None and found.stamp == stamp:
+        if found is not None and (found.stamp == stamp or found.stamp == _OVERLAID):
             return found
         if not stat.S_ISREG(status.st_mode) or status.st_size > MAX_MODULE_BYTES:
             return None  # a FIFO or a device is never opened
@@ -109,6 +114,17 @@ class ProjectIndex:
         found = self._entries[path] = _Entry(stamp, digest(data), summarize(path, text))
         return found
 
+    @contextlib.contextmanager
+    def overlaid(self, path: str, text: str) -> Iterator[None]:
+        """Within the block, the module at `path` reads as `text` (the fixer's current text
+        of a file not yet written); after it, as its file on disk again."""
+        key = os.path.abspath(path)
+        self._entries[key] = _Entry(_OVERLAID, digest(text.encode("utf-8", "surrogatepass")), summarize(key, text))
+        try:
+            yield
+        finally:
+            self._entries.pop(key, None)
+
     def config(self, path: str) -> Union[ConfigFacts, ConfigError, None]:
         if path not in self._configs:
             self._configs[path] = read_config(path)
@@ -120,6 +136,11 @@ def digest(data: bytes) -> str:
 
 
 _INDEX = ProjectIndex()
+
+
+def overlaid(path: str, text: str) -> "contextlib.AbstractContextManager[None]":
+    """Other modules' views read the module at `path` as `text` within the block."""
+    return _INDEX.overlaid(path, text)
 
 
 def root_of(path: str) -> str:
@@ -181,7 +202,8 @@ class ProjectView:
     _symbols: dict[tuple[str, str], Optional[Symbol]] = field(default_factory=dict)
     # id(foreign function node) -> (the module parsed from its source alone, its summary, its file)
     _snippets: dict[int, tuple[cst.Module, FunctionSummary, str]] = field(default_factory=dict)
-    _node_functions: dict[int, int] = field(default_factory=dict)
+    _node_functions: dict[int, int] = field(default_factory=dict)  # id(node) -> id(its function)
+    _indexed: set[int] = field(default_factory=set)  # the functions `_node_functions` covers
     _foreign: set[int] = field(default_factory=set)
     _keep: list[cst.CSTNode] = field(default_factory=list)
 
@@ -316,22 +338,32 @@ class ProjectView:
         end column), 1-based; None when it was not read from a project function."""
         from accumlint.model.positions import positions_of
 
-        if not self._node_functions:
+        found = self.snippet_of(node)
+        if found is None:
+            return None
+        snippet, summary, path = found
+        where = positions_of(snippet, [node]).get(node)
+        if where is None:
+            return None
+        offset = summary.line - 1
+        return (path, where.start.line + offset, where.start.column + 1, where.end.line + offset, where.end.column + 1)
+
+    def snippet_of(self, node: cst.CSTNode) -> Optional[tuple[cst.Module, FunctionSummary, str]]:
+        """The project function a node was read from: the module LibCST made of its
+        definition alone, its summary (where it stands) and its file; None when the node
+        stands in the analysed module."""
+        if len(self._indexed) < len(self._snippets):
             for function_id, (snippet, _, _) in self._snippets.items():
+                if function_id in self._indexed:
+                    continue
+                self._indexed.add(function_id)
                 stack: list[cst.CSTNode] = [snippet]
                 while stack:
                     inner = stack.pop()
                     self._node_functions[id(inner)] = function_id
                     stack.extend(inner.children)
         function_id = self._node_functions.get(id(node))
-        if function_id is None:
-            return None
-        snippet, summary, path = self._snippets[function_id]
-        where = positions_of(snippet, [node]).get(node)
-        if where is None:
-            return None
-        offset = summary.line - 1
-        return (path, where.start.line + offset, where.start.column + 1, where.end.line + offset, where.end.column + 1)
+        return self._snippets[function_id] if function_id is not None else None
 
     def _adopted(self, node: cst.CSTNode) -> list[cst.CSTNode]:
         """Every node under `node`, now known to stand outside the analysed module."""
