@@ -315,3 +315,26 @@ def test_an_unsafe_fix_of_a_helper_with_two_callers_is_not_offered(tmp_path: Pat
     outcome = fix_text(text, str(helper), AnalysisOptions(), unsafe=True)
     assert [(d.line, d.code) for d in outcome.fixed] == [(6, "GA601")]
     assert "loss.item() * accum_steps" in outcome.text
+
+
+def test_cache_rechecks_a_helper_module_when_a_new_module_imports_it(tmp_path: Path) -> None:
+    """The helper's cached result read no file of its new importer: the importers it had are
+    part of what the result depends on."""
+    root = tmp_path / "proj"
+    _write(root / "pyproject.toml", "")
+    _write(root / "steps.py", "def backward_step(loss, optimizer, accum_steps):\n    optimizer.zero_grad()\n"
+           "    (loss / accum_steps).backward()\n")
+    cache = tmp_path / "cache"
+    code, output = _run("check", "--cache-dir", str(cache), "steps.py", cwd=root)
+    assert code == 0, output
+    _write(root / "train.py", "import torch\nfrom steps import backward_step\n\n\ndef train(model, loader, k=4):\n"
+           "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n    for i, (x, y) in enumerate(loader):\n"
+           "        loss = torch.nn.functional.mse_loss(model(x), y)\n        backward_step(loss, optimizer, k)\n"
+           "        if (i + 1) % k == 0 or i + 1 == len(loader):\n            optimizer.step()\n")
+    code, output = _run("check", "--cache-dir", str(cache), "steps.py", cwd=root)
+    assert code == 1 and "steps.py:2:5: GA101" in output, output
+    code, output = _run("check", "--cache-dir", str(cache), "-v", "steps.py", cwd=root)
+    assert code == 1 and "steps.py:2:5: GA101" in output, output  # served from the cache now
+    (root / "train.py").unlink()  # and when the importer goes, so does the finding
+    code, output = _run("check", "--cache-dir", str(cache), "steps.py", cwd=root)
+    assert code == 0, output

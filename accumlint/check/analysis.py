@@ -171,7 +171,7 @@ def findings_from_importers(text: str, path: str, options: AnalysisOptions = Ana
     import os
 
     from accumlint.project import view_for
-    from accumlint.project.importers import candidate_importers, helper_names
+    from accumlint.project.importers import candidate_importers, dependency, helper_names
     from accumlint.project.index import overlaid
     from accumlint.project.root import find_root
     from accumlint.project.summary import ROLE_EFFECTS
@@ -181,17 +181,23 @@ def findings_from_importers(text: str, path: str, options: AnalysisOptions = Ana
     target = os.path.abspath(path)
     root = find_root(target)
     # the module's top-level functions, by their text first: most modules have no importer that calls one
-    if not candidate_importers(root, target, helper_names(text)):
+    names = helper_names(text)
+    if not names:
         return ProjectAnalysis([], {})
+    key, fingerprint = dependency(root, target, names)  # a new importer makes a cached result stale
+    if not candidate_importers(root, target, names):
+        return ProjectAnalysis([], {key: fingerprint})
     own = view_for(path, text)
     if own is None:
-        return ProjectAnalysis([], {})
+        return ProjectAnalysis([], {key: fingerprint})
     functions = [f.name for f in own.summary.functions.values() if "." not in f.name and f.effects & ROLE_EFFECTS]
     importers = candidate_importers(root, target, functions)
     if not importers:
-        return ProjectAnalysis([], {})
+        return ProjectAnalysis([], {key: fingerprint})
     with overlaid(target, text):  # the importers read this module as `text` (an editor's, a fix not yet written)
-        return _importers_findings(text, path, target, root, options, importers)
+        found = _importers_findings(text, path, target, root, options, importers)
+    found.reads[key] = fingerprint
+    return found
 
 
 def _importers_findings(text: str, path: str, target: str, root: str, options: AnalysisOptions,

@@ -9,6 +9,8 @@ and bytes so that a very large tree costs a bounded scan, never a hang.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 import stat
@@ -171,6 +173,37 @@ _IMPORT_STATEMENT = re.compile(r"^[ \t]*(?:from[ \t]+[.\w]+[ \t]+import[ \t]*\([
                                re.MULTILINE)
 _DEF_PREFIX = re.compile(r"[ \t]*(?:async[ \t]+)?def[ \t]+")
 _CALL_AFTER = re.compile(r"\s*\(")
+
+
+# A dependency of a cached result that is not one file: which modules may call a module's helpers.
+IMPORTERS = "importers-of:"
+
+
+def dependency(root: str, path: str, functions: list[str]) -> tuple[str, str]:
+    """(key, fingerprint) of the importers a module's helpers have now: the files that
+    `candidate_importers` finds, with a hash of each one's text. A result cache stores it
+    beside the files the analysis read, so that a file that starts (or stops) importing
+    the module, which is none of those, makes the module's result stale (`unchanged`)."""
+    key = IMPORTERS + json.dumps([root, os.path.abspath(path), sorted(set(functions))])
+    return key, _fingerprint(root, path, functions)
+
+
+def unchanged(key: str, fingerprint: str) -> bool:
+    """Whether a `dependency` still holds (False for a key it did not make)."""
+    try:
+        root, path, functions = json.loads(key[len(IMPORTERS):])
+    except (ValueError, TypeError):
+        return False
+    if not key.startswith(IMPORTERS) or not (isinstance(root, str) and isinstance(path, str) and isinstance(functions, list)):
+        return False
+    return _fingerprint(root, path, [str(f) for f in functions]) == fingerprint
+
+
+def _fingerprint(root: str, path: str, functions: list[str]) -> str:
+    digest = hashlib.sha256()
+    for other, text in sorted(candidate_importers(root, path, functions)):
+        digest.update(f"{other}\0{hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()}\0".encode())
+    return digest.hexdigest()
 
 
 def forget(root: Optional[str] = None) -> None:
