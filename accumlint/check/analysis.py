@@ -172,7 +172,7 @@ def findings_from_importers(text: str, path: str, options: AnalysisOptions = Ana
 
     from accumlint.project import view_for
     from accumlint.project.importers import candidate_importers, dependency, helper_names
-    from accumlint.project.index import overlaid
+    from accumlint.project.modules import overlaid
     from accumlint.project.root import find_root
     from accumlint.project.summary import ROLE_EFFECTS
 

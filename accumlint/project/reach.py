@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import re
 
-from accumlint.project.index import module_summary, root_of
+from accumlint.project.modules import module_summary, root_of
 from accumlint.project.root import resolve_module, resolve_submodule
 from accumlint.project.summary import BACKWARD
 
