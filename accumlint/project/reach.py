@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 
-from accumlint.project.modules import module_summary, root_of
-from accumlint.project.root import resolve_module, resolve_submodule
+from accumlint.project.modules import MAX_MODULE_BYTES, module_summary, root_of
+from accumlint.project.root import module_file, package_folder, resolve_module
 from accumlint.project.summary import BACKWARD
 
 _LOOP = re.compile(r"^[ \t]*(?:async[ \t]+)?(?:for|while)\b", re.MULTILINE)
@@ -29,50 +30,82 @@ _ALIAS = re.compile(r"(\w+)(?:\s+as\s+(\w+))?")
 
 def loop_reaches_project_backward(path: str, text: str) -> bool:
     """Whether the module at `path` has a loop and calls an imported function of another
-    project module that runs a backward itself (one call deep from the module)."""
+    project module that runs a backward itself (one call deep from the module).
+
+    Cheapest test first: the import resolves to a project file (a few `stat`s), whose
+    text holds `backward(` in that function's definition, and only then whether the
+    module calls it and the function's summary runs a backward."""
     if "import" not in text or _LOOP.search(text) is None or not os.path.isfile(path):
         return False
-    root: "str | None" = None
+    root = root_of(path)
     for match in _FROM_IMPORT.finditer(text):
         level, module, names = len(match.group(1)), match.group(2), match.group(3)
+        found = resolve_module(root, path, module, level)
+        backward = _backward_functions(found) if found is not None else frozenset()
+        package = package_folder(root, path, module, level)  # `from pkg import steps`: a module of it
         for alias in _ALIAS.finditer(names.strip("()")):
             name, local = alias.group(1), alias.group(2) or alias.group(1)
-            if not _called(text, local) and not _called(text, local + "."):
-                continue
-            root = root or root_of(path)
-            if _runs_backward(resolve_module(root, path, module, level), name):
+            if name in backward and _calls(text, local) and _runs_backward(found, name):
                 return True
-            sub = resolve_submodule(root, path, module, level, name)
-            if sub is not None and _module_runs_backward(text, local, sub):
-                return True
+            if package is not None:
+                sub = module_file(package, [name]) if local + "." in text else None
+                if sub is not None and _module_runs_backward(text, local, sub):
+                    return True
     for match in _IMPORT_AS.finditer(text):
-        module, local = match.group(1), match.group(2)
-        if _called(text, local + "."):
-            root = root or root_of(path)
-            found = resolve_module(root, path, module, 0)
-            if found is not None and _module_runs_backward(text, local, found):
-                return True
+        if match.group(2) + "." not in text:
+            continue
+        found = resolve_module(root, path, match.group(1), 0)
+        if found is not None and _module_runs_backward(text, match.group(2), found):
+            return True
     return False
 
 
-def _called(text: str, name: str) -> bool:
-    """Whether the text calls `name` (`name(`), or reads an attribute of it (`name.` given)."""
-    if name.endswith("."):
-        return re.search(rf"(?<![\w.]){re.escape(name)}\w+\s*\(", text) is not None
+def _calls(text: str, name: str) -> bool:
+    """Whether the text calls `name` (`name(`; `a.name(` is another object's method)."""
     return re.search(rf"(?<![\w.]){re.escape(name)}\s*\(", text) is not None
 
 
 def _module_runs_backward(text: str, local: str, module_path: str) -> bool:
     """`import pkg.steps as steps` ... `steps.backward_step(...)`."""
-    called = set(re.findall(rf"(?<![\w.]){re.escape(local)}\.(\w+)\s*\(", text))
-    return any(_runs_backward(module_path, name) for name in called)
+    if not _backward_functions(module_path):
+        return False
+    called = re.findall(rf"(?<![\w.]){re.escape(local)}\.(\w+)\s*\(", text)
+    return any(_runs_backward(module_path, name) for name in set(called))
 
 
-def _runs_backward(module_path: "str | None", name: str) -> bool:
-    if module_path is None:
+def _runs_backward(module_path: str, name: str) -> bool:
+    if name not in _backward_functions(module_path):
         return False
-    summary = module_summary(module_path, hint="backward")
-    if summary is None:
-        return False
-    function = summary.functions.get(name)
+    summary = module_summary(module_path, hint="backward(")
+    function = summary.functions.get(name) if summary is not None else None
     return function is not None and BACKWARD in function.effects
+
+
+# path -> (size, modification time) and the names of its top-level functions whose text holds `backward(`
+_BACKWARD_FUNCTIONS: dict[str, tuple[tuple[int, int], frozenset[str]]] = {}
+_TOP_LEVEL_FUNCTION = re.compile(r"^(?:async[ \t]+)?def[ \t]+(\w+)[^\n]*\n(?:[ \t]+[^\n]*\n|[ \t]*\n)*", re.MULTILINE)
+
+
+def _backward_functions(module_path: str) -> frozenset[str]:
+    """The module's top-level functions whose text holds `backward(` (its summary decides
+    whether one runs a backward); for most modules, one search of the file's bytes says none."""
+    try:
+        status = os.stat(module_path)
+    except OSError:
+        return frozenset()
+    stamp = (status.st_size, status.st_mtime_ns)
+    known = _BACKWARD_FUNCTIONS.get(module_path)
+    if known is not None and known[0] == stamp:
+        return known[1]
+    names: frozenset[str] = frozenset()
+    if stat.S_ISREG(status.st_mode) and status.st_size <= MAX_MODULE_BYTES:
+        try:
+            with open(module_path, "rb") as handle:
+                data = handle.read()
+        except OSError:
+            data = b""
+        if b"backward(" in data:
+            text = data.decode("utf-8", errors="replace")
+            names = frozenset(m.group(1) for m in _TOP_LEVEL_FUNCTION.finditer(text) if "backward(" in m.group(0))
+    _BACKWARD_FUNCTIONS[module_path] = (stamp, names)
+    return names
