@@ -16,15 +16,19 @@ from __future__ import annotations
 import os
 import re
 import stat
+import time
 
 from accumlint.project.modules import MAX_MODULE_BYTES, module_summary, root_of
-from accumlint.project.root import module_file, package_folder, resolve_module
+from accumlint.project.root import module_file, package_folder, resolve_module, search_folders
 from accumlint.project.summary import BACKWARD
 
-_LOOP = re.compile(r"^[ \t]*(?:async[ \t]+)?(?:for|while)\b", re.MULTILINE)
 # `from a.b import c, d as e` (one line or in brackets) and `import a.b as c`
-_FROM_IMPORT = re.compile(r"^[ \t]*from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]*)", re.MULTILINE)
-_IMPORT_AS = re.compile(r"^[ \t]*import[ \t]+([\w.]+)[ \t]+as[ \t]+(\w+)", re.MULTILINE)
+_LOOP = re.compile(r"^[ \t]*(?:async[ \t]+)?(?:for|while)\b", re.MULTILINE)
+# (Patterns that begin with their keyword: the regular expression engine finds those by a fast
+# literal search; a `^` under MULTILINE is tried at every offset of the text. `_statement` checks
+# that the keyword begins its line.)
+_FROM_IMPORT = re.compile(r"from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]*)")
+_IMPORT_AS = re.compile(r"import[ \t]+([\w.]+)[ \t]+as[ \t]+(\w+)")
 _ALIAS = re.compile(r"(\w+)(?:\s+as\s+(\w+))?")
 
 
@@ -39,10 +43,11 @@ def loop_reaches_project_backward(path: str, text: str) -> bool:
         return False
     root = root_of(path)
     for match in _FROM_IMPORT.finditer(text):
+        if not _statement(text, match.start()):
+            continue
         level, module, names = len(match.group(1)), match.group(2), match.group(3)
-        found = resolve_module(root, path, module, level)
+        found, package = _resolved(root, path, module, level)
         backward = _backward_functions(found) if found is not None else frozenset()
-        package = package_folder(root, path, module, level)  # `from pkg import steps`: a module of it
         for alias in _ALIAS.finditer(names.strip("()")):
             name, local = alias.group(1), alias.group(2) or alias.group(1)
             if name in backward and _calls(text, local) and _runs_backward(found, name):
@@ -52,12 +57,79 @@ def loop_reaches_project_backward(path: str, text: str) -> bool:
                 if sub is not None and _module_runs_backward(text, local, sub):
                     return True
     for match in _IMPORT_AS.finditer(text):
+        if not _statement(text, match.start()):
+            continue
         if match.group(2) + "." not in text:
             continue
-        found = resolve_module(root, path, match.group(1), 0)
+        found = _resolved(root, path, match.group(1), 0)[0]
         if found is not None and _module_runs_backward(text, match.group(2), found):
             return True
     return False
+
+
+# (root, importing folder, module, level) -> (its file, its package folder), for RESOLVED_LIFETIME seconds:
+# the files of one folder mostly import the same modules, and a whole-tree check asks for each of them.
+_RESOLVED: dict[tuple[str, str, str, int], tuple["str | None", "str | None"]] = {}
+_RESOLVED_SINCE = [0.0]
+RESOLVED_LIFETIME = 5.0
+
+
+def _resolved(root: str, path: str, module: str, level: int) -> tuple["str | None", "str | None"]:
+    """The project file an import names and the package folder it names (`from pkg import
+    steps`: a module of it may be imported), each None when there is none."""
+    now = time.monotonic()
+    if now - _RESOLVED_SINCE[0] > RESOLVED_LIFETIME:
+        _RESOLVED.clear()
+        _LISTINGS.clear()
+        _RESOLVED_SINCE[0] = now
+    key = (root, os.path.dirname(path), module, level)
+    found = _RESOLVED.get(key)
+    if found is None:
+        if _may_name_a_project_file(root, path, module, level):
+            found = (resolve_module(root, path, module, level), package_folder(root, path, module, level))
+        else:
+            found = (None, None)
+        _RESOLVED[key] = found
+    return found
+
+
+# folder -> the names in it (for RESOLVED_LIFETIME seconds, with `_RESOLVED`)
+_LISTINGS: dict[str, frozenset[str]] = {}
+
+
+def _may_name_a_project_file(root: str, path: str, module: str, level: int) -> bool:
+    """Whether the import's first part is a file or folder where it may be looked up (one
+    listing per folder, not a `stat` per import: most imports of a tree are the standard
+    library's or a third party's)."""
+    head = module.split(".")[0] if module else ""
+    if level > 0:
+        folder = os.path.dirname(os.path.abspath(path))
+        for _ in range(level - 1):
+            folder = os.path.dirname(folder)
+        folders: "tuple[str, ...]" = (folder,)
+        if not head:
+            return True
+    else:
+        folders = search_folders(root, path)
+    return any(head in names or head + ".py" in names for names in map(_listing, folders))
+
+
+def _listing(folder: str) -> frozenset[str]:
+    names = _LISTINGS.get(folder)
+    if names is None:
+        try:
+            names = frozenset(os.listdir(folder))
+        except OSError:
+            names = frozenset()
+        _LISTINGS[folder] = names
+    return names
+
+
+def _statement(text: str, start: int) -> bool:
+    """Whether only blanks stand between the line's start and `start` (`from` at `start`
+    begins a statement, not `yield from x` or a word in a string)."""
+    line = text.rfind("\n", 0, start) + 1
+    return not text[line:start].strip(" \t")
 
 
 def _calls(text: str, name: str) -> bool:
