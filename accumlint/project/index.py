@@ -444,6 +444,14 @@ class ProjectView:
         found = [c for c in self.configs()[0] if c.kind == "deepspeed"]
         return found[0] if len({c.path for c in found}) == 1 else None
 
+    def accelerate_deepspeed_accumulation(self) -> Optional[int]:
+        """K of the one accelerate config the module names, when it runs DeepSpeed (None:
+        none, several, another `distributed_type`, or no K in it). Only there does
+        `accelerate launch` hand the config's K to the Accelerator."""
+        found = {c.accumulation_steps for c in self.configs()[0]
+                 if c.kind == "accelerate" and c.distributed_type == "DEEPSPEED"}
+        return found.pop() if len(found) == 1 else None
+
     def lightning_accumulation(self) -> Optional[int]:
         found = {c.accumulation_steps for c in self.configs()[0] if c.kind == "lightning"}
         return found.pop() if len(found) == 1 else None
