@@ -23,7 +23,7 @@ from accumlint.project.root import module_file, package_folder, resolve_module, 
 from accumlint.project.summary import BACKWARD
 
 # `from a.b import c, d as e` (one line or in brackets) and `import a.b as c`
-_LOOP = re.compile(r"^[ \t]*(?:async[ \t]+)?(?:for|while)\b", re.MULTILINE)
+_LOOP = re.compile(r"(?:for|while)\b")
 # (Patterns that begin with their keyword: the regular expression engine finds those by a fast
 # literal search; a `^` under MULTILINE is tried at every offset of the text. `_statement` checks
 # that the keyword begins its line.)
@@ -39,7 +39,7 @@ def loop_reaches_project_backward(path: str, text: str) -> bool:
     Cheapest test first: the import resolves to a project file (a few `stat`s), whose
     text holds `backward(` in that function's definition, and only then whether the
     module calls it and the function's summary runs a backward."""
-    if "import" not in text or _LOOP.search(text) is None or not os.path.isfile(path):
+    if "import" not in text or not _has_loop(text) or not os.path.isfile(path):
         return False
     root = root_of(path)
     for match in _FROM_IMPORT.finditer(text):
@@ -123,6 +123,16 @@ def _listing(folder: str) -> frozenset[str]:
             names = frozenset()
         _LISTINGS[folder] = names
     return names
+
+
+def _has_loop(text: str) -> bool:
+    """Whether a line begins with `for` or `while` (`async for` too)."""
+    for match in _LOOP.finditer(text):
+        line = text.rfind("\n", 0, match.start()) + 1
+        before = text[line:match.start()].strip(" \t")
+        if not before or before == "async":
+            return True
+    return False
 
 
 def _statement(text: str, start: int) -> bool:
