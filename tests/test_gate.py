@@ -37,7 +37,17 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
 
 def _passes(text: str, path: str = "example.py") -> bool:
-    return might_hold_training_code(text) and screen(text, path)
+    """The engine's gate: the text's, or its project clauses: a loop whose backward runs
+    in a helper of another project module (`accumlint.project.reach`), or a helper module
+    whose findings the loops of its importers make (`findings_from_importers`)."""
+    from accumlint.check.analysis import findings_from_importers
+    from accumlint.project.reach import loop_reaches_project_backward
+
+    if might_hold_training_code(text) and screen(text, path):
+        return True
+    if loop_reaches_project_backward(path, text):
+        return screen(text, path, gate=False)
+    return bool(findings_from_importers(text, path).diagnostics)
 
 
 def _fixtures_with_findings() -> list[Path]:

@@ -247,3 +247,94 @@ def test_a_helper_module_without_a_loop_gets_the_finding_a_loop_elsewhere_makes(
     assert "steps.py:2:5: GA101" in output and "in train() at train.py:7" in output
     code, output = _run("check", "--no-cache", "train.py", cwd=root)
     assert code == 0, output
+
+
+# -- the gate's project clause ----------------------------------------------------------------
+
+def test_a_loop_whose_backward_runs_in_a_helper_elsewhere_passes_the_gate(tmp_path: Path) -> None:
+    """A loop module with no `.backward(` of its own (its backward sits in another module's
+    helper) is checked, whole tree or alone; a loop calling a helper without a backward, or a
+    third-party one, stays dropped (tests/test_gate.py keeps every fixture with findings)."""
+    folder = PROJECTS / "backward_in_helper_elsewhere"
+    root = tmp_path / "proj"
+    shutil.copytree(folder, root)
+    _write(root / "pyproject.toml", "")
+    code, output = _run("check", "--no-cache", "train.py", cwd=root)
+    assert code == 1 and "train.py:12:9: GA101" in output
+    code, output = _run("check", "--no-cache", ".", cwd=root)
+    assert _findings(output) == {"train.py:12:9: GA101"}
+
+    from accumlint.project.reach import loop_reaches_project_backward
+
+    text = (root / "train.py").read_text()
+    assert loop_reaches_project_backward(str(root / "train.py"), text)
+    _write(root / "steps.py", "def backward_step(loss, accum_steps):\n    return loss / accum_steps\n")
+    assert not loop_reaches_project_backward(str(root / "train.py"), text)
+    (root / "steps.py").unlink()  # third-party now: unknown
+    assert not loop_reaches_project_backward(str(root / "train.py"), text)
+
+
+# -- fixes across files (issue 22, item 4) -------------------------------------------------------
+
+def test_a_fix_found_by_a_loop_elsewhere_lands_in_the_helpers_file(tmp_path: Path) -> None:
+    """`--fix` writes the helper module (through the guard and the atomic write), never the
+    loop's; a fresh check of the fixed tree finds nothing it fixed."""
+    root = tmp_path / "proj"
+    shutil.copytree(PROJECTS / "fix_in_helper_elsewhere", root)
+    (root / "steps.fixed.py").unlink()
+    _write(root / "pyproject.toml", "")
+    loop = (root / "train.py").read_text()
+    code, output = _run("check", "--no-cache", "steps.py", cwd=root)
+    assert "steps.py:4:6: GA202" in output and "[*]" in output
+    code, output = _run("check", "--no-cache", "--fix", "--unsafe-fixes", ".", cwd=root)
+    assert code == 0, output
+    assert (root / "steps.py").read_text() == (PROJECTS / "fix_in_helper_elsewhere" / "steps.fixed.py").read_text()
+    assert (root / "train.py").read_text() == loop
+    code, output = _run("check", "--no-cache", ".", cwd=root)
+    assert code == 0 and "GA" not in output, output
+    code, output = _run("check", "--fix", "--unsafe-fixes", ".", cwd=root)  # stable
+    assert (root / "steps.py").read_text() == (PROJECTS / "fix_in_helper_elsewhere" / "steps.fixed.py").read_text()
+
+
+def test_an_unsafe_fix_of_a_helper_with_two_callers_is_not_offered(tmp_path: Path) -> None:
+    """It would change what both loops run; with one caller left, it is offered."""
+    from accumlint.check.analysis import AnalysisOptions
+    from accumlint.check.fixes import fix_text
+    from accumlint.project import importers
+
+    root = tmp_path / "proj"
+    shutil.copytree(PROJECTS / "unsafe_fix_two_callers", root)
+    _write(root / "pyproject.toml", "")
+    helper = root / "steps.py"
+    text = helper.read_text()
+    outcome = fix_text(text, str(helper), AnalysisOptions(), unsafe=True)
+    assert outcome.text == text and not outcome.fixed
+    assert [(d.line, d.code, d.fix) for d in outcome.remaining] == [(6, "GA601", None)]
+    (root / "train_b.py").unlink()
+    importers.forget()
+    outcome = fix_text(text, str(helper), AnalysisOptions(), unsafe=True)
+    assert [(d.line, d.code) for d in outcome.fixed] == [(6, "GA601")]
+    assert "loss.item() * accum_steps" in outcome.text
+
+
+def test_cache_rechecks_a_helper_module_when_a_new_module_imports_it(tmp_path: Path) -> None:
+    """The helper's cached result read no file of its new importer: the importers it had are
+    part of what the result depends on."""
+    root = tmp_path / "proj"
+    _write(root / "pyproject.toml", "")
+    _write(root / "steps.py", "def backward_step(loss, optimizer, accum_steps):\n    optimizer.zero_grad()\n"
+           "    (loss / accum_steps).backward()\n")
+    cache = tmp_path / "cache"
+    code, output = _run("check", "--cache-dir", str(cache), "steps.py", cwd=root)
+    assert code == 0, output
+    _write(root / "train.py", "import torch\nfrom steps import backward_step\n\n\ndef train(model, loader, k=4):\n"
+           "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n    for i, (x, y) in enumerate(loader):\n"
+           "        loss = torch.nn.functional.mse_loss(model(x), y)\n        backward_step(loss, optimizer, k)\n"
+           "        if (i + 1) % k == 0 or i + 1 == len(loader):\n            optimizer.step()\n")
+    code, output = _run("check", "--cache-dir", str(cache), "steps.py", cwd=root)
+    assert code == 1 and "steps.py:2:5: GA101" in output, output
+    code, output = _run("check", "--cache-dir", str(cache), "-v", "steps.py", cwd=root)
+    assert code == 1 and "steps.py:2:5: GA101" in output, output  # served from the cache now
+    (root / "train.py").unlink()  # and when the importer goes, so does the finding
+    code, output = _run("check", "--cache-dir", str(cache), "steps.py", cwd=root)
+    assert code == 0, output

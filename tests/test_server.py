@@ -516,3 +516,27 @@ def test_saving_a_helper_module_rechecks_the_modules_that_import_it(tmp_path):
         assert [d.code for d in await session.diagnostics(train, count)] == ["GA201"]
 
     run_session(tmp_path, body)
+
+
+def test_saving_a_new_importer_rechecks_the_helper_module_it_calls(tmp_path):
+    """SPEC section 2: a finding a loop elsewhere makes on a helper appears in the helper's
+    open document when a module that starts calling it is saved."""
+    helper = ("def backward_step(loss, optimizer, accum_steps):\n    optimizer.zero_grad()\n"
+              "    (loss / accum_steps).backward()\n")
+    loop = ("import torch\nfrom steps import backward_step\n\n\ndef train(model, loader, k=4):\n"
+            "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n    for i, (x, y) in enumerate(loader):\n"
+            "        loss = torch.nn.functional.mse_loss(model(x), y)\n        backward_step(loss, optimizer, k)\n"
+            "        if (i + 1) % k == 0 or i + 1 == len(loader):\n            optimizer.step()\n")
+    (tmp_path / "pyproject.toml").write_text("")
+
+    async def body(session: Session) -> None:
+        steps = session.open(tmp_path / "steps.py", helper)
+        assert list(await session.diagnostics(steps)) == []  # nothing calls it yet
+        count = session.versions[steps]
+        train = session.open(tmp_path / "train.py", loop)
+        session.client.text_document_did_save(types.DidSaveTextDocumentParams(
+            text_document=types.TextDocumentIdentifier(uri=train)
+        ))
+        assert [(d.code, d.range.start.line) for d in await session.diagnostics(steps, count)] == [("GA101", 1)]
+
+    run_session(tmp_path, body)

@@ -109,11 +109,26 @@ def _elsewhere(facts: "ModuleFacts", finding: "Finding") -> bool:
     return any(node is not None and facts.foreign(node) for node in nodes)
 
 
+class ForeignFix(NamedTuple):
+    """The fix of a finding that a loop of another module makes on one of this module's
+    helpers. Its edits change that one function alone (they target the definition parsed
+    by itself, `snippet`, which stands at lines `first` to `last` of this module), so the
+    fix lands in this file, the one that holds the wrong statement, and nowhere else."""
+
+    diagnostic: Diagnostic
+    snippet: "cst.Module"
+    first: int
+    last: int
+    edits: tuple
+
+
 class ProjectAnalysis(NamedTuple):
-    """One module's diagnostics and the project files the analysis read (path -> sha256)."""
+    """One module's diagnostics and the project files the analysis read (path -> sha256);
+    for findings that other modules' loops make on its helpers, their fixes."""
 
     diagnostics: list[Diagnostic]
     reads: dict[str, str]
+    fixes: tuple[ForeignFix, ...] = ()
 
 
 def analyze_in_project(text: str, path: str, options: AnalysisOptions = AnalysisOptions()) -> ProjectAnalysis:
@@ -149,33 +164,56 @@ def findings_from_importers(text: str, path: str, options: AnalysisOptions = Ana
     """Findings on this module's helper statements that loops of other project modules
     make (a zeroing in a helper called from a gated loop elsewhere): reported here, in
     the file of the wrong statement, with the loop named (`... in train() at train.py:42`).
-    Without a fix: the fix would be in another file than the one it was found from.
+    A fix is offered when its edits change only the helper's own function (`ForeignFix`),
+    pass the guard there and, for an unsafe fix, when the helper has a single caller in
+    the project (`importers.single_caller`): it changes what every caller runs.
     An importer that cannot be parsed or analysed says nothing."""
     import os
 
-    from accumlint.model.build import model_of
-    from accumlint.model.positions import positions_of
-    from accumlint.project import view_for, view_for_file
-    from accumlint.project.importers import candidate_importers, helper_names
+    from accumlint.project import view_for
+    from accumlint.project.importers import candidate_importers, dependency, helper_names
+    from accumlint.project.modules import overlaid
     from accumlint.project.root import find_root
     from accumlint.project.summary import ROLE_EFFECTS
-    from accumlint.rules.catalog import rule
-    from accumlint.rules.registry import window_findings
 
     if not path or not os.path.isfile(path):
         return ProjectAnalysis([], {})
     target = os.path.abspath(path)
     root = find_root(target)
     # the module's top-level functions, by their text first: most modules have no importer that calls one
-    if not candidate_importers(root, target, helper_names(text)):
+    names = helper_names(text)
+    if not names:
         return ProjectAnalysis([], {})
+    key, fingerprint = dependency(root, target, names)  # a new importer makes a cached result stale
+    if not candidate_importers(root, target, names):
+        return ProjectAnalysis([], {key: fingerprint})
     own = view_for(path, text)
     if own is None:
-        return ProjectAnalysis([], {})
+        return ProjectAnalysis([], {key: fingerprint})
     functions = [f.name for f in own.summary.functions.values() if "." not in f.name and f.effects & ROLE_EFFECTS]
+    importers = candidate_importers(root, target, functions)
+    if not importers:
+        return ProjectAnalysis([], {key: fingerprint})
+    with overlaid(target, text):  # the importers read this module as `text` (an editor's, a fix not yet written)
+        found = _importers_findings(text, path, target, root, options, importers)
+    found.reads[key] = fingerprint
+    return found
+
+
+def _importers_findings(text: str, path: str, target: str, root: str, options: AnalysisOptions,
+                        importers: list[tuple[str, str]]) -> ProjectAnalysis:
+    import os
+
+    from accumlint.model.build import model_of
+    from accumlint.model.positions import positions_of
+    from accumlint.project import view_for_file
+    from accumlint.rules.catalog import rule
+    from accumlint.rules.registry import window_findings
+
     found: dict[tuple, Diagnostic] = {}
+    fixes: dict[tuple, ForeignFix] = {}
     reads: dict[str, str] = {}
-    for other, other_text in candidate_importers(root, target, functions):
+    for other, other_text in importers:
         view = view_for_file(other)
         if view is None or target not in {os.path.abspath(m) for m in view.imported_modules()}:
             continue
@@ -200,19 +238,49 @@ def findings_from_importers(text: str, path: str, options: AnalysisOptions = Ana
                     name = loop.function.name.value + "()" if loop.function is not None else "the module's loop"
                     at = f" in {name} at {_shown(other)}:{header.start.line}" if header is not None else ""
                     related = "the window's step"
+                    info = rule(finding.code)
+                    offered = _foreign_fix(view, finding, target, text, root, info.fix)
                     found[key] = Diagnostic(
                         path=path, line=where[1], column=where[2], end_line=where[3], end_column=where[4],
-                        code=finding.code, name=rule(finding.code).name,
-                        message=finding.message.replace("{related}", related) + at,
-                        fix=None, help=finding.help.replace("{related}", related),
+                        code=finding.code, name=info.name,
+                        message=one_line(finding.message.replace("{related}", related)) + at,
+                        fix=FixInfo(info.fix, one_line(finding.fix_description)) if offered else None,
+                        help=one_line(finding.help.replace("{related}", related)),
                     )
+                    if offered is not None:
+                        snippet, function = offered
+                        fixes[key] = ForeignFix(found[key], snippet, function.line, function.end, finding.edits)
         except Exception:  # noqa: BLE001 - precision first: a loop the rules cannot read says nothing
             continue
         finally:
             model.release()
         reads[other] = _digest(other_text)
         reads.update(view.reads)
-    return ProjectAnalysis(sorted(found.values(), key=Diagnostic.sort_key), reads)
+    return ProjectAnalysis(sorted(found.values(), key=Diagnostic.sort_key), reads, tuple(fixes.values()))
+
+
+def _foreign_fix(view, finding: "Finding", target: str, text: str, root: str, kind: str) -> Optional[tuple]:
+    """For a finding on a helper of the module at `target` (whose text is `text`) whose fix
+    can land there alone (see `findings_from_importers`): the helper's definition parsed by
+    itself, and its summary (where it stands); else None."""
+    import os
+
+    from accumlint.fix.guard import guard_for
+    from accumlint.project.importers import single_caller
+
+    if not finding.edits or kind == "none":
+        return None
+    home = view.snippet_of(finding.node)
+    if home is None or os.path.abspath(home[2]) != target:
+        return None
+    if any(view.snippet_of(edit.target) is not home for edit in finding.edits):
+        return None  # an edit in the loop's module, or in another helper: the fix would span files
+    snippet, function, _ = home
+    if kind == "unsafe" and not single_caller(root, target, text, function.name):
+        return None
+    if not guard_for(snippet).allows(finding.edits):
+        return None
+    return snippet, function
 
 
 def _digest(text: str) -> str:

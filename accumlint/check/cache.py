@@ -45,6 +45,8 @@ from typing import Any, NamedTuple, Optional
 
 import accumlint
 from accumlint.diagnostics import Diagnostic, FixInfo
+from accumlint.project.importers import IMPORTERS
+from accumlint.project.importers import unchanged as importers_unchanged
 from accumlint.source.files import SourceError, read_bytes, signals_deferred
 
 ENVIRONMENT_VARIABLE = "ACCUMLINT_CACHE_DIR"
@@ -104,6 +106,16 @@ def _digest_of(path: str) -> Optional[str]:
             return hashlib.sha256(handle.read()).hexdigest()
     except OSError:
         return None
+
+
+def _unchanged(read: object, fingerprint: object) -> bool:
+    """Whether what an analysis read is as it was: a project file (its sha256), or the
+    importers of a module's helpers (`accumlint.project.importers.dependency`)."""
+    if type(read) is not str or type(fingerprint) is not str:
+        return False
+    if read.startswith(IMPORTERS):
+        return importers_unchanged(read, fingerprint)
+    return _digest_of(read) == fingerprint
 
 
 # ---------------------------------------------------------------- entries
@@ -169,7 +181,7 @@ def _decode(key: str, entry: str, path: str) -> Optional[list[Diagnostic]]:
         return None
     if type(items) is dict:  # a result that read other project files: each must be unchanged
         reads = items.get("reads")
-        if type(reads) is not list or not all(type(r) is list and len(r) == 2 and _digest_of(r[0]) == r[1] for r in reads):
+        if type(reads) is not list or not all(type(r) is list and len(r) == 2 and _unchanged(*r) for r in reads):
             return None
         items = items.get("diagnostics")
     if type(items) is not list:

@@ -181,7 +181,7 @@ def run_task(task: Task) -> TaskResult:
 
 def _run_task(task: Task) -> TaskResult:
     try:
-        if not screen(task.text, task.path, gate=task.gate, plain=task.plain):
+        if not screen(task.text, task.path, gate=task.gate, plain=task.plain) and not task.fix:
             return _from_importers(task)
     except ParseFailure as failure:  # CPython's own verdict and position
         return TaskResult([syntax_error(task.path, failure.line, failure.column, failure.message)], cacheable=True)
@@ -222,9 +222,8 @@ def _run_task(task: Task) -> TaskResult:
 
 def _from_importers(task: Task) -> TaskResult:
     """A module with no loop of its own: the findings that other modules' loops make on
-    its helpers (`analysis.findings_from_importers`)."""
-    if task.fix:
-        return TaskResult([], cacheable=True)
+    its helpers (`analysis.findings_from_importers`); `--fix` runs the fixer on it
+    (`fixes.fix_text` applies their fixes)."""
     try:
         from accumlint.check.analysis import findings_from_importers
 
@@ -384,8 +383,11 @@ def check(request: Request, resolver: Resolver, progress: Progress = _no_progres
             continue
         result.document = result.original = document
         plain = text_stage(document.text) if request.prefilter else None
+        gate = request.prefilter
         if request.prefilter and plain is None:
-            continue
+            if not _reaches_backward_elsewhere(path, document.text):
+                continue
+            gate = False  # the text gate's stage two would drop it too: its backward is elsewhere
         if len(document.text) > MAX_ANALYSED_CHARS:
             size = len(document.text) / 1e6
             limit = MAX_ANALYSED_CHARS / 1e6
@@ -405,7 +407,7 @@ def check(request: Request, resolver: Resolver, progress: Progress = _no_progres
                 continue
         pending.append(item)
         fixable = None if settings.fixable >= enabled else settings.fixable
-        tasks.append(Task(path, document.text, options, enabled, request.fix, settings.unsafe_fixes, request.prefilter, plain, fixable))
+        tasks.append(Task(path, document.text, options, enabled, request.fix, settings.unsafe_fixes, gate, plain, fixable))
 
     outcomes, workers = execute(tasks, request.jobs, progress, request.file_budget)
     unwritten = [
@@ -422,6 +424,19 @@ def check(request: Request, resolver: Resolver, progress: Progress = _no_progres
     for result, fixable in unfixable:
         result.diagnostics = [d if d.fix is None or d.code in fixable else d._replace(fix=None) for d in result.diagnostics]
     return RunResult(files, analysed=len(tasks), cache_hits=cache.hits if cache else 0, workers=workers)
+
+
+def _reaches_backward_elsewhere(path: str, text: str) -> bool:
+    """The gate's project clause: a module with no backward call of its own whose loop
+    calls a project helper that runs one (`accumlint.project.reach`)."""
+    if "import" not in text:  # the common case: no import, no helper of another module
+        return False
+    from accumlint.project.reach import loop_reaches_project_backward
+
+    try:
+        return loop_reaches_project_backward(path, text)
+    except (OSError, ValueError, RecursionError):
+        return False  # precision first: a project that cannot be read adds nothing
 
 
 def _report_once(files: list[FileResult]) -> None:

@@ -10,6 +10,14 @@ round changes (GA401's `require_backward_grad_sync = (<gate>)` and GA106's
 correction of that gate) waits for the next round, which re-analyses the
 corrected text.
 
+A finding that a loop of another module makes on one of this module's helpers
+(`analysis.findings_from_importers`) is fixed here too, after the module's own
+fixes, one per round: its edits change that helper's definition alone, so every
+fix lands in the one file that holds the wrong statement and goes through the
+same guard and the same atomic write as any other. A fix that would change two
+files is not offered at all (there is no all-or-nothing write across files to
+fall back on), and an unsafe one only when the helper has a single caller.
+
 Nothing is written that would break the file: a round whose result does not
 parse, reads a name where it is not bound, or changes lines outside the
 statements its edits name is dropped; a file LibCST cannot reproduce exactly
@@ -21,7 +29,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from accumlint.check.analysis import AnalysisOptions, Located, ParseFailure, find, lost_by_libcst, parse
+from accumlint.check.analysis import (
+    AnalysisOptions,
+    ForeignFix,
+    Located,
+    ParseFailure,
+    ProjectAnalysis,
+    find,
+    findings_from_importers,
+    lost_by_libcst,
+    parse,
+)
 from accumlint.diagnostics import Diagnostic
 
 # Rounds of fixes on one text before it is declared unsettled (ruff's bound).
@@ -66,7 +84,9 @@ def fix_text(
         lost = lost_by_libcst(module, text) if enabled else ""
         if lost is None:
             # LibCST would not write this text back as it is: refuse rather than change other lines
-            return FixOutcome(text, fixed, [item.diagnostic._replace(fix=None) for item in enabled], True, rounds)
+            mine = [item.diagnostic._replace(fix=None) for item in enabled]
+            elsewhere = [d._replace(fix=None) for d in _from_importers(text, path, options, keep, mine).diagnostics]
+            return FixOutcome(text, fixed, mine + elsewhere, True, rounds)
         candidates = [
             item for item in enabled
             if _applies(item.diagnostic, unsafe)
@@ -74,7 +94,25 @@ def fix_text(
             and (item.diagnostic.code, item.diagnostic.message) not in refused
         ]
         if not candidates:
-            return FixOutcome(text, fixed, [item.diagnostic for item in enabled], True, rounds)
+            # this module's own fixes are done: those that other modules' loops find on its helpers
+            elsewhere = _from_importers(text, path, options, keep, [item.diagnostic for item in enabled])
+            waiting = [
+                item for item in elsewhere.fixes
+                if _applies(item.diagnostic, unsafe)
+                and (fixable is None or item.diagnostic.code in fixable)
+                and (item.diagnostic.code, item.diagnostic.message) not in refused
+            ]
+            new_text = _apply_in_helper(text, waiting[0]) if waiting else None
+            if new_text is None:
+                if waiting:
+                    refused.add((waiting[0].diagnostic.code, waiting[0].diagnostic.message))
+                    continue
+                remaining = [item.diagnostic for item in enabled] + elsewhere.diagnostics
+                return FixOutcome(text, fixed, remaining, True, rounds)
+            fixed.append(waiting[0].diagnostic)
+            text = new_text
+            rounds += 1
+            continue
         chosen = _non_overlapping(candidates)
         written = text[: len(text) - len(lost)]  # what LibCST writes back, which the fixes change
         new_text = _apply(module, written, chosen)
@@ -88,7 +126,47 @@ def fix_text(
         text = new_text + lost
         rounds += 1
     remaining = [d for d in find(parse(text), text, path, options) if keep(text, d.diagnostic)]
-    return FixOutcome(text, fixed, [item.diagnostic for item in remaining], False, rounds)
+    mine = [item.diagnostic for item in remaining]
+    return FixOutcome(text, fixed, mine + _from_importers(text, path, options, keep, mine).diagnostics, False, rounds)
+
+
+def _from_importers(text: str, path: str, options: AnalysisOptions, keep: Keep, mine: list[Diagnostic]) -> ProjectAnalysis:
+    """What other modules' loops find on this module's helpers, read against `text` (the
+    fixed text, not yet written), without what `mine` already reports and what `keep` drops."""
+    try:
+        found = findings_from_importers(text, path, options)
+    except Exception:  # noqa: BLE001 - precision first: what cannot be read says nothing
+        return ProjectAnalysis([], {})
+    own = {(d.code, d.line, d.column) for d in mine}
+    kept = [d for d in found.diagnostics if (d.code, d.line, d.column) not in own and keep(text, d)]
+    return ProjectAnalysis(kept, found.reads, tuple(f for f in found.fixes if f.diagnostic in kept))
+
+
+def _apply_in_helper(text: str, fix: ForeignFix) -> Optional[str]:
+    """The module's text with a fix found by another module's loop applied to one of its
+    helpers: the edits change the helper's definition parsed alone, which replaces its
+    lines; None when the fix would break the module (see `_apply`) or the definition no
+    longer stands where the fix was found."""
+    from accumlint.source.files import python_lines
+
+    lines = python_lines(text, keepends=True)
+    if not 0 < fix.first <= fix.last <= len(lines):
+        return None
+    region = "".join(lines[fix.first - 1:fix.last])
+    added = "" if region.endswith(("\n", "\r")) else "\n"  # the definition was parsed with a final newline
+    if region + added != fix.snippet.code:
+        return None
+    new = _applied(fix.snippet, fix.snippet.code, fix.edits, combined=False)
+    if new is None or not new.endswith("\n"):
+        return None
+    fixed = "".join(lines[:fix.first - 1]) + (new[:-1] if added else new) + "".join(lines[fix.last:])
+    try:
+        parse(fixed)
+    except (ParseFailure, Exception):  # noqa: BLE001 - a fix that breaks the module is never written
+        return None
+    return fixed
+
+
 
 
 def _applies(diagnostic: Diagnostic, unsafe: bool) -> bool:
@@ -151,13 +229,19 @@ def _held_nodes(edits) -> set[int]:
 
 def _apply(module, text: str, chosen: list[Located]) -> Optional[str]:
     """The text with the chosen fixes applied, or None when the result would break the
-    file (no parse, a name read where it is not bound, unrelated lines changed)."""
+    file (see `_applied`)."""
+    return _applied(module, text, [edit for item in chosen for edit in item.finding.edits], combined=len(chosen) > 1)
+
+
+def _applied(module, text: str, edits: list, *, combined: bool) -> Optional[str]:
+    """The text with the edits applied, or None when the result would break the file (no
+    parse, a name read where it is not bound, unrelated lines changed). The edits of one
+    finding passed the guard already; `combined` ones (several findings') are checked here."""
     from accumlint.fix.edits import apply_edits
     from accumlint.fix.guard import guard_for, touches_only_edited_lines
 
-    edits = [edit for item in chosen for edit in item.finding.edits]
     guard = guard_for(module)
-    if len(chosen) > 1 and not guard.allows(edits):
+    if combined and not guard.allows(edits):
         return None
     try:
         fixed = apply_edits(module, edits, guard.parents).code

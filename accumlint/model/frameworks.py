@@ -128,7 +128,27 @@ class Frameworks:
         plugin = options.get("gradient_accumulation_plugin")
         if plugin is not None:
             return AcceleratorInfo(scales=None, steps=self._plugin_steps(plugin), sharded=sharded)
+        configured = self._deepspeed_config_steps(sharded == "deepspeed")
+        if configured is not None and self.facts.project is not None:
+            steps = self.facts.project.adopt(cst.Integer(str(configured)))
+            return AcceleratorInfo(scales=configured > 1, steps=steps, sharded="deepspeed")
         return AcceleratorInfo(scales=False if known else None, steps=None, sharded=sharded)
+
+    def _deepspeed_config_steps(self, plugin: bool) -> Optional[int]:
+        """K from the DeepSpeed configuration the module names (SPEC section 2, "Project
+        facts"), for an Accelerator built without `gradient_accumulation_steps`: with a
+        DeepSpeed plugin, the `gradient_accumulation_steps` of the one DeepSpeed JSON it
+        names; with or without one, that of an accelerate config whose `distributed_type`
+        is DEEPSPEED (`accelerate launch` passes it to the Accelerator). Under DeepSpeed
+        the Accelerator takes K from there and its backward divides the loss by K."""
+        project = self.facts.project
+        if project is None:
+            return None
+        if plugin:
+            found = project.deepspeed_config()
+            if found is not None and found.accumulation_steps is not None:
+                return found.accumulation_steps
+        return project.accelerate_deepspeed_accumulation()
 
     def _project_int(self, expr: cst.BaseExpression) -> Optional[int]:
         """An integer another project module gives a name (an imported constant, a config

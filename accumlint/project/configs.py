@@ -101,7 +101,11 @@ def _facts(path: str, data: dict) -> Optional[ConfigFacts]:
         )
     if _ACCELERATE_KEYS & set(data):
         distributed = data.get("distributed_type")
-        return ConfigFacts(path, "accelerate", accumulation_steps=_int(data.get("gradient_accumulation_steps")),
+        steps = _int(data.get("gradient_accumulation_steps"))
+        nested = data.get("deepspeed_config")
+        if steps is None and isinstance(nested, dict):  # where `accelerate config` writes it for DeepSpeed
+            steps = _int(nested.get("gradient_accumulation_steps"))
+        return ConfigFacts(path, "accelerate", accumulation_steps=steps,
                            distributed_type=distributed if isinstance(distributed, str) else None)
     found = _find_key(data, "accumulate_grad_batches", 0)
     if found is not _MISSING:

@@ -9,11 +9,13 @@ and bytes so that a very large tree costs a bounded scan, never a hang.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 import stat
 import time
-from typing import Optional
+from typing import NamedTuple, Optional
 
 # A tree larger than this is not scanned further: importers beyond it stay unknown.
 MAX_FILES = 5_000
@@ -25,14 +27,20 @@ _LOOP = re.compile(r"^[ \t]*(?:for|while|async[ \t]+for)\b", re.MULTILINE)
 
 # A scan serves this many seconds (a long-lived editor-server process sees new files after it).
 SCAN_LIFETIME = 5.0
-_SCANS: dict[str, tuple[float, dict[str, str]]] = {}
+_SCANS: dict[str, tuple[float, "_Scan"]] = {}
 _MENTIONS: dict[str, frozenset[str]] = {}
 _CALLS: dict[str, frozenset[str]] = {}
 _CALLED = re.compile(r"\b(\w+)\s*\(")
 
 
-def _scan(root: str) -> dict[str, str]:
-    """path -> text of the project's files that hold a loop (bounded in files and bytes)."""
+class _Scan(NamedTuple):
+    texts: dict[str, str]  # path -> text of every project file read
+    loops: frozenset[str]  # the files among them that hold a loop
+    complete: bool  # False: the tree was larger than the bounds, some files were not read
+
+
+def _scan(root: str) -> _Scan:
+    """The project's Python files (bounded in files and bytes)."""
     found: dict[str, str] = {}
     files = total = 0
     for folder, folders, names in os.walk(root):
@@ -46,7 +54,7 @@ def _scan(root: str) -> dict[str, str]:
                 continue
             files += 1
             if files > MAX_FILES or total > MAX_BYTES:
-                return found
+                return _Scan(found, _with_loops(found), False)
             path = os.path.join(folder, name)
             try:
                 status = os.stat(path)
@@ -58,9 +66,12 @@ def _scan(root: str) -> dict[str, str]:
             except OSError:
                 continue
             total += len(text)
-            if _LOOP.search(text) is not None:
-                found[path] = text
-    return found
+            found[path] = text
+    return _Scan(found, _with_loops(found), True)
+
+
+def _with_loops(texts: dict[str, str]) -> frozenset[str]:
+    return frozenset(path for path, text in texts.items() if _LOOP.search(text) is not None)
 
 
 def _mentioned(path: str, text: str) -> frozenset[str]:
@@ -103,23 +114,96 @@ def candidate_importers(root: str, path: str, functions: list[str]) -> list[tupl
     wanted = set(functions)
     if not wanted:
         return []
-    stamped = _SCANS.get(root)
-    if stamped is None or time.monotonic() - stamped[0] > SCAN_LIFETIME:
-        stamped = _SCANS[root] = (time.monotonic(), _scan(root))
-        _MENTIONS.clear()
-        _CALLS.clear()
-    scan = stamped[1]
+    scan = _scanned(root)
     stem = os.path.splitext(os.path.basename(path))[0]
     if stem == "__init__":
         stem = os.path.basename(os.path.dirname(path))
     target = os.path.abspath(path)
     found = []
-    for other, text in scan.items():
+    for other in scan.loops:
+        text = scan.texts[other]
         if stem not in text or not any(name in text for name in wanted) or os.path.abspath(other) == target:
             continue
         if stem in _mentioned(other, text) and wanted & _called_names(other, text):
             found.append((other, text))
     return found
+
+
+def _scanned(root: str) -> _Scan:
+    stamped = _SCANS.get(root)
+    if stamped is None or time.monotonic() - stamped[0] > SCAN_LIFETIME:
+        stamped = _SCANS[root] = (time.monotonic(), _scan(root))
+        _MENTIONS.clear()
+        _CALLS.clear()
+    return stamped[1]
+
+
+def single_caller(root: str, path: str, text: str, name: str) -> bool:
+    """Whether the top-level function `name` of the module at `path` (whose text is `text`)
+    is used once in the whole project, by one call: what an unsafe fix of its statements
+    needs (SPEC section 2; it changes what every caller runs). Counted on the text: every
+    mention of the name outside import statements and `def` lines, in every project file
+    (comments, strings and another module's function of the same name count too); False
+    when the tree was too large to read whole."""
+    scan = _scanned(root)
+    if not scan.complete:
+        return False
+    target = os.path.abspath(path)
+    mention = re.compile(rf"(?<!\w){re.escape(name)}(?!\w)")
+    others = [t for p, t in scan.texts.items() if os.path.abspath(p) != target]
+    calls = uses = 0
+    for other_text in [text] + others:
+        if name not in other_text:
+            continue
+        imports = [m.span() for m in _IMPORT_STATEMENT.finditer(other_text)]
+        for match in mention.finditer(other_text):
+            if any(start <= match.start() < end for start, end in imports):
+                continue
+            line_start = other_text.rfind("\n", 0, match.start()) + 1
+            if _DEF_PREFIX.fullmatch(other_text, line_start, match.start()):
+                continue  # a definition (this one, or another module's of the same name) is no use
+            uses += 1
+            calls += _CALL_AFTER.match(other_text, match.end()) is not None
+            if uses > 1:
+                return False
+    return uses == 1 and calls == 1
+
+
+_IMPORT_STATEMENT = re.compile(r"^[ \t]*(?:from[ \t]+[.\w]+[ \t]+import[ \t]*\([^)]*\)|from[ \t][^\n]*|import[ \t][^\n]*)",
+                               re.MULTILINE)
+_DEF_PREFIX = re.compile(r"[ \t]*(?:async[ \t]+)?def[ \t]+")
+_CALL_AFTER = re.compile(r"\s*\(")
+
+
+# A dependency of a cached result that is not one file: which modules may call a module's helpers.
+IMPORTERS = "importers-of:"
+
+
+def dependency(root: str, path: str, functions: list[str]) -> tuple[str, str]:
+    """(key, fingerprint) of the importers a module's helpers have now: the files that
+    `candidate_importers` finds, with a hash of each one's text. A result cache stores it
+    beside the files the analysis read, so that a file that starts (or stops) importing
+    the module, which is none of those, makes the module's result stale (`unchanged`)."""
+    key = IMPORTERS + json.dumps([root, os.path.abspath(path), sorted(set(functions))])
+    return key, _fingerprint(root, path, functions)
+
+
+def unchanged(key: str, fingerprint: str) -> bool:
+    """Whether a `dependency` still holds (False for a key it did not make)."""
+    try:
+        root, path, functions = json.loads(key[len(IMPORTERS):])
+    except (ValueError, TypeError):
+        return False
+    if not key.startswith(IMPORTERS) or not (isinstance(root, str) and isinstance(path, str) and isinstance(functions, list)):
+        return False
+    return _fingerprint(root, path, [str(f) for f in functions]) == fingerprint
+
+
+def _fingerprint(root: str, path: str, functions: list[str]) -> str:
+    digest = hashlib.sha256()
+    for other, text in sorted(candidate_importers(root, path, functions)):
+        digest.update(f"{other}\0{hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()}\0".encode())
+    return digest.hexdigest()
 
 
 def forget(root: Optional[str] = None) -> None:

@@ -1,8 +1,7 @@
-"""The project index: module summaries by content, and the view one analysis has of them.
+"""The view one analysis has of the project (`ProjectView`), over the index of module
+summaries (`accumlint.project.modules`).
 
-`ProjectIndex` lives as long as the process (a worker reads a helper module
-once, however many of its importers it analyses); a summary is reused while
-the file's size and modification time are unchanged. `ProjectView` is what
+`ProjectView` is what
 the model of one module asks: which project function a call runs (two calls
 deep from the loop), what an imported name, a config object's field or an
 argparse default holds, and which configuration files the module names. It
@@ -13,16 +12,15 @@ can re-check the module when one of them changes.
 from __future__ import annotations
 
 import ast
-import hashlib
 import os
-import stat
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional, Union
 
 import libcst as cst
 
-from accumlint.project.configs import ConfigError, ConfigFacts, read_config
-from accumlint.project.root import find_root, resolve_module, resolve_submodule
+from accumlint.project.configs import ConfigError, ConfigFacts
+from accumlint.project.modules import INDEX, ProjectIndex, digest
+from accumlint.project.root import resolve_module, resolve_submodule
 from accumlint.model.tree import walk
 from accumlint.project.summary import (
     SCHEDULER,
@@ -37,8 +35,6 @@ from accumlint.project.summary import (
 if TYPE_CHECKING:
     from accumlint.model.facts import Binding, ModuleFacts
 
-# A module larger than this is generated code: nothing is read from it.
-MAX_MODULE_BYTES = 2_000_000
 # How many `from a import b` re-exports a name is followed through.
 MAX_HOPS = 4
 # How many calls deep from the loop project functions are followed (SPEC section 2).
@@ -58,61 +54,6 @@ class ModuleRef:
     module: ModuleSummary
 
 
-@dataclass
-class _Entry:
-    stamp: tuple[int, int]
-    digest: str
-    summary: ModuleSummary
-
-
-class ProjectIndex:
-    """Summaries of the project's modules, computed once per file content."""
-
-    def __init__(self) -> None:
-        self._entries: dict[str, _Entry] = {}
-        self._roots: dict[str, str] = {}
-        self._configs: dict[str, Union[ConfigFacts, ConfigError, None]] = {}
-
-    def root_of(self, path: str) -> str:
-        folder = os.path.dirname(os.path.abspath(path))
-        root = self._roots.get(folder)
-        if root is None:
-            root = self._roots[folder] = find_root(folder)
-        return root
-
-    def entry(self, path: str) -> Optional[_Entry]:
-        try:
-            status = os.stat(path)
-        except OSError:
-            return None
-        stamp = (status.st_size, status.st_mtime_ns)
-        found = self._entries.get(path)
-        if found is not None and found.stamp == stamp:
-            return found
-        if not stat.S_ISREG(status.st_mode) or status.st_size > MAX_MODULE_BYTES:
-            return None  # a FIFO or a device is never opened
-        try:
-            with open(path, "rb") as handle:
-                data = handle.read()
-        except OSError:
-            return None
-        text = data.decode("utf-8", errors="replace").lstrip("\ufeff")
-        found = self._entries[path] = _Entry(stamp, digest(data), summarize(path, text))
-        return found
-
-    def config(self, path: str) -> Union[ConfigFacts, ConfigError, None]:
-        if path not in self._configs:
-            self._configs[path] = read_config(path)
-        return self._configs[path]
-
-
-def digest(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-_INDEX = ProjectIndex()
-
-
 def view_for(path: Optional[str], text: str, module: Optional[cst.Module] = None) -> Optional["ProjectView"]:
     """The view of the project for the module at `path` (None: not a file on disk, e.g.
     stdin). With its LibCST `module`, the view's own summary holds only what the model asks
@@ -120,7 +61,7 @@ def view_for(path: Optional[str], text: str, module: Optional[cst.Module] = None
     if not path or path == "-" or not path.endswith(".py") or not os.path.isfile(path):
         return None
     summary = imports_and_configs(path, text, module) if module is not None else _summary_of_text(path, text)
-    return ProjectView(_INDEX, os.path.abspath(path), summary)
+    return ProjectView(INDEX, os.path.abspath(path), summary)
 
 
 _LAST_TEXT: dict[str, tuple[str, ModuleSummary]] = {}
@@ -139,10 +80,10 @@ def _summary_of_text(path: str, text: str) -> ModuleSummary:
 
 def view_for_file(path: str) -> Optional["ProjectView"]:
     """The view of the project for a module read from disk (its summary cached by the index)."""
-    entry = _INDEX.entry(path)
+    entry = INDEX.entry(path)
     if entry is None or entry.summary.error is not None:
         return None
-    return ProjectView(_INDEX, os.path.abspath(path), entry.summary)
+    return ProjectView(INDEX, os.path.abspath(path), entry.summary)
 
 
 @dataclass(eq=False)
@@ -161,7 +102,8 @@ class ProjectView:
     _symbols: dict[tuple[str, str], Optional[Symbol]] = field(default_factory=dict)
     # id(foreign function node) -> (the module parsed from its source alone, its summary, its file)
     _snippets: dict[int, tuple[cst.Module, FunctionSummary, str]] = field(default_factory=dict)
-    _node_functions: dict[int, int] = field(default_factory=dict)
+    _node_functions: dict[int, int] = field(default_factory=dict)  # id(node) -> id(its function)
+    _indexed: set[int] = field(default_factory=set)  # the functions `_node_functions` covers
     _foreign: set[int] = field(default_factory=set)
     _keep: list[cst.CSTNode] = field(default_factory=list)
 
@@ -296,19 +238,29 @@ class ProjectView:
         end column), 1-based; None when it was not read from a project function."""
         from accumlint.model.positions import positions_of
 
-        if not self._node_functions:
-            for function_id, (snippet, _, _) in self._snippets.items():
-                for inner in walk(snippet):
-                    self._node_functions[id(inner)] = function_id
-        function_id = self._node_functions.get(id(node))
-        if function_id is None:
+        found = self.snippet_of(node)
+        if found is None:
             return None
-        snippet, summary, path = self._snippets[function_id]
+        snippet, summary, path = found
         where = positions_of(snippet, [node]).get(node)
         if where is None:
             return None
         offset = summary.line - 1
         return (path, where.start.line + offset, where.start.column + 1, where.end.line + offset, where.end.column + 1)
+
+    def snippet_of(self, node: cst.CSTNode) -> Optional[tuple[cst.Module, FunctionSummary, str]]:
+        """The project function a node was read from: the module LibCST made of its
+        definition alone, its summary (where it stands) and its file; None when the node
+        stands in the analysed module."""
+        if len(self._indexed) < len(self._snippets):
+            for function_id, (snippet, _, _) in self._snippets.items():
+                if function_id in self._indexed:
+                    continue
+                self._indexed.add(function_id)
+                for inner in walk(snippet):
+                    self._node_functions[id(inner)] = function_id
+        function_id = self._node_functions.get(id(node))
+        return self._snippets[function_id] if function_id is not None else None
 
     def _adopted(self, node: cst.CSTNode) -> list[cst.CSTNode]:
         """Every content node under `node` (tokens need no mark), now known to stand
@@ -485,6 +437,14 @@ class ProjectView:
         """The one DeepSpeed JSON the module names (None: none, or several)."""
         found = [c for c in self.configs()[0] if c.kind == "deepspeed"]
         return found[0] if len({c.path for c in found}) == 1 else None
+
+    def accelerate_deepspeed_accumulation(self) -> Optional[int]:
+        """K of the one accelerate config the module names, when it runs DeepSpeed (None:
+        none, several, another `distributed_type`, or no K in it). Only there does
+        `accelerate launch` hand the config's K to the Accelerator."""
+        found = {c.accumulation_steps for c in self.configs()[0]
+                 if c.kind == "accelerate" and c.distributed_type == "DEEPSPEED"}
+        return found.pop() if len(found) == 1 else None
 
     def lightning_accumulation(self) -> Optional[int]:
         found = {c.accumulation_steps for c in self.configs()[0] if c.kind == "lightning"}

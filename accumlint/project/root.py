@@ -83,6 +83,13 @@ def resolve_module(root: str, importer: str, module: str, level: int) -> Optiona
 
 def resolve_submodule(root: str, importer: str, module: str, level: int, name: str) -> Optional[str]:
     """`from pkg import mod` where `mod` is a module of package `pkg`, not a name in it."""
+    folder = package_folder(root, importer, module, level)
+    return module_file(folder, [name]) if folder is not None else None
+
+
+def package_folder(root: str, importer: str, module: str, level: int) -> Optional[str]:
+    """The project folder of the package an import names (`from pkg.sub import ...`,
+    `from . import ...`), namespace or not; None when it names none."""
     parts = [p for p in module.split(".") if p] if module else []
     if level > 0:
         folder = os.path.dirname(os.path.abspath(importer))
@@ -90,8 +97,9 @@ def resolve_submodule(root: str, importer: str, module: str, level: int, name: s
             folder = os.path.dirname(folder)
         if not _inside(folder, root):
             return None
-        return module_file(folder, parts + [name])
+        found = os.path.join(folder, *parts)
+        return found if all(p.isidentifier() for p in parts) and os.path.isdir(found) else None
     for folder in search_folders(root, importer):
         if is_package_folder(folder, parts):
-            return module_file(folder, parts + [name])
+            return os.path.join(folder, *parts)
     return None

@@ -176,6 +176,9 @@ def accumulate_without_steps(model: ModuleModel) -> Iterable[Finding]:
                 continue
             if facts.bindings.get(f"{owner}.gradient_accumulation_steps"):
                 continue
+            info = window.objects.accelerator(call.func.value)
+            if info is not None and info.steps is not None:
+                continue  # K from a DeepSpeed configuration the module names (its launcher's)
             edits: tuple[Edit, ...] = ()
             if len(constructors) == 1 and in_scope(facts, k, constructors[0]):
                 edits = (replace(constructors[0], _with_steps(constructors[0], k)),)

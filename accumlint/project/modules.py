@@ -1,0 +1,119 @@
+"""The index of the project's modules: each one's summary, computed once per content.
+
+`ProjectIndex` lives as long as the process (a worker reads a helper module
+once, however many of its importers it analyses); a summary is reused while
+the file's size and modification time are unchanged. Nothing here imports
+LibCST: the text gate's project clause (`reach`) and the result cache ask it
+before any file is parsed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import stat
+from dataclasses import dataclass
+from typing import Iterator, Optional, Union
+
+from accumlint.project.configs import ConfigError, ConfigFacts, read_config
+from accumlint.project.root import find_root
+from accumlint.project.summary import ModuleSummary, summarize
+
+# A module larger than this is generated code: nothing is read from it.
+MAX_MODULE_BYTES = 2_000_000
+
+# The stamp of a module's text that is not (yet) on disk (`ProjectIndex.overlaid`).
+_OVERLAID = (-1, -1)
+
+
+@dataclass
+class _Entry:
+    stamp: tuple[int, int]
+    digest: str
+    summary: ModuleSummary
+
+
+class ProjectIndex:
+    """Summaries of the project's modules, computed once per file content."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, _Entry] = {}
+        self._roots: dict[str, str] = {}
+        self._configs: dict[str, Union[ConfigFacts, ConfigError, None]] = {}
+        # (path, word) -> the stamp of a text that does not hold the word (`entry`'s `mentioning`)
+        self._lacking: dict[tuple[str, str], tuple[int, int]] = {}
+
+    def root_of(self, path: str) -> str:
+        folder = os.path.dirname(os.path.abspath(path))
+        root = self._roots.get(folder)
+        if root is None:
+            root = self._roots[folder] = find_root(folder)
+        return root
+
+    def entry(self, path: str, mentioning: Optional[str] = None) -> Optional[_Entry]:
+        """The module's summary entry (None: unreadable, not a regular file, too large); with
+        `mentioning`, None too when its text does not hold that word, which one search of its
+        bytes rules out for most modules, without `ast`."""
+        try:
+            status = os.stat(path)
+        except OSError:
+            return None
+        stamp = (status.st_size, status.st_mtime_ns)
+        found = self._entries.get(path)
+        if found is not None and (found.stamp == stamp or found.stamp == _OVERLAID):
+            return found
+        if not stat.S_ISREG(status.st_mode) or status.st_size > MAX_MODULE_BYTES:
+            return None  # a FIFO or a device is never opened
+        if mentioning is not None and self._lacking.get((path, mentioning)) == stamp:
+            return None
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read()
+        except OSError:
+            return None
+        if mentioning is not None and mentioning.encode() not in data:
+            self._lacking[(path, mentioning)] = stamp
+            return None
+        text = data.decode("utf-8", errors="replace").lstrip("\ufeff")
+        found = self._entries[path] = _Entry(stamp, digest(data), summarize(path, text))
+        return found
+
+    @contextlib.contextmanager
+    def overlaid(self, path: str, text: str) -> Iterator[None]:
+        """Within the block, the module at `path` reads as `text` (the fixer's current text
+        of a file not yet written); after it, as its file on disk again."""
+        key = os.path.abspath(path)
+        self._entries[key] = _Entry(_OVERLAID, digest(text.encode("utf-8", "surrogatepass")), summarize(key, text))
+        try:
+            yield
+        finally:
+            self._entries.pop(key, None)
+
+    def config(self, path: str) -> Union[ConfigFacts, ConfigError, None]:
+        if path not in self._configs:
+            self._configs[path] = read_config(path)
+        return self._configs[path]
+
+
+def digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+INDEX = ProjectIndex()
+
+
+def overlaid(path: str, text: str) -> "contextlib.AbstractContextManager[None]":
+    """Other modules' views read the module at `path` as `text` within the block."""
+    return INDEX.overlaid(path, text)
+
+
+def root_of(path: str) -> str:
+    """The project root of a module (found once per folder)."""
+    return INDEX.root_of(path)
+
+
+def module_summary(path: str, hint: str) -> Optional[ModuleSummary]:
+    """The summary of a project module whose text mentions `hint` (None otherwise)."""
+    entry = INDEX.entry(path, mentioning=hint)
+    return entry.summary if entry is not None and entry.summary.error is None else None

@@ -1,0 +1,193 @@
+"""Whether a module's loops reach a backward through another project module.
+
+The text gate (`accumlint.source.gate`) drops a module with no backward call of
+its own. A loop whose backward runs in a helper of another project module
+(`backward_step(loss, optimizer, k)`, SPEC section 2: a training loop's body
+includes the project functions it calls) is a training loop all the same, and
+its own statements (a zeroing on every micro-batch) are its module's findings.
+This is the gate's project clause: cheap text tests first (a loop, an import
+of a name the module calls), then the resolved module's text (`backward` in
+it), and only then its summary (`ast`) says whether that function runs a
+backward. The standard library and torch's sources rarely get past the text.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import time
+
+from accumlint.project.modules import MAX_MODULE_BYTES, module_summary, root_of
+from accumlint.project.root import module_file, package_folder, resolve_module, search_folders
+from accumlint.project.summary import BACKWARD
+
+# `from a.b import c, d as e` (one line or in brackets) and `import a.b as c`
+_LOOP = re.compile(r"(?:for|while)\b")
+# (Patterns that begin with their keyword: the regular expression engine finds those by a fast
+# literal search; a `^` under MULTILINE is tried at every offset of the text. `_statement` checks
+# that the keyword begins its line.)
+_FROM_IMPORT = re.compile(r"from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]*)")
+_IMPORT_AS = re.compile(r"import[ \t]+([\w.]+)[ \t]+as[ \t]+(\w+)")
+_ALIAS = re.compile(r"(\w+)(?:\s+as\s+(\w+))?")
+
+
+def loop_reaches_project_backward(path: str, text: str) -> bool:
+    """Whether the module at `path` has a loop and calls an imported function of another
+    project module that runs a backward itself (one call deep from the module).
+
+    Cheapest test first: the import resolves to a project file (a few `stat`s), whose
+    text holds `backward(` in that function's definition, and only then whether the
+    module calls it and the function's summary runs a backward."""
+    if "import" not in text or not _has_loop(text) or not os.path.isfile(path):
+        return False
+    root = root_of(path)
+    for match in _FROM_IMPORT.finditer(text):
+        if not _statement(text, match.start()):
+            continue
+        level, module, names = len(match.group(1)), match.group(2), match.group(3)
+        found, package = _resolved(root, path, module, level)
+        backward = _backward_functions(found) if found is not None else frozenset()
+        for alias in _ALIAS.finditer(names.strip("()")):
+            name, local = alias.group(1), alias.group(2) or alias.group(1)
+            if name in backward and _calls(text, local) and _runs_backward(found, name):
+                return True
+            if package is not None:
+                sub = module_file(package, [name]) if local + "." in text else None
+                if sub is not None and _module_runs_backward(text, local, sub):
+                    return True
+    for match in _IMPORT_AS.finditer(text):
+        if not _statement(text, match.start()):
+            continue
+        if match.group(2) + "." not in text:
+            continue
+        found = _resolved(root, path, match.group(1), 0)[0]
+        if found is not None and _module_runs_backward(text, match.group(2), found):
+            return True
+    return False
+
+
+# (root, importing folder, module, level) -> (its file, its package folder), for RESOLVED_LIFETIME seconds:
+# the files of one folder mostly import the same modules, and a whole-tree check asks for each of them.
+_RESOLVED: dict[tuple[str, str, str, int], tuple["str | None", "str | None"]] = {}
+_RESOLVED_SINCE = [0.0]
+RESOLVED_LIFETIME = 5.0
+
+
+def _resolved(root: str, path: str, module: str, level: int) -> tuple["str | None", "str | None"]:
+    """The project file an import names and the package folder it names (`from pkg import
+    steps`: a module of it may be imported), each None when there is none."""
+    now = time.monotonic()
+    if now - _RESOLVED_SINCE[0] > RESOLVED_LIFETIME:
+        _RESOLVED.clear()
+        _LISTINGS.clear()
+        _RESOLVED_SINCE[0] = now
+    key = (root, os.path.dirname(path), module, level)
+    found = _RESOLVED.get(key)
+    if found is None:
+        if _may_name_a_project_file(root, path, module, level):
+            found = (resolve_module(root, path, module, level), package_folder(root, path, module, level))
+        else:
+            found = (None, None)
+        _RESOLVED[key] = found
+    return found
+
+
+# folder -> the names in it (for RESOLVED_LIFETIME seconds, with `_RESOLVED`)
+_LISTINGS: dict[str, frozenset[str]] = {}
+
+
+def _may_name_a_project_file(root: str, path: str, module: str, level: int) -> bool:
+    """Whether the import's first part is a file or folder where it may be looked up (one
+    listing per folder, not a `stat` per import: most imports of a tree are the standard
+    library's or a third party's)."""
+    head = module.split(".")[0] if module else ""
+    if level > 0:
+        folder = os.path.dirname(os.path.abspath(path))
+        for _ in range(level - 1):
+            folder = os.path.dirname(folder)
+        folders: "tuple[str, ...]" = (folder,)
+        if not head:
+            return True
+    else:
+        folders = search_folders(root, path)
+    return any(head in names or head + ".py" in names for names in map(_listing, folders))
+
+
+def _listing(folder: str) -> frozenset[str]:
+    names = _LISTINGS.get(folder)
+    if names is None:
+        try:
+            names = frozenset(os.listdir(folder))
+        except OSError:
+            names = frozenset()
+        _LISTINGS[folder] = names
+    return names
+
+
+def _has_loop(text: str) -> bool:
+    """Whether a line begins with `for` or `while` (`async for` too)."""
+    for match in _LOOP.finditer(text):
+        line = text.rfind("\n", 0, match.start()) + 1
+        before = text[line:match.start()].strip(" \t")
+        if not before or before == "async":
+            return True
+    return False
+
+
+def _statement(text: str, start: int) -> bool:
+    """Whether only blanks stand between the line's start and `start` (`from` at `start`
+    begins a statement, not `yield from x` or a word in a string)."""
+    line = text.rfind("\n", 0, start) + 1
+    return not text[line:start].strip(" \t")
+
+
+def _calls(text: str, name: str) -> bool:
+    """Whether the text calls `name` (`name(`; `a.name(` is another object's method)."""
+    return re.search(rf"(?<![\w.]){re.escape(name)}\s*\(", text) is not None
+
+
+def _module_runs_backward(text: str, local: str, module_path: str) -> bool:
+    """`import pkg.steps as steps` ... `steps.backward_step(...)`."""
+    if not _backward_functions(module_path):
+        return False
+    called = re.findall(rf"(?<![\w.]){re.escape(local)}\.(\w+)\s*\(", text)
+    return any(_runs_backward(module_path, name) for name in set(called))
+
+
+def _runs_backward(module_path: str, name: str) -> bool:
+    if name not in _backward_functions(module_path):
+        return False
+    summary = module_summary(module_path, hint="backward(")
+    function = summary.functions.get(name) if summary is not None else None
+    return function is not None and BACKWARD in function.effects
+
+
+# path -> (size, modification time) and the names of its top-level functions whose text holds `backward(`
+_BACKWARD_FUNCTIONS: dict[str, tuple[tuple[int, int], frozenset[str]]] = {}
+_TOP_LEVEL_FUNCTION = re.compile(r"^(?:async[ \t]+)?def[ \t]+(\w+)[^\n]*\n(?:[ \t]+[^\n]*\n|[ \t]*\n)*", re.MULTILINE)
+
+
+def _backward_functions(module_path: str) -> frozenset[str]:
+    """The module's top-level functions whose text holds `backward(` (its summary decides
+    whether one runs a backward); for most modules, one search of the file's bytes says none."""
+    try:
+        status = os.stat(module_path)
+    except OSError:
+        return frozenset()
+    stamp = (status.st_size, status.st_mtime_ns)
+    known = _BACKWARD_FUNCTIONS.get(module_path)
+    if known is not None and known[0] == stamp:
+        return known[1]
+    names: frozenset[str] = frozenset()
+    if stat.S_ISREG(status.st_mode) and status.st_size <= MAX_MODULE_BYTES:
+        try:
+            with open(module_path, "rb") as handle:
+                data = handle.read()
+        except OSError:
+            data = b""
+        if b"backward(" in data:
+            text = data.decode("utf-8", errors="replace")
+            names = frozenset(m.group(1) for m in _TOP_LEVEL_FUNCTION.finditer(text) if "backward(" in m.group(0))
+    _BACKWARD_FUNCTIONS[module_path] = (stamp, names)
+    return names
