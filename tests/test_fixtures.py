@@ -25,6 +25,7 @@ from expectations import (
     parse_expect,
 )
 from libcst.metadata import MetadataWrapper, PositionProvider
+from silence import window_ks
 
 from accumlint.check.analysis import AnalysisOptions, analyze
 from accumlint.check.fixes import fix_text
@@ -35,6 +36,41 @@ FIXTURES = REPO / "fixtures"
 MIN_FIXTURES = 50
 
 NO_FIX_CODES = frozenset(r.code for r in RULES if r.fix == "none")
+
+# Silent fixtures in which the model rightly finds no training loop. Every other
+# silent fixture must have one modelled: silence on a loop the model missed
+# proves nothing (see tests/silence.py).
+NO_TRAINING_LOOP = {
+    # A Trainer subclass's compute_loss is checked without a loop.
+    "fixtures/check/hf_trainer/trainer_disables_loss_kwargs.py",
+    "fixtures/check/hf_trainer/trainer_pre_446_signature.py",
+    "fixtures/check/hf_trainer/trainer_super_compute_loss.py",
+    "fixtures/check/hf_trainer/trainer_uses_num_items_in_batch.py",
+    "fixtures/verify/frameworks/correct_trainer_num_items.py",
+    # The backward runs outside the loop, or inside a closure the step calls.
+    "fixtures/check/micro_step_functions/eval_loop_then_update.py",
+    "fixtures/check/plain/lbfgs_closure.py",
+    "fixtures/check/regressions/closure_step.py",
+    "fixtures/check/regressions/queued_losses.py",
+    # Another framework's training loop: out of scope.
+    "fixtures/check/other_frameworks/mxnet_gluon_trainer.py",
+    # A project's modules beside its training script.
+    "fixtures/projects/circular_import/pkg/__init__.py",
+    "fixtures/projects/circular_import/pkg/hooks.py",
+    "fixtures/projects/ddp_wrap_elsewhere/dist_setup.py",
+    "fixtures/projects/fsdp_wrap_elsewhere/dist_setup.py",
+    "fixtures/projects/k_argparse_default_one/options.py",
+    "fixtures/projects/k_in_config_dataclass/config.py",
+    "fixtures/projects/k_in_config_dataclass_bug/config.py",
+    "fixtures/projects/kwargs_dict_elsewhere/settings.py",
+    "fixtures/projects/kwargs_dict_elsewhere_no_accumulation/settings.py",
+    "fixtures/projects/loss_helper_elsewhere/losses.py",
+    "fixtures/projects/loss_helper_scaled_elsewhere/losses.py",
+    "fixtures/projects/loss_helper_two_deep/objectives.py",
+    "fixtures/projects/loss_helper_two_deep/steps.py",
+    "fixtures/projects/sync_helper_elsewhere/sync_utils.py",
+    "fixtures/projects/sync_helper_never_skips/amp_utils.py",
+}
 
 
 def _all_fixtures() -> list[Path]:
@@ -112,6 +148,20 @@ def test_fixture_findings(fixture: Path, request: pytest.FixtureRequest) -> None
         return
     expected = read_expect(fixture)
     assert found == expected, _diff_message(fixture, expected, found, text)
+    if not expected:
+        _assert_loop_modelled(fixture, text)
+
+
+def _assert_loop_modelled(fixture: Path, text: str) -> None:
+    """A silent fixture's silence counts only when the model saw its training loop."""
+    modelled = bool(window_ks(text, _rel(fixture)))
+    if _rel(fixture) in NO_TRAINING_LOOP:
+        assert not modelled, f"{_rel(fixture)} has a modelled training loop: take it out of NO_TRAINING_LOOP"
+    else:
+        assert modelled, (
+            f"{_rel(fixture)} is silent because the model found no training loop in it; "
+            "if it holds none, add it to NO_TRAINING_LOOP"
+        )
 
 
 def _write_expect(fixture: Path, found: list[Expected]) -> None:
