@@ -11,6 +11,7 @@ training loop at all keeps the plain `== []` form.
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 from typing import Optional
 
 import libcst
@@ -40,20 +41,28 @@ def assert_silent(
     source: str,
     *,
     k: Optional[str] = None,
+    accumulating: bool = False,
     code: Optional[str] = None,
     path: str = "train.py",
     options: AnalysisOptions = AnalysisOptions(),
 ) -> None:
     """Assert that the model finds a training loop in `source` (dedented) whose
     window accumulates over `k` (source text, e.g. `"accum_steps"`) when `k` is
-    given, and then that the analysis reports nothing (nothing of rule `code`,
-    when given)."""
+    given, or over some known count when `accumulating`, and then that the
+    analysis reports nothing (nothing of rule `code`, when given)."""
     text = textwrap.dedent(source)
     ks = window_ks(text, path, options)
     assert ks, f"{path}: no training loop was modelled, so its silence proves nothing"
     if k is not None:
         assert k in ks, f"{path}: no window accumulates over `{k}`; the windows' K: {ks}"
+    if accumulating:
+        assert any(ks), f"{path}: no window was modelled as accumulating over a known K"
     found = [d for d in analyze(text, path, options) if code is None or d.code == code]
     assert found == [], f"{path}: expected no finding{'' if code is None else ' of ' + code}, got:\n" + "\n".join(
         f"    {d.line}:{d.column} {d.code} {d.message}" for d in found
     )
+
+
+def assert_file_silent(path: Path, *, k: Optional[str] = None) -> None:
+    """`assert_silent` on a file, checked in the project around it."""
+    assert_silent(path.read_text(encoding="utf-8"), k=k, path=str(path))
