@@ -245,7 +245,7 @@ def collect_facts(module: cst.Module, text: str, project: Optional["ProjectView"
     """One pre-order walk: each node's parent, and what the recorders take from it.
 
     Leaves (names, numbers, strings without code) get their parent but are not
-    pushed: they are a third of a module's nodes and hold nothing to record. The
+    pushed: they are many of a module's nodes and hold nothing to record. The
     code inside string literals (f-string braces) gets parents too, but no
     recorder reads it."""
     facts = ModuleFacts(module=module, text=text, project=project)
