@@ -1,7 +1,7 @@
 """Which project modules may run a module's helpers from a loop: the importers of a module.
 
-A finding on a helper's statement belongs to the helper's file (SPEC section 2,
-"Project facts"), so checking that file alone must find the loops of other
+A finding on a helper's statement belongs to the helper's file (README, "The
+project around a file"), so checking that file alone must find the loops of other
 modules that call it. The project's Python files are scanned once per process
 (only their import lines and the names they call are kept), bounded in files
 and bytes so that a very large tree costs a bounded scan, never a hang.

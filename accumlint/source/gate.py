@@ -58,7 +58,7 @@ from accumlint.source.patterns import LazyPattern
 # brackets, 100 indentation levels) bound everything but chains.
 MAX_NESTING = 400
 
-# A backward pass is a method call (SPEC section 2): `loss.backward()`,
+# A backward pass is a method call: `loss.backward()`,
 # `accelerator.backward(loss)`, `self.manual_backward(loss)`. A plain
 # `backward(...)` call is a function of the module (a turtle's), and a
 # `.backward` on `self` or `super()` is the class's own method: the loop
