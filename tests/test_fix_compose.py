@@ -1,4 +1,4 @@
-"""Fixes compose (issue 7 item 3, SPEC "Fixes compose").
+"""Fixes compose.
 
 Two mistakes spliced into one loop (tests/mistakes.py) are fixed together by
 `fix_text(..., unsafe=True)`; the result must be stable, add no undefined name,

@@ -1,4 +1,4 @@
-"""The loop model on the shapes of real code (SPEC revision 2, section 2).
+"""The loop model on the shapes of real code.
 
 Fixtures under fixtures/check/ prove each shape through the rules; these tests
 pin what the model itself answers, and that no input makes name resolution

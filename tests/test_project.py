@@ -1,4 +1,4 @@
-"""The project, not the file (SPEC section 2, "Project facts"): multi-module fixtures,
+"""The project, not the file (README, "The project around a file"): multi-module fixtures,
 one-file checks equal to whole-tree checks, configuration files, the cache, and
 trees that must never hang or change unrelated findings."""
 

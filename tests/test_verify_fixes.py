@@ -1,5 +1,4 @@
-"""Every buggy verify fixture, once fixed by accumlint's fixer, passes the runtime verifier
-(SPEC section 6: "the fixed loop passes the runtime verifier")."""
+"""Every buggy verify fixture, once fixed by accumlint's fixer, passes the runtime verifier."""
 
 from __future__ import annotations
 

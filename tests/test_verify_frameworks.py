@@ -1,4 +1,4 @@
-"""The verifier on loops that let a real framework accumulate (issue 10.3).
+"""The verifier on loops that let a real framework accumulate.
 
 Each fixture under fixtures/verify/frameworks/ is a training function in the
 shape the framework's users write; these tests run it with the installed
