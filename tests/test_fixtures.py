@@ -113,7 +113,7 @@ def _found(text: str, path: Path) -> list[Expected]:
     return expected_of(analyze(text, _rel(path), AnalysisOptions()))
 
 
-def _describe(entries, lines: list[str]) -> list[str]:
+def _describe(entries: "set[Expected] | list[Expected]", lines: list[str]) -> list[str]:
     out = []
     for entry in sorted(entries):
         line = entry.line
