@@ -51,7 +51,8 @@ def parse_expect(text: str, name: str) -> list[Expected]:
         if match is None:
             raise MalformedExpect(
                 f"{name}:{number}: expected `LINE:COLUMN CODE MESSAGE` "
-                f"(e.g. `42:9 GA201 the loss reaches backward undivided ...`), got {raw!r}"
+                f"(e.g. `42:9 GA201 the loss reaches backward undivided ...`), got {raw!r}; "
+                "`python -m pytest tests/test_fixtures.py --update-expect` writes it from the current findings"
             )
         line, column, code, message = match.groups()
         if code not in RULES_BY_CODE:
