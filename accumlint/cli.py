@@ -770,8 +770,7 @@ def run() -> None:
     the process ends at once, its output flushed and its exit handlers run.
 
     The interpreter's own teardown would free every module and object one by one,
-    about a tenth of a one-file check's instructions in this process, for a process
-    that is ending anyway (a pre-commit hook pays it on every commit). Anything
+    for a process that is ending anyway (a pre-commit hook pays it on every commit). Anything
     unusual takes the interpreter's normal exit: an exception, a status that is not
     a number, an output that cannot be flushed, another thread still running, and
     the verifier's runs (torch and CUDA tear down state of their own)."""

@@ -2,8 +2,8 @@
 
 A `Diagnostic` is plain, picklable data (it crosses process boundaries with
 `--jobs`) and knows nothing of the syntax tree; like the other immutable
-records it is a NamedTuple, since a frozen dataclass costs five times as much
-to create (each generated method is compiled) and every start-up pays it. The tree edits behind a fix
+records it is a NamedTuple, cheaper to create than a frozen dataclass (whose
+generated methods are compiled at import, on every start-up). The tree edits behind a fix
 live in `accumlint.check.fixes` and never leave the process that made them.
 """
 

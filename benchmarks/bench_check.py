@@ -12,7 +12,7 @@ Each figure runs the real command line in a subprocess, with `-v` so that
 the counts of analysed and cached files are printed next to it (a warm run
 that is not all cache hits means accumlint's own code changed in between:
 the cache is keyed by it). Test folders are excluded (through a temporary
-config), as in ARCHITECTURE.md's figures.
+config).
 
     python benchmarks/bench_check.py [TREE] [--repeat N]
 """

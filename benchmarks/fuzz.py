@@ -1,4 +1,4 @@
-"""The larger fuzz run (issue 12, item 6): many generated and mutated programs,
+"""The larger fuzz run: many generated and mutated programs,
 every combination of spliced mistakes, and a report of what went wrong.
 
     python benchmarks/fuzz.py --examples 2000            # mutated fixtures + hypothesmith

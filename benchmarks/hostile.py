@@ -1,4 +1,4 @@
-"""The hostile battery (issue 26): accumlint run as a hostile user would, black box.
+"""The hostile battery: accumlint run as a hostile user would, black box.
 
     python benchmarks/hostile.py                 # the whole battery (a few minutes)
     python benchmarks/hostile.py --flips 200     # more damaged cache files

@@ -7,6 +7,16 @@ another (some tests replace the analysis with a fake).
 import pytest
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--update-expect",
+        action="store_true",
+        dest="update_expect",
+        help="rewrite the fixtures' .expect sidecars from the current findings instead of checking them "
+        "(tests/test_fixtures.py; review the diff before committing)",
+    )
+
+
 @pytest.fixture(autouse=True)
 def _private_cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("ACCUMLINT_CACHE_DIR", str(tmp_path_factory.mktemp("accumlint_cache")))

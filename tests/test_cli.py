@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from fake_analysis import fake_analysis  # noqa: F401 - fixture
+from silence import window_ks
 
 from accumlint.cli import cli
 from accumlint.rules.catalog import RULES
@@ -593,7 +594,9 @@ def test_end_to_end_json_and_noqa(project):
 
 
 def test_end_to_end_correct_loop_is_silent(project):
-    write(project, "train.py", MISSING_SCALING.replace("loss.backward()", "(loss / accum_steps).backward()"))
+    source = MISSING_SCALING.replace("loss.backward()", "(loss / accum_steps).backward()")
+    assert window_ks(source, "train.py") == ["accum_steps"], "the loop must be modelled for its silence to count"
+    write(project, "train.py", source)
     result = run("check", "train.py")
     assert result.exit_code == 0, result.stdout
 

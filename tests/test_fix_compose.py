@@ -1,4 +1,4 @@
-"""Fixes compose (issue 7 item 3, SPEC "Fixes compose").
+"""Fixes compose.
 
 Two mistakes spliced into one loop (tests/mistakes.py) are fixed together by
 `fix_text(..., unsafe=True)`; the result must be stable, add no undefined name,
@@ -19,6 +19,7 @@ import pytest
 from accumlint.check.analysis import AnalysisOptions, analyze
 from accumlint.check.fixes import fix_text
 
+from expectations import read_expect
 from mistakes import CODES, MISTAKES, spliced
 from namecheck import new_undefined_names
 
@@ -58,7 +59,7 @@ PAIRS = _buggy_pairs()
 
 
 def _expected_codes(fixture: Path) -> set[str]:
-    return set(fixture.with_suffix(".expect").read_text(encoding="utf-8").split()[1::2])
+    return {entry.code for entry in read_expect(fixture)}
 
 
 def check_fixed(text: str, mistakes: tuple[str, ...], allowed: frozenset = frozenset()) -> str:

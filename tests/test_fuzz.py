@@ -1,4 +1,4 @@
-"""Fuzzing in the test suite (issue 12, item 6): a few examples per run here,
+"""Fuzzing in the test suite: a few examples per run here,
 many with benchmarks/fuzz.py. See tests/fuzzing.py for the properties."""
 
 from __future__ import annotations

@@ -12,7 +12,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from notorch import without_torch
 from samples import UNSCALED_LOOP as TRAIN
+
+TESTS = Path(__file__).resolve().parent
 
 
 def python(code: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -75,3 +78,13 @@ def test_check_and_fix_work_with_torch_unimportable(tmp_path):
         )
         assert result.returncode in (0, 1), result.stdout + result.stderr
         assert "torch must not be imported" not in result.stderr
+
+
+def test_every_test_module_loads_without_torch(tmp_path):
+    """Where torch is missing, a test module that needs it skips (pytest.importorskip)
+    instead of failing to import, so the checker's suite runs whole without torch."""
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", str(TESTS)],
+        cwd=TESTS.parent, env=without_torch(tmp_path), capture_output=True, text=True,
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]

@@ -493,7 +493,7 @@ def test_a_new_text_ends_the_check_of_the_old_one(tmp_path):
 
 
 def test_saving_a_helper_module_rechecks_the_modules_that_import_it(tmp_path):
-    """SPEC section 2: a change to a module re-checks the modules that import it."""
+    """A change to a module re-checks the modules that import it."""
     helper = tmp_path / "objectives.py"
     helper.write_text("import torch.nn.functional as F\n\n\ndef batch_objective(model, batch):\n"
                       "    return F.cross_entropy(model(batch[0]), batch[1], reduction='sum')\n")

@@ -7,12 +7,13 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
-from torch import nn
 
-from accumlint.verify import Setup, check_equivalence
-from accumlint.verify.batches import concatenate
-from accumlint.verify.report import COULD_NOT_RUN, EQUIVALENT, NOT_EQUIVALENT
+torch = pytest.importorskip("torch")
+from torch import nn  # noqa: E402
+
+from accumlint.verify import Setup, check_equivalence  # noqa: E402
+from accumlint.verify.batches import concatenate  # noqa: E402
+from accumlint.verify.report import COULD_NOT_RUN, EQUIVALENT, NOT_EQUIVALENT  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "verify"
 CORRECT = sorted(p.stem for p in FIXTURES.glob("correct_*.py") if p.stem != "correct_no_sync")

@@ -6,9 +6,10 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-import torch
 
-from accumlint.verify import check_equivalence
+torch = pytest.importorskip("torch")
+
+from accumlint.verify import check_equivalence  # noqa: E402
 
 pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
 

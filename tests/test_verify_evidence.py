@@ -7,11 +7,12 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-import torch
-from torch import nn
 
-from accumlint.verify import Setup, check_equivalence
-from accumlint.verify.report import COULD_NOT_RUN, EQUIVALENT, NOT_EQUIVALENT
+torch = pytest.importorskip("torch")
+from torch import nn  # noqa: E402
+
+from accumlint.verify import Setup, check_equivalence  # noqa: E402
+from accumlint.verify.report import COULD_NOT_RUN, EQUIVALENT, NOT_EQUIVALENT  # noqa: E402
 
 
 def loop(tmp_path, body: str, name: str = "loop.py") -> str:

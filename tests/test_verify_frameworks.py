@@ -1,4 +1,4 @@
-"""The verifier on loops that let a real framework accumulate (issue 10.3).
+"""The verifier on loops that let a real framework accumulate.
 
 Each fixture under fixtures/verify/frameworks/ is a training function in the
 shape the framework's users write; these tests run it with the installed
@@ -12,11 +12,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import torch
-from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
 
-from accumlint.verify import check_equivalence
+torch = pytest.importorskip("torch")
+from torch import nn  # noqa: E402
+from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
+
+from accumlint.verify import check_equivalence  # noqa: E402
 
 FRAMEWORKS = Path(__file__).resolve().parents[1] / "fixtures" / "verify" / "frameworks"
 

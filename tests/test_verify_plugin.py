@@ -6,12 +6,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 pytest_plugins = ["pytester"]
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "verify"
 
 
 def test_fixture_and_helper_in_a_user_suite(pytester):
+    pytest.importorskip("torch")
     pytester.makepyfile(
         f"""
         import pytest
@@ -51,6 +54,7 @@ def test_plugin_load_does_not_import_torch():
 
 
 def test_a_failure_shows_what_the_training_code_printed(tmp_path):
+    pytest.importorskip("torch")
     from accumlint.verify import AccumulationNotEquivalent, assert_accumulation_equivalent
 
     source = (FIXTURES / "bug_missing_scaling.py").read_text().replace(

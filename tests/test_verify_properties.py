@@ -9,7 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from accumlint.verify import check_equivalence
+torch = pytest.importorskip("torch")
+
+from accumlint.verify import check_equivalence  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "verify"
 

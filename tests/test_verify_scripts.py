@@ -11,13 +11,14 @@ import sys
 import textwrap
 
 import pytest
-import torch
 from click.testing import CliRunner
-from torch import nn
-from torch.utils.data import DataLoader
 
-from accumlint.verify import Setup, check_equivalence
-from accumlint.verify.command import verify_command
+torch = pytest.importorskip("torch")
+from torch import nn  # noqa: E402
+from torch.utils.data import DataLoader  # noqa: E402
+
+from accumlint.verify import Setup, check_equivalence  # noqa: E402
+from accumlint.verify.command import verify_command  # noqa: E402
 
 
 class TinyLM(nn.Module):

@@ -45,8 +45,7 @@ def load_analysis() -> None:
     garbage, yet their allocations set off some forty runs of the cyclic
     collector, each rescanning what the last ones kept, freeing nothing. So the
     collector is paused while they load, and what exists then is frozen
-    (`gc.freeze`): no later collection scans it again. On a one-file check that
-    is 4 % of all instructions. Analysis runs in worker processes, which live
+    (`gc.freeze`): no later collection scans it again. Analysis runs in worker processes, which live
     only as long as the run. The methods `dataclasses` writes for all those
     classes are compiled once, not on every run (`accumlint.compat.generated_code`).
     """

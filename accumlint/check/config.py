@@ -29,8 +29,8 @@ class ConfigError(Exception):
     """A configuration that cannot be used; the message names the key and file."""
 
 
-# The immutable records are NamedTuples: a frozen dataclass costs five times as
-# much to create (each generated method is compiled), and every start-up pays it.
+# The immutable records are NamedTuples: a frozen dataclass costs more to create
+# (each generated method is compiled), and every start-up pays it.
 
 
 class VerifySettings(NamedTuple):

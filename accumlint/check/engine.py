@@ -72,8 +72,8 @@ def io_error(path: str, message: str) -> Diagnostic:
     return syntax_error(path, 1, 1, message)._replace(code=IO_ERROR, name=IO_ERROR)
 
 
-# Immutable records are NamedTuples: a frozen dataclass costs five times as
-# much to create (each generated method is compiled), and start-up pays it.
+# Immutable records are NamedTuples: a frozen dataclass costs more to create
+# (each generated method is compiled), and start-up pays it.
 
 
 class Request(NamedTuple):
@@ -173,8 +173,7 @@ def run_task(task: Task) -> TaskResult:
     them in a cycle (the module's tree goes by reference counting when the file
     is done, and the model breaks its own cycles, a statement and its events,
     when the analysis is done with it: `ModuleModel.release`). What the analysis
-    leaves is collected as soon as it returns. On torch's sources: 13 % of the
-    run's CPU time."""
+    leaves is collected as soon as it returns."""
     with collector_paused():
         return _run_task(task)
 

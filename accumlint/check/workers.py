@@ -16,8 +16,7 @@ Plain `os.fork` and pipes, not `multiprocessing`: importing that costs more
 than the whole of a small check. A worker is handed its items a few at a
 time (`_chunk`), in one message, and sends each result back as soon as it
 has it: a round trip per file (the worker waiting for the parent, then the
-parent for the worker) cost a tenth of a check of loop-dense code in system
-time and context switches. Each result carries the worker's CPU time, so the
+parent for the worker) would cost system time and context switches. Each result carries the worker's CPU time, so the
 budget of the item it starts next counts from there; a worker that dies or
 runs past the budget costs the item it was running, and the rest of its
 chunk goes to a fresh worker.

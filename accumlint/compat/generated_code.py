@@ -2,9 +2,8 @@
 
 LibCST's node types are some two hundred dataclasses, and `dataclasses`
 builds each one's methods (`__init__`, `__repr__`, `__eq__`, ...) by writing
-their source text and compiling it: about a thousand compilations, over half
-of `import libcst` (0.18 s of 0.3 s on a 2-core VM), paid again by every
-check, so on every commit of a pre-commit hook. The texts are the same from
+their source text and compiling it: over half of `import libcst` (README,
+"Speed"), paid again by every check, so on every commit of a pre-commit hook. The texts are the same from
 run to run, so their compiled code is kept, as Python keeps a module's
 bytecode in `__pycache__`.
 

@@ -4,10 +4,10 @@ LibCST's nodes are frozen dataclasses with slots. The `__init__` that
 `dataclasses` writes for them stores each field with
 `object.__setattr__(self, "name", value)`, which looks the name up on the
 type for every field of every node, and a parse builds every node of a file
-that way (about 320 K on the fixtures). The constructor made here for a node
-type does exactly what that one does (the same parameters, defaults and
-default factories, then `__post_init__`), but stores each field through its
-slot's descriptor, fetched once: about a twentieth of a parse's instructions.
+that way. The constructor made here for a node type does exactly what that
+one does (the same parameters, defaults and default factories, then
+`__post_init__`), but stores each field through its slot's descriptor,
+fetched once.
 While the only thread there is parses, the parser also has them skip the call
 of `__post_init__` (`validating(False)`), whose hook it has made a no-op for
 the parse anyway (`accumlint.source.parsing`): one Python call per node fewer.

@@ -109,7 +109,7 @@ class ModuleFacts:
     # id(node) -> its parent, for every content node (`model.tree.children`) but the module:
     # loops' ancestors, and what the fix guard and the fixer walk up from an edit's target
     parents: dict[int, cst.CSTNode] = field(default_factory=dict, repr=False)
-    # the project around the module (SPEC section 2, "Project facts"); None: the module alone
+    # the project around the module (README, "The project around a file"); None: the module alone
     project: Optional["ProjectView"] = field(default=None, repr=False)
     _calls_of: dict[cst.CSTNode, list[cst.Call]] = field(default_factory=dict, repr=False)
 
@@ -245,7 +245,7 @@ def collect_facts(module: cst.Module, text: str, project: Optional["ProjectView"
     """One pre-order walk: each node's parent, and what the recorders take from it.
 
     Leaves (names, numbers, strings without code) get their parent but are not
-    pushed: they are a third of a module's nodes and hold nothing to record. The
+    pushed: they are many of a module's nodes and hold nothing to record. The
     code inside string literals (f-string braces) gets parents too, but no
     recorder reads it."""
     facts = ModuleFacts(module=module, text=text, project=project)

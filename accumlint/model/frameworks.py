@@ -135,8 +135,8 @@ class Frameworks:
         return AcceleratorInfo(scales=False if known else None, steps=None, sharded=sharded)
 
     def _deepspeed_config_steps(self, plugin: bool) -> Optional[int]:
-        """K from the DeepSpeed configuration the module names (SPEC section 2, "Project
-        facts"), for an Accelerator built without `gradient_accumulation_steps`: with a
+        """K from the DeepSpeed configuration the module names (README, "The project around
+        a file"), for an Accelerator built without `gradient_accumulation_steps`: with a
         DeepSpeed plugin, the `gradient_accumulation_steps` of the one DeepSpeed JSON it
         names; with or without one, that of an accelerate config whose `distributed_type`
         is DEEPSPEED (`accelerate launch` passes it to the Accelerator). Under DeepSpeed

@@ -1,6 +1,6 @@
 """The project a checked module belongs to: what the analysis may read beside it.
 
-SPEC section 2, "Project facts": the root (the folder above the checked paths
+What README's "The project around a file" describes: the root (the folder above the checked paths
 holding `pyproject.toml`, `setup.cfg`, `setup.py` or `.git`), the modules that
 imports name (relative imports, and absolute ones whose first part is a
 package or module at the root, under `src/`, or beside the importing script),

@@ -1,4 +1,4 @@
-"""Configuration files the code names by a literal path (SPEC section 2, "Project facts").
+"""Configuration files the code names by a literal path (README, "The project around a file").
 
 A DeepSpeed JSON (`gradient_accumulation_steps`, `gradient_clipping`,
 `zero_optimization.stage`), an accelerate config YAML (`distributed_type`,

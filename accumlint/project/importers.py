@@ -1,7 +1,7 @@
 """Which project modules may run a module's helpers from a loop: the importers of a module.
 
-A finding on a helper's statement belongs to the helper's file (SPEC section 2,
-"Project facts"), so checking that file alone must find the loops of other
+A finding on a helper's statement belongs to the helper's file (README, "The
+project around a file"), so checking that file alone must find the loops of other
 modules that call it. The project's Python files are scanned once per process
 (only their import lines and the names they call are kept), bounded in files
 and bytes so that a very large tree costs a bounded scan, never a hang.
@@ -141,7 +141,7 @@ def _scanned(root: str) -> _Scan:
 def single_caller(root: str, path: str, text: str, name: str) -> bool:
     """Whether the top-level function `name` of the module at `path` (whose text is `text`)
     is used once in the whole project, by one call: what an unsafe fix of its statements
-    needs (SPEC section 2; it changes what every caller runs). Counted on the text: every
+    needs (it changes what every caller runs). Counted on the text: every
     mention of the name outside import statements and `def` lines, in every project file
     (comments, strings and another module's function of the same name count too); False
     when the tree was too large to read whole."""

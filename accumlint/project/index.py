@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 # How many `from a import b` re-exports a name is followed through.
 MAX_HOPS = 4
-# How many calls deep from the loop project functions are followed (SPEC section 2).
+# How many calls deep from the loop project functions are followed.
 MAX_DEPTH = 2
 
 Symbol = Union[FunctionSummary, ClassSummary, "Constant", "ModuleRef"]

@@ -2,7 +2,7 @@
 
 The text gate (`accumlint.source.gate`) drops a module with no backward call of
 its own. A loop whose backward runs in a helper of another project module
-(`backward_step(loss, optimizer, k)`, SPEC section 2: a training loop's body
+(`backward_step(loss, optimizer, k)`: a training loop's body
 includes the project functions it calls) is a training loop all the same, and
 its own statements (a zeroing on every micro-batch) are its module's findings.
 This is the gate's project clause: cheap text tests first (a loop, an import

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Optional
 
-# What marks the folder that holds a project (SPEC section 2, "Project facts").
+# What marks the folder that holds a project.
 ROOT_MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
 
 

@@ -1,8 +1,8 @@
 """What one project module offers to the modules that import it, read with `ast`.
 
 A summary is computed once per module text (Python's own parser: a fraction of
-LibCST's cost) and holds only what SPEC section 2 "Project facts" follows
-across modules: its imports, its functions and methods with their effects and
+LibCST's cost) and holds only what the analysis follows across modules
+(README, "The project around a file"): its imports, its functions and methods with their effects and
 source, class attributes (`__init__`/`setup` and the class body, dataclass and
 NamedTuple fields), module constants, argparse defaults, `**kwargs` dicts, and
 the string literals that may name a configuration file. Values are kept as
@@ -19,7 +19,7 @@ from typing import Optional
 
 from accumlint.source.gate import is_backward_call
 
-# Effects SPEC follows across modules.
+# Effects the analysis follows across modules.
 BACKWARD, STEP, ZEROING, LOSS_DIVISION, WRAP, SYNC_CONTROL, SCHEDULER = (
     "backward", "step", "zeroing", "loss-division", "wrap", "sync-control", "scheduler",
 )

@@ -2,8 +2,8 @@
 
 Formatters only read diagnostics and the run's totals; they know nothing of
 rules' internals. `render` picks the module by name and imports only it;
-`concise` and `full` (and `text`, the name of `concise` in SPEC revision 2)
-are the terminal format, with or without source snippets, and `grouped` is
+`concise` and `full` (and `text`, another name of `concise`) are the
+terminal format, with or without source snippets, and `grouped` is
 the same lines under each file's name.
 
 Stage 7: imports `accumlint.check` and the stages below it; never `verify`,

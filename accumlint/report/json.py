@@ -1,4 +1,4 @@
-"""`--output-format json`: one JSON array, one object per diagnostic (SPEC section 3)."""
+"""`--output-format json`: one JSON array, one object per diagnostic (README, "Output formats")."""
 
 from __future__ import annotations
 

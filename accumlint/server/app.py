@@ -360,7 +360,7 @@ def did_change(params: types.DidChangeTextDocumentParams) -> None:
 @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
 def did_save(params: types.DidSaveTextDocumentParams) -> None:
     """Check the saved module, then the other open modules again: the analysis reads the
-    saved modules of the project (SPEC section 2), so an importer's findings, or those a
+    saved modules of the project, so an importer's findings, or those a
     loop elsewhere makes on a helper, may change with this one."""
     saved = params.text_document.uri
     _check(saved, changed=False)

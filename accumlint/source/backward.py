@@ -1,4 +1,4 @@
-"""What a backward call is (SPEC section 2): one table, read by the text gate and the loop model.
+"""What a backward call is: one table, read by the text gate and the loop model.
 
 A backward pass is a method call: `loss.backward()`, `accelerator.backward(loss)`,
 `engine.backward(loss)`, `fabric.backward(loss)`, `scaler.scale(loss).backward()`,

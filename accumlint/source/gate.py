@@ -27,8 +27,8 @@ the file. Nothing here imports LibCST.
 Most files that reach stage two in a training repository plainly hold a
 loop (`plainly_holds_training_code`: a backward call indented under a
 `for` or `while` header, a `training_step`...). For them Python's tree is
-not needed: `compile` of the text gives the truth about syntax at a third of
-the cost of `ast.parse`, `nesting` and `compile(tree)` together, and run
+not needed: `compile` of the text gives the truth about syntax for less than
+`ast.parse`, `nesting` and `compile(tree)` together, and run
 with a small recursion budget it also bounds the nesting (`_compiles_within_bound`).
 Any doubt there (an error, a budget too small, a thread that shares the
 recursion limit) sends the file down the full stage two, so what a file is
@@ -442,7 +442,7 @@ def _accumulate_context(path: list[ast.AST]) -> bool:
 def nesting(tree: ast.Module) -> int:
     """How deep the tree nests (a boolean chain counts a level per operand).
 
-    The walk reads each node's fields directly (three times faster than
+    The walk reads each node's fields directly (faster than
     `ast.iter_child_nodes`), and counts a name's load/store context as a level
     without visiting it, as `iter_child_nodes` would."""
     deepest = 0
@@ -581,8 +581,8 @@ def _compiles_within_bound(text: str, path: str) -> bool:
 
 
 def _boolean_operators(text: str, enough: int) -> int:
-    """How many `and`/`or` words the text holds, or more: the letters' count bounds it, is
-    a tenth of the cost of finding the words, and is all the caller needs while within `enough`."""
+    """How many `and`/`or` words the text holds, or more: the letters' count bounds it, costs
+    far less than finding the words, and is all the caller needs while within `enough`."""
     letters = text.count("and") + text.count("or")
     return letters if letters <= enough else len(_BOOLEAN_OPERATORS.findall(text))
 

@@ -1,10 +1,9 @@
 """Where a Python text's comments and plain string literals are, without tokenizing.
 
 The gate's first stage looks for `.backward(` in the text; in a large library
-most occurrences sit in docstrings and comments (torch: 65 of the 72 files
-whose mention leads nowhere), and each such file would cost a full
-`ast.parse`. `tokenize` would tell, but it is pure Python and slower than the
-parse. This scanner jumps from one quote or `#` to the next with `str.find`
+most occurrences sit in docstrings and comments, and each such file would cost
+a full `ast.parse`. `tokenize` would tell, but it is pure Python and slower
+than the parse. This scanner jumps from one quote or `#` to the next with `str.find`
 and a regular expression, and answers only when it is sure:
 
 - an f-string is never counted as a literal (its braces hold code, and

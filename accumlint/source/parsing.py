@@ -5,8 +5,7 @@ calls `CSTNode.__post_init__`, which runs the node's `_validate()` (balanced
 parentheses, required whitespace, valid identifiers...). Those checks guard
 trees that people build by hand; a tree the parser has just produced from a
 text is valid by construction (the text round-trips, and accumlint only parses
-texts CPython already compiled, `accumlint.source.gate`). On loop-dense code the
-checks are about a sixth of the parse.
+texts CPython already compiled, `accumlint.source.gate`).
 
 So the parse runs with that hook switched off, for the parsing thread only,
 and only while `parse_module` runs: nodes the fixer builds later, and nodes any
@@ -14,17 +13,17 @@ other thread builds meanwhile, are still validated. When the parsing thread is
 the only one (a check's worker always is), the hook is a plain no-op for the
 parse, and the installed node constructors do not even call it: no other
 thread exists to build a node, and the parse starts none (asking which thread
-builds each node costs 2.5 % of the parse). The hook is
+builds each node would cost more than it saves). The hook is
 LibCST's private API: `SKIPS_VALIDATION` is False, and the parse is LibCST's plain one,
 when `CSTNode.__post_init__` is not the one-line validating hook this module
 knows (tests/test_parsing.py fails then, and checks on every fixture that the
 trees are the same either way).
 
 The parse also runs with Python's cyclic garbage collector paused
-(`accumlint.compat.collector`: a tenth of the parse on the fixtures), and, once the
-process has parsed INSTALL_AFTER_CHARS of text, with node constructors that
-store fields through the slots (`accumlint.compat.node_init`: a twentieth of a parse,
-for a few milliseconds that a one-file check would not win back).
+(`accumlint.compat.collector`), and, once the process has parsed
+INSTALL_AFTER_CHARS of text, with node constructors that store fields through
+the slots (`accumlint.compat.node_init`): installing them costs more than a
+one-file check would win back.
 """
 
 from __future__ import annotations

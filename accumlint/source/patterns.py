@@ -1,6 +1,6 @@
 """Regular expressions compiled when first used, not when their module is imported.
 
-Compiling a pattern costs 0.1 to 1 ms (IGNORECASE ones the most), and a
+Compiling a pattern is not free (IGNORECASE ones cost the most), and a
 module-level `re.compile` pays it on every run, even one that never reaches the
 code using it: a one-file check leaves most of the model's name patterns
 unused. A `LazyPattern` stands where the compiled pattern stood, with the same
