@@ -70,6 +70,7 @@ NO_TRAINING_LOOP = {
     "fixtures/projects/loss_helper_two_deep/steps.py",
     "fixtures/projects/sync_helper_elsewhere/sync_utils.py",
     "fixtures/projects/sync_helper_never_skips/amp_utils.py",
+    "fixtures/projects/backward_in_helper_elsewhere/steps.py",
 }
 
 
