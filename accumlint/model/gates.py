@@ -11,16 +11,20 @@ the test is true on boundaries ("positive") or off them (`% K != 0`).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Callable, Optional
+from typing import Callable, Final, Literal, Optional
 
 import libcst as cst
 
 from accumlint.model.names import dotted, int_value, last_part, normalized
 
 # The forms of a modulo test, by what the tested expression is:
-PLUS_ONE = "plus_one"  # (i + 1) % K == 0, i % K == K - 1: boundary after micro-batch i (0-based)
-ZERO = "zero"  # i % K == 0
-COUNT = "count"  # counter == K, counter >= K
+GateForm = Literal["plus_one", "zero", "count"]
+PLUS_ONE: Final = "plus_one"  # (i + 1) % K == 0, i % K == K - 1: boundary after micro-batch i (0-based)
+ZERO: Final = "zero"  # i % K == 0
+COUNT: Final = "count"  # counter == K, counter >= K
+_FORM_BY_OFFSET: dict[int, GateForm] = {0: ZERO, 1: PLUS_ONE}  # `(i + offset) % K == 0`
+# What a gate tests (see `Gate`).
+GateKind = Literal["modulo", "count", "sync", "boundary"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -33,12 +37,12 @@ class Gate:
     positive: True when the whole `if` test is true on boundaries.
     """
 
-    kind: str
+    kind: GateKind
     test: cst.BaseExpression
     positive: bool
     counter: Optional[str] = None
     k: Optional[cst.BaseExpression] = None
-    form: Optional[str] = None
+    form: Optional[GateForm] = None
     has_clause: bool = False
     has_condition: bool = False
     whole_test: Optional[cst.BaseExpression] = None
@@ -150,7 +154,7 @@ def _modulo(
     if counter is None or counter.endswith("()"):
         return None
     if zero_means_boundary:
-        form = {0: ZERO, 1: PLUS_ONE}.get(offset)
+        form = _FORM_BY_OFFSET.get(offset)
     elif compared is not None and offset == 0 and _is_k_minus_one(compared, k):
         form = PLUS_ONE
     else:

@@ -20,7 +20,7 @@ import libcst as cst
 from accumlint.model.facts import Function, Loop, LoopSite, ModuleFacts
 from accumlint.model.gates import Gate, parse_gate, single_micro_batch_arm
 from accumlint.model.names import call_name, code as _code, dotted, int_value, keyword, last_part, looks_like_accumulation, positional
-from accumlint.model.roles import Objects, Role
+from accumlint.model.roles import Objects, Role, RoleKind
 from accumlint.model.tree import walk
 
 Block = Union[cst.IndentedBlock, cst.SimpleStatementSuite, cst.Module]
@@ -85,7 +85,7 @@ class Event:
     statement: Statement
 
     @property
-    def kind(self) -> str:
+    def kind(self) -> RoleKind:
         return self.role.kind
 
     @property
@@ -131,7 +131,7 @@ class TrainingLoop:
     def events(self) -> list[Event]:
         return [event for statement in self.statements for event in statement.events]
 
-    def of_kind(self, *kinds: str) -> list[Event]:
+    def of_kind(self, *kinds: RoleKind) -> list[Event]:
         return [event for event in self.events if event.kind in kinds]
 
     @property
