@@ -17,7 +17,7 @@ from typing import Final, Literal, Optional
 import libcst as cst
 
 from accumlint.model.facts import Function, ModuleFacts
-from accumlint.model.loop import Statement, TrainingLoop
+from accumlint.model.loop import Event, Statement, TrainingLoop
 from accumlint.model.names import call_name, code, dotted, keyword, last_part, string_value
 from accumlint.model.roles import Objects
 from accumlint.model.scopes import free_names
@@ -67,7 +67,7 @@ class Scaling:
 class LossFlow:
     """What one backward runs on."""
 
-    backward: object
+    backward: Event
     scalings: list[Scaling] = field(default_factory=list)
     origin: Optional[cst.BaseExpression] = None
     origin_statement: Optional[Statement] = None
@@ -156,7 +156,7 @@ class LossReader:
     def flows(self, loop: TrainingLoop) -> list[LossFlow]:
         return [self.flow(loop, event) for event in loop.backwards]
 
-    def flow(self, loop: TrainingLoop, event) -> LossFlow:
+    def flow(self, loop: TrainingLoop, event: Event) -> LossFlow:
         flow = LossFlow(backward=event)
         target = event.role.target
         if target is None:
@@ -173,7 +173,7 @@ class LossReader:
             flow.after = self._after(loop, event.statement, flow.name)
         return flow
 
-    def _trace(self, loop: TrainingLoop, before: Statement, expr, flow: LossFlow, depth: int) -> None:
+    def _trace(self, loop: TrainingLoop, before: Statement, expr: cst.BaseExpression, flow: LossFlow, depth: int) -> None:
         name = dotted(expr)
         if name is not None and not name.endswith("()") and depth < 8:
             flow.name = flow.name or name
@@ -218,7 +218,8 @@ class LossReader:
         flow.origin_statement = before
         flow.reduction = self.reduction(expr, loop.function, flow)
 
-    def _through_helper(self, loop: TrainingLoop, definition, flow: LossFlow, depth: int) -> bool:
+    def _through_helper(self, loop: TrainingLoop, definition: tuple[Statement, cst.BaseSmallStatement], flow: LossFlow,
+                        depth: int) -> bool:
         """`loss = self.compute_loss(batch)`: continue the flow at the helper's `return`."""
         statement, small = definition
         if type(small) is not cst.Assign or type(small.value) is not cst.Call:
@@ -364,10 +365,11 @@ def _subscript_index(node: cst.Subscript) -> Optional[cst.BaseExpression]:
     return None
 
 
-def _last_definition(statements: list[Statement], before: Statement, name: str):
+def _last_definition(statements: list[Statement], before: Statement, name: str
+                     ) -> Optional[tuple[Statement, cst.BaseSmallStatement]]:
     """The last assignment to `name` earlier in the iteration than `before`, in the
     same scope (the loop's own code, or the same inlined helper)."""
-    found = None
+    found: Optional[tuple[Statement, cst.BaseSmallStatement]] = None
     for statement in statements:
         if statement.order >= before.order:
             break

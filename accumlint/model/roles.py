@@ -18,7 +18,7 @@ from typing import Literal, Optional
 import libcst as cst
 
 from accumlint.source.gate import OWN_METHOD_RECEIVERS
-from accumlint.model.facts import ModuleFacts
+from accumlint.model.facts import Binding, ModuleFacts
 from accumlint.model.frameworks import AcceleratorInfo, Frameworks
 from accumlint.model.names import (
     call_name,
@@ -201,7 +201,7 @@ class Objects:
             return "ema"
         return None
 
-    def _prepared_kind(self, binding) -> Optional[ObjectKind]:
+    def _prepared_kind(self, binding: Binding) -> Optional[ObjectKind]:
         """`model, optimizer, ... = accelerator.prepare(model, optimizer, ...)`: the
         element keeps the kind of the argument at the same position."""
         call = binding.value
@@ -248,7 +248,7 @@ class Objects:
 
     @cached_property
     def _called_names(self) -> set[str]:
-        return {dotted(call.func) for call in self.facts.calls if dotted(call.func) is not None}
+        return {name for call in self.facts.calls if (name := dotted(call.func)) is not None}
 
     def is_optimizer(self, expr: Optional[cst.BaseExpression]) -> bool:
         return self.kind_of(expr) == "optimizer"
@@ -379,7 +379,8 @@ class Objects:
         return any(type(node) is cst.Call and type(node.func) is cst.Name and self.is_copy(node.func.value)
                    for node in walk(expr))
 
-    def _backward(self, call: cst.Call, receiver, receiver_name, qualified: str) -> Optional[Role]:
+    def _backward(self, call: cst.Call, receiver: cst.BaseExpression, receiver_name: Optional[str],
+                  qualified: str) -> Optional[Role]:
         if qualified == "torch.autograd" or qualified.endswith("autograd"):
             return Role("backward", call, receiver_name, positional(call, 0), "autograd")
         kind = self.kind_of(receiver)
@@ -395,7 +396,7 @@ class Objects:
             return None
         return Role("backward", call, receiver_name, receiver, "tensor")
 
-    def _step(self, call: cst.Call, receiver, receiver_name) -> Optional[Role]:
+    def _step(self, call: cst.Call, receiver: cst.BaseExpression, receiver_name: Optional[str]) -> Optional[Role]:
         kind = self.kind_of(receiver)
         if kind == "optimizer" and self.over_copy(receiver_name):
             return None

@@ -240,7 +240,7 @@ class Window:
             parent = self.facts.parents.get(id(parent))
         if type(parent) not in (cst.For, cst.While) or type(parent.body) is not cst.IndentedBlock:
             return []
-        found = []
+        found: list[cst.SimpleStatementLine] = []
         for statement in parent.body.body:
             if statement is node:
                 return found
