@@ -8,6 +8,7 @@ import libcst as cst
 
 from accumlint.fix.edits import Edit, filled_expression, insert_after, insert_before, parenthesized, remove, replace
 from accumlint.model.gates import Gate
+from accumlint.model.loop import Event
 from accumlint.model.names import code, dotted
 from accumlint.model.window import Window
 from accumlint.model.tree import walk
@@ -183,7 +184,7 @@ def manual_gate_in_framework_accumulate(window: Window) -> Iterable[Finding]:
         )
 
 
-def _accelerator_of(step) -> Optional[str]:
+def _accelerator_of(step: Event) -> Optional[str]:
     for item in step.statement.withs:
         value = item.item
         if type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value == "accumulate":

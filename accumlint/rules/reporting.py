@@ -65,7 +65,7 @@ def _assigns(statement: Statement, name: str) -> bool:
 
 def _logs_after(window: Window, scaled_at: Statement, name: str) -> list[Event]:
     """Logging calls of the iteration after the scaling, while `name` still holds the scaled loss."""
-    found = []
+    found: list[Event] = []
     for statement in window.loop.statements:
         if statement.order <= scaled_at.order or statement.helper is not scaled_at.helper:
             continue
