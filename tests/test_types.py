@@ -9,12 +9,12 @@ comparison is a type error instead of a branch that never runs.
 from __future__ import annotations
 
 import ast
+import importlib
 import typing
 from pathlib import Path
 
 import pytest
 
-from accumlint.fix.edits import EditAction
 from accumlint.model.frameworks import SyncKind
 from accumlint.model.gates import GateForm, GateKind
 from accumlint.model.loss import Reduction, ScalingOp
@@ -60,10 +60,16 @@ def test_every_kind_the_package_makes_is_named_by_its_alias():
     assert unnamed == []
 
 
-def test_edit_actions_are_the_constants_the_applier_tests():
-    from accumlint.fix import edits
-
-    assert set(typing.get_args(EditAction)) == {edits.REPLACE, edits.REMOVE, edits.BEFORE, edits.AFTER}
+@pytest.mark.parametrize("module, alias, constants", [
+    ("accumlint.fix.edits", "EditAction", ("REPLACE", "REMOVE", "BEFORE", "AFTER")),
+    ("accumlint.model.gates", "GateForm", ("PLUS_ONE", "ZERO", "COUNT")),
+    ("accumlint.model.loss", "Reduction", ("MEAN", "TOKEN", "SUM", "UNKNOWN")),
+    ("accumlint.verify.report", "Verdict", ("EQUIVALENT", "NOT_EQUIVALENT", "COULD_NOT_RUN")),
+    ("accumlint.verify.fixcheck", "FixStatus", ("VERIFIED", "NOT_EQUIVALENT_STATUS", "NOT_VERIFIABLE")),
+])
+def test_named_constants_are_the_values_of_their_alias(module, alias, constants):
+    namespace = importlib.import_module(module)
+    assert set(typing.get_args(getattr(namespace, alias))) == {getattr(namespace, name) for name in constants}
 
 
 def test_mypy_rejects_a_misspelt_kind(tmp_path, monkeypatch):
