@@ -176,7 +176,7 @@ def _is_k_minus_one(node: cst.BaseExpression, k: cst.BaseExpression) -> bool:
 # and those true exactly when K == 1 (K a positive count).
 _ABOVE_ONE = {(cst.GreaterThan, 1), (cst.GreaterThanEqual, 2), (cst.NotEqual, 1)}
 _EQUAL_ONE = {(cst.Equal, 1), (cst.LessThanEqual, 1), (cst.LessThan, 2)}
-_MIRRORED = {cst.GreaterThan: cst.LessThan, cst.LessThan: cst.GreaterThan, cst.GreaterThanEqual: cst.LessThanEqual,
+_MIRRORED: dict[type[cst.BaseCompOp], type[cst.BaseCompOp]] = {cst.GreaterThan: cst.LessThan, cst.LessThan: cst.GreaterThan, cst.GreaterThanEqual: cst.LessThanEqual,
              cst.LessThanEqual: cst.GreaterThanEqual, cst.Equal: cst.Equal, cst.NotEqual: cst.NotEqual}
 
 
@@ -191,6 +191,7 @@ def single_micro_batch_arm(test: cst.BaseExpression, is_k: Callable[[cst.BaseExp
     if type(test) is not cst.Comparison or len(test.comparisons) != 1:
         return None
     target = test.comparisons[0]
+    operator: Optional[type[cst.BaseCompOp]]
     operator, left, right = type(target.operator), test.left, target.comparator
     if is_k(right) and int_value(left) is not None:
         operator, left, right = _MIRRORED.get(operator), right, left

@@ -11,7 +11,7 @@ the tree themselves.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Collection, Optional, Union
+from typing import Any, Collection, Optional, Sequence, Union
 
 import re
 
@@ -23,7 +23,7 @@ from accumlint.model.names import call_name, code as _code, dotted, int_value, k
 from accumlint.model.roles import Objects, Role, RoleKind
 from accumlint.model.tree import walk
 
-Block = Union[cst.IndentedBlock, cst.SimpleStatementSuite, cst.Module]
+Block = Union[cst.BaseSuite, cst.Module]  # an indented block, a one-line suite, or a module
 
 
 @dataclass(eq=False)
@@ -200,6 +200,7 @@ class _Walker:
         return self.statements
 
     def _block(self, suite: Block, **context: Any) -> None:
+        statements: Sequence[cst.BaseStatement]
         if type(suite) is cst.SimpleStatementSuite:
             # `if gate: optimizer.step()` on one line: a synthetic line, never moved by fixes
             statements = [cst.SimpleStatementLine(body=suite.body)]
