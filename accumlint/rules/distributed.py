@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable, Optional
+from typing import Iterable, Optional, Sequence
 
 import libcst as cst
 
@@ -99,7 +99,7 @@ def _boundary(window: Window) -> Optional[cst.BaseExpression]:
     return gate.whole_test if type(window.loop.node) is cst.For else None
 
 
-def _rebinds(statements: list[cst.CSTNode], boundary: cst.BaseExpression) -> bool:
+def _rebinds(statements: Sequence[cst.CSTNode], boundary: cst.BaseExpression) -> bool:
     """A name the boundary test reads is (re)bound inside the loop body: the copied test
     would read it at the wrong time."""
     names = {node.value for node in walk(boundary) if type(node) is cst.Name}
