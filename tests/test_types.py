@@ -97,3 +97,12 @@ def test_mypy_rejects_a_misspelt_kind(tmp_path, monkeypatch):
     errors = [line for line in stdout.splitlines() if ": error:" in line]
     assert status == 1
     assert len(errors) == 1 and "uses_kinds.py:9:" in errors[0] and "comparison-overlap" in errors[0]
+
+
+def test_run_events_are_the_constants_the_verifier_counts():
+    pytest.importorskip("torch")
+    from accumlint.verify import instruments
+
+    names = ("BACKWARD", "CLIP", "SCALER_UPDATE", "SCALER_UNSCALE", "SCALER_SCALE", "ALLREDUCE",
+             "BACKWARD_AFTER_SYNC", "SCHEDULER", "ACCUMULATE")
+    assert set(typing.get_args(instruments.RunEvent)) == {getattr(instruments, name) for name in names}
