@@ -526,8 +526,8 @@ def _print_results(
     diff: bool,
     fixed_to_stdout: Optional[bytes],
     output_file: Optional[str] = None,
-) -> bool:
-    """Print findings, diffs or fixed code on the right streams; True if findings remain (or, with --diff, fixes).
+) -> None:
+    """Print findings, diffs or fixed code on the right streams.
 
     `fixed_to_stdout` is the code read from stdin, when `--fix -` prints the
     fixed code: code that cannot be read or parsed is printed back unchanged,
@@ -567,7 +567,6 @@ def _print_results(
         _binary(sys.stdout).write(fixed_to_stdout if document is None else document.encoded())
     if output_format is not None:
         emit(render(output_format, run, options), err=fixed_to_stdout is not None)
-    return bool(run.diagnostics)
 
 
 def _verify_fixes(run, resolver, to_stderr: bool) -> bool:
@@ -592,7 +591,7 @@ def _verify_fixes(run, resolver, to_stderr: bool) -> bool:
             click.echo(f"{result.path}: not verifiable ({type(error).__name__}: {error})", err=to_stderr)
             continue
         for outcome in outcomes:
-            status = outcome.status
+            status: str = outcome.status
             if status == "not verifiable" and outcome.reason:
                 status = f"{status} ({outcome.reason})"
             failed |= outcome.status == "not equivalent"

@@ -644,7 +644,10 @@ def test_ci_script_runs_the_readme_test_command():
     command = "pip install torch==2.13.0 && pip install -e '.[verify,test,frameworks]' && python -m pytest -q"
     assert command in (root / "README.md").read_text()
     script = (root / ".ci" / "run").read_text()
-    assert "set -euo pipefail" in script and script.strip().endswith(command)
+    lines = [line.split("  #")[0] for line in script.strip().splitlines()]
+    assert "set -euo pipefail" in script and command in lines
+    # after the tests, the type check that README's development section names
+    assert "python -m mypy" in lines[lines.index(command):] and "`python -m mypy`" in (root / "README.md").read_text()
     assert (root / ".ci" / "run").stat().st_mode & 0o111
     assert "\nbash .ci/oldest-python\n" in script and "bash .ci/oldest-python" in (root / "README.md").read_text()
     oldest = (root / ".ci" / "oldest-python").read_text()

@@ -243,7 +243,7 @@ def _importers_findings(text: str, path: str, target: str, root: str, options: A
                         path=path, line=where[1], column=where[2], end_line=where[3], end_column=where[4],
                         code=finding.code, name=info.name,
                         message=one_line(finding.message.replace("{related}", related)) + at,
-                        fix=FixInfo(info.fix, one_line(finding.fix_description)) if offered else None,
+                        fix=FixInfo(info.fix, one_line(finding.fix_description)) if offered and info.fix != "none" else None,
                         help=one_line(finding.help.replace("{related}", related)),
                     )
                     if offered is not None:

@@ -27,7 +27,7 @@ is not fixed at all.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 from accumlint.check.analysis import (
     AnalysisOptions,
@@ -85,8 +85,8 @@ def fix_text(
         if lost is None:
             # LibCST would not write this text back as it is: refuse rather than change other lines
             mine = [item.diagnostic._replace(fix=None) for item in enabled]
-            elsewhere = [d._replace(fix=None) for d in _from_importers(text, path, options, keep, mine).diagnostics]
-            return FixOutcome(text, fixed, mine + elsewhere, True, rounds)
+            theirs = [d._replace(fix=None) for d in _from_importers(text, path, options, keep, mine).diagnostics]
+            return FixOutcome(text, fixed, mine + theirs, True, rounds)
         candidates = [
             item for item in enabled
             if _applies(item.diagnostic, unsafe)
@@ -125,9 +125,8 @@ def fix_text(
         fixed.extend(item.diagnostic for item in chosen)
         text = new_text + lost
         rounds += 1
-    remaining = [d for d in find(parse(text), text, path, options) if keep(text, d.diagnostic)]
-    mine = [item.diagnostic for item in remaining]
-    return FixOutcome(text, fixed, mine + _from_importers(text, path, options, keep, mine).diagnostics, False, rounds)
+    left = [item.diagnostic for item in find(parse(text), text, path, options) if keep(text, item.diagnostic)]
+    return FixOutcome(text, fixed, left + _from_importers(text, path, options, keep, left).diagnostics, False, rounds)
 
 
 def _from_importers(text: str, path: str, options: AnalysisOptions, keep: Keep, mine: list[Diagnostic]) -> ProjectAnalysis:
@@ -233,7 +232,7 @@ def _apply(module, text: str, chosen: list[Located]) -> Optional[str]:
     return _applied(module, text, [edit for item in chosen for edit in item.finding.edits], combined=len(chosen) > 1)
 
 
-def _applied(module, text: str, edits: list, *, combined: bool) -> Optional[str]:
+def _applied(module, text: str, edits: Sequence, *, combined: bool) -> Optional[str]:
     """The text with the edits applied, or None when the result would break the file (no
     parse, a name read where it is not bound, unrelated lines changed). The edits of one
     finding passed the guard already; `combined` ones (several findings') are checked here."""

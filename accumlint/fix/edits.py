@@ -9,17 +9,22 @@ they touch.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Optional, Sequence, Union
+from typing import Final, Literal, Mapping, Optional, Sequence, Union
 
 import libcst as cst
 
-REPLACE, REMOVE, BEFORE, AFTER = "replace", "remove", "before", "after"
+# What an edit does with its target: replaced by its node, removed, or with its nodes inserted before or after it.
+EditAction = Literal["replace", "remove", "before", "after"]
+REPLACE: Final = "replace"
+REMOVE: Final = "remove"
+BEFORE: Final = "before"
+AFTER: Final = "after"
 
 
 @dataclass(frozen=True, eq=False)
 class Edit:
     target: cst.CSTNode
-    action: str
+    action: EditAction
     nodes: tuple[cst.CSTNode, ...] = ()
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Optional, Protocol, Sequence
 
 import libcst as cst
 
@@ -12,6 +13,19 @@ from accumlint.model.loss import LossReader
 from accumlint.model.names import code
 from accumlint.model.roles import Objects
 from accumlint.model.window import Window, build_window
+
+if TYPE_CHECKING:
+    from accumlint.project import ProjectView
+
+
+class ModelOptions(Protocol):
+    """What configuration changes about the model (the check's `AnalysisOptions`)."""
+
+    @property
+    def optimizer_names(self) -> Sequence[str]: ...
+
+    @property
+    def accumulation_names(self) -> Sequence[str]: ...
 
 
 @dataclass(frozen=True, eq=False)
@@ -30,7 +44,7 @@ class ModuleModel:
         release(self.statements)
 
 
-def model_of(module: cst.Module, text: str, options, project=None) -> ModuleModel:
+def model_of(module: cst.Module, text: str, options: ModelOptions, project: Optional[ProjectView] = None) -> ModuleModel:
     """The model of one module; `project` (a `ProjectView`) lets it read the project's other modules."""
     code.cache_clear()  # texts remembered for one module at a time: the last one's nodes can go
     facts = collect_facts(module, text, project)
@@ -52,5 +66,5 @@ def other_framework(facts: ModuleFacts) -> bool:
     return bool(roots & _OTHER_FRAMEWORKS) and "torch" not in roots
 
 
-def windows_of(module: cst.Module, text: str, options) -> list[Window]:
+def windows_of(module: cst.Module, text: str, options: ModelOptions) -> list[Window]:
     return model_of(module, text, options).windows

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 import libcst as cst
 
@@ -39,9 +39,10 @@ class Binding:
 
 @dataclass(eq=False)
 class LoopSite:
-    """A loop and where it stands: its enclosing function and all its ancestors."""
+    """A loop and where it stands: its enclosing function and all its ancestors
+    (for a per-step function, `training_step`, the function stands for the loop)."""
 
-    node: Loop
+    node: Union[Loop, Function]
     ancestors: tuple[cst.CSTNode, ...]
 
     @property
@@ -368,7 +369,7 @@ def _record_import_node(facts: ModuleFacts, node: Union[cst.Import, cst.ImportFr
 
 # Exact-type dispatch: one dict look-up per node instead of a chain of
 # isinstance checks against LibCST's ABCs (each a Python-level __instancecheck__).
-_RECORDERS: dict[type, Callable[[ModuleFacts, cst.CSTNode], None]] = {
+_RECORDERS: dict[type, Callable[[ModuleFacts, Any], None]] = {  # each takes its key's nodes
     cst.For: _record_loop,
     cst.While: _record_loop,
     cst.Call: _record_call,

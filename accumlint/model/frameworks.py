@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Optional
+from typing import TYPE_CHECKING, Iterable, Literal, Optional
 
 import libcst as cst
 
@@ -55,7 +55,13 @@ class AcceleratorInfo:
 
     scales: Optional[bool]
     steps: Optional[cst.BaseExpression]
-    sharded: Optional[str] = None  # "deepspeed" | "fsdp" when a plugin says so
+    sharded: Optional[Literal["deepspeed", "fsdp"]] = None  # when a plugin says so
+
+
+# How a loop decides whether the next backward all-reduces (see `SyncControl`).
+SyncKind = Literal["context", "flag", "call"]
+# How a model is wrapped for data parallelism (see `Frameworks.parallel_kind`).
+ParallelKind = Literal["ddp", "apex", "accelerate", "fabric", "sharded"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -74,7 +80,7 @@ class SyncControl:
     ones inside it; otherwise the one that holds it).
     """
 
-    kind: str
+    kind: SyncKind
     node: cst.CSTNode
     model: Optional[cst.BaseExpression]
     condition: Optional[cst.BaseExpression]
@@ -112,7 +118,7 @@ class Frameworks:
         known = options is not None
         if options is None:  # a `**` argument with unknown keys: read the explicit ones
             options = {arg.keyword.value: arg.value for arg in call.args if arg.keyword is not None}
-        sharded = None
+        sharded: Optional[Literal["deepspeed", "fsdp"]] = None
         if "deepspeed_plugin" in options or "deepspeed_plugins" in options:
             sharded = "deepspeed"
         elif "fsdp_plugin" in options:
@@ -211,7 +217,7 @@ class Frameworks:
         return None
 
     # -- data parallelism ----------------------------------------------------------
-    def parallel_kind(self, model: Optional[str]) -> Optional[str]:
+    def parallel_kind(self, model: Optional[str]) -> Optional[ParallelKind]:
         """How a model name is wrapped for data parallelism: "ddp" (torch DDP), "apex"
         (apex DDP), "accelerate" / "fabric" (DDP when launched on several processes),
         "sharded" (FSDP, `fully_shard`, DeepSpeed: syncing every micro-batch is their
@@ -220,7 +226,7 @@ class Frameworks:
             return None
         if self._shards_in_place():
             return "sharded"
-        found: Optional[str] = None
+        found: Optional[ParallelKind] = None
         for binding in self.facts.values_of(model):
             kind = self._wrap_of(binding.value)
             if kind == "sharded":
@@ -244,11 +250,11 @@ class Frameworks:
                 return True
         return False
 
-    def wrap_of(self, value: cst.BaseExpression) -> Optional[str]:
+    def wrap_of(self, value: cst.BaseExpression) -> Optional[ParallelKind]:
         """How one bound value wraps a model (see `parallel_kind`), or None."""
         return self._wrap_of(value)
 
-    def _wrap_of(self, value: cst.BaseExpression, depth: int = 0) -> Optional[str]:
+    def _wrap_of(self, value: cst.BaseExpression, depth: int = 0) -> Optional[ParallelKind]:
         if type(value) is not cst.Call:
             return None
         if depth < 2:  # `model = wrap(model)` with `return DDP(model, ...)` in a module function

@@ -11,16 +11,20 @@ the test is true on boundaries ("positive") or off them (`% K != 0`).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Callable, Optional
+from typing import Callable, Final, Literal, Optional
 
 import libcst as cst
 
 from accumlint.model.names import dotted, int_value, last_part, normalized
 
 # The forms of a modulo test, by what the tested expression is:
-PLUS_ONE = "plus_one"  # (i + 1) % K == 0, i % K == K - 1: boundary after micro-batch i (0-based)
-ZERO = "zero"  # i % K == 0
-COUNT = "count"  # counter == K, counter >= K
+GateForm = Literal["plus_one", "zero", "count"]
+PLUS_ONE: Final = "plus_one"  # (i + 1) % K == 0, i % K == K - 1: boundary after micro-batch i (0-based)
+ZERO: Final = "zero"  # i % K == 0
+COUNT: Final = "count"  # counter == K, counter >= K
+_FORM_BY_OFFSET: dict[int, GateForm] = {0: ZERO, 1: PLUS_ONE}  # `(i + offset) % K == 0`
+# What a gate tests (see `Gate`).
+GateKind = Literal["modulo", "count", "sync", "boundary"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -33,12 +37,12 @@ class Gate:
     positive: True when the whole `if` test is true on boundaries.
     """
 
-    kind: str
+    kind: GateKind
     test: cst.BaseExpression
     positive: bool
     counter: Optional[str] = None
     k: Optional[cst.BaseExpression] = None
-    form: Optional[str] = None
+    form: Optional[GateForm] = None
     has_clause: bool = False
     has_condition: bool = False
     whole_test: Optional[cst.BaseExpression] = None
@@ -150,7 +154,7 @@ def _modulo(
     if counter is None or counter.endswith("()"):
         return None
     if zero_means_boundary:
-        form = {0: ZERO, 1: PLUS_ONE}.get(offset)
+        form = _FORM_BY_OFFSET.get(offset)
     elif compared is not None and offset == 0 and _is_k_minus_one(compared, k):
         form = PLUS_ONE
     else:
@@ -172,7 +176,7 @@ def _is_k_minus_one(node: cst.BaseExpression, k: cst.BaseExpression) -> bool:
 # and those true exactly when K == 1 (K a positive count).
 _ABOVE_ONE = {(cst.GreaterThan, 1), (cst.GreaterThanEqual, 2), (cst.NotEqual, 1)}
 _EQUAL_ONE = {(cst.Equal, 1), (cst.LessThanEqual, 1), (cst.LessThan, 2)}
-_MIRRORED = {cst.GreaterThan: cst.LessThan, cst.LessThan: cst.GreaterThan, cst.GreaterThanEqual: cst.LessThanEqual,
+_MIRRORED: dict[type[cst.BaseCompOp], type[cst.BaseCompOp]] = {cst.GreaterThan: cst.LessThan, cst.LessThan: cst.GreaterThan, cst.GreaterThanEqual: cst.LessThanEqual,
              cst.LessThanEqual: cst.GreaterThanEqual, cst.Equal: cst.Equal, cst.NotEqual: cst.NotEqual}
 
 
@@ -187,6 +191,7 @@ def single_micro_batch_arm(test: cst.BaseExpression, is_k: Callable[[cst.BaseExp
     if type(test) is not cst.Comparison or len(test.comparisons) != 1:
         return None
     target = test.comparisons[0]
+    operator: Optional[type[cst.BaseCompOp]]
     operator, left, right = type(target.operator), test.left, target.comparator
     if is_k(right) and int_value(left) is not None:
         operator, left, right = _MIRRORED.get(operator), right, left

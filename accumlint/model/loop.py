@@ -11,7 +11,7 @@ the tree themselves.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional, Union
+from typing import Any, Collection, Optional, Sequence, Union
 
 import re
 
@@ -20,10 +20,10 @@ import libcst as cst
 from accumlint.model.facts import Function, Loop, LoopSite, ModuleFacts
 from accumlint.model.gates import Gate, parse_gate, single_micro_batch_arm
 from accumlint.model.names import call_name, code as _code, dotted, int_value, keyword, last_part, looks_like_accumulation, positional
-from accumlint.model.roles import Objects, Role
+from accumlint.model.roles import Objects, Role, RoleKind
 from accumlint.model.tree import walk
 
-Block = Union[cst.IndentedBlock, cst.SimpleStatementSuite, cst.Module]
+Block = Union[cst.BaseSuite, cst.Module]  # an indented block, a one-line suite, or a module
 
 
 @dataclass(eq=False)
@@ -85,7 +85,7 @@ class Event:
     statement: Statement
 
     @property
-    def kind(self) -> str:
+    def kind(self) -> RoleKind:
         return self.role.kind
 
     @property
@@ -114,7 +114,7 @@ class TrainingLoop:
     increments: dict[str, int] = field(default_factory=dict)
 
     @property
-    def node(self) -> Loop:
+    def node(self) -> Union[Loop, Function]:
         """The loop; for a per-step function (`training_step`, `update_policy`), the function."""
         return self.site.node
 
@@ -131,7 +131,7 @@ class TrainingLoop:
     def events(self) -> list[Event]:
         return [event for statement in self.statements for event in statement.events]
 
-    def of_kind(self, *kinds: str) -> list[Event]:
+    def of_kind(self, *kinds: RoleKind) -> list[Event]:
         return [event for event in self.events if event.kind in kinds]
 
     @property
@@ -199,7 +199,8 @@ class _Walker:
             self.made.extend(self.statements)
         return self.statements
 
-    def _block(self, suite, **context) -> None:
+    def _block(self, suite: Block, **context: Any) -> None:
+        statements: Sequence[cst.BaseStatement]
         if type(suite) is cst.SimpleStatementSuite:
             # `if gate: optimizer.step()` on one line: a synthetic line, never moved by fixes
             statements = [cst.SimpleStatementLine(body=suite.body)]
@@ -224,7 +225,7 @@ class _Walker:
         if escaped is not None and context["escapes"] and len(context["path"]) > 1:
             self._escaped = escaped
 
-    def _continue_gate(self, statement) -> Optional[Gate]:
+    def _continue_gate(self, statement: cst.BaseStatement) -> Optional[Gate]:
         """`if (i + 1) % K != 0: continue` gates the rest of its block."""
         if type(statement) is not cst.If or statement.orelse is not None:
             return None
@@ -237,7 +238,7 @@ class _Walker:
         gate = parse_gate(statement.test, self.assigned.get)
         return gate if gate is not None and not gate.positive else None
 
-    def _statement(self, statement, context) -> None:
+    def _statement(self, statement: cst.BaseStatement, context: dict[str, Any]) -> None:
         kind = type(statement)  # exact types: LibCST's concrete nodes have no subclasses
         if kind is cst.SimpleStatementLine:
             self._simple(statement, context)
@@ -272,7 +273,7 @@ class _Walker:
             for index, case in enumerate(statement.cases):
                 self._block(case.body, **{**inner, "arms": context["arms"] + ((id(statement), index),)})
 
-    def _context_helpers(self, statement: cst.With, context) -> None:
+    def _context_helpers(self, statement: cst.With, context: dict[str, Any]) -> None:
         """`with sync_context(model, boundary):` where another project module defines the
         helper: its body runs here (it may enter `model.no_sync()`)."""
         if self.facts.project is None or context["helper"] is not None:
@@ -284,7 +285,7 @@ class _Walker:
                 if helper is not None and self.facts.project.is_foreign(helper):
                     self._block(helper.body, **{**context, "helper": helper, "call_site": call})
 
-    def _if(self, statement: cst.If, context) -> None:
+    def _if(self, statement: cst.If, context: dict[str, Any]) -> None:
         gate = parse_gate(statement.test, self.assigned.get)
         if gate is not None and gate.kind == "count" and not self._counts_micro_batches(gate, statement):
             gate = None
@@ -368,7 +369,7 @@ class _Walker:
         reset = re.compile(rf"(^|\W){re.escape(gate.counter)}\s*=\s*0\b")
         return bool(reset.search(body))
 
-    def _simple(self, line: cst.SimpleStatementLine, context) -> None:
+    def _simple(self, line: cst.SimpleStatementLine, context: dict[str, Any]) -> None:
         record = Statement(
             node=line,
             order=len(self.statements),
@@ -487,7 +488,7 @@ def build_loops(
             walks[site.node] = (site, statements, walker.increments)
         return statements
 
-    def direct(statements: list[Statement], kind: str) -> list[Event]:
+    def direct(statements: list[Statement], kind: RoleKind) -> list[Event]:
         return [e for s in statements if not s.loops for e in s.events if e.kind == kind]
 
     def steps_after(statements: list[Statement], inner: Loop) -> bool:
@@ -657,7 +658,7 @@ def _read_derived_counters(loop: TrainingLoop) -> None:
     loop.derived_counters = frozenset(found)
 
 
-def _epoch_multiple(node: cst.BaseExpression, outer: set) -> bool:
+def _epoch_multiple(node: cst.BaseExpression, outer: set[str]) -> bool:
     if not (type(node) is cst.BinaryOperation and type(node.operator) is cst.Multiply):
         return False
     for factor in (node.left, node.right):
@@ -674,7 +675,8 @@ def unwrap_iterable(node: Optional[cst.BaseExpression]) -> Optional[cst.BaseExpr
     return node
 
 
-def _lightning_steps(facts: ModuleFacts, objects: Objects, skip=(), made: Optional[list[Statement]] = None) -> list[TrainingLoop]:
+def _lightning_steps(facts: ModuleFacts, objects: Objects, skip: Collection[cst.CSTNode] = (),
+                     made: Optional[list[Statement]] = None) -> list[TrainingLoop]:
     """`training_step` of a LightningModule: the body of a loop the Trainer runs.
 
     Manual optimization (`self.manual_backward`) is an ordinary loop body whose

@@ -12,18 +12,26 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Final, Literal, Optional
 
 import libcst as cst
 
 from accumlint.model.facts import Function, ModuleFacts
-from accumlint.model.loop import Statement, TrainingLoop
+from accumlint.model.loop import Event, Statement, TrainingLoop
 from accumlint.model.names import call_name, code, dotted, keyword, last_part, string_value
 from accumlint.model.roles import Objects
 from accumlint.model.scopes import free_names
 from accumlint.source.patterns import LazyPattern
 
-MEAN, TOKEN, SUM, UNKNOWN = "mean", "token", "sum", "unknown"
+# How the loss reaching a backward was reduced (see the module's docstring).
+Reduction = Literal["mean", "token", "sum", "unknown"]
+MEAN: Final = "mean"
+TOKEN: Final = "token"
+SUM: Final = "sum"
+UNKNOWN: Final = "unknown"
+# What a scaling does with its factor (see `Scaling`).
+ScalingOp = Literal["div", "mul", "inverse", "const"]
+_AUGMENTED_SCALINGS: dict[type, ScalingOp] = {cst.DivideAssign: "div", cst.MultiplyAssign: "mul"}  # `loss /= K`
 _HUGGING_FACE_PACKAGES = frozenset({"transformers", "peft", "trl", "accelerate", "diffusers", "optimum"})
 
 _LOSS_FUNCTIONS = LazyPattern(
@@ -43,11 +51,12 @@ class Scaling:
     """One scaling applied to the loss on its way to the backward.
 
     op: div (divided by factor), mul (multiplied by factor), inverse (divided by
-    `1 / factor`), after: the scaling statement runs after the backward.
+    `1 / factor`), const (multiplied by a constant weight, never K),
+    after: the scaling statement runs after the backward.
     node: the expression (or augmented assignment) doing it.
     """
 
-    op: str
+    op: ScalingOp
     factor: cst.BaseExpression
     node: cst.CSTNode
     statement: Optional[Statement]
@@ -58,11 +67,11 @@ class Scaling:
 class LossFlow:
     """What one backward runs on."""
 
-    backward: object
+    backward: Event
     scalings: list[Scaling] = field(default_factory=list)
     origin: Optional[cst.BaseExpression] = None
     origin_statement: Optional[Statement] = None
-    reduction: str = UNKNOWN
+    reduction: Reduction = UNKNOWN
     name: Optional[str] = None
     after: list[Scaling] = field(default_factory=list)
     target: Optional[cst.BaseExpression] = None
@@ -108,7 +117,7 @@ def split_scaling(expr: cst.BaseExpression, statement: Optional[Statement]) -> t
         elif type(expr) is cst.Call and type(expr.func) is cst.Attribute and expr.func.attr.value in (
             "div", "div_", "mul", "mul_", "true_divide",
         ) and len(expr.args) == 1:
-            op = "mul" if expr.func.attr.value.startswith("mul") else "div"
+            op: ScalingOp = "mul" if expr.func.attr.value.startswith("mul") else "div"
             if op == "mul" and _is_constant(expr.args[0].value):
                 op = "const"
             scalings.append(Scaling(op, expr.args[0].value, expr, statement))
@@ -147,7 +156,7 @@ class LossReader:
     def flows(self, loop: TrainingLoop) -> list[LossFlow]:
         return [self.flow(loop, event) for event in loop.backwards]
 
-    def flow(self, loop: TrainingLoop, event) -> LossFlow:
+    def flow(self, loop: TrainingLoop, event: Event) -> LossFlow:
         flow = LossFlow(backward=event)
         target = event.role.target
         if target is None:
@@ -164,7 +173,7 @@ class LossReader:
             flow.after = self._after(loop, event.statement, flow.name)
         return flow
 
-    def _trace(self, loop: TrainingLoop, before: Statement, expr, flow: LossFlow, depth: int) -> None:
+    def _trace(self, loop: TrainingLoop, before: Statement, expr: cst.BaseExpression, flow: LossFlow, depth: int) -> None:
         name = dotted(expr)
         if name is not None and not name.endswith("()") and depth < 8:
             flow.name = flow.name or name
@@ -179,7 +188,7 @@ class LossReader:
                 return
             statement, small = definition
             if type(small) is cst.AugAssign:
-                op = {cst.DivideAssign: "div", cst.MultiplyAssign: "mul"}.get(type(small.operator))
+                op = _AUGMENTED_SCALINGS.get(type(small.operator))
                 if op == "mul" and _is_constant(small.value):
                     op = "const"
                 if op is not None:
@@ -209,7 +218,8 @@ class LossReader:
         flow.origin_statement = before
         flow.reduction = self.reduction(expr, loop.function, flow)
 
-    def _through_helper(self, loop: TrainingLoop, definition, flow: LossFlow, depth: int) -> bool:
+    def _through_helper(self, loop: TrainingLoop, definition: tuple[Statement, cst.BaseSmallStatement], flow: LossFlow,
+                        depth: int) -> bool:
         """`loss = self.compute_loss(batch)`: continue the flow at the helper's `return`."""
         statement, small = definition
         if type(small) is not cst.Assign or type(small.value) is not cst.Call:
@@ -248,7 +258,7 @@ class LossReader:
 
     # -- reductions ------------------------------------------------------------
     def reduction(self, expr: cst.BaseExpression, function: Optional[Function], flow: Optional[LossFlow] = None,
-                  depth: int = 0) -> str:
+                  depth: int = 0) -> Reduction:
         """mean / token / sum / unknown for an expression that computes a loss."""
         if depth > 4:
             return UNKNOWN
@@ -268,7 +278,7 @@ class LossReader:
             return UNKNOWN
         return self._call(expr, function, depth)
 
-    def _call(self, call: cst.Call, function: Optional[Function], depth: int) -> str:
+    def _call(self, call: cst.Call, function: Optional[Function], depth: int) -> Reduction:
         name = call_name(call) or ""
         qualified = self.facts.qualified(name) or ""
         tail = last_part(name)
@@ -303,7 +313,7 @@ class LossReader:
                 return MEAN
         return UNKNOWN
 
-    def _unpacked(self, value: cst.BaseExpression, name: str, target: cst.BaseExpression) -> str:
+    def _unpacked(self, value: cst.BaseExpression, name: str, target: cst.BaseExpression) -> Reduction:
         """`logits, loss = model(x, y)`: a model that returns its loss after its output
         (nanoGPT). A model whose first result is the loss (`loss, loss_items =
         self.model(batch)`, the yolo / ultralytics convention) returns a loss scaled by
@@ -317,7 +327,7 @@ class LossReader:
                 return MEAN
         return UNKNOWN
 
-    def _returned(self, helper: Function, depth: int) -> str:
+    def _returned(self, helper: Function, depth: int) -> Reduction:
         """The reduction of what a same-module helper returns."""
         from accumlint.model.tree import walk
 
@@ -355,10 +365,11 @@ def _subscript_index(node: cst.Subscript) -> Optional[cst.BaseExpression]:
     return None
 
 
-def _last_definition(statements: list[Statement], before: Statement, name: str):
+def _last_definition(statements: list[Statement], before: Statement, name: str
+                     ) -> Optional[tuple[Statement, cst.BaseSmallStatement]]:
     """The last assignment to `name` earlier in the iteration than `before`, in the
     same scope (the loop's own code, or the same inlined helper)."""
-    found = None
+    found: Optional[tuple[Statement, cst.BaseSmallStatement]] = None
     for statement in statements:
         if statement.order >= before.order:
             break

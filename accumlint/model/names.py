@@ -146,7 +146,9 @@ class _TextState(CodegenState):
     def __init__(self) -> None:
         super().__init__(default_indent=_EMPTY_MODULE.default_indent, default_newline=_EMPTY_MODULE.default_newline)
 
-    def record_syntactic_position(self, node, *, start_node=None, end_node=None) -> contextlib.nullcontext:
+    def record_syntactic_position(  # type: ignore[override]  # any context manager will do
+        self, node: cst.CSTNode, *, start_node: Optional[cst.CSTNode] = None, end_node: Optional[cst.CSTNode] = None,
+    ) -> contextlib.nullcontext[None]:
         return _NOT_RECORDED
 
 

@@ -46,7 +46,8 @@ class _Syntactic:
 
     __slots__ = ("state", "node", "start_node", "end_node", "start")
 
-    def __init__(self, state: "_PositionState", node: cst.CSTNode, start_node, end_node) -> None:
+    def __init__(self, state: "_PositionState", node: cst.CSTNode, start_node: Optional[cst.CSTNode],
+                 end_node: Optional[cst.CSTNode]) -> None:
         self.state, self.node, self.start_node, self.end_node = state, node, start_node, end_node
 
     def __enter__(self) -> None:
@@ -92,7 +93,9 @@ class _PositionState(CodegenState):
         if node not in self.spans:  # a syntactic position recorded inside wins
             self.spans[node] = (*start, self.line, self.column)
 
-    def record_syntactic_position(self, node, *, start_node=None, end_node=None) -> _Syntactic:
+    def record_syntactic_position(  # type: ignore[override]  # any context manager will do
+        self, node: cst.CSTNode, *, start_node: Optional[cst.CSTNode] = None, end_node: Optional[cst.CSTNode] = None,
+    ) -> _Syntactic:
         return _Syntactic(self, node, start_node, end_node)
 
 
@@ -107,7 +110,9 @@ class _SourceState(_PositionState):
 class _InclusiveState(_PositionState):
     """Each node's whole code-generation extent, the whitespace it owns included."""
 
-    def record_syntactic_position(self, node, *, start_node=None, end_node=None) -> contextlib.nullcontext:
+    def record_syntactic_position(  # type: ignore[override]  # any context manager will do
+        self, node: cst.CSTNode, *, start_node: Optional[cst.CSTNode] = None, end_node: Optional[cst.CSTNode] = None,
+    ) -> "contextlib.nullcontext[None]":
         return _NOT_RECORDED
 
 

@@ -13,11 +13,11 @@ import re
 import weakref
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Optional
+from typing import Literal, Optional
 
 import libcst as cst
 
-from accumlint.model.facts import ModuleFacts
+from accumlint.model.facts import Binding, ModuleFacts
 from accumlint.model.frameworks import AcceleratorInfo, Frameworks
 from accumlint.model.names import (
     call_name,
@@ -60,24 +60,36 @@ _LOG_METHODS = {"info", "debug", "warning", "error", "log", "critical"}
 _METRIC_METHODS = {"add_scalar", "add_scalars", "set_postfix", "set_postfix_str", "log_metric", "log_metrics", "log_dict"}
 _LOG_FRAMEWORKS = {"wandb", "accelerator", "fabric", "self", "mlflow", "run", "experiment"}
 
+# What a call does in a training loop (see `Role`).
+RoleKind = Literal["backward", "step", "zero", "sched", "clip", "scale", "unscale", "update", "sync", "ema", "log"]
+# Who runs a backward, or what steps (see `Role.flavor`); "" when nothing more is known.
+Flavor = Literal["", "tensor", "accelerate", "fabric", "lightning", "lightning-auto", "deepspeed", "autograd",
+                 "scaler", "engine"]
+# What an object is, from how the module built it or from its name (see `Objects.kind_of`).
+ObjectKind = Literal["optimizer", "scheduler", "scaler", "accelerator", "fabric", "engine", "dataloader", "loss",
+                     "ema", "ddp"]
+_SCALER_ROLES: dict[str, RoleKind] = {"scale": "scale", "unscale_": "unscale", "update": "update"}
+_DEEPSPEED_RETURNS: dict[int, ObjectKind] = {0: "engine", 1: "optimizer", 3: "scheduler"}  # `deepspeed.initialize(...)`
+
 
 @dataclass(frozen=True)
 class Role:
     """What one call does in a training loop.
 
-    kind: backward | step | zero | sched | clip | scale | unscale | update | sync
+    kind: backward | step | zero | sched | clip | scale | unscale | update | sync | ema | log
     call: the call that does it (for assignment zeroing, the assignment).
     target: the optimizer a step/zero/unscale concerns, the loss a backward runs on.
     flavor: for a backward, who runs it (tensor, accelerate, fabric, lightning,
-    deepspeed, autograd); for a step, "engine" when a DeepSpeed engine steps.
+    lightning-auto, deepspeed, autograd); for a step, "scaler" when a GradScaler
+    steps, "engine" when a DeepSpeed engine steps.
     closure: for an optimizer step, the closure it is given (`optimizer.step(closure)`).
     """
 
-    kind: str
+    kind: RoleKind
     call: cst.CSTNode  # the call; for `p.grad = None` zeroing, the assignment
     receiver: Optional[str] = None
     target: Optional[cst.BaseExpression] = None
-    flavor: str = ""
+    flavor: Flavor = ""
     closure: Optional[cst.BaseExpression] = None
 
     @property
@@ -93,11 +105,11 @@ class Objects:
     def __init__(self, facts: ModuleFacts, optimizer_names: tuple[str, ...] = ()) -> None:
         self.facts = facts
         self.optimizer_names = optimizer_names
-        self._cache: dict[str, Optional[str]] = {}
+        self._cache: dict[str, Optional[ObjectKind]] = {}
         self._asking: set[int] = set()  # calls whose returns are being read
 
     # -- what a binding's value built ---------------------------------------
-    def built_kind(self, value: cst.BaseExpression, index: Optional[int]) -> Optional[str]:
+    def built_kind(self, value: cst.BaseExpression, index: Optional[int]) -> Optional[ObjectKind]:
         """What a constructor call returns: optimizer, scheduler, scaler, accelerator,
         fabric, engine, dataloader, loss, or None when the module does not say."""
         if type(value) is not cst.Call:
@@ -106,7 +118,7 @@ class Objects:
         tail = last_part(name)
         if index is not None:
             if name.endswith("deepspeed.initialize") or tail == "initialize" and "deepspeed" in name:
-                return {0: "engine", 1: "optimizer", 3: "scheduler"}.get(index)
+                return _DEEPSPEED_RETURNS.get(index)
             return None
         if name.startswith("torch.optim.lr_scheduler") or (tail.startswith("get_") and "schedule" in tail):
             return "scheduler"
@@ -136,7 +148,7 @@ class Objects:
             return "loss"
         return self._returned_kind(value)
 
-    def _returned_kind(self, call: cst.Call) -> Optional[str]:
+    def _returned_kind(self, call: cst.Call) -> Optional[ObjectKind]:
         """What a module function returns (`model = wrap(model)` with `return DDP(...)`), when
         the returns that build something agree (`return model` unwrapped on one process is
         read as the bindings of a name are); each call is asked once per question."""
@@ -149,7 +161,7 @@ class Objects:
             self._asking.discard(id(call))
         return kinds.pop() if len(kinds) == 1 else None
 
-    def kind_of(self, expr: Optional[cst.BaseExpression]) -> Optional[str]:
+    def kind_of(self, expr: Optional[cst.BaseExpression]) -> Optional[ObjectKind]:
         """The role of an object expression, from its bindings, else its name."""
         name = dotted(expr) if expr is not None else None
         if name is None:
@@ -161,7 +173,7 @@ class Objects:
             self._cache[name] = self._kind_of_name(name)
         return self._cache[name]
 
-    def _kind_of_name(self, name: str) -> Optional[str]:
+    def _kind_of_name(self, name: str) -> Optional[ObjectKind]:
         if name.endswith("optimizers()"):
             return "optimizer"
         for binding in self.facts.values_of(name):
@@ -189,7 +201,7 @@ class Objects:
             return "ema"
         return None
 
-    def _prepared_kind(self, binding) -> Optional[str]:
+    def _prepared_kind(self, binding: Binding) -> Optional[ObjectKind]:
         """`model, optimizer, ... = accelerator.prepare(model, optimizer, ...)`: the
         element keeps the kind of the argument at the same position."""
         call = binding.value
@@ -236,7 +248,7 @@ class Objects:
 
     @cached_property
     def _called_names(self) -> set[str]:
-        return {dotted(call.func) for call in self.facts.calls if dotted(call.func) is not None}
+        return {name for call in self.facts.calls if (name := dotted(call.func)) is not None}
 
     def is_optimizer(self, expr: Optional[cst.BaseExpression]) -> bool:
         return self.kind_of(expr) == "optimizer"
@@ -289,8 +301,7 @@ class Objects:
         kind = self.kind_of(receiver)
         if kind == "scaler" and method in ("scale", "unscale_", "update"):
             target = positional(call, 0)
-            return Role({"scale": "scale", "unscale_": "unscale", "update": "update"}[method], call,
-                        receiver_name, target)
+            return Role(_SCALER_ROLES[method], call, receiver_name, target)
         if method in _SYNC_CONTEXTS:
             return Role("sync", call, receiver_name)
         return None
@@ -366,7 +377,8 @@ class Objects:
         return any(type(node) is cst.Call and type(node.func) is cst.Name and self.is_copy(node.func.value)
                    for node in walk(expr))
 
-    def _backward(self, call: cst.Call, method: str, receiver, receiver_name, qualified: str) -> Optional[Role]:
+    def _backward(self, call: cst.Call, method: str, receiver: cst.BaseExpression, receiver_name: Optional[str],
+                  qualified: str) -> Optional[Role]:
         """A backward call (`backward.BACKWARD`: the gate reads the same table), and who runs it."""
         forms = backward.BACKWARD
         if not forms.is_backward(method, receiver_name):  # the class's own method
@@ -382,7 +394,7 @@ class Objects:
             return None
         return Role("backward", call, receiver_name, receiver, "tensor")
 
-    def _step(self, call: cst.Call, receiver, receiver_name) -> Optional[Role]:
+    def _step(self, call: cst.Call, receiver: cst.BaseExpression, receiver_name: Optional[str]) -> Optional[Role]:
         kind = self.kind_of(receiver)
         if kind == "optimizer" and self.over_copy(receiver_name):
             return None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Callable, Iterator, Optional
+from typing import Callable, Iterator, Literal, Optional
 
 import libcst as cst
 
@@ -143,7 +143,7 @@ def divides_by_k(expr: cst.CSTNode, is_k: IsK) -> bool:
 
 
 def optimizer_step_value(facts: ModuleFacts, expr: cst.BaseExpression, is_k: IsK, depth: int = 0,
-                         seen: Optional[set] = None) -> bool:
+                         seen: Optional[set[str]] = None) -> bool:
     """The value is computed in optimizer steps: divided by K here or in a binding it reads."""
     seen = set() if seen is None else seen
     if divides_by_k(expr, is_k):
@@ -159,7 +159,8 @@ def optimizer_step_value(facts: ModuleFacts, expr: cst.BaseExpression, is_k: IsK
     return False
 
 
-def _trace(facts, objects, expr, carrier, is_k, found, seen, depth) -> Optional[str]:
+def _trace(facts: ModuleFacts, objects: Objects, expr: cst.BaseExpression, carrier: cst.CSTNode, is_k: IsK,
+           found: list[tuple[cst.CSTNode, cst.Call]], seen: set[str], depth: int) -> Optional[Literal["divided"]]:
     if divides_by_k(expr, is_k):
         return "divided"
     length = _loader_length(objects, expr)

@@ -14,7 +14,7 @@ included), directly or through another class of the module.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Literal, Optional
 
 import libcst as cst
 
@@ -93,7 +93,7 @@ def super_init(init: Function) -> Optional[cst.SimpleStatementLine]:
     return None
 
 
-def _trainer_kind(facts: ModuleFacts, owner: cst.ClassDef, seen: set[int]) -> Optional[str]:
+def _trainer_kind(facts: ModuleFacts, owner: cst.ClassDef, seen: set[int]) -> Optional[Literal["trl", "transformers"]]:
     if id(owner) in seen:
         return None
     seen.add(id(owner))

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Iterator
+from typing import Any, Iterator
 
 import libcst as cst
 
@@ -59,7 +59,7 @@ def is_token_field(name: str) -> bool:
     return name in _TOKEN_FIELDS or name.startswith("whitespace")
 
 
-def _holds_nodes(field: dataclasses.Field) -> bool:
+def _holds_nodes(field: dataclasses.Field[Any]) -> bool:
     """Declared as a node, nodes or no node (`Name.value: str` and `Param.star` hold text)."""
     return not is_token_field(field.name) and _NOT_A_NODE.search(str(field.type)) is None
 

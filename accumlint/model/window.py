@@ -186,7 +186,7 @@ class Window:
         a module builds is this loop's only when the loop uses it."""
         # the module's own code: a helper of another module names its own locals `model` too
         local = [s for s in self.loop.statements if s.helper is None or id(s.helper) in self.facts.parents]
-        nodes = [statement.node for statement in local]
+        nodes: list[cst.CSTNode] = [statement.node for statement in local]
         nodes += list({id(item): item for statement in local for item in statement.withs}.values())
         for top in nodes:
             attributes: set[int] = set()
@@ -240,7 +240,7 @@ class Window:
             parent = self.facts.parents.get(id(parent))
         if type(parent) not in (cst.For, cst.While) or type(parent.body) is not cst.IndentedBlock:
             return []
-        found = []
+        found: list[cst.SimpleStatementLine] = []
         for statement in parent.body.body:
             if statement is node:
                 return found

@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Optional, Union
+from typing import TYPE_CHECKING, Optional, TypeVar, Union
 
 import libcst as cst
 
@@ -41,6 +41,7 @@ MAX_HOPS = 4
 MAX_DEPTH = 2
 
 Symbol = Union[FunctionSummary, ClassSummary, "Constant", "ModuleRef"]
+_Node = TypeVar("_Node", bound=cst.CSTNode)
 
 
 @dataclass(frozen=True)
@@ -270,7 +271,7 @@ class ProjectView:
         self._keep.append(node)  # ids stay unique while the view lives
         return found
 
-    def adopt(self, node: cst.CSTNode) -> cst.CSTNode:
+    def adopt(self, node: _Node) -> _Node:
         """Mark a node made from another module's facts (a value, a returned call) as foreign."""
         self._adopted(node)
         return node

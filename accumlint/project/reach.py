@@ -50,7 +50,7 @@ def loop_reaches_project_backward(path: str, text: str) -> bool:
         backward = _backward_functions(found) if found is not None else frozenset()
         for alias in _ALIAS.finditer(names.strip("()")):
             name, local = alias.group(1), alias.group(2) or alias.group(1)
-            if name in backward and _calls(text, local) and _runs_backward(found, name):
+            if found is not None and name in backward and _calls(text, local) and _runs_backward(found, name):
                 return True
             if package is not None:
                 sub = module_file(package, [name]) if local + "." in text else None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from accumlint.fix.edits import Edit
 from accumlint.model.budgets import step_budget, step_counter_increments
 from accumlint.model.cadence import every_micro_batch
 from accumlint.model.names import code
@@ -27,7 +28,7 @@ def step_counter_counts_micro_batches(window: Window) -> Iterable[Finding]:
         budget = step_budget(window, increment.counter, window.is_k)
         if budget is None:
             continue
-        edits = ()
+        edits: tuple[Edit, ...] = ()
         if increment.counter not in gate_counters:
             edits = once_per_window(window, increment.statement, anchor.statement if anchor is not None else None)
         yield Finding(

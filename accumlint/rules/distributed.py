@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Iterable, Optional
+from typing import Iterable, Optional, Sequence
 
 import libcst as cst
 
 from accumlint.fix.edits import Edit, filled_expression, insert_after, insert_before, parenthesized, remove, replace
 from accumlint.model.gates import Gate
+from accumlint.model.loop import Event
 from accumlint.model.names import code, dotted
 from accumlint.model.window import Window
 from accumlint.model.tree import walk
@@ -98,7 +99,7 @@ def _boundary(window: Window) -> Optional[cst.BaseExpression]:
     return gate.whole_test if type(window.loop.node) is cst.For else None
 
 
-def _rebinds(statements: list[cst.CSTNode], boundary: cst.BaseExpression) -> bool:
+def _rebinds(statements: Sequence[cst.CSTNode], boundary: cst.BaseExpression) -> bool:
     """A name the boundary test reads is (re)bound inside the loop body: the copied test
     would read it at the wrong time."""
     names = {node.value for node in walk(boundary) if type(node) is cst.Name}
@@ -182,7 +183,7 @@ def manual_gate_in_framework_accumulate(window: Window) -> Iterable[Finding]:
         )
 
 
-def _accelerator_of(step) -> Optional[str]:
+def _accelerator_of(step: Event) -> Optional[str]:
     for item in step.statement.withs:
         value = item.item
         if type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value == "accumulate":

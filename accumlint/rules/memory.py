@@ -65,7 +65,7 @@ def _may_be_list(window: Window, holder: Optional[str]) -> bool:
     return True
 
 
-def _self_sum(small: cst.BaseSmallStatement):
+def _self_sum(small: cst.BaseSmallStatement) -> Optional[tuple[str, cst.BaseExpression]]:
     """`total = total + loss` -> ("total", loss)."""
     if type(small) is not cst.Assign or len(small.targets) != 1:
         return None
@@ -86,11 +86,11 @@ def _backpropagated_later(window: Window, holder: str) -> bool:
     return any(pattern.search(text) and "backward" in text for text in later)
 
 
-def _assigned_names(window: Window) -> dict:
+def _assigned_names(window: Window) -> dict[Optional[cst.FunctionDef], set[str]]:
     """Names rebound by plain assignment on every iteration, per scope: they do not
     outlive it. A reset under a gate or another condition (`running_loss = 0` at the
     window boundary) does: the sum keeps every graph until then."""
-    found: dict = {}
+    found: dict[Optional[cst.FunctionDef], set[str]] = {}
     for statement in window.loop.statements:
         if statement.gate is not None or statement.conditional:
             continue

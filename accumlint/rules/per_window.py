@@ -8,6 +8,7 @@ from accumlint.fix.edits import Edit, filled_statement, insert_after, insert_bef
 from accumlint.model.cadence import every_micro_batch
 from accumlint.model.loop import Event
 from accumlint.model.names import code, last_part
+from accumlint.model.roles import RoleKind
 from accumlint.model.schedules import known_schedule, scheduler_constructors, sized_in_micro_batches
 from accumlint.model.window import Window
 from accumlint.rules.base import Finding, leaves_world, movable, movable_to, sync_gated
@@ -18,7 +19,7 @@ from accumlint.rules.window import steps_every_micro_batch, window_step
 _SELF_UNSCALING_CLIPS = ("accelerator", "fabric", "self", "engine", "model_engine")
 
 
-def _per_micro_batch(window: Window, kind: str) -> list[Event]:
+def _per_micro_batch(window: Window, kind: RoleKind) -> list[Event]:
     """Events of `kind` that run on every micro-batch of a window whose step does not."""
     if not window.accumulates or steps_every_micro_batch(window):
         return []

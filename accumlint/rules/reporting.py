@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable, Optional
+from typing import Iterable, Optional, Sequence
 
 import libcst as cst
 
@@ -65,7 +65,7 @@ def _assigns(statement: Statement, name: str) -> bool:
 
 def _logs_after(window: Window, scaled_at: Statement, name: str) -> list[Event]:
     """Logging calls of the iteration after the scaling, while `name` still holds the scaled loss."""
-    found = []
+    found: list[Event] = []
     for statement in window.loop.statements:
         if statement.order <= scaled_at.order or statement.helper is not scaled_at.helper:
             continue
@@ -90,7 +90,7 @@ def _dicts_logged(window: Window, scaled_at: Statement, log: Event) -> list[cst.
 
 
 def _unrestored(window: Window, call: cst.Call, name: str,
-                extra: list[cst.BaseExpression] = ()) -> list[cst.BaseExpression]:
+                extra: Sequence[cst.BaseExpression] = ()) -> list[cst.BaseExpression]:
     """The expressions (`loss.item()`, `loss`) in the logging call (and the dicts it logs
     through a name) that read the scaled loss without multiplying it back by K; each is the
     whole `loss.x().y()` chain."""

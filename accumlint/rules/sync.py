@@ -149,7 +149,7 @@ def _wrong_condition(window: Window, control: SyncControl) -> Iterable[Finding]:
         return
     step_gate = window.step_gate
     wrong = False
-    fix: Optional[str] = None
+    fix: Optional[cst.BaseExpression] = None
     if window.has_micro_loop:
         wrong = _never_last_micro_step(window, condition, syncs_when_true)
     elif step_gate is not None and step_gate.kind == "modulo" and step_gate.whole_test is not None:

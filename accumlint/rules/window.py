@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Iterable, Optional
+from typing import Iterable, Iterator, Optional
 
 import libcst as cst
 
@@ -372,8 +372,8 @@ def _only_skips_the_start(gate: Gate) -> bool:
         cst.GreaterThan, cst.NotEqual)
 
 
-def _gates_with_steps(window: Window):
-    seen = set()
+def _gates_with_steps(window: Window) -> Iterator[tuple[Gate, Statement]]:
+    seen: set[int] = set()
     for step in window.optimizer_steps:
         if step.gate is not None and id(step.gate.test) not in seen:
             seen.add(id(step.gate.test))

@@ -10,15 +10,16 @@ are "not verifiable", with the reason, never an error of the check.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Final, Literal, Optional
 
 import libcst as cst
 
 from accumlint.verify.binding import BindingError, bind_parameters
 
-VERIFIED = "verified"
-NOT_EQUIVALENT_STATUS = "not equivalent"
-NOT_VERIFIABLE = "not verifiable"
+FixStatus = Literal["verified", "not equivalent", "not verifiable"]
+VERIFIED: Final = "verified"
+NOT_EQUIVALENT_STATUS: Final = "not equivalent"
+NOT_VERIFIABLE: Final = "not verifiable"
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,7 @@ class FixVerification:
     or "not verifiable"; `reason` says why when it is not verified."""
 
     function: str
-    status: str
+    status: FixStatus
     reason: Optional[str] = None
 
 

@@ -16,28 +16,31 @@ from __future__ import annotations
 import sys
 import threading
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Optional, Protocol
+from typing import Any, Callable, Final, Iterator, Literal, Optional, Protocol
 
 import torch
 from torch.nn.modules.module import register_module_forward_hook
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
-BACKWARD = "backward"
-CLIP = "clip"
-SCALER_UPDATE = "scaler.update"
-SCALER_UNSCALE = "scaler.unscale_"
-SCALER_SCALE = "scaler.scale"
-ALLREDUCE = "allreduce"
+# What a run counts (see `Recorder.event`).
+RunEvent = Literal["backward", "clip", "scaler.update", "scaler.unscale_", "scaler.scale", "allreduce",
+                   "backward after all-reduce", "scheduler.step", "accumulate"]
+BACKWARD: Final = "backward"
+CLIP: Final = "clip"
+SCALER_UPDATE: Final = "scaler.update"
+SCALER_UNSCALE: Final = "scaler.unscale_"
+SCALER_SCALE: Final = "scaler.scale"
+ALLREDUCE: Final = "allreduce"
 # A backward call after the window's all-reduce: DDP synced a micro-batch that was not the last.
-BACKWARD_AFTER_SYNC = "backward after all-reduce"
-SCHEDULER = "scheduler.step"
-ACCUMULATE = "accumulate"
+BACKWARD_AFTER_SYNC: Final = "backward after all-reduce"
+SCHEDULER: Final = "scheduler.step"
+ACCUMULATE: Final = "accumulate"
 
 
 class Recorder(Protocol):
     """What a wrapper reports to (runs.RunRecorder implements it)."""
 
-    def event(self, kind: str) -> None: ...
+    def event(self, kind: RunEvent) -> None: ...
 
     def clip_norm(self, norm: Any, max_norm: Any = None) -> None: ...
 
@@ -101,7 +104,7 @@ def _patch(owner: Any, name: str, make: Callable[[Callable], Callable]) -> Calla
     return lambda: setattr(owner, name, original)
 
 
-def _counting(kind: str) -> Callable[[Callable], Callable]:
+def _counting(kind: RunEvent) -> Callable[[Callable], Callable]:
     def make(original: Callable) -> Callable:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             recorder = current()

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field, fields
-from typing import Optional
+from typing import Final, Literal, Optional
 
-EQUIVALENT = "equivalent"
-NOT_EQUIVALENT = "not equivalent"
-COULD_NOT_RUN = "could not run"
+Verdict = Literal["equivalent", "not equivalent", "could not run"]
+EQUIVALENT: Final = "equivalent"
+NOT_EQUIVALENT: Final = "not equivalent"
+COULD_NOT_RUN: Final = "could not run"
 
-_EXIT_CODES = {EQUIVALENT: 0, NOT_EQUIVALENT: 1, COULD_NOT_RUN: 2}
+_EXIT_CODES: dict[Verdict, int] = {EQUIVALENT: 0, NOT_EQUIVALENT: 1, COULD_NOT_RUN: 2}
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ class VerificationReport:
     explanations. `exit_code` is the CLI's: 0 equivalent, 1 not, 2 could not run."""
 
     target: str
-    verdict: str
+    verdict: Verdict
     accum_steps: int
     windows: int
     reason: Optional[str] = None

@@ -43,6 +43,7 @@ from accumlint.verify.instruments import (
     BACKWARD,
     BACKWARD_AFTER_SYNC,
     SCALER_UNSCALE,
+    RunEvent,
     instrumented,
     recording_into,
 )
@@ -170,7 +171,7 @@ class RunRecorder:
         self._optimizers: dict[int, int] = {}
         self._depth: Counter = Counter()
 
-    def event(self, kind: str) -> None:
+    def event(self, kind: RunEvent) -> None:
         if kind == BACKWARD and self._events.get(ALLREDUCE, 0):
             self._events[BACKWARD_AFTER_SYNC] += 1
         self._events[kind] += 1
