@@ -247,3 +247,18 @@ def test_a_helper_module_without_a_loop_gets_the_finding_a_loop_elsewhere_makes(
     assert "steps.py:2:5: GA101" in output and "in train() at train.py:7" in output
     code, output = _run("check", "--no-cache", "train.py", cwd=root)
     assert code == 0, output
+
+
+def test_without_a_root_marker_the_checked_paths_common_parent_is_the_root(tmp_path: Path) -> None:
+    """SPEC: with no marker above the checked paths, the project is their common parent:
+    a script in `tools/` importing the package beside `tools/` reads it. Checking the
+    script alone, its own folder is the project and the helper stays unknown."""
+    root = tmp_path / "plain_copy"
+    _write(root / "mylib" / "__init__.py", "")
+    _write(root / "mylib" / "losses.py", MEAN_HELPER.format(name="batch_objective"))
+    train = _write(root / "tools" / "train.py", LOOP.format(module="mylib.losses", name="batch_objective"))
+    code, output = _run("check", "--no-cache", "--exit-zero", "tools/train.py", "mylib/losses.py", cwd=root)
+    assert code == 0
+    assert _findings(output) == {f"{Path('tools', 'train.py')}:10:9: GA201"}
+    code, output = _run("check", "--no-cache", "--exit-zero", str(train), cwd=root)
+    assert _findings(output) == set()

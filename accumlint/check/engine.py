@@ -365,6 +365,9 @@ def _load(result: FileResult, data: Union[bytes, SourceError]):
 
 def check(request: Request, resolver: Resolver, progress: Progress = _no_progress) -> RunResult:
     """Check (and fix) every file the request names; `progress` hears how many analyses are done."""
+    from accumlint.project.root import set_checked_paths
+
+    set_checked_paths(request.paths if request.stdin is None else ())
     cache = None
     if request.use_cache:  # `--no-cache` does not pay for importing it (hashlib, json)
         from accumlint.check.cache import open_cache

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Optional, Union
 import libcst as cst
 
 from accumlint.project.configs import ConfigError, ConfigFacts, read_config
-from accumlint.project.root import find_root, resolve_module, resolve_submodule
+from accumlint.project.root import checked_parent, find_root, resolve_module, resolve_submodule
 from accumlint.project.summary import (
     SCHEDULER,
     WRAP,
@@ -69,14 +69,15 @@ class ProjectIndex:
 
     def __init__(self) -> None:
         self._entries: dict[str, _Entry] = {}
-        self._roots: dict[str, str] = {}
+        self._roots: dict[tuple[str, Optional[str]], str] = {}
         self._configs: dict[str, Union[ConfigFacts, ConfigError, None]] = {}
 
     def root_of(self, path: str) -> str:
         folder = os.path.dirname(os.path.abspath(path))
-        root = self._roots.get(folder)
+        key = (folder, checked_parent())  # the fallback root is the run's
+        root = self._roots.get(key)
         if root is None:
-            root = self._roots[folder] = find_root(folder)
+            root = self._roots[key] = find_root(folder)
         return root
 
     def entry(self, path: str) -> Optional[_Entry]:
@@ -342,7 +343,7 @@ class ProjectView:
 
     def returned_call(self, callee: Optional[str]) -> Optional[cst.Call]:
         """For a call of a project function that wraps a model or builds a scheduler and
-        returns one call (`return DDP(model, ...)`), that call with its callee written in
+        returns calls of one callee (`return DDP(model, ...)`, in every arm), that call with its callee written in
         full (`torch.nn.parallel.DistributedDataParallel`), so the caller's module reads it
         whatever it imports."""
         if callee is None or callee.partition(".")[0] not in self.summary.imports:
@@ -354,13 +355,15 @@ class ProjectView:
         node = _parse_function(found)[1]
         if owner is None or node is None:
             return None
-        values = {cst.Module([]).code_for_node(r.value) for r in _returns(node) if r.value is not None}
         returns = [r.value for r in _returns(node)]
-        if len(values) != 1 or type(returns[0]) is not cst.Call:
+        if not returns or any(type(value) is not cst.Call for value in returns):
             return None
+        # arms that build the same thing with other options (`DDP(m, static_graph=True)` on
+        # a newer torch, `DDP(m)` otherwise) return one kind of object
+        names = {_dotted(value.func) for value in returns}
         call = returns[0]
         name = _dotted(call.func)
-        if name is None:
+        if name is None or len(names) != 1:
             return None
         head, _, rest = name.partition(".")
         imported = owner.imports.get(head)
