@@ -339,3 +339,18 @@ def test_cache_rechecks_a_helper_module_when_a_new_module_imports_it(tmp_path: P
     (root / "train.py").unlink()  # and when the importer goes, so does the finding
     code, output = _run("check", "--cache-dir", str(cache), "steps.py", cwd=root)
     assert code == 0, output
+
+
+def test_without_a_root_marker_the_checked_paths_common_parent_is_the_root(tmp_path: Path) -> None:
+    """SPEC: with no marker above the checked paths, the project is their common parent:
+    a script in `tools/` importing the package beside `tools/` reads it. Checking the
+    script alone, its own folder is the project and the helper stays unknown."""
+    root = tmp_path / "plain_copy"
+    _write(root / "mylib" / "__init__.py", "")
+    _write(root / "mylib" / "losses.py", MEAN_HELPER.format(name="batch_objective"))
+    train = _write(root / "tools" / "train.py", LOOP.format(module="mylib.losses", name="batch_objective"))
+    code, output = _run("check", "--no-cache", "--exit-zero", "tools/train.py", "mylib/losses.py", cwd=root)
+    assert code == 0
+    assert _findings(output) == {f"{Path('tools', 'train.py')}:10:9: GA201"}
+    code, output = _run("check", "--no-cache", "--exit-zero", str(train), cwd=root)
+    assert _findings(output) == set()

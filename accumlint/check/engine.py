@@ -408,6 +408,10 @@ def check(request: Request, resolver: Resolver, progress: Progress = _no_progres
         fixable = None if settings.fixable >= enabled else settings.fixable
         tasks.append(Task(path, document.text, options, enabled, request.fix, settings.unsafe_fixes, gate, plain, fixable))
 
+    if tasks:  # what has nothing to analyse never imports the project's reader (LibCST)
+        from accumlint.project.root import set_checked_paths
+
+        set_checked_paths(request.paths if request.stdin is None else ())
     outcomes, workers = execute(tasks, request.jobs, progress, request.file_budget)
     unwritten = [
         (item, task) for item, task, outcome in zip(pending, tasks, outcomes) if not _finish(item, outcome, cache, request)

@@ -189,6 +189,7 @@ class _Walker:
         self.left_out = False
         self.root: Optional[cst.CSTNode] = None
         self._bound: dict[int, set[str]] = {}
+        self._values: dict[int, dict[str, list[Optional[cst.BaseExpression]]]] = {}
         self._escaped: Optional[tuple[Gate, cst.If]] = None  # a `continue` gate leaving its block
 
     def walk(self, body: cst.BaseSuite, root: Optional[cst.CSTNode] = None) -> list[Statement]:
@@ -317,28 +318,55 @@ class _Walker:
         elif orelse is not None:
             self._block(orelse.body, **on_false)
 
-    def _run_constant(self, test: cst.BaseExpression, helper: Optional[Function]) -> bool:
+    def _run_constant(self, test: cst.BaseExpression, helper: Optional[Function], depth: int = 0) -> bool:
         """A test whose value cannot change between iterations (`args.fp16`, `scaler is not
         None`, `args.max_grad_norm > 0`, `rank == 0`): it reads only names and attributes
-        that the loop (and the helper being walked) never binds, and calls nothing."""
+        that the loop (and the helper being walked) never binds, or binds only to such a
+        value (`max_norm = cfg.max_grad_norm` in the body), and calls nothing."""
         names: list[str] = []
+        parts: set[int] = set()  # the pieces of a dotted name (`cfg`, `max_norm` in `cfg.max_norm`)
         for node in walk(test):
             kind = type(node)
             if kind is cst.Name or kind is cst.Attribute:
                 name = dotted(node)
                 if name is None:
                     return False
-                names.append(name)
+                if id(node) not in parts:
+                    names.append(name)
+                if kind is cst.Attribute:
+                    parts.update((id(node.value), id(node.attr)))
             elif kind not in _CONSTANT_TEST_NODES:
                 return False
         varying = self._bound_in(self.root) | _parameters(self.root)  # a per-step function's arguments vary
         if helper is not None:
             varying = varying | self._bound_in(helper) | _parameters(helper)
         for name in names:
-            parts = name.split(".")
-            if any(".".join(parts[: index + 1]) in varying for index in range(len(parts))):
+            pieces = name.split(".")
+            prefixes = [".".join(pieces[: index + 1]) for index in range(len(pieces))]
+            if any(prefix in varying and not self._constant_alias(prefix, helper, depth) for prefix in prefixes):
                 return False
         return True
+
+    def _constant_alias(self, name: str, helper: Optional[Function], depth: int) -> bool:
+        """Every binding of `name` in the loop (and the helper) is `name = <run constant>`."""
+        if depth >= 2 or name in _parameters(self.root) or (helper is not None and name in _parameters(helper)):
+            return False
+        values = [*self._plain_values(self.root).get(name, ())]
+        if helper is not None:
+            values += self._plain_values(helper).get(name, ())
+        if not values or any(value is None for value in values):
+            return False
+        return all(self._run_constant(value, helper, depth + 1) for value in values)
+
+    def _plain_values(self, node: Optional[cst.CSTNode]) -> dict[str, list[Optional[cst.BaseExpression]]]:
+        """What a loop or helper body binds each name to: the value of a one-target
+        `name = value`, None for any other binding (a loop target, `+=`, `as`)."""
+        if node is None:
+            return {}
+        found = self._values.get(id(node))
+        if found is None:
+            found = self._values[id(node)] = _plain_values(node)
+        return found
 
     def _bound_in(self, node: Optional[cst.CSTNode]) -> set[str]:
         """Names a loop or helper body binds (assignments, loop targets, `with ... as`)."""
@@ -444,6 +472,30 @@ def _bound_names(node: cst.CSTNode) -> set[str]:
                     name = dotted(part)
                     if name is not None:
                         found.add(name)
+    return found
+
+
+def _plain_values(node: cst.CSTNode) -> dict[str, list[Optional[cst.BaseExpression]]]:
+    """Names bound under `node`, each with its assigned values (None for a binding that
+    is not a one-target `name = value`: a loop target, `+=`, `as`, unpacking)."""
+    found: dict[str, list[Optional[cst.BaseExpression]]] = {}
+    for child in walk(node):
+        kind = type(child)
+        if kind is cst.Assign and len(child.targets) == 1 and type(child.targets[0].target) is cst.Name:
+            found.setdefault(child.targets[0].target.value, []).append(child.value)
+            continue
+        if kind is cst.Assign:
+            targets = [t.target for t in child.targets]
+        elif kind in (cst.AugAssign, cst.AnnAssign, cst.For):
+            targets = [child.target]
+        elif kind is cst.AsName or kind is cst.NamedExpr:
+            targets = [child.name if kind is cst.AsName else child.target]
+        else:
+            continue
+        for target in targets:
+            for part in walk(target):
+                if type(part) is cst.Name:
+                    found.setdefault(part.value, []).append(None)
     return found
 
 

@@ -120,7 +120,7 @@ def candidate_importers(root: str, path: str, functions: list[str]) -> list[tupl
         stem = os.path.basename(os.path.dirname(path))
     target = os.path.abspath(path)
     found = []
-    for other in scan.loops:
+    for other in sorted(scan.loops):  # in a stable order: the first loop names a finding
         text = scan.texts[other]
         if stem not in text or not any(name in text for name in wanted) or os.path.abspath(other) == target:
             continue

@@ -289,7 +289,7 @@ class ProjectView:
 
     def returned_call(self, callee: Optional[str]) -> Optional[cst.Call]:
         """For a call of a project function that wraps a model or builds a scheduler and
-        returns one call (`return DDP(model, ...)`), that call with its callee written in
+        returns calls of one callee (`return DDP(model, ...)`, in every arm), that call with its callee written in
         full (`torch.nn.parallel.DistributedDataParallel`), so the caller's module reads it
         whatever it imports."""
         if callee is None or callee.partition(".")[0] not in self.summary.imports:
@@ -301,13 +301,16 @@ class ProjectView:
         node = _parse_function(found)[1]
         if owner is None or node is None:
             return None
-        values = {cst.Module([]).code_for_node(r.value) for r in _returns(node) if r.value is not None}
         returns = [r.value for r in _returns(node)]
-        if len(values) != 1 or type(returns[0]) is not cst.Call:
+        calls = [value for value in returns if type(value) is cst.Call]
+        if not calls or len(calls) != len(returns):
             return None
-        call = returns[0]
+        # arms that build the same thing with other options (`DDP(m, static_graph=True)` on
+        # a newer torch, `DDP(m)` otherwise) return one kind of object
+        names = {_dotted(value.func) for value in calls}
+        call = calls[0]
         name = _dotted(call.func)
-        if name is None:
+        if name is None or len(names) != 1:
             return None
         head, _, rest = name.partition(".")
         imported = owner.imports.get(head)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Iterator, Optional, Union
 
 from accumlint.project.configs import ConfigError, ConfigFacts, read_config
-from accumlint.project.root import find_root
+from accumlint.project.root import checked_parent, find_root
 from accumlint.project.summary import ModuleSummary, summarize
 
 # A module larger than this is generated code: nothing is read from it.
@@ -39,16 +39,17 @@ class ProjectIndex:
 
     def __init__(self) -> None:
         self._entries: dict[str, _Entry] = {}
-        self._roots: dict[str, str] = {}
+        self._roots: dict[tuple[str, Optional[str]], str] = {}
         self._configs: dict[str, Union[ConfigFacts, ConfigError, None]] = {}
         # (path, word) -> the stamp of a text that does not hold the word (`entry`'s `mentioning`)
         self._lacking: dict[tuple[str, str], tuple[int, int]] = {}
 
     def root_of(self, path: str) -> str:
         folder = os.path.dirname(os.path.abspath(path))
-        root = self._roots.get(folder)
+        key = (folder, checked_parent())  # the fallback root is the run's
+        root = self._roots.get(key)
         if root is None:
-            root = self._roots[folder] = find_root(folder)
+            root = self._roots[key] = find_root(folder)
         return root
 
     def entry(self, path: str, mentioning: Optional[str] = None) -> Optional[_Entry]:

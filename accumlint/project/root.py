@@ -3,14 +3,37 @@
 from __future__ import annotations
 
 import os
-from typing import Optional
+from typing import Iterable, Optional
 
 # What marks the folder that holds a project.
 ROOT_MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
 
 
+# The common parent of the paths this run checks (None: not known, e.g. the editor server):
+# the project's root where no marker says it (SPEC: "or their common parent").
+_checked_parent: Optional[str] = None
+
+
+def set_checked_paths(paths: Iterable[str]) -> None:
+    """Remember the paths a run checks: a module under their common parent, with no root
+    marker above it, belongs to the project rooted there (a script in `tools/` importing
+    the package beside `tools/`). Forked workers inherit it."""
+    global _checked_parent
+    folders = [os.path.abspath(p) if os.path.isdir(p) else os.path.dirname(os.path.abspath(p)) for p in paths if p != "-"]
+    try:
+        _checked_parent = os.path.commonpath(folders) if folders else None
+    except ValueError:  # paths on different drives
+        _checked_parent = None
+
+
+def checked_parent() -> Optional[str]:
+    """The common parent of the paths this run checks (see `set_checked_paths`)."""
+    return _checked_parent
+
+
 def find_root(path: str) -> str:
-    """The nearest folder from `path` up that holds a root marker; else `path`'s own folder."""
+    """The nearest folder from `path` up that holds a root marker; else the common parent
+    of the checked paths when `path` lies under it; else `path`'s own folder."""
     start = os.path.abspath(path)
     folder = start if os.path.isdir(start) else os.path.dirname(start)
     candidate = folder
@@ -19,8 +42,11 @@ def find_root(path: str) -> str:
             return candidate
         parent = os.path.dirname(candidate)
         if parent == candidate:
-            return folder
+            break
         candidate = parent
+    if _checked_parent is not None and _inside(folder, _checked_parent):
+        return _checked_parent
+    return folder
 
 
 def search_folders(root: str, importer: str) -> tuple[str, ...]:
