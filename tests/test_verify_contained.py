@@ -177,3 +177,13 @@ def test_a_setup_factory_that_exits_could_not_run(tmp_path):
 
     report = check_equivalence(loop_file(tmp_path, "pass"), setup=setup)
     assert report.verdict == COULD_NOT_RUN and report.reason == "the setup factory raised SystemExit: 4"
+
+
+def test_in_this_process_where_the_platform_cannot_fork(tmp_path, monkeypatch):
+    monkeypatch.delattr(os, "fork")
+    target = loop_file(tmp_path, "print('no fork here')")
+    report = check_equivalence(target)
+    assert report.passed and "no fork here" in report.stdout
+    assert any("ran in this process" in note and "cannot fork" in note for note in report.notes)
+    distributed = check_equivalence(target, nproc=2, tail=0)
+    assert distributed.verdict == COULD_NOT_RUN and "needs os.fork" in distributed.reason
