@@ -6,7 +6,9 @@ engine, report and CLI tests do not depend on what the real rules find.
 Use the `fake_analysis` fixture (import it into the test module).
 
 The analysis runs in worker processes, so the calls it saw are kept in a
-file (one JSON line per call), not in this process's memory.
+file (one JSON line per call), not in this process's memory. A spawned
+worker (ACCUMLINT_START_METHOD=spawn) inherits no patch of this process: the
+engine hands its workers a `FakeTask`, which installs the fake there.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 import pytest
 
 import accumlint.check.analysis
+import accumlint.check.engine
 import accumlint.check.fixes
 from accumlint.check.analysis import AnalysisOptions, ParseFailure
 from accumlint.diagnostics import Diagnostic, FixInfo
@@ -87,9 +90,30 @@ class FakeAnalysis:
         return FixOutcome(text, fixed, found, False, 10)
 
 
+_RUN_TASK = accumlint.check.engine.run_task
+
+
+class FakeTask:
+    """The engine's `run_task` with the fake analysis installed first, in whatever process
+    it runs (pickled by name, with the calls' log)."""
+
+    def __init__(self, log: Path) -> None:
+        self.log = log
+
+    def __call__(self, task):
+        install(FakeAnalysis(self.log))
+        return _RUN_TASK(task)
+
+
+def install(fake: FakeAnalysis, monkeypatch=None) -> None:
+    setattr_ = monkeypatch.setattr if monkeypatch is not None else setattr
+    setattr_(accumlint.check.analysis, "analyze", fake.analyze)
+    setattr_(accumlint.check.fixes, "fix_text", fake.fix_text)
+
+
 @pytest.fixture
 def fake_analysis(monkeypatch, tmp_path_factory) -> FakeAnalysis:
     fake = FakeAnalysis(tmp_path_factory.mktemp("fake") / "calls.jsonl")
-    monkeypatch.setattr(accumlint.check.analysis, "analyze", fake.analyze)
-    monkeypatch.setattr(accumlint.check.fixes, "fix_text", fake.fix_text)
+    install(fake, monkeypatch)
+    monkeypatch.setattr(accumlint.check.engine, "run_task", FakeTask(fake.log))
     return fake
