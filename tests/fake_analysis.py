@@ -8,11 +8,12 @@ Use the `fake_analysis` fixture (import it into the test module).
 The analysis runs in worker processes, so the calls it saw are kept in a
 file (one JSON line per call), not in this process's memory. A spawned
 worker (ACCUMLINT_START_METHOD=spawn) inherits no patch of this process: the
-engine hands its workers a `FakeTask`, which installs the fake there.
+engine hands its workers a `PatchedTask`, which installs the fake there.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
 
@@ -90,30 +91,34 @@ class FakeAnalysis:
         return FixOutcome(text, fixed, found, False, 10)
 
 
-_RUN_TASK = accumlint.check.engine.run_task
+_RUN_TASK = accumlint.check.engine.run_task  # the engine's own, before any test patches it
 
 
-class FakeTask:
-    """The engine's `run_task` with the fake analysis installed first, in whatever process
-    it runs (pickled by name, with the calls' log)."""
+class PatchedTask:
+    """The engine's `run_task` with module attributes set first ("module.name" -> value), in
+    whatever process it runs: pickled with its values (each picklable, functions by name)."""
 
-    def __init__(self, log: Path) -> None:
-        self.log = log
+    def __init__(self, patches: list[tuple[str, object]]) -> None:
+        self.patches = patches
 
     def __call__(self, task):
-        install(FakeAnalysis(self.log))
+        for target, value in self.patches:
+            module, _, name = target.rpartition(".")
+            setattr(importlib.import_module(module), name, value)
         return _RUN_TASK(task)
 
 
-def install(fake: FakeAnalysis, monkeypatch=None) -> None:
-    setattr_ = monkeypatch.setattr if monkeypatch is not None else setattr
-    setattr_(accumlint.check.analysis, "analyze", fake.analyze)
-    setattr_(accumlint.check.fixes, "fix_text", fake.fix_text)
+def patch_in_workers(monkeypatch, target: str, value) -> None:
+    """`monkeypatch.setattr(target, value)` here and in the check's workers, spawned ones too."""
+    monkeypatch.setattr(target, value)
+    task = accumlint.check.engine.run_task
+    patches = task.patches if isinstance(task, PatchedTask) else []
+    monkeypatch.setattr(accumlint.check.engine, "run_task", PatchedTask([*patches, (target, value)]))
 
 
 @pytest.fixture
 def fake_analysis(monkeypatch, tmp_path_factory) -> FakeAnalysis:
     fake = FakeAnalysis(tmp_path_factory.mktemp("fake") / "calls.jsonl")
-    install(fake, monkeypatch)
-    monkeypatch.setattr(accumlint.check.engine, "run_task", FakeTask(fake.log))
+    patch_in_workers(monkeypatch, "accumlint.check.analysis.analyze", fake.analyze)
+    patch_in_workers(monkeypatch, "accumlint.check.fixes.fix_text", fake.fix_text)
     return fake
