@@ -12,6 +12,7 @@ import sys
 import textwrap
 
 import pytest
+from fake_analysis import patch_in_workers
 from samples import UNSCALED_LOOP as TRAIN
 from samples import UNSCALED_LOOP_AT_MODULE_LEVEL
 from click.testing import CliRunner
@@ -76,7 +77,7 @@ def test_each_hostile_file_gets_one_line_and_the_rest_is_checked(hostile_tree, j
 
 def test_a_parser_crash_costs_only_its_file(tmp_path, monkeypatch):
     # Lift the nesting bound so that LibCST really gets the 12,000-operand chain it segfaults on.
-    monkeypatch.setattr("accumlint.source.gate.MAX_NESTING", 10**6)
+    patch_in_workers(monkeypatch, "accumlint.source.gate.MAX_NESTING", 10**6)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "crash.py").write_text(LOOP + "x = " + " and ".join(["a"] * 12000) + "\n")
     for index in range(3):
