@@ -15,9 +15,10 @@ import textwrap
 import types
 from pathlib import Path
 
+from fake_analysis import patch_in_workers
 import pytest
 from click.testing import CliRunner
-from fake_analysis import fake_analysis, patch_in_workers  # noqa: F401 - fixture
+from fake_analysis import fake_analysis  # noqa: F401 - fixture
 
 from accumlint.cli import cli
 from accumlint.rules.catalog import RULES
