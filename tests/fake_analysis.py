@@ -6,17 +6,21 @@ engine, report and CLI tests do not depend on what the real rules find.
 Use the `fake_analysis` fixture (import it into the test module).
 
 The analysis runs in worker processes, so the calls it saw are kept in a
-file (one JSON line per call), not in this process's memory.
+file (one JSON line per call), not in this process's memory. A spawned
+worker (ACCUMLINT_START_METHOD=spawn) inherits no patch of this process: the
+engine hands its workers a `PatchedTask`, which installs the fake there.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
 
 import pytest
 
 import accumlint.check.analysis
+import accumlint.check.engine
 import accumlint.check.fixes
 from accumlint.check.analysis import AnalysisOptions, ParseFailure
 from accumlint.diagnostics import Diagnostic, FixInfo
@@ -87,9 +91,34 @@ class FakeAnalysis:
         return FixOutcome(text, fixed, found, False, 10)
 
 
+_RUN_TASK = accumlint.check.engine.run_task  # the engine's own, before any test patches it
+
+
+class PatchedTask:
+    """The engine's `run_task` with module attributes set first ("module.name" -> value), in
+    whatever process it runs: pickled with its values (each picklable, functions by name)."""
+
+    def __init__(self, patches: list[tuple[str, object]]) -> None:
+        self.patches = patches
+
+    def __call__(self, task):
+        for target, value in self.patches:
+            module, _, name = target.rpartition(".")
+            setattr(importlib.import_module(module), name, value)
+        return _RUN_TASK(task)
+
+
+def patch_in_workers(monkeypatch, target: str, value) -> None:
+    """`monkeypatch.setattr(target, value)` here and in the check's workers, spawned ones too."""
+    monkeypatch.setattr(target, value)
+    task = accumlint.check.engine.run_task
+    patches = task.patches if isinstance(task, PatchedTask) else []
+    monkeypatch.setattr(accumlint.check.engine, "run_task", PatchedTask([*patches, (target, value)]))
+
+
 @pytest.fixture
 def fake_analysis(monkeypatch, tmp_path_factory) -> FakeAnalysis:
     fake = FakeAnalysis(tmp_path_factory.mktemp("fake") / "calls.jsonl")
-    monkeypatch.setattr(accumlint.check.analysis, "analyze", fake.analyze)
-    monkeypatch.setattr(accumlint.check.fixes, "fix_text", fake.fix_text)
+    patch_in_workers(monkeypatch, "accumlint.check.analysis.analyze", fake.analyze)
+    patch_in_workers(monkeypatch, "accumlint.check.fixes.fix_text", fake.fix_text)
     return fake

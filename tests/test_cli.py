@@ -15,6 +15,7 @@ import textwrap
 import types
 from pathlib import Path
 
+from fake_analysis import patch_in_workers
 import pytest
 from click.testing import CliRunner
 from fake_analysis import fake_analysis  # noqa: F401 - fixture
@@ -604,19 +605,30 @@ def test_end_to_end_correct_loop_is_silent(project):
 # ---------------------------------------------------------------- robustness and integrations
 
 
-@pytest.mark.parametrize(
-    "error, message",
-    [(RecursionError, "exceeded the recursion limit"), (MemoryError, "ran out of memory")],
-)
-def test_recursion_and_memory_errors_are_per_file(project, monkeypatch, error, message):
-    def explode(text, path, options):
-        raise error()
+def _recurse_without_end(text, path, options):
+    raise RecursionError()
 
-    monkeypatch.setattr("accumlint.check.analysis.analyze", explode)
+
+def _run_out_of_memory(text, path, options):
+    raise MemoryError()
+
+
+def _fixes_that_never_settle(text, path, options, *, unsafe, keep, fixable=None):
+    from accumlint.check.fixes import FixOutcome
+
+    return FixOutcome(text + "#\n", [], [], converged=False)
+
+
+@pytest.mark.parametrize(
+    "explode, message",
+    [(_recurse_without_end, "exceeded the recursion limit"), (_run_out_of_memory, "ran out of memory")],
+)
+def test_recursion_and_memory_errors_are_per_file(project, monkeypatch, explode, message):
+    patch_in_workers(monkeypatch, "accumlint.check.analysis.analyze", explode)
     write(project, "deep.py", BUGGY)
     result = run("check")
     assert result.exit_code == 2
-    assert result.stdout.startswith("deep.py:1:1: internal error: analysis " + message)
+    assert result.stdout.startswith("deep.py:1:1: internal error: analysis " + message), result.stdout + result.stderr
 
 
 def test_unfixable_rules_are_not_fixed_by_the_real_fixer(project):
@@ -628,12 +640,7 @@ def test_unfixable_rules_are_not_fixed_by_the_real_fixer(project):
 
 
 def test_unsettled_fixes_are_reported(project, fake_analysis, monkeypatch):
-    from accumlint.check.fixes import FixOutcome
-
-    monkeypatch.setattr(
-        "accumlint.check.fixes.fix_text",
-        lambda text, path, options, *, unsafe, keep, fixable=None: FixOutcome(text + "#\n", [], [], converged=False),
-    )
+    patch_in_workers(monkeypatch, "accumlint.check.fixes.fix_text", _fixes_that_never_settle)
     write(project, "train.py", BUGGY)
     result = run("check", "--fix")
     assert "train.py: fixes did not settle" in result.stderr

@@ -12,6 +12,7 @@ import sys
 import textwrap
 
 import pytest
+from fake_analysis import patch_in_workers
 from samples import UNSCALED_LOOP as TRAIN
 from samples import UNSCALED_LOOP_AT_MODULE_LEVEL
 from click.testing import CliRunner
@@ -76,7 +77,7 @@ def test_each_hostile_file_gets_one_line_and_the_rest_is_checked(hostile_tree, j
 
 def test_a_parser_crash_costs_only_its_file(tmp_path, monkeypatch):
     # Lift the nesting bound so that LibCST really gets the 12,000-operand chain it segfaults on.
-    monkeypatch.setattr("accumlint.source.gate.MAX_NESTING", 10**6)
+    patch_in_workers(monkeypatch, "accumlint.source.gate.MAX_NESTING", 10**6)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "crash.py").write_text(LOOP + "x = " + " and ".join(["a"] * 12000) + "\n")
     for index in range(3):
@@ -722,17 +723,12 @@ def test_a_reader_that_stops_early_ends_the_run_quietly_with_its_own_status(tmp_
     assert stderr == b""
 
 
-def test_what_the_native_parser_prints_as_it_dies_never_reaches_the_terminal(capfd, monkeypatch):
-    import libcst
-
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_what_the_native_parser_prints_as_it_dies_never_reaches_the_terminal(capfd, monkeypatch, method):
     from accumlint.check.workers import Failure, WorkerPool
 
-    def die_as_rust_does(text):
-        os.write(2, b"memory allocation of 1099511627776 bytes failed\n")
-        os.abort()
-
-    monkeypatch.setattr(libcst, "parse_module", die_as_rust_does)
-    with WorkerPool(1, _parse, 10.0) as pool:
+    monkeypatch.setenv("ACCUMLINT_START_METHOD", method)
+    with WorkerPool(1, _parse_dying_as_rust_does, 10.0) as pool:
         ((_, outcome),) = list(pool.map(["x = 1\n"]))
     assert isinstance(outcome, Failure) and "SIGABRT" in outcome.message
     assert "memory allocation" not in capfd.readouterr().err
@@ -742,6 +738,18 @@ def _parse(text):
     from accumlint.source.parsing import parse_module
 
     return parse_module(text)
+
+
+def _parse_dying_as_rust_does(text):
+    """In the worker: LibCST's parser made to die as its Rust code does, then a parse."""
+    import libcst
+
+    def die(text):
+        os.write(2, b"memory allocation of 1099511627776 bytes failed\n")
+        os.abort()
+
+    libcst.parse_module = die
+    return _parse(text)
 
 
 def test_the_cache_key_changes_with_the_python_and_the_libcst_it_runs_under(tmp_path, monkeypatch):

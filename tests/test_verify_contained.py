@@ -177,3 +177,54 @@ def test_a_setup_factory_that_exits_could_not_run(tmp_path):
 
     report = check_equivalence(loop_file(tmp_path, "pass"), setup=setup)
     assert report.verdict == COULD_NOT_RUN and report.reason == "the setup factory raised SystemExit: 4"
+
+
+def test_in_this_process_where_the_platform_cannot_fork(tmp_path, monkeypatch):
+    monkeypatch.delattr(os, "fork")
+    target = loop_file(tmp_path, "print('no fork here')")
+    report = check_equivalence(target)
+    assert report.passed and "no fork here" in report.stdout
+    assert any("ran in this process" in note and "cannot fork" in note for note in report.notes)
+    distributed = check_equivalence(target, nproc=2, tail=0)
+    assert distributed.verdict == COULD_NOT_RUN and "needs os.fork" in distributed.reason
+
+
+def _fresh_python(code: str) -> str:
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          check=True, timeout=600).stdout
+
+
+def test_what_training_loads_is_loaded_once_here_not_in_every_child():
+    # torch imports its compiler when the first optimizer is built; a child that had to do it
+    # again would pay for it on every verification
+    gated = os.path.join(os.path.dirname(__file__), "..", "fixtures", "verify", "correct_gated.py")
+    out = _fresh_python(f"""
+        import sys
+        import torch
+        from accumlint.verify import check_equivalence
+        before = "torch._dynamo" in sys.modules
+        report = check_equivalence({os.path.abspath(gated) + "::train"!r}, windows=2)
+        print(before, "torch._dynamo" in sys.modules, report.passed)
+    """)
+    assert out.split() == ["False", "True", "True"]
+
+
+def test_the_runs_threads_compute_with_torchs_thread_count(tmp_path):
+    import glob
+
+    libraries = glob.glob(os.path.join(os.path.dirname(torch.__file__), "lib", "libgomp*.so*"))
+    if not libraries or (os.cpu_count() or 1) < 2:
+        pytest.skip("needs torch's GNU OpenMP and two cores")
+    seen = tmp_path / "threads"
+    target = loop_file(tmp_path, f"import ctypes; open({str(seen)!r}, 'a').write("
+                                 f"str(ctypes.CDLL({libraries[0]!r}).omp_get_max_threads()) + ' ')")
+    out = _fresh_python(f"""
+        import torch
+        torch.set_num_threads(1)
+        from accumlint.verify.equivalence import verify_here
+        print(verify_here({target!r}).passed)
+    """)
+    assert out.strip() == "True" and set(seen.read_text().split()) == {"1"}

@@ -8,7 +8,16 @@ import time
 
 import pytest
 
-from accumlint.check.workers import CHUNK_ITEMS, NAP, WALL_FACTOR, Failure, WorkerPool, _nap
+from accumlint.check import workers
+from accumlint.check.workers import CHUNK_ITEMS, NAP, WALL_FACTOR, Failure, WorkerPool, _death, _nap, start_method
+
+
+@pytest.fixture(autouse=True, params=["fork", "spawn"])
+def method(request, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test runs with forked workers and with spawned ones (the path where fork is missing)."""
+    monkeypatch.setenv("ACCUMLINT_START_METHOD", request.param)
+    assert start_method() == request.param
+    return request.param
 
 
 def _gone(pid: int) -> bool:
@@ -29,6 +38,8 @@ def _work(item):
         return len(bytearray(1 << 34))  # 16 GiB, far beyond the memory limit
     if item == "raise":
         raise ValueError("bad item")
+    if item == "print":
+        print("what the analysis prints never reaches the results", flush=True)
     return os.getpid()
 
 
@@ -178,26 +189,32 @@ def test_the_parent_naps_only_while_every_busy_worker_has_items_left_behind_the_
     assert _nap([_Busy(16, 0.0)]) == 0.0  # no item done yet: nothing to go by
 
 
-def test_results_that_wait_together_are_all_read_after_one_wake_up(monkeypatch: pytest.MonkeyPatch):
+def test_results_that_wait_together_are_all_read_after_one_wake_up(monkeypatch: pytest.MonkeyPatch, method: str):
     """One long nap at the start: every result of the first chunk is waiting when the parent
     looks, and all of them are read before it waits again."""
-    from accumlint.check import workers
-
+    first_chunk = 8  # half of what waits
     naps = iter([0.5])
-    monkeypatch.setattr(workers, "_nap", lambda busy: next(naps, 0.0))
-    real_select = workers.select.select
+
+    def nap(busy):
+        if method == "spawn":  # a fresh interpreter's start takes long: nap until the chunk is answered
+            (worker,) = busy
+            with worker.arrived:
+                worker.arrived.wait_for(lambda: len(worker.inbox) > first_chunk, 60)
+            return 0.0
+        return next(naps, 0.0)
+
+    monkeypatch.setattr(workers, "_nap", nap)
+    real_ready = WorkerPool._ready
     read_between_waits = [0]
 
-    def counted(readers, writers, errors, timeout):
-        if timeout != 0:
-            read_between_waits.append(0)
-        return real_select(readers, writers, errors, timeout)
+    def counted(self, busy, timeout):
+        read_between_waits.append(0)
+        return real_ready(self, busy, timeout)
 
-    monkeypatch.setattr(workers.select, "select", counted)
+    monkeypatch.setattr(WorkerPool, "_ready", counted)
     with WorkerPool(1, _work, 10.0) as pool:
         for _ in pool.map(["a"] * 16, [1] * 16):
             read_between_waits[-1] += 1
-    first_chunk = 8  # half of what waits
     assert read_between_waits[:2] == [0, first_chunk] and sum(read_between_waits) == 16
 
 
@@ -214,3 +231,47 @@ def test_results_waiting_before_a_crash_are_all_kept():
     assert isinstance(results[6], Failure) and "segmentation fault" in results[6].message
     assert all(isinstance(results[index], int) for index in range(len(items)) if index != 6)
     assert len({results[index] for index in range(6)}) == 1 and results[0] != results[7]
+
+
+def test_what_a_worker_prints_does_not_disturb_the_results():
+    results = _run(["print", "a", "print"], size=1)
+    assert all(isinstance(pid, int) for pid in results.values())
+
+
+def test_where_fork_is_missing_workers_are_spawned(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv("ACCUMLINT_START_METHOD")
+    assert start_method() == "fork"
+    monkeypatch.setenv("ACCUMLINT_START_METHOD", "threads")  # not a method: the automatic choice
+    assert start_method() == "fork"
+    monkeypatch.delattr(os, "fork")
+    assert start_method() == "spawn"
+    with WorkerPool(2, _work, 10.0) as pool:
+        results = dict(pool.map(["a", "crash", "b"]))
+        assert pool._workers and all(isinstance(worker, workers._SpawnedWorker) for worker in pool._workers)
+    assert isinstance(results[0], int) and isinstance(results[2], int) and results[0] != os.getpid()
+    assert isinstance(results[1], Failure) and "segmentation fault" in results[1].message
+
+
+def test_a_spawned_worker_that_cannot_load_its_function_fails_each_item_saying_so(
+    monkeypatch: pytest.MonkeyPatch, method: str
+):
+    import sys
+    import types
+
+    if method == "fork":
+        pytest.skip("a forked worker has the function already")
+    module = types.ModuleType("accumlint_test_not_on_disk")
+    exec("import os\ndef work(item):\n    return os.getpid()\n", module.__dict__)
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    results = dict(WorkerPool(1, module.work, 10.0).map(["a", "b"]))
+    assert all(isinstance(outcome, Failure) and "cannot load its function" in outcome.message
+               and "accumlint_test_not_on_disk" in outcome.message for outcome in results.values())
+
+
+@pytest.mark.parametrize(
+    "code, said",
+    [(-11, "segmentation fault"), (-9, "SIGKILL"), (3, "exited with status 3"),
+     (0xC00000FD, "stack overflow")],  # Windows' exit code of a stack overflow
+)
+def test_an_exit_code_is_said_in_a_users_words(code, said):
+    assert said in _death(code)

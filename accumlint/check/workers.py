@@ -28,11 +28,24 @@ take) and then reads every result waiting. Each wake-up costs both processes
 system time (on this project's machines, about as much as a small file's
 analysis); a nap never leaves a worker without work, since a worker on its
 last item is waited for as before.
+
+Where `os.fork` is missing (Windows), or where the environment variable
+ACCUMLINT_START_METHOD is `spawn` (to test that path on Linux), each worker is
+a fresh interpreter instead (`python_command`), speaking the same protocol on
+its standard input and output; its function is pickled by name. A spawned
+worker keeps every guarantee the platform allows: a crash costs one item, and
+the pool kills and reaps it on close; the budget counts CPU time where /proc
+tells it (elsewhere wall time), and the memory limit holds where
+`resource` can set one. A thread per spawned worker reads its results (a pipe
+cannot be waited on with `select` on Windows), and the pool waits on them all
+at once.
 """
 
 from __future__ import annotations
 
 import faulthandler
+import functools
+import json
 import os
 import pickle
 import select
@@ -41,9 +54,13 @@ import struct
 import sys
 import time
 from collections import deque
-from typing import Any, Callable, Iterable, Iterator, NamedTuple, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple, Optional, Sequence, Union
 
 from accumlint.source import native
+
+if TYPE_CHECKING:
+    import subprocess
+    import threading
 
 _HEADER = struct.Struct("!Q")
 # The most items a worker is handed at once.
@@ -52,7 +69,33 @@ CHUNK_ITEMS = 16
 NAP = 0.1
 # However little CPU it gets, an item ends after this many times its budget in wall time.
 WALL_FACTOR = 10
+# The longest a spawned worker may take to start (seconds), beside its first item's own limits.
+SPAWN_WAIT = 60.0
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+# Names how worker processes start: "fork" or "spawn" (where fork exists, fork unless this says spawn).
+START_METHOD_VARIABLE = "ACCUMLINT_START_METHOD"
+# Windows' exit codes of a process that crashed (NTSTATUS), in a user's words.
+_WINDOWS_CRASHES = {
+    0xC00000FD: "it crashed (stack overflow, usually in LibCST's parser on very deep code)",
+    0xC0000005: "it crashed (access violation)",
+    0xC0000017: "it ran out of memory",
+}
+
+
+def start_method() -> str:
+    """How worker processes start: "fork" where `os.fork` exists, unless the environment
+    variable ACCUMLINT_START_METHOD says "spawn"; "spawn" (a fresh interpreter) elsewhere.
+    Any other value of the variable leaves the automatic choice."""
+    if not hasattr(os, "fork"):
+        return "spawn"
+    return "spawn" if os.environ.get(START_METHOD_VARIABLE, "").strip().lower() == "spawn" else "fork"
+
+
+def python_command(module: str, function: str) -> list[str]:
+    """The command line of a fresh interpreter that calls `module.function()` with this
+    process's `sys.path` (so that what this process imports by name, it imports too)."""
+    boot = f"import json, sys; sys.path[:] = json.loads(sys.argv[1]); from {module} import {function}; {function}()"
+    return [sys.executable, "-c", boot, json.dumps(sys.path)]
 
 
 class Failure(NamedTuple):
@@ -68,17 +111,18 @@ def _signal_name(number: int) -> str:
         return f"signal {number}"
 
 
-def _death(status: int) -> str:
-    """What a worker's wait status says, in a user's words."""
-    if os.WIFSIGNALED(status):
-        number = os.WTERMSIG(status)
+def _death(code: int) -> str:
+    """What a worker's exit code says (negative: the signal that ended it), in a user's words."""
+    if code < 0:
+        number = -code
         why = {
             signal.SIGSEGV: "it crashed (segmentation fault, usually a stack overflow in LibCST's parser on very deep code)",
             signal.SIGKILL: "it was killed (SIGKILL, usually the system running out of memory)",
             signal.SIGABRT: "it aborted (SIGABRT, usually a failed memory allocation)",
         }.get(number, f"it was ended by {_signal_name(number)}")
         return f"the analysis process failed on this file: {why}"
-    return f"the analysis process failed on this file: it exited with status {os.WEXITSTATUS(status)}"
+    why = _WINDOWS_CRASHES.get(code & 0xFFFFFFFF, f"it exited with status {code}")
+    return f"the analysis process failed on this file: {why}"
 
 
 def _write_message(fd: int, value: Any) -> None:
@@ -175,35 +219,76 @@ def _own_cpu_seconds() -> float:
     return times.user + times.system
 
 
-class _Worker:
-    """One forked process, its two pipes, and the item it holds."""
 
-    def __init__(self, function: Callable[[Any], Any], memory: Optional[int], inherited: list[int]) -> None:
-        task_read, self.task_write = os.pipe()
-        self.result_read, result_write = os.pipe()
-        for stream in (sys.stdout, sys.stderr):  # buffered output must not be printed twice
+def serve_spawned() -> None:
+    """A spawned worker's life (`python_command`): the first message on standard input
+    names its function and memory budget, then it serves as a forked worker does, with
+    its results on what was standard output (what the analysis prints goes to standard
+    error instead, never into the results)."""
+    tasks, results = os.dup(0), os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    os.dup2(2, 1)
+    status = 0
+    try:
+        try:
+            function, memory = _read_message(tasks)
+        except (EOFError, OSError):
+            return
+        except Exception as error:  # noqa: BLE001 - said of every item, by the parent, once each
+            function, memory = functools.partial(_unloadable, f"{type(error).__name__}: {error}"), None
+        _write_message(results, _Started(_own_cpu_seconds()))
+        _serve(tasks, results, function, memory)
+    except BaseException:  # noqa: BLE001 - a worker must end here, whatever happens
+        status = 1
+    finally:
+        for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
             except (AttributeError, OSError, ValueError):
                 pass
-        self.pid = os.fork()
-        if self.pid == 0:  # the child: never returns into the caller's code
-            status = 0
-            try:
-                for fd in (*inherited, self.task_write, self.result_read):
-                    os.close(fd)
-                _serve(task_read, result_write, function, memory)
-            except BaseException:  # noqa: BLE001 - a worker must end here, whatever happens
-                status = 1
-            finally:
-                os._exit(status)
-        os.close(task_read)
-        os.close(result_write)
+        os._exit(status)
+
+
+class _Started(NamedTuple):
+    """A spawned worker's first message: it has started, after this much CPU time (which
+    its first item's budget does not count)."""
+
+    cpu_seconds: float
+
+
+def _unloadable(why: str, item: Any) -> "Failure":
+    return Failure(f"internal error: the analysis process cannot load its function ({why})")
+
+
+class _Worker:
+    """One worker process and the items it holds (the running one first)."""
+
+    pid: int
+
+    def __init__(self) -> None:
         self.queue: deque[int] = deque()  # the items given and not yet answered, the running one first
         self.deadline = 0.0
         self.cutoff = 0.0  # the wall-time limit
         self.cpu_at_start: Optional[float] = None
         self.item_seconds = 0.0  # the CPU time its last item took
+
+    def send(self, chunk: list[tuple[int, Any]]) -> None:
+        raise NotImplementedError
+
+    def receive(self) -> tuple[int, Any, float]:
+        """The next result (index, result, CPU seconds); EOFError or OSError when the worker died."""
+        raise NotImplementedError
+
+    def waiting(self) -> bool:
+        """Whether another result (or the worker's end) can be received without waiting."""
+        raise NotImplementedError
+
+    def stop(self) -> int:
+        """Kill the process (if it still runs), reap it and close its pipes; its exit code
+        (negative: the signal that ended it)."""
+        raise NotImplementedError
 
     def cpu_seconds(self) -> Optional[float]:
         """CPU time the process has used (user + system), or None where /proc cannot say."""
@@ -215,16 +300,12 @@ class _Worker:
             return None
 
     @property
-    def fds(self) -> tuple[int, int]:
-        return self.task_write, self.result_read
-
-    @property
     def index(self) -> Optional[int]:
         """The item the worker runs now."""
         return self.queue[0] if self.queue else None
 
     def give(self, chunk: list[tuple[int, Any]], budget: float) -> None:
-        _write_message(self.task_write, chunk)
+        self.send(chunk)
         self.queue.extend(index for index, _ in chunk)
         self._start(budget, self.cpu_seconds())
 
@@ -252,8 +333,54 @@ class _Worker:
         self.deadline = min(now + max(budget - (used - self.cpu_at_start), 0.01), self.cutoff)
         return False
 
+
+class _ForkedWorker(_Worker):
+    """A forked process and its two pipes."""
+
+    def __init__(self, function: Callable[[Any], Any], memory: Optional[int], inherited: list[int]) -> None:
+        super().__init__()
+        task_read, self.task_write = os.pipe()
+        self.result_read, result_write = os.pipe()
+        for stream in (sys.stdout, sys.stderr):  # buffered output must not be printed twice
+            try:
+                stream.flush()
+            except (AttributeError, OSError, ValueError):
+                pass
+        self.pid = os.fork()
+        if self.pid == 0:  # the child: never returns into the caller's code
+            status = 0
+            try:
+                for fd in (*inherited, self.task_write, self.result_read):
+                    os.close(fd)
+                _serve(task_read, result_write, function, memory)
+            except BaseException:  # noqa: BLE001 - a worker must end here, whatever happens
+                status = 1
+            finally:
+                os._exit(status)
+        os.close(task_read)
+        os.close(result_write)
+
+    @property
+    def fds(self) -> tuple[int, int]:
+        return self.task_write, self.result_read
+
+    def send(self, chunk: list[tuple[int, Any]]) -> None:
+        _write_message(self.task_write, chunk)
+
+    def receive(self) -> tuple[int, Any, float]:
+        return _read_message(self.result_read)
+
+    def waiting(self) -> bool:
+        return _readable(self.result_read)
+
+    @staticmethod
+    def ready(busy: list["_ForkedWorker"], timeout: float) -> list["_ForkedWorker"]:
+        """The busy workers that have results waiting (or have died), after at most `timeout` seconds."""
+        by_fd = {worker.result_read: worker for worker in busy}
+        found, _, _ = select.select(list(by_fd), [], [], timeout)
+        return [by_fd[fd] for fd in found]
+
     def stop(self) -> int:
-        """Kill the process (if it still runs), reap it and close the pipes; its wait status."""
         try:
             os.kill(self.pid, signal.SIGKILL)
         except ProcessLookupError:
@@ -261,14 +388,98 @@ class _Worker:
         _, status = os.waitpid(self.pid, 0)
         for fd in self.fds:
             os.close(fd)
-        return status
+        return os.waitstatus_to_exitcode(status)
+
+
+class _SpawnedWorker(_Worker):
+    """A fresh interpreter (`serve_spawned`) on two pipes, and the thread that reads its results
+    into `inbox` (a result, or the exception that ended the reading), waking the pool."""
+
+    def __init__(self, function: Callable[[Any], Any], memory: Optional[int], arrived: "threading.Condition") -> None:
+        import subprocess
+        import threading
+
+        super().__init__()
+        self.process: "subprocess.Popen[bytes]" = subprocess.Popen(
+            python_command(__name__, serve_spawned.__name__), stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0
+        )
+        self.pid = self.process.pid
+        self.inbox: deque[Union[tuple[int, Any, float], _Started, BaseException]] = deque()
+        self.arrived = arrived
+        self.started = False  # its interpreter has started and loaded the function
+        self.budget = 0.0
+        self.listener = threading.Thread(target=self._listen, name=f"accumlint-worker-{self.pid}", daemon=True)
+        self.listener.start()
+        try:
+            self.send((function, memory))
+        except OSError:
+            pass  # it died at once: its end is in the inbox, and the items handed to it come back
+
+    def send(self, chunk: Any) -> None:
+        _write_message(self.process.stdin.fileno(), chunk)  # type: ignore[union-attr]
+
+    def _listen(self) -> None:
+        fd = self.process.stdout.fileno()  # type: ignore[union-attr]
+        while True:
+            try:
+                message: Union[tuple[int, Any, float], _Started, BaseException] = _read_message(fd)
+            except BaseException as error:  # noqa: BLE001 - handed to the pool's thread, raised there
+                message = error
+            with self.arrived:
+                self.inbox.append(message)
+                self.arrived.notify_all()
+            if isinstance(message, BaseException):
+                return
+
+    def receive(self) -> tuple[int, Any, float]:
+        self.waiting()  # takes the message that it has started
+        with self.arrived:
+            message = self.inbox.popleft()
+        if isinstance(message, BaseException):
+            self.inbox.appendleft(message)  # the worker stays ended
+            raise message
+        return message
+
+    def waiting(self) -> bool:
+        with self.arrived:
+            if self.inbox and isinstance(self.inbox[0], _Started):
+                self.started = True
+                if self.queue:  # the running item's budget counts from now
+                    self._start(self.budget, self.inbox[0].cpu_seconds)
+                self.inbox.popleft()
+            return bool(self.inbox)
+
+    def give(self, chunk: list[tuple[int, Any]], budget: float) -> None:
+        self.budget = budget
+        super().give(chunk, budget)
+        if not self.started:
+            self.cutoff = max(self.cutoff, time.monotonic() + SPAWN_WAIT)
+
+    def past_budget(self, budget: float, now: float) -> bool:
+        """Before the worker has started, only the wall-time limit counts."""
+        if not self.started:
+            self.deadline = min(now + budget, self.cutoff)
+            return now >= self.cutoff
+        return super().past_budget(budget, now)
+
+    def stop(self) -> int:
+        self.process.kill()
+        code = self.process.wait()
+        self.listener.join()  # the process is gone: its pipe has ended
+        for stream in (self.process.stdin, self.process.stdout):
+            try:
+                stream.close()  # type: ignore[union-attr]
+            except OSError:
+                pass
+        return code
 
 
 class WorkerPool:
     """Up to `size` workers running `function` on items, each item under `budget` seconds.
 
     `function` and the items must be picklable results' makers: what crosses
-    back is `function(item)`, or a `Failure`.
+    back is `function(item)`, or a `Failure`. Workers start by `start_method()`;
+    a spawned worker imports `function` by its module's name.
     """
 
     def __init__(
@@ -282,6 +493,8 @@ class WorkerPool:
         self.function = function
         self.budget = budget
         self.memory = memory
+        self.start_method = start_method()
+        self._arrived: Optional["threading.Condition"] = None  # wakes the pool when a spawned worker answers
         self._workers: list[_Worker] = []
         self._waiting_weight = 0  # of the items not yet handed to a worker
 
@@ -297,10 +510,26 @@ class WorkerPool:
             self._workers.pop().stop()
 
     def _spawn(self) -> _Worker:
-        inherited = [fd for worker in self._workers for fd in worker.fds]
-        worker = _Worker(self.function, self.memory, inherited)
+        worker: _Worker
+        if self.start_method == "spawn":
+            if self._arrived is None:
+                import threading
+
+                self._arrived = threading.Condition()
+            worker = _SpawnedWorker(self.function, self.memory, self._arrived)
+        else:
+            inherited = [fd for other in self._workers if isinstance(other, _ForkedWorker) for fd in other.fds]
+            worker = _ForkedWorker(self.function, self.memory, inherited)
         self._workers.append(worker)
         return worker
+
+    def _ready(self, busy: list[_Worker], timeout: float) -> list[_Worker]:
+        """The busy workers with results waiting (or that died), after at most `timeout` seconds."""
+        if self._arrived is None:
+            return _ForkedWorker.ready(busy, timeout)  # type: ignore[arg-type]
+        with self._arrived:
+            self._arrived.wait_for(lambda: any(worker.waiting() for worker in busy), timeout)
+            return [worker for worker in busy if worker.waiting()]
 
     def _retire(self, worker: _Worker) -> int:
         self._workers.remove(worker)
@@ -313,7 +542,7 @@ class WorkerPool:
         weights = weights if weights is not None else [1] * len(items)
         self._waiting_weight = sum(weights)
         idle = [self._spawn() for _ in range(min(self.size, len(items)))]
-        busy: dict[int, _Worker] = {}  # result fd -> worker
+        busy: list[_Worker] = []
         while waiting or busy:
             while idle and waiting:
                 worker = idle.pop()
@@ -325,19 +554,18 @@ class WorkerPool:
                     self._requeue(chunk, waiting, weights)
                     idle.append(self._spawn())
                     continue
-                busy[worker.result_read] = worker
-            timeout = max(min(worker.deadline for worker in busy.values()) - time.monotonic(), 0.0)
-            nap = min(_nap(busy.values()), timeout)
+                busy.append(worker)
+            timeout = max(min(worker.deadline for worker in busy) - time.monotonic(), 0.0)
+            nap = min(_nap(busy), timeout)
             if nap > 0:
                 time.sleep(nap)
                 timeout -= nap
-            ready, _, _ = select.select(list(busy), [], [], timeout)
-            for fd in ready:
-                yield from self._results(fd, busy, idle, waiting, weights)
+            for worker in self._ready(busy, timeout):
+                yield from self._results(worker, busy, idle, waiting, weights)
             now = time.monotonic()
-            for fd, worker in list(busy.items()):
+            for worker in list(busy):
                 if worker.deadline <= now and worker.past_budget(self.budget, now):
-                    del busy[fd]
+                    busy.remove(worker)
                     index = worker.index
                     self._give_back(worker, waiting, weights)
                     self._retire(worker)
@@ -348,16 +576,15 @@ class WorkerPool:
                     )
 
     def _results(
-        self, fd: int, busy: dict[int, _Worker], idle: list[_Worker], waiting: deque, weights: Sequence[int]
+        self, worker: _Worker, busy: list[_Worker], idle: list[_Worker], waiting: deque, weights: Sequence[int]
     ) -> Iterator[tuple[int, Any]]:
-        """Every result waiting in a busy worker's pipe; a worker that has answered all it was
+        """Every result waiting from a busy worker; a worker that has answered all it was
         given goes idle, one that died costs its running item and is replaced."""
-        worker = busy[fd]
         while True:
             try:
-                index, result, cpu_seconds = _read_message(fd)
+                index, result, cpu_seconds = worker.receive()
             except (EOFError, OSError, pickle.UnpicklingError):
-                del busy[fd]
+                busy.remove(worker)
                 index = worker.index
                 self._give_back(worker, waiting, weights)
                 result = Failure(_death(self._retire(worker)))
@@ -366,10 +593,10 @@ class WorkerPool:
             else:
                 worker.answered(cpu_seconds, self.budget)
                 if not worker.queue:
-                    del busy[fd]
+                    busy.remove(worker)
                     idle.append(worker)
             yield index, result
-            if fd not in busy or not _readable(fd):
+            if worker not in busy or not worker.waiting():
                 return
 
     def _chunk(self, waiting: deque, weights: Sequence[int]) -> list[int]:

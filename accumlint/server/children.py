@@ -10,22 +10,36 @@ to it), and cancelling the coroutine that awaits it kills that group.
 
 The child sends back its function's pickled result (or the exception's
 description) on a pipe and exits; the parent reads the pipe without
-blocking its loop and reaps the child. POSIX only, as the engine's workers.
+blocking its loop and reaps the child.
+
+Where `os.fork` is missing, or where ACCUMLINT_START_METHOD is `spawn`
+(`accumlint.check.workers.start_method`), the child is a fresh interpreter
+instead (`serve_spawned`): it is handed the pickled function (by name) and
+arguments on its standard input and answers on its standard output, as a
+forked child does on its pipe. It leads a session of its own where the
+platform has them, so cancelling kills it with what it started; elsewhere it
+is killed alone, and the analysis worker it started ends when its input does.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import pickle
 import signal
 import struct
+import sys
 import traceback
 from typing import Any, Callable
+
+from accumlint.check.workers import python_command, start_method
 
 _LENGTH = struct.Struct("!Q")
 # Process groups of the children still running (killed when the server ends).
 _running: set[int] = set()
+# Spawned children still running (killed when the server ends).
+_spawned: set["asyncio.subprocess.Process"] = set()
 
 
 class ChildFailed(Exception):
@@ -33,23 +47,47 @@ class ChildFailed(Exception):
 
 
 def _child(function: Callable[..., Any], args: tuple, write_fd: int) -> None:
-    """In the child: run, send the outcome, exit without running the parent's exit handlers."""
+    """In the forked child: run, send the outcome, exit without running the parent's exit handlers."""
     status = 0
     try:
         os.setpgid(0, 0)
         devnull = os.open(os.devnull, os.O_RDWR)
         os.dup2(devnull, 0)  # never read the protocol's input, never write into its output
         os.dup2(devnull, 1)
-        try:
-            outcome = (True, function(*args))
-        except BaseException as error:  # noqa: BLE001 - everything is reported to the parent
-            outcome = (False, "".join(traceback.format_exception_only(type(error), error)).strip()
-                       + "\n" + traceback.format_exc())
-        data = pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL)
-        view = memoryview(_LENGTH.pack(len(data)) + data)
-        while view:
-            view = view[os.write(write_fd, view):]
+        _answer(function, args, write_fd)
     except BaseException:  # noqa: BLE001 - a child never returns into the server's code
+        status = 1
+    finally:
+        os._exit(status)
+
+
+def _answer(function: Callable[..., Any], args: tuple, write_fd: int) -> None:
+    """Run `function(*args)` and write its outcome, pickled and length-prefixed, to `write_fd`."""
+    try:
+        outcome = (True, function(*args))
+    except BaseException as error:  # noqa: BLE001 - everything is reported to the parent
+        outcome = (False, "".join(traceback.format_exception_only(type(error), error)).strip()
+                   + "\n" + traceback.format_exc())
+    data = pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL)
+    view = memoryview(_LENGTH.pack(len(data)) + data)
+    while view:
+        view = view[os.write(write_fd, view):]
+
+
+def serve_spawned() -> None:
+    """In a spawned child: read the pickled (function, args) to the end of standard input,
+    answer on what was standard output (pointed at the null device, as standard input is,
+    while the function runs), exit."""
+    status = 0
+    try:
+        request = sys.stdin.buffer.read()
+        answer_fd = os.dup(1)
+        devnull = os.open(os.devnull, os.O_RDWR)
+        os.dup2(devnull, 0)
+        os.dup2(devnull, 1)
+        function, args = pickle.loads(request)
+        _answer(function, args, answer_fd)
+    except BaseException:  # noqa: BLE001 - the parent reports a child that did not answer
         status = 1
     finally:
         os._exit(status)
@@ -59,6 +97,8 @@ async def run_in_child(function: Callable[..., Any], *args: Any) -> Any:
     """`function(*args)` in a forked child; cancelling the awaiting task kills the child at once.
 
     Raises ChildFailed when the function raised or the child died."""
+    if start_method() == "spawn":
+        return _outcome(await _run_spawned(function, args))
     loop = asyncio.get_running_loop()
     read_fd, write_fd = os.pipe()
     pid = os.fork()
@@ -101,16 +141,56 @@ async def run_in_child(function: Callable[..., Any], *args: Any) -> Any:
             kill(pid)
         _running.discard(pid)
         _reap(loop, pid)
+    return _outcome(bytes(received))
+
+
+def _outcome(received: bytes) -> Any:
+    """The function's value from the child's answer; ChildFailed when it raised or did not answer."""
     if len(received) < _LENGTH.size or len(received) != _LENGTH.size + _LENGTH.unpack_from(received)[0]:
         raise ChildFailed("the analysis process ended without an answer")
-    ok, value = pickle.loads(bytes(received[_LENGTH.size:]))
+    ok, value = pickle.loads(received[_LENGTH.size:])
     if not ok:
         raise ChildFailed(value)
     return value
 
 
+async def _run_spawned(function: Callable[..., Any], args: tuple) -> bytes:
+    """The answer of a spawned child running `function(*args)`; killed at once when cancelled."""
+    request = pickle.dumps((function, args), protocol=pickle.HIGHEST_PROTOCOL)
+    process = await asyncio.create_subprocess_exec(
+        *python_command(__name__, serve_spawned.__name__),
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        start_new_session=hasattr(os, "setsid"),
+    )
+    _spawned.add(process)
+    try:
+        received, _ = await process.communicate(request)
+    except BaseException:  # cancelled (superseded, or the server is stopping)
+        _kill_spawned(process)
+        with contextlib.suppress(BaseException):
+            await process.wait()  # killed: at once; its pipes are closed with it
+        raise
+    finally:
+        _spawned.discard(process)
+    return received
+
+
+def _kill_spawned(process: "asyncio.subprocess.Process") -> None:
+    """End a spawned child and, where it leads a session, everything it started."""
+    if process.returncode is not None:
+        return
+    killpg = getattr(os, "killpg", None)
+    try:
+        if killpg is not None:
+            killpg(process.pid, signal.SIGKILL)
+        else:
+            process.kill()
+    except OSError:
+        pass
+
+
 def kill(pid: int) -> None:
-    """End a child and everything it started."""
+    """End a forked child and everything it started."""
     for target in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
         try:
             target()
@@ -131,6 +211,12 @@ def _reap(loop: asyncio.AbstractEventLoop, pid: int) -> None:
 
 def kill_all() -> None:
     """End every child still running and reap them (the server is stopping)."""
+    for process in list(_spawned):
+        _kill_spawned(process)
+        if hasattr(os, "waitpid") and hasattr(os, "WNOHANG") and process.returncode is None:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(process.pid, 0)
+        _spawned.discard(process)
     for pid in list(_running):
         kill(pid)
         try:

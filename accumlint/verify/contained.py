@@ -21,13 +21,17 @@ This module does not import torch: the command line forks before torch is
 imported, so the child starts torch fresh. When the caller had imported
 torch already, its OpenMP thread pool does not survive the fork (a parallel
 region in the child would wait forever for threads that are not there), so
-the child computes with one intra-op thread.
+the child computes with one intra-op thread; and what torch loads on first
+use in a training run (its compiler, with sympy, when the first optimizer is
+built: a second or more) is loaded here once, before the first fork, rather
+than in every child.
 """
 
 from __future__ import annotations
 
 import contextlib
 import faulthandler
+import functools
 import gc
 import io
 import json
@@ -134,6 +138,8 @@ def run_contained(
     folder = tempfile.mkdtemp(prefix="accumlint-verify-")
     files = {name: os.path.join(folder, name) for name in ("result.json", "stdout", "stderr", "phase")}
     torch_imported = "torch" in sys.modules
+    if torch_imported:
+        _load_what_training_loads()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
@@ -159,6 +165,15 @@ def run_contained(
         return _outcome(status, files, target=target, options=options, timeout=timeout)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@functools.lru_cache(maxsize=None)
+def _load_what_training_loads() -> None:
+    """Build a throwaway optimizer with the caller's torch: torch imports its compiler the
+    first time one is built, which every child would otherwise do again."""
+    torch = sys.modules["torch"]
+    with contextlib.suppress(Exception):  # only a cost saved: a torch that refuses is left alone
+        torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.0)
 
 
 def _set_group(pid: int) -> None:

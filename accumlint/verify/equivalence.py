@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import inspect
+import os
 import sys
 import textwrap
 from dataclasses import dataclass, replace
@@ -258,6 +259,8 @@ def _check(
         raise _CannotRun(f"tail must be between 0 and K - 1 = {accum_steps - 1}, got {tail}")
     if nproc > 1 and tail:
         raise _CannotRun("a partial last window is not supported with nproc > 1; use tail=0")
+    if nproc > 1 and not hasattr(os, "fork"):  # its processes get the setup's lambdas by forking
+        raise _CannotRun("nproc > 1 needs os.fork, which this platform does not have")
     override = _override(rtol, atol)
     if isinstance(function, str):
         note_phase(f"importing {split_target(function)[0]}")

@@ -103,7 +103,12 @@ def run_lockstep(
     accumulated.recorder.on_step = on_a_step
     full.recorder.on_step = on_b_step
 
+    threads_per_op = torch.get_num_threads()
+
     def body(me: str, run: PreparedRun) -> None:
+        # A new thread's OpenMP starts at one thread per core, not at torch's setting:
+        # the runs' small ops would each wake a team that spins between them.
+        torch.set_num_threads(threads_per_op)
         try:
             baton.take(me)
             run.call()
