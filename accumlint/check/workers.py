@@ -54,7 +54,7 @@ import struct
 import sys
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple, Optional, Sequence, Union, cast
 
 from accumlint.source import native
 
@@ -438,7 +438,7 @@ class _SpawnedWorker(_Worker):
         if isinstance(message, BaseException):
             self.inbox.appendleft(message)  # the worker stays ended
             raise message
-        return message
+        return cast("tuple[int, Any, float]", message)  # `waiting` took the start message
 
     def waiting(self) -> bool:
         with self.arrived:
@@ -526,7 +526,7 @@ class WorkerPool:
     def _ready(self, busy: list[_Worker], timeout: float) -> list[_Worker]:
         """The busy workers with results waiting (or that died), after at most `timeout` seconds."""
         if self._arrived is None:
-            return _ForkedWorker.ready(busy, timeout)  # type: ignore[arg-type]
+            return cast("list[_Worker]", _ForkedWorker.ready(busy, timeout))  # type: ignore[arg-type]
         with self._arrived:
             self._arrived.wait_for(lambda: any(worker.waiting() for worker in busy), timeout)
             return [worker for worker in busy if worker.waiting()]
@@ -585,6 +585,7 @@ class WorkerPool:
                 index, result, cpu_seconds = worker.receive()
             except (EOFError, OSError, pickle.UnpicklingError):
                 busy.remove(worker)
+                assert worker.index is not None  # a busy worker has an item running
                 index = worker.index
                 self._give_back(worker, waiting, weights)
                 result = Failure(_death(self._retire(worker)))
