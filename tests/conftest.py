@@ -10,3 +10,11 @@ import pytest
 @pytest.fixture(autouse=True)
 def _private_cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("ACCUMLINT_CACHE_DIR", str(tmp_path_factory.mktemp("accumlint_cache")))
+
+
+@pytest.fixture
+def speedups_on(monkeypatch):
+    """The process-wide speed-ups on, as in accumlint's own `check` command (accumlint.compat.enable)."""
+    import accumlint.compat
+
+    monkeypatch.setattr(accumlint.compat, "_process_wide", True)

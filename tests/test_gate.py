@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from accumlint.rules import docs
+from accumlint.compat.compile_budget import budget_bounds_compile
 from accumlint.source import gate
 from accumlint.check.analysis import analyze
 from accumlint.source.gate import (
@@ -296,7 +297,8 @@ import ast, json, sys
 sys.path.insert(0, sys.argv[1])
 from test_gate import _deep_texts
 from accumlint.source import gate
-assert gate._budget_bounds_compile_here()
+from accumlint.compat.compile_budget import budget_bounds_compile
+assert budget_bounds_compile()
 found = []
 for text in _deep_texts():
     if gate._compiles_within_bound(text, "x.py"):
@@ -355,7 +357,7 @@ def test_the_shortcut_and_stage_two_tell_every_file_the_same(monkeypatch):
 def test_the_shortcut_is_not_taken_beside_another_thread():
     """The recursion limit is the interpreter's: lowered, it would trip another thread."""
     text = "for b in loader:\n    b.backward()\n"
-    assert gate._compiles_within_bound(text, "x.py") == gate._budget_bounds_compile_here()
+    assert gate._compiles_within_bound(text, "x.py") == budget_bounds_compile()
     release = threading.Event()
     other = threading.Thread(target=release.wait)
     other.start()

@@ -13,11 +13,14 @@ from typing import Iterator
 
 import libcst as cst
 import pytest
-from libcst._nodes.base import CSTNode
+from libcst import CSTNode
 from threads import beside_another_thread
 
 from accumlint.compat import node_init
 from accumlint.source import parsing
+
+# The parser installs them in accumlint's own command only (accumlint.compat.enable).
+pytestmark = pytest.mark.usefixtures("speedups_on")
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = sorted((REPO / "fixtures").rglob("*.py"))

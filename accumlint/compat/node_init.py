@@ -27,7 +27,7 @@ import dataclasses
 from types import CellType, CodeType, FunctionType
 from typing import Optional
 
-from libcst._nodes.base import CSTNode
+from libcst import CSTNode
 
 # The default of a field with a default factory, which makes the constructor run the
 # factory: dataclasses' own marker, since callers that read a signature before the
