@@ -23,7 +23,9 @@ def test_positions_match_position_provider_on_fixture_nodes() -> None:
         nodes = [node for node in walk_all(module) if not isinstance(node, cst.Module)]
         found = positions_of(module, nodes)
         for node in nodes:
-            assert found[node] == expected[node], f"{path}: {type(node).__name__}"
+            # (a node LibCST never generates has no position in either: the whitespace of
+            # some `match` patterns in LibCST 1.1)
+            assert found.get(node) == expected.get(node), f"{path}: {type(node).__name__}"
             compared += 1
     assert compared > 10_000
 
@@ -37,7 +39,7 @@ def test_whitespace_inclusive_positions_match_the_provider_on_fixture_nodes() ->
         nodes = [node for node in walk_all(module) if not isinstance(node, cst.Module)]
         found = positions_of(module, nodes, whitespace=True)
         for node in nodes:
-            assert found[node] == expected[node], f"{path}: {type(node).__name__}"
+            assert found.get(node) == expected.get(node), f"{path}: {type(node).__name__}"
             compared += 1
     assert compared > 10_000
 
