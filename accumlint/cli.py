@@ -770,7 +770,7 @@ def main() -> None:
 def run() -> None:
     """The `accumlint` command (console script, `python -m accumlint`, `python -m
     accumlint.cli`): `main()`, then the process ends at once, its output flushed and its
-    exit handlers run, skipping the interpreter's teardown (`accumlint.compat.exit`).
+    exit handlers run, skipping the interpreter's teardown (`accumlint.compat.quick_exit`).
 
     Anything unusual takes the interpreter's normal exit: an exception, a status
     that is not a number, an output that cannot be flushed, another thread still

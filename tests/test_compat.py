@@ -85,19 +85,36 @@ def test_importing_and_using_accumlint_as_a_library_patches_nothing_and_freezes_
     assert found["same"], found
 
 
-def test_the_check_command_turns_them_on(tmp_path: Path) -> None:
-    """The premise of the test above: the command turns them on (with two workers, the
-    parent loads the analysis and freezes what it made), unless the kill switch is set."""
+def test_the_check_command_turns_them_on() -> None:
+    """The premise of the test above: the command turns them on, unless the kill switch is set."""
     code = (
         "import sys, accumlint.cli, accumlint.compat\n"
-        "sys.argv = ['accumlint', 'check', '--no-cache', '--jobs', '2', sys.argv[1]]\n"
+        "sys.argv = ['accumlint', 'check', '--no-cache', sys.argv[1]]\n"
         "try:\n    accumlint.cli.main()\nexcept SystemExit:\n    pass\n"
-        "import gc\n"
-        "print(accumlint.compat.process_wide(), gc.get_freeze_count() > 0)\n"
+        "print(accumlint.compat.process_wide())\n"
     )
-    assert _python(code, str(REPO / "fixtures" / "check")).stdout.splitlines()[-1].split() == ["True", "True"]
-    killed = _python(code, str(REPO / "fixtures" / "check"), ACCUMLINT_NO_SPEEDUPS="1")
-    assert killed.stdout.splitlines()[-1].split() == ["False", "False"]
+    fixture = str(REPO / "fixtures" / "check" / "plain")
+    assert _python(code, fixture).stdout.splitlines()[-1] == "True"
+    assert _python(code, fixture, ACCUMLINT_NO_SPEEDUPS="1").stdout.splitlines()[-1] == "False"
+
+
+def test_the_collector_is_frozen_and_paused_only_in_the_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+
+    from accumlint.compat import collector
+
+    frozen: list[bool] = []
+    monkeypatch.setattr(gc, "freeze", lambda: frozen.append(True))
+    monkeypatch.setattr(accumlint.compat, "_process_wide", False)
+    collector.freeze()
+    with collector.collector_paused():
+        assert gc.isenabled()
+    assert frozen == []
+    monkeypatch.setattr(accumlint.compat, "_process_wide", True)
+    collector.freeze()
+    with collector.collector_paused():
+        assert not gc.isenabled()
+    assert frozen == [True] and gc.isenabled()
 
 
 def test_the_kill_switch_turns_every_reach_off() -> None:
