@@ -643,9 +643,13 @@ def test_ci_script_runs_the_readme_test_command():
     script = (root / ".ci" / "run").read_text()
     assert "set -euo pipefail" in script and script.strip().endswith(command)
     assert (root / ".ci" / "run").stat().st_mode & 0o111
-    assert "\nbash .ci/oldest-python\n" in script and "bash .ci/oldest-python" in (root / "README.md").read_text()
-    oldest = (root / ".ci" / "oldest-python").read_text()
-    assert "set -euo pipefail" in oldest and "python3.10" in oldest and "-m pytest" in oldest
+    readme = (root / "README.md").read_text()
+    for name, python, setting in (("oldest", "3.10", "ACCUMLINT_START_METHOD=spawn"),
+                                  ("newest", "3.13", "ACCUMLINT_NO_SPEEDUPS=1")):
+        assert f"\nbash .ci/{name}-python\n" in script and f"bash .ci/{name}-python" in readme
+        checker = (root / ".ci" / f"{name}-python").read_text()
+        assert "set -euo pipefail" in checker and f"find-python {python}" in checker
+        assert f"{setting} " in checker and "-m pytest" in checker and "--ignore-glob='tests/test_verify*'" in checker
 
 
 def test_readme_gives_the_cpu_wheel_first_and_the_suite_duration_and_installs_extras_from_a_checkout():
@@ -659,7 +663,10 @@ def test_readme_gives_the_cpu_wheel_first_and_the_suite_duration_and_installs_ex
 def test_supported_pythons_are_declared_and_the_tomllib_fallback_is_a_dependency():
     tomllib = pytest.importorskip("tomllib" if sys.version_info >= (3, 11) else "tomli")
     project = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())["project"]
-    assert project["requires-python"] == ">=3.10"
+    assert project["requires-python"] == ">=3.10,<3.14"
+    assert [c.rsplit(" ", 1)[-1] for c in project["classifiers"] if c.startswith("Programming Language :: Python :: 3.")] == [
+        "3.10", "3.11", "3.12", "3.13"]
+    assert "libcst>=1.1,<1.10" in project["dependencies"]  # the floor .ci/oldest-python installs, and a cap
     assert "tomli>=1.1; python_version < '3.11'" in project["dependencies"]
 
 
