@@ -216,6 +216,7 @@ def test_where_dataclasses_cannot_be_hooked_it_compiles_as_usual(monkeypatch, sp
 
 
 def test_the_hook_needs_the_command(monkeypatch, tmp_path) -> None:
+    monkeypatch.setattr(accumlint.compat, "_process_wide", False)  # (an earlier test may have run `check`)
     monkeypatch.setattr(generated_code, "cache_file", lambda: tmp_path / "cache.marshal")
     with generated_code.cached():
         assert "exec" not in vars(dataclasses)
@@ -229,6 +230,7 @@ def _entry() -> None:
 
 
 def test_the_process_ends_at_once_only_from_its_own_main_unwatched(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(accumlint.compat.KILL_SWITCH, raising=False)
     main = types.ModuleType("__main__")
     main._entry = _entry
     monkeypatch.setitem(sys.modules, "__main__", main)

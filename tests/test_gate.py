@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from accumlint.rules import docs
+from accumlint.compat import speedups_allowed
 from accumlint.compat.compile_budget import budget_bounds_compile
 from accumlint.source import gate
 from accumlint.check.analysis import analyze
@@ -310,6 +311,7 @@ print(json.dumps(found))
 
 
 @pytest.mark.skipif(sys.version_info >= (3, 12), reason="3.12's compiler has a C-stack limit of its own")
+@pytest.mark.skipif(not speedups_allowed(), reason="ACCUMLINT_NO_SPEEDUPS is set: the shortcut is off")
 def test_a_passing_compile_bounds_the_nesting():
     """What the shortcut relies on: when its compile passes, Python's tree nests no deeper
     than the bound it computes; each shape is both taken and refused at some depth. Run
