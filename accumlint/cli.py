@@ -11,7 +11,6 @@ parsed, a bad configuration, or an internal error (2 wins over 1).
 
 from __future__ import annotations
 
-import atexit
 import errno
 import io
 import math
@@ -26,6 +25,8 @@ from typing import Callable, Iterator, Optional
 import click
 
 import accumlint
+from accumlint.compat import enable as enable_speedups
+from accumlint.compat.quick_exit import exit_now, may_exit_now
 from accumlint.rules.catalog import ALL_RULES, RULES, RULES_BY_CODE, RULES_BY_NAME, SUPPRESSION_RULES
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -258,6 +259,7 @@ def check(
 ) -> None:
     """Check files, folders (recursively) or `-` (stdin) for accumulation mistakes."""
     started = time.perf_counter()
+    enable_speedups()  # the speed-ups that change LibCST and the collector for the whole process
     from accumlint.check.config import ConfigError, Overrides, Resolver, SelectionLayer
     from accumlint.check.engine import Request
     from accumlint.check.engine import check as run_engine
@@ -765,14 +767,16 @@ def main() -> None:
 
 
 def run() -> None:
-    """The `accumlint` command (console script, `python -m accumlint.cli`): `main()`, then
-    the process ends at once, its output flushed and its exit handlers run.
+    """The `accumlint` command (console script, `python -m accumlint`, `python -m
+    accumlint.cli`): `main()`, then the process ends at once, its output flushed and its
+    exit handlers run, skipping the interpreter's teardown (`accumlint.compat.quick_exit`).
 
     The interpreter's own teardown would free every module and object one by one,
-    for a process that is ending anyway (a pre-commit hook pays it on every commit). Anything
-    unusual takes the interpreter's normal exit: an exception, a status that is not
-    a number, an output that cannot be flushed, another thread still running, and
-    the verifier's runs (torch and CUDA tear down state of their own)."""
+    for a process that is ending anyway (a pre-commit hook pays it on every commit).
+    Anything unusual takes the interpreter's normal exit: an exception, a status
+    that is not a number, an output that cannot be flushed, another thread still
+    running, the verifier's runs (torch and CUDA tear down state of their own), a
+    tracer or profiler, or a `__main__` that is not the entry point's own."""
     try:
         main()
     except SystemExit as exit_request:
@@ -781,6 +785,7 @@ def run() -> None:
             type(exit_request.code) is not int
             or (threads is not None and threads.active_count() != 1)
             or "torch" in sys.modules
+            or not may_exit_now(run)
         ):
             raise
         try:
@@ -788,8 +793,7 @@ def run() -> None:
             sys.stderr.flush()
         except (AttributeError, OSError, ValueError):
             raise exit_request from None
-        atexit._run_exitfuncs()
-        os._exit(exit_request.code)
+        exit_now(exit_request.code)
 
 
 if __name__ == "__main__":

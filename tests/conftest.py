@@ -20,3 +20,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.fixture(autouse=True)
 def _private_cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("ACCUMLINT_CACHE_DIR", str(tmp_path_factory.mktemp("accumlint_cache")))
+
+
+@pytest.fixture
+def speedups_on(monkeypatch):
+    """The process-wide speed-ups on, as in accumlint's own `check` command (accumlint.compat.enable);
+    skipped in a run with the kill switch set, where what is under test is the public paths."""
+    import accumlint.compat
+
+    if not accumlint.compat.speedups_allowed():
+        pytest.skip("ACCUMLINT_NO_SPEEDUPS is set: the speed-ups are off in this run")
+    monkeypatch.setattr(accumlint.compat, "_process_wide", True)

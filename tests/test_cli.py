@@ -656,9 +656,13 @@ def test_ci_script_runs_the_readme_test_command():
     # after the tests, the type check that README's development section names
     assert "python -m mypy" in lines[lines.index(command):] and "`python -m mypy`" in (root / "README.md").read_text()
     assert (root / ".ci" / "run").stat().st_mode & 0o111
-    assert "\nbash .ci/oldest-python\n" in script and "bash .ci/oldest-python" in (root / "README.md").read_text()
-    oldest = (root / ".ci" / "oldest-python").read_text()
-    assert "set -euo pipefail" in oldest and "python3.10" in oldest and "-m pytest" in oldest
+    readme = (root / "README.md").read_text()
+    for name, python, setting in (("oldest", "3.10", "ACCUMLINT_START_METHOD=spawn"),
+                                  ("newest", "3.13", "ACCUMLINT_NO_SPEEDUPS=1")):
+        assert f"\nbash .ci/{name}-python\n" in script and f"bash .ci/{name}-python" in readme
+        checker = (root / ".ci" / f"{name}-python").read_text()
+        assert "set -euo pipefail" in checker and f"find-python {python}" in checker
+        assert f"{setting} " in checker and "-m pytest" in checker
 
 
 def test_readme_gives_the_cpu_wheel_first_and_the_suite_duration_and_installs_extras_from_a_checkout():
@@ -672,7 +676,10 @@ def test_readme_gives_the_cpu_wheel_first_and_the_suite_duration_and_installs_ex
 def test_supported_pythons_are_declared_and_the_tomllib_fallback_is_a_dependency():
     tomllib = pytest.importorskip("tomllib" if sys.version_info >= (3, 11) else "tomli")
     project = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())["project"]
-    assert project["requires-python"] == ">=3.10"
+    assert project["requires-python"] == ">=3.10,<3.14"
+    assert [c.rsplit(" ", 1)[-1] for c in project["classifiers"] if c.startswith("Programming Language :: Python :: 3.")] == [
+        "3.10", "3.11", "3.12", "3.13"]
+    assert "libcst>=1.1,<1.10" in project["dependencies"]  # the floor .ci/oldest-python installs, and a cap
     assert "tomli>=1.1; python_version < '3.11'" in project["dependencies"]
 
 
@@ -702,7 +709,9 @@ def _command_process(project: Path, before: str, *args: str) -> subprocess.Compl
     """`run()` (the console script) in a fresh process, after `before` ran in it."""
     write(project, "train.py", REAL_BUGGY)
     code = f"{before}\nimport sys\nsys.argv = {['accumlint', *args]!r}\nfrom accumlint.cli import run\nrun()\n"
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=project, timeout=120)
+    environment = {key: value for key, value in os.environ.items() if key != "ACCUMLINT_NO_SPEEDUPS"}  # (the fast exit's)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=project, timeout=120,
+                          env=environment)
 
 
 def test_the_command_ends_at_once_with_its_status_output_and_exit_handlers(project):

@@ -13,6 +13,9 @@ from accumlint.check.analysis import AnalysisOptions, analyze
 from accumlint.compat.collector import collector_paused
 from accumlint.check.engine import Task, run_task
 
+# The collector is paused in accumlint's own command only (accumlint.compat.enable).
+pytestmark = pytest.mark.usefixtures("speedups_on")
+
 REPO = Path(__file__).resolve().parent.parent
 
 

@@ -17,6 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from accumlint.rules import docs
+from accumlint.compat import speedups_allowed
+from accumlint.compat.compile_budget import budget_bounds_compile
 from accumlint.source import gate
 from accumlint.check.analysis import analyze
 from accumlint.source.gate import (
@@ -306,7 +308,8 @@ import ast, json, sys
 sys.path.insert(0, sys.argv[1])
 from test_gate import _deep_texts
 from accumlint.source import gate
-assert gate._budget_bounds_compile_here()
+from accumlint.compat.compile_budget import budget_bounds_compile
+assert budget_bounds_compile()
 found = []
 for text in _deep_texts():
     if gate._compiles_within_bound(text, "x.py"):
@@ -318,6 +321,7 @@ print(json.dumps(found))
 
 
 @pytest.mark.skipif(sys.version_info >= (3, 12), reason="3.12's compiler has a C-stack limit of its own")
+@pytest.mark.skipif(not speedups_allowed(), reason="ACCUMLINT_NO_SPEEDUPS is set: the shortcut is off")
 def test_a_passing_compile_bounds_the_nesting():
     """What the shortcut relies on: when its compile passes, Python's tree nests no deeper
     than the bound it computes; each shape is both taken and refused at some depth. Run
@@ -365,7 +369,7 @@ def test_the_shortcut_and_stage_two_tell_every_file_the_same(monkeypatch):
 def test_the_shortcut_is_not_taken_beside_another_thread():
     """The recursion limit is the interpreter's: lowered, it would trip another thread."""
     text = "for b in loader:\n    b.backward()\n"
-    assert gate._compiles_within_bound(text, "x.py") == gate._budget_bounds_compile_here()
+    assert gate._compiles_within_bound(text, "x.py") == budget_bounds_compile()
     release = threading.Event()
     other = threading.Thread(target=release.wait)
     other.start()

@@ -16,6 +16,9 @@ import pytest
 
 from accumlint.compat import generated_code
 
+# The hook runs in accumlint's own command only (accumlint.compat.enable).
+pytestmark = pytest.mark.usefixtures("speedups_on")
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -183,7 +186,8 @@ import dataclasses, hashlib, json, sys
 from pathlib import Path
 sys.path.insert(0, {repo!r})
 if {cached}:
-    import accumlint.compat.generated_code as generated_code
+    import accumlint.compat, accumlint.compat.generated_code as generated_code
+    accumlint.compat.enable()
     generated_code.cache_file = lambda: Path({path!r})
     sys.dont_write_bytecode = False
     from accumlint.check.analysis import load_analysis

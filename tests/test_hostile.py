@@ -570,7 +570,7 @@ def test_every_single_byte_flip_of_a_result_cache_entry_is_a_miss(tmp_path):
     assert cache.get("k", "t.py") == found
 
 
-def test_every_single_byte_flip_of_the_kept_compiled_code_is_ignored(tmp_path, monkeypatch):
+def test_every_single_byte_flip_of_the_kept_compiled_code_is_ignored(tmp_path, monkeypatch, speedups_on):
     import dataclasses
 
     from accumlint.compat import generated_code

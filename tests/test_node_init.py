@@ -13,11 +13,14 @@ from typing import Iterator
 
 import libcst as cst
 import pytest
-from libcst._nodes.base import CSTNode
+from libcst import CSTNode
 from threads import beside_another_thread
 
 from accumlint.compat import node_init
 from accumlint.source import parsing
+
+# The parser installs them in accumlint's own command only (accumlint.compat.enable).
+pytestmark = pytest.mark.usefixtures("speedups_on")
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = sorted((REPO / "fixtures").rglob("*.py"))
@@ -203,3 +206,23 @@ def test_a_node_type_with_a_hook_of_its_own_keeps_its_constructor() -> None:
 
     assert node_init._constructor(Checked) is None
     assert node_init._constructor(cst.Name) is not None
+
+
+def test_without_dataclasses_factory_marker_the_types_with_a_factory_keep_their_own(
+    monkeypatch: pytest.MonkeyPatch, originals: dict[type, object]
+) -> None:
+    """`dataclasses._HAS_DEFAULT_FACTORY` missing (a Python that renames it): a node type with a
+    default factory keeps LibCST's constructor, the others get the new one, and the parse
+    of every fixture is still LibCST's."""
+    monkeypatch.setattr(node_init, "_FACTORY", None)
+    texts = [path.read_text(encoding="utf-8") for path in FIXTURES]
+    before = [cst.parse_module(text) for text in texts]
+    node_init.install()
+    factories = [
+        kind for kind in PUBLIC_NODE_TYPES
+        if any(field.default_factory is not dataclasses.MISSING for field in dataclasses.fields(kind))
+    ]
+    assert factories and all(kind.__dict__["__init__"] is originals[kind] for kind in factories)
+    assert cst.Name.__dict__["__init__"] is not originals[cst.Name]
+    for text, plain in zip(texts, before):
+        assert cst.parse_module(text).deep_equals(plain)

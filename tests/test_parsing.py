@@ -14,10 +14,14 @@ from pathlib import Path
 
 import libcst as cst
 import pytest
-from libcst._nodes.base import CSTNode
+from libcst import CSTNode
 from threads import beside_another_thread
 
+from accumlint.compat import validation
 from accumlint.source import parsing
+
+# What is tested here is the parse of accumlint's own command (accumlint.compat.enable).
+pytestmark = pytest.mark.usefixtures("speedups_on")
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = sorted((REPO / "fixtures").rglob("*.py"))
@@ -25,7 +29,7 @@ FIXTURES = sorted((REPO / "fixtures").rglob("*.py"))
 
 def test_the_validating_hook_is_the_one_parsing_knows() -> None:
     """False when LibCST renames `__post_init__` or makes it do more than `_validate()`."""
-    assert parsing.SKIPS_VALIDATION
+    assert validation.SKIPS_VALIDATION
 
 
 def test_the_parse_skips_validation_and_only_the_parse(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -81,8 +85,8 @@ def test_a_parse_alone_runs_with_the_no_op_hook(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(cst, "parse_module", parse_and_look)
     parsing.parse_module("x = 1\n")
     beside_another_thread(lambda: parsing.parse_module("x = 1\n"))
-    assert seen == [parsing._skip_validation, parsing._validate_unless_parsing]
-    assert CSTNode.__post_init__ is parsing._VALIDATING_HOOK
+    assert seen == [validation._skip_validation, validation._validate_unless_parsing]
+    assert CSTNode.__post_init__ is validation._VALIDATING_HOOK
 
 
 def test_a_failed_parse_restores_validation_and_collection() -> None:

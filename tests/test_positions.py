@@ -8,10 +8,13 @@ import libcst as cst
 import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider, WhitespaceInclusivePositionProvider
 
+from accumlint.compat.codegen import CodegenState
 from accumlint.model.positions import positions_of
 from accumlint.model.tree import walk_all
 
 REPO = Path(__file__).resolve().parent.parent
+# How the lean pass places nodes; without LibCST's codegen state (accumlint.compat.codegen) the providers place them all.
+lean_pass = pytest.mark.skipif(CodegenState is None, reason="LibCST's codegen state is off: no lean pass")
 
 
 def test_positions_match_position_provider_on_fixture_nodes() -> None:
@@ -23,7 +26,9 @@ def test_positions_match_position_provider_on_fixture_nodes() -> None:
         nodes = [node for node in walk_all(module) if not isinstance(node, cst.Module)]
         found = positions_of(module, nodes)
         for node in nodes:
-            assert found[node] == expected[node], f"{path}: {type(node).__name__}"
+            # (a node LibCST never generates has no position in either: the whitespace of
+            # some `match` patterns in LibCST 1.1)
+            assert found.get(node) == expected.get(node), f"{path}: {type(node).__name__}"
             compared += 1
     assert compared > 10_000
 
@@ -37,7 +42,7 @@ def test_whitespace_inclusive_positions_match_the_provider_on_fixture_nodes() ->
         nodes = [node for node in walk_all(module) if not isinstance(node, cst.Module)]
         found = positions_of(module, nodes, whitespace=True)
         for node in nodes:
-            assert found[node] == expected[node], f"{path}: {type(node).__name__}"
+            assert found.get(node) == expected.get(node), f"{path}: {type(node).__name__}"
             compared += 1
     assert compared > 10_000
 
@@ -147,6 +152,7 @@ def _in_loops(text: str, monkeypatch=None) -> dict:
     return found
 
 
+@lean_pass
 def test_a_loop_whose_source_occurs_once_needs_no_module_pass(monkeypatch) -> None:
     for text in (
         "import x\n\nfor step, batch in enumerate(loader):\n    loss = model(batch)\n    loss.backward()\n",
@@ -169,6 +175,7 @@ def test_a_loop_whose_source_is_not_unique_is_placed_by_the_module_pass() -> Non
         _in_loops(text)
 
 
+@lean_pass
 def test_a_call_is_placed_by_the_innermost_statement_whose_source_occurs_once(monkeypatch) -> None:
     """Only the calls are asked for, as findings do: each is placed by a statement around
     it, the loop itself when nothing smaller is unique, never by the module pass."""

@@ -7,10 +7,9 @@ rule over every loop. Positions are computed only when something is reported.
 from __future__ import annotations
 
 import functools
-import gc
 from typing import TYPE_CHECKING, NamedTuple, Optional
 
-from accumlint.compat.collector import collector_paused
+from accumlint.compat.collector import collector_paused, freeze
 from accumlint.diagnostics import Diagnostic, FixInfo, one_line
 from accumlint.source.gate import ParseFailure, Unanalysable
 
@@ -48,6 +47,8 @@ def load_analysis() -> None:
     (`gc.freeze`): no later collection scans it again. Analysis runs in worker processes, which live
     only as long as the run. The methods `dataclasses` writes for all those
     classes are compiled once, not on every run (`accumlint.compat.generated_code`).
+    All three only in accumlint's own command (`accumlint.compat.enable`): a
+    library user's process keeps its collector and `dataclasses` as they are.
     """
     from accumlint.compat.generated_code import cached
 
@@ -61,7 +62,7 @@ def load_analysis() -> None:
             import accumlint.source.parsing  # noqa: F401
             import accumlint.rules.registry  # noqa: F401
         finally:
-            gc.freeze()
+            freeze()
 
 
 def parse(text: str) -> "cst.Module":

@@ -22,6 +22,12 @@ instead of rewriting it in turn. Nothing is written when Python is told not
 to write bytecode (`PYTHONDONTWRITEBYTECODE`) or the folder is not writable;
 a file that cannot be read, or whose checksum does not hold, is a cache with
 nothing in it (and is rewritten).
+
+`dataclasses`' use of a module-level `exec` and `sys._getframe` are CPython's
+private details, and the hook is `dataclasses`' for the whole process: `cached()`
+hooks nothing, and `dataclasses` compiles as usual, unless accumlint's own
+command runs (`accumlint.compat.enable`), `sys._getframe` exists and some
+function of `dataclasses` calls `exec` by name (`HOOKABLE`).
 """
 
 from __future__ import annotations
@@ -40,12 +46,30 @@ from pathlib import Path
 from types import CodeType
 from typing import Iterator, Optional
 
+from accumlint.compat import process_wide
+
 # What `dataclasses` compiles its texts as: `exec(text)` names it so.
 _FILENAME = "<string>"
 # The compiler flags of every `from __future__` feature (what a text inherits from its caller).
 _FUTURE_FEATURES = sum(getattr(__future__, name).compiler_flag for name in __future__.all_feature_names)
 Key = tuple[int, str]  # (future features, text)
 _lock = threading.Lock()
+
+
+def _dataclasses_call_exec() -> bool:
+    """Whether a function of `dataclasses` (or a method of one of its classes: 3.13's
+    `_FuncBuilder`) looks `exec` up by name, so that a module global named `exec` is used."""
+    functions = []
+    for value in vars(dataclasses).values():
+        if isinstance(value, type) and value.__module__ == dataclasses.__name__:
+            functions.extend(vars(value).values())
+        else:
+            functions.append(value)
+    return any("exec" in getattr(getattr(function, "__code__", None), "co_names", ()) for function in functions)
+
+
+# Whether the hook can work here: its caller's frame readable, and `dataclasses` calling `exec` by name.
+HOOKABLE: bool = getattr(sys, "_getframe", None) is not None and _dataclasses_call_exec()
 
 
 def cache_file() -> Optional[Path]:
@@ -62,9 +86,9 @@ def cache_file() -> Optional[Path]:
 @contextlib.contextmanager
 def cached() -> Iterator[None]:
     """`with cached(): import libcst`: the dataclasses defined meanwhile reuse kept code."""
-    path = cache_file()
+    path = cache_file() if HOOKABLE and process_wide() else None
     if path is None or not _lock.acquire(blocking=False):
-        yield  # no place for it, or another thread's import already holds the hook
+        yield  # not here, no place for it, or another thread's import already holds the hook
         return
     try:
         if "exec" in vars(dataclasses):  # someone else's hook: leave it alone

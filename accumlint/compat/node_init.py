@@ -15,9 +15,11 @@ the parse anyway (`accumlint.source.parsing`): one Python call per node fewer.
 Making them costs a few milliseconds (one small code object per shape of
 fields, one function per node type), more than a one-file check can win
 back, so the parser installs them once a process has parsed enough text
-(`accumlint.source.parsing`). A node type whose fields are not all plain slots (a
-LibCST release that changes how nodes are declared) keeps its own
-constructor; tests/test_node_init.py checks that both build the same nodes.
+(`accumlint.source.parsing`, in accumlint's own command only). A node type
+whose fields are not all plain slots (a LibCST release that changes how nodes
+are declared), or that has a default factory where `dataclasses` has no
+`_HAS_DEFAULT_FACTORY`, keeps its own constructor; tests/test_node_init.py
+checks that both build the same nodes.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import dataclasses
 from types import CellType, CodeType, FunctionType
 from typing import Optional
 
-from libcst._nodes.base import CSTNode
+from libcst import CSTNode
 
 # The default of a field with a default factory, which makes the constructor run the
 # factory: dataclasses' own marker, since callers that read a signature before the

@@ -13,8 +13,8 @@ from functools import lru_cache
 from typing import Optional
 
 import libcst as cst
-from libcst._nodes.internal import CodegenState
 
+from accumlint.compat.codegen import CodegenState, generate
 from accumlint.source.patterns import LazyPattern
 
 _OPTIMIZER_NAME = LazyPattern(
@@ -138,7 +138,7 @@ def int_value(node: Optional[cst.CSTNode]) -> Optional[int]:
 _EMPTY_MODULE = cst.Module(body=[])  # whose default indentation and newline a node alone is generated with
 
 
-class _TextState(CodegenState):
+class _TextState(CodegenState or object):  # type: ignore[misc]  # built only where CodegenState is usable
     """LibCST's code generation for the text alone: what `Module.code_for_node` does, with
     a module's default indentation and newline, but no node's syntactic position is
     recorded, so the `with` each node opens for it costs no generator."""
@@ -146,7 +146,7 @@ class _TextState(CodegenState):
     def __init__(self) -> None:
         super().__init__(default_indent=_EMPTY_MODULE.default_indent, default_newline=_EMPTY_MODULE.default_newline)
 
-    def record_syntactic_position(  # type: ignore[override]  # any context manager will do
+    def record_syntactic_position(  # any context manager will do
         self, node: cst.CSTNode, *, start_node: Optional[cst.CSTNode] = None, end_node: Optional[cst.CSTNode] = None,
     ) -> contextlib.nullcontext[None]:
         return _NOT_RECORDED
@@ -162,8 +162,10 @@ def code(node: cst.CSTNode) -> str:
     Remembered per node (nodes never change and compare by identity): the model
     and several rules ask for the text of the same expressions, and LibCST
     generates it anew each time."""
+    if CodegenState is None:  # LibCST's private state is not usable here (accumlint.compat.codegen)
+        return _EMPTY_MODULE.code_for_node(node).strip()
     state = _TextState()
-    node._codegen(state)
+    generate(node, state)
     return "".join(state.tokens).strip()
 
 

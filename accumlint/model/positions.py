@@ -32,9 +32,15 @@ import re
 from typing import Iterable, Optional, Sequence
 
 import libcst as cst
-from libcst.metadata import CodePosition, CodeRange
-from libcst._nodes.internal import CodegenState
+from libcst.metadata import (
+    CodePosition,
+    CodeRange,
+    MetadataWrapper,
+    PositionProvider,
+    WhitespaceInclusivePositionProvider,
+)
 
+from accumlint.compat.codegen import CodegenState, generate
 from accumlint.model.tree import children
 
 _NEWLINE = re.compile(r"\r\n?|\n")
@@ -60,7 +66,7 @@ class _Syntactic:
         spans[self.node] = (*start, *end)
 
 
-class _PositionState(CodegenState):
+class _PositionState(CodegenState or object):  # type: ignore[misc]  # built only where CodegenState is usable
     """Tracks line and column while LibCST generates the code; keeps no tokens."""
 
     def __init__(self, module: cst.Module) -> None:
@@ -93,7 +99,7 @@ class _PositionState(CodegenState):
         if node not in self.spans:  # a syntactic position recorded inside wins
             self.spans[node] = (*start, self.line, self.column)
 
-    def record_syntactic_position(  # type: ignore[override]  # any context manager will do
+    def record_syntactic_position(  # any context manager will do
         self, node: cst.CSTNode, *, start_node: Optional[cst.CSTNode] = None, end_node: Optional[cst.CSTNode] = None,
     ) -> _Syntactic:
         return _Syntactic(self, node, start_node, end_node)
@@ -133,6 +139,8 @@ def positions_of(
     (the only nodes looked for in the text), `loops` are (loop, ancestors from the
     module down) of loops known to stand in it. With `whitespace`,
     `WhitespaceInclusivePositionProvider`'s range instead, from the module pass."""
+    if CodegenState is None:  # LibCST's private state is not usable here (accumlint.compat.codegen)
+        return _provided_positions(module, nodes, whitespace)
     spans: dict[cst.CSTNode, Span] = {}
     rest = []
     searchable = text and not whitespace and _NOT_REPRODUCED.search(text) is None
@@ -148,9 +156,19 @@ def positions_of(
         rest = _placed_in_loops(module, rest, text, loops, spans)
     if rest:
         state = (_InclusiveState if whitespace else _PositionState)(module)
-        module._codegen(state)
+        generate(module, state)
         spans.update((node, state.spans[node]) for node in rest if node in state.spans)
     return {node: CodeRange(CodePosition(*span[:2]), CodePosition(*span[2:])) for node, span in spans.items()}
+
+
+def _provided_positions(
+    module: cst.Module, nodes: Iterable[cst.CSTNode], whitespace: bool
+) -> dict[cst.CSTNode, CodeRange]:
+    """`positions_of` through LibCST's public position providers (the module's own nodes,
+    not a copy): the same ranges, at the cost of one for every node of the module."""
+    provider = WhitespaceInclusivePositionProvider if whitespace else PositionProvider
+    ranges = MetadataWrapper(module, unsafe_skip_copy=True).resolve(provider)
+    return {node: ranges[node] for node in nodes if node in ranges}
 
 
 # what LibCST does not reproduce: a byte-order mark, a form feed, a carriage return
@@ -249,7 +267,7 @@ def _spans_alone(
     indentation of the block, which a node alone does not generate."""
     state = _SourceState(module)
     state.indent_tokens.extend(indents)
-    node._codegen(state)
+    generate(node, state)
     source = "".join(state.tokens)
     if not whole_lines and ("\n" in source or "\r" in source):
         return None

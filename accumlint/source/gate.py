@@ -41,13 +41,13 @@ import ast
 import bisect
 import contextlib
 import re
-import sys
 import threading
 import warnings
 from typing import Iterator, Optional
 
 from accumlint.compat.collector import collector_paused
 from accumlint.source import backward
+from accumlint.compat.compile_budget import LEVELS_PER_FRAME, budget_bounds_compile, compiles_within
 from accumlint.source.literals import literals_of, word_character
 from accumlint.source.patterns import LazyPattern
 
@@ -552,17 +552,17 @@ def compile_check(tree: ast.Module, path: str, text: str) -> None:
 
 
 # The Python frames of recursion budget `compile` gets in the shortcut. CPython's
-# symbol table counts three levels per frame of budget (COMPILER_STACK_FRAME_SCALE)
-# and refuses deeper code with RecursionError; real training files need under ten.
+# symbol table counts LEVELS_PER_FRAME levels per frame of budget and refuses deeper
+# code with RecursionError (`accumlint.compat.compile_budget`); real training files
+# need under ten.
 _COMPILE_FRAMES = 16
 # What a passing compile bounds: each statement or expression level the symbol table
 # counts has at most two nodes between it and the next that `nesting` counts (a
 # function's arguments and argument, a call's keyword), plus a name's context. A
 # boolean chain is one level there and a level per operand for `nesting`: at most one
 # more per `and`/`or` of the text.
-_NESTING_WITHIN_BUDGET = 3 * 3 * (_COMPILE_FRAMES + 1) + 1
+_NESTING_WITHIN_BUDGET = 3 * LEVELS_PER_FRAME * (_COMPILE_FRAMES + 1) + 1
 _BOOLEAN_OPERATORS = LazyPattern(r"\b(?:and|or)\b")
-_budget_bounds_compile: Optional[bool] = None
 
 
 def _compiles_within_bound(text: str, path: str) -> bool:
@@ -572,12 +572,12 @@ def _compiles_within_bound(text: str, path: str) -> bool:
 
     Only alone: the recursion limit is the whole interpreter's, and another thread
     could hit the lowered one."""
-    if threading.active_count() != 1 or not _budget_bounds_compile_here():
+    if threading.active_count() != 1 or not budget_bounds_compile():
         return False
     if _NESTING_WITHIN_BUDGET + _boolean_operators(text, MAX_NESTING - _NESTING_WITHIN_BUDGET) > MAX_NESTING:
         return False
     with _checked_files_warnings_ignored():
-        return _compiles_with_budget(text, path, _COMPILE_FRAMES)
+        return compiles_within(text, path, _COMPILE_FRAMES)
 
 
 def _boolean_operators(text: str, enough: int) -> int:
@@ -585,39 +585,6 @@ def _boolean_operators(text: str, enough: int) -> int:
     far less than finding the words, and is all the caller needs while within `enough`."""
     letters = text.count("and") + text.count("or")
     return letters if letters <= enough else len(_BOOLEAN_OPERATORS.findall(text))
-
-
-def _compiles_with_budget(text: str, path: str, frames: int) -> bool:
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(_frame_depth() + frames)
-    try:
-        compile(text, path, "exec", dont_inherit=True)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return False
-    finally:
-        sys.setrecursionlimit(limit)
-    return True
-
-
-def _frame_depth() -> int:
-    """How many Python frames are running (the recursion depth counts at least these)."""
-    depth = 0
-    frame = sys._getframe(1)
-    while frame is not None:
-        depth += 1
-        frame = frame.f_back
-    return depth
-
-
-def _budget_bounds_compile_here() -> bool:
-    """Whether this interpreter's `compile` obeys the recursion limit (CPython 3.10 and
-    3.11 do; 3.12 gave the compiler a fixed C-stack limit of its own): a probe deeper
-    than the budget must be refused."""
-    global _budget_bounds_compile
-    if _budget_bounds_compile is None:
-        probe = "x = " + "-" * (3 * (_COMPILE_FRAMES + 4)) + "a\n"
-        _budget_bounds_compile = not _compiles_with_budget(probe, "<probe>", _COMPILE_FRAMES)
-    return _budget_bounds_compile
 
 
 def _failure(error: SyntaxError, text: str) -> ParseFailure:
