@@ -35,7 +35,17 @@ def _tokens(text: str) -> set[tuple[int, int]]:
     for line in text.split("\n"):
         starts.append(starts[-1] + len(line) + 1)
     spans = set()
+    # From Python 3.12 an f-string is tokenized piece by piece, and the strings and comments
+    # of its replacement fields are tokens of their own: they belong to the f-string.
+    start, end = getattr(tokenize, "FSTRING_START", None), getattr(tokenize, "FSTRING_END", None)
+    inside = 0
     for token in tokenize.generate_tokens(io.StringIO(text).readline):
+        if token.type == start:
+            inside += 1
+        elif token.type == end:
+            inside -= 1
+        elif inside:
+            continue
         if token.type == tokenize.COMMENT or token.type == tokenize.STRING and not _is_f_string(token.string):
             spans.add((starts[token.start[0] - 1] + token.start[1], starts[token.end[0] - 1] + token.end[1]))
     return spans
