@@ -30,6 +30,7 @@ SCAN_LIFETIME = 5.0
 _SCANS: dict[str, tuple[float, "_Scan"]] = {}
 _MENTIONS: dict[str, frozenset[str]] = {}
 _CALLS: dict[str, frozenset[str]] = {}
+_BY_MENTION: dict[str, dict[str, list[str]]] = {}
 _CALLED = re.compile(r"\b(\w+)\s*\(")
 
 
@@ -120,13 +121,23 @@ def candidate_importers(root: str, path: str, functions: list[str]) -> list[tupl
         stem = os.path.basename(os.path.dirname(path))
     target = os.path.abspath(path)
     found = []
-    for other in sorted(scan.loops):  # in a stable order: the first loop names a finding
+    for other in _mentioning(root, scan).get(stem, ()):  # in a stable order: the first loop names a finding
         text = scan.texts[other]
-        if stem not in text or not any(name in text for name in wanted) or os.path.abspath(other) == target:
-            continue
-        if stem in _mentioned(other, text) and wanted & _called_names(other, text):
+        if os.path.abspath(other) != target and wanted & _called_names(other, text):
             found.append((other, text))
     return found
+
+
+def _mentioning(root: str, scan: _Scan) -> dict[str, list[str]]:
+    """Module name -> the loop files (sorted) whose import lines mention it: built once per
+    scan, so that asking for each module of a large project does not read every file again."""
+    index = _BY_MENTION.get(root)
+    if index is None:
+        index = _BY_MENTION[root] = {}
+        for other in sorted(scan.loops):
+            for name in _mentioned(other, scan.texts[other]):
+                index.setdefault(name, []).append(other)
+    return index
 
 
 def _scanned(root: str) -> _Scan:
@@ -135,6 +146,7 @@ def _scanned(root: str) -> _Scan:
         stamped = _SCANS[root] = (time.monotonic(), _scan(root))
         _MENTIONS.clear()
         _CALLS.clear()
+        _BY_MENTION.pop(root, None)
     return stamped[1]
 
 
@@ -214,3 +226,4 @@ def forget(root: Optional[str] = None) -> None:
         _SCANS.pop(root, None)
     _MENTIONS.clear()
     _CALLS.clear()
+    _BY_MENTION.clear()
