@@ -26,8 +26,12 @@ def python(code: str, cwd: Path, env: dict | None = None) -> subprocess.Complete
 
 
 def imported_after(code: str, cwd: Path) -> set[str]:
-    """Which of torch and libcst the code imported, in its own process or a worker."""
-    result = python(code, cwd)
+    """Which of torch and libcst the code imported, in its own process or a forked worker
+    (`-X importtime` reports those; a spawned worker is a fresh interpreter without it)."""
+    environment = {key: value for key, value in os.environ.items() if key != "ACCUMLINT_START_METHOD"}
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", code], cwd=cwd, env=environment, capture_output=True, text=True,
+    )
     assert result.returncode == 0, result.stderr
     imported = {line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines() if line.startswith("import time:")}
     return imported & {"torch", "libcst"}

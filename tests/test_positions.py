@@ -128,8 +128,8 @@ def test_nodes_found_through_their_loop_have_the_positions_of_the_provider() -> 
         nodes = [node for node in walk_all(module) if not isinstance(node, cst.Module)]
         loops = _loops(module)
         found = positions_of(module, nodes, text, loops=loops)
-        for node in nodes:
-            assert found[node] == expected[node], f"{path}: {type(node).__name__}"
+        for node in nodes:  # (LibCST 1.1 leaves some whitespace nodes unpositioned)
+            assert found.get(node) == expected.get(node), f"{path}: {type(node).__name__}"
         in_loops = {id(node) for loop, _ in loops for node in walk_all(loop)}
         by_loop += sum(id(node) in in_loops for node in nodes)
     assert by_loop > 10_000

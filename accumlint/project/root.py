@@ -5,13 +5,16 @@ from __future__ import annotations
 import os
 from typing import Iterable, Optional
 
+from accumlint.source import native
+
 # What marks the folder that holds a project.
 ROOT_MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
 
 
 # The common parent of the paths this run checks (None: not known, e.g. the editor server):
-# the project's root where no marker says it (SPEC: "or their common parent").
+# the project's root where no marker says it (README, "The project around a file").
 _checked_parent: Optional[str] = None
+CHECKED_PARENT_VARIABLE = "ACCUMLINT_CHECKED_PARENT"
 
 
 def set_checked_paths(paths: Iterable[str]) -> None:
@@ -24,10 +27,19 @@ def set_checked_paths(paths: Iterable[str]) -> None:
         _checked_parent = os.path.commonpath(folders) if folders else None
     except ValueError:  # paths on different drives
         _checked_parent = None
+    # Spawned workers (where fork is missing) start afresh: they read it from the environment.
+    if _checked_parent is None:
+        os.environ.pop(CHECKED_PARENT_VARIABLE, None)
+    else:
+        os.environ[CHECKED_PARENT_VARIABLE] = _checked_parent
 
 
 def checked_parent() -> Optional[str]:
-    """The common parent of the paths this run checks (see `set_checked_paths`)."""
+    """The common parent of the paths this run checks (see `set_checked_paths`), in this
+    process or, for a worker, in the run that started it (a spawned one inherits only the
+    environment)."""
+    if _checked_parent is None and native.in_worker:
+        return os.environ.get(CHECKED_PARENT_VARIABLE) or None
     return _checked_parent
 
 
@@ -44,8 +56,9 @@ def find_root(path: str) -> str:
         if parent == candidate:
             break
         candidate = parent
-    if _checked_parent is not None and _inside(folder, _checked_parent):
-        return _checked_parent
+    checked = checked_parent()
+    if checked is not None and _inside(folder, checked):
+        return checked
     return folder
 
 
