@@ -91,10 +91,11 @@ def test_a_dropped_partial_window_is_ga107(tmp_path):
     assert check_equivalence(loop(tmp_path, source), accum_steps=4, windows=2, tail=0).passed
 
 
-def test_a_dropped_tail_and_missing_scaling_are_both_named(tmp_path):
+def test_a_dropped_tail_and_missing_scaling_are_both_named_the_gradients_first(tmp_path):
+    # The missing 1/K is wrong at every step, the dropped tail only at the last.
     source = gated().replace(" or (i + 1) == len(loader)", "").replace(" / accum_steps\n", "\n", 1)
     report = check_equivalence(loop(tmp_path, source))
-    assert report.codes == ["GA107", "GA201"], report.format_text()
+    assert report.codes == ["GA201", "GA107"], report.format_text()
 
 
 def test_scheduler_every_micro_batch_is_ga301(tmp_path):
@@ -219,7 +220,10 @@ def test_python_random_and_numpy_are_seeded(tmp_path):
 def dropout_setup(p: float = 0.3):
     def factory():
         generator = torch.Generator().manual_seed(3)
-        model = nn.Sequential(nn.Linear(8, 16), nn.Dropout(p), nn.Linear(16, 4)).double()
+        # Two dropout layers, so that masks drawn in sequence do not happen to
+        # concatenate into the full batch's masks.
+        model = nn.Sequential(nn.Linear(8, 16), nn.Dropout(p), nn.Tanh(), nn.Linear(16, 16), nn.Dropout(p),
+                              nn.Linear(16, 4)).double()
         data = [(torch.randn(4, 8, generator=generator, dtype=torch.float64),
                  torch.randint(0, 4, (4,), generator=generator)) for _ in range(16)]
         return Setup(model, lambda params: torch.optim.SGD(params, lr=0.1), data, nn.CrossEntropyLoss())
@@ -227,11 +231,16 @@ def dropout_setup(p: float = 0.3):
     return factory
 
 
-def test_exact_ratio_k_with_dropout_is_ga201_with_a_caveat(tmp_path):
-    source = gated().replace(" / accum_steps\n", "\n", 1)
-    report = check_equivalence(loop(tmp_path, source), setup=dropout_setup())
-    assert report.codes == ["GA201"], report.format_text()
-    assert any("caveat" in e.summary and "dropout" in e.summary for e in report.explanations)
+@pytest.mark.parametrize("mistake, code", [
+    (lambda source: source.replace(" / accum_steps\n", "\n", 1), "GA201"),
+    (lambda source: source.replace("(i + 1) % accum_steps == 0 or", "i % accum_steps == 0 or", 1), "GA106"),
+    (lambda source: source.replace("loss.backward()", "optimizer.zero_grad()\n            loss.backward()", 1), "GA101"),
+])
+def test_mistakes_are_named_with_dropout_and_no_eval_mode(tmp_path, mistake, code):
+    assert check_equivalence(loop(tmp_path, gated()), setup=dropout_setup()).passed
+    report = check_equivalence(loop(tmp_path, mistake(gated()), name="bug.py"), setup=dropout_setup())
+    assert report.codes[:1] == [code], report.format_text()
+    assert any(note.startswith("dropout was off in both runs") for note in report.notes)
 
 
 class TwoParts(nn.Module):

@@ -79,7 +79,7 @@ def _report_error(message: str) -> "click.exceptions.Exit":
               help="Relative tolerance [default: from the compute dtype].")
 @click.option("--atol", type=click.FloatRange(min=0), default=None,
               help="Absolute tolerance [default: from the compute dtype].")
-@click.option("--eval-mode", is_flag=True, default=None, help="Pin dropout and batch-norm layers in eval mode.")
+@click.option("--eval-mode", is_flag=True, default=None, help="Pin batch-norm layers in eval mode too (dropout is always off in both runs).")
 @click.option("--nproc", type=click.IntRange(min=1), default=1, show_default=True,
               help="Run the accumulated run on this many processes (gloo, DDP) against one over the global batch.")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=DEFAULT_TIMEOUT, show_default=True,

@@ -103,7 +103,9 @@ def diagnose(
         # One step more or fewer (a missing tail, shifted windows): the aligned
         # steps carry the signature.
         dropped = [counted] if counted is not None else []
-    return dropped + _aligned(accumulated, full, comparison, k, oracle, nproc, match, rates)
+    primary, secondary = _aligned(accumulated, full, comparison, k, oracle, nproc, match, rates)
+    # A gradient signature is wrong at every step; a dropped tail only at the last.
+    return primary + dropped + [e for e in secondary if e.code not in {d.code for d in dropped}]
 
 
 def _aligned(
@@ -115,15 +117,15 @@ def _aligned(
     nproc: int,
     match: float,
     rates: Optional[RateProbe] = None,
-) -> list[Explanation]:
-    """Signatures of runs whose steps pair up: the gradient's first (the
-    primary cause), then the evidence's (learning rate, schedule, sync)."""
+) -> tuple[list[Explanation], list[Explanation]]:
+    """Signatures of runs whose steps pair up: the gradient's (the primary
+    cause), and apart from it the evidence's (learning rate, schedule, sync)."""
     if _first_step_empty(full.steps):
-        return [_GA103]
+        return [_GA103], []
     mismatches = {m.kind: m for m in comparison.mismatches}
     backward = mismatches.get(BACKWARD)
     if backward is not None and comparison.one_backward_per_step:
-        return [_no_accumulation(accumulated, k) or _ga110(backward)]
+        return [_no_accumulation(accumulated, k) or _ga110(backward)], []
     primary: list[Explanation] = []
     pair = comparison.first_failure or (accumulated.steps[0], full.steps[0])
     pre_clip = mismatches.get(PRE_CLIP_NORM)
@@ -142,7 +144,7 @@ def _aligned(
                 found = _at_failing_step(failing, k, oracle, match)
             primary.extend(found)
     secondary = _from_evidence(mismatches, k, accumulated, full, rates)
-    return primary + [e for e in secondary if e.code not in {p.code for p in primary}]
+    return primary, [e for e in secondary if e.code not in {p.code for p in primary}]
 
 
 def diagnose_error(error: UserCodeError) -> Optional[Explanation]:

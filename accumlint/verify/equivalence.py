@@ -51,7 +51,7 @@ from accumlint.verify.diagnosis import (
 )
 from accumlint.verify.explanations import data_sources, noise_sources
 from accumlint.verify.contained import DEFAULT_TIMEOUT, check_contained, note_phase
-from accumlint.verify.layers import dropout_off
+from accumlint.verify.layers import dropout_layers, dropout_off
 from accumlint.verify.loading import (
     LoadError,
     ScriptArgs,
@@ -175,7 +175,7 @@ def _verify(
     target = function if isinstance(function, str) else describe(function)
     report = VerificationReport(target=target, verdict=COULD_NOT_RUN, accum_steps=accum_steps, windows=windows)
     try:
-        with script_argv(function, script_args), (dropout_off() if eval_mode else contextlib.nullcontext()):
+        with script_argv(function, script_args), dropout_off():
             _check(report, function, accum_steps=accum_steps, windows=windows, eval_mode=eval_mode, **options)
     except UserCodeError as error:
         report.verdict, report.explanations = COULD_NOT_RUN, []
@@ -303,6 +303,13 @@ def _check(
         report.notes.append(
             "the loop pulls one micro-batch ahead of the one it trains on, so one more was fed after the last "
             "window (and one more batch to the full-batch run), pulled and not trained on"
+        )
+    dropped_out = dropout_layers(the_setup.model)
+    if dropped_out:
+        report.notes.append(
+            f"dropout was off in both runs ({', '.join(dropped_out[:4])}{', ...' * (len(dropped_out) > 4)}): "
+            "its masks differ between micro-batches and their concatenation by chance, so no comparison "
+            "could hold with it on"
         )
     param_dtype = next(the_setup.model.parameters()).dtype
     report.dtype, report.device = str(param_dtype).replace("torch.", ""), device

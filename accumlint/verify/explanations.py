@@ -20,9 +20,9 @@ from accumlint.verify.report import Explanation
 
 
 def noise_sources(model: nn.Module, *, eval_mode: bool) -> list[Explanation]:
-    """Layers that make the runs differ by chance or by batch composition
-    (dropout, batch-norm): an exact numeric signature still names the mistake,
-    with these as a caveat."""
+    """Layers that make the runs differ by batch composition (batch-norm in
+    training mode; dropout is always off in both runs): an exact numeric
+    signature still names the mistake, with these as a caveat."""
     return [] if eval_mode else _batch_dependent_layers(model)
 
 
@@ -35,17 +35,18 @@ def data_sources(loss_fn: Optional[Callable], micro_batches: list[Any], accum_st
 
 
 def _batch_dependent_layers(model: nn.Module) -> list[Explanation]:
-    layers = batch_dependent_layers(model)
+    layers = [(name, kind) for name, kind in batch_dependent_layers(model) if kind != "dropout"]
     if not layers:
         return []
     listed = ", ".join(f"{name or '<model>'} ({kind})" for name, kind in layers)
     return [
         Explanation(
-            summary=f"the model has layers that depend on the batch or the RNG in training mode: {listed}.",
+            summary=f"the model has layers that depend on the batch in training mode: {listed}.",
             detail=(
-                "Dropout masks and batch-norm statistics differ between micro-batches and their "
-                "concatenation, so the runs cannot match. Rerun with --eval-mode (API: eval_mode=True) "
-                "to pin these layers in eval mode and check the loop's own logic."
+                "Batch-norm statistics differ between micro-batches and their concatenation, so "
+                "accumulation cannot match the large batch with them in training mode. Rerun with "
+                "--eval-mode (API: eval_mode=True) to pin these layers in eval mode and check the "
+                "loop's own logic."
             ),
         )
     ]

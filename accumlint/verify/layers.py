@@ -1,13 +1,15 @@
 """Layers whose training-mode output depends on the batch or on the RNG.
 
 Dropout draws masks of the batch's shape, so micro-batches and their
-concatenation see different masks; batch-norm normalises by the statistics of
-the batch it is given. Either breaks the accumulation identity by design, so
-the verifier explains them instead of failing bare, and can pin them in eval
-mode for a run that isolates the loop's own logic. Dropout that a module
-applies itself, through `self.training` (`F.dropout(x, p, self.training)`,
-SDPA's `dropout_p=self.dropout if self.training else 0`), is turned off at
-torch's functions for the same runs (`dropout_off`).
+concatenation see different masks: no run with dropout on can match another,
+whatever the loop does, so both runs always train with dropout off (layers
+pinned in eval mode; dropout that a module applies itself through
+`self.training`, `F.dropout(x, p, self.training)` or SDPA's
+`dropout_p=self.dropout if self.training else 0`, turned off at torch's
+functions by `dropout_off`). Batch-norm normalises by the statistics of the
+batch it is given: a real difference between accumulation and the large
+batch, so it stays in training mode unless the user asks for eval mode, and
+is explained when the runs differ.
 """
 
 from __future__ import annotations
@@ -34,11 +36,18 @@ def batch_dependent_layers(model: nn.Module) -> list[tuple[str, str]]:
     return found
 
 
-def pin_eval_mode(model: nn.Module) -> None:
-    """Put dropout and batch-norm layers in eval mode for good: a later
-    `model.train()` in the user's loop leaves them in eval mode."""
+def dropout_layers(model: nn.Module) -> list[str]:
+    """Qualified names of the dropout layers with p > 0."""
+    return [name or "<model>" for name, kind in batch_dependent_layers(model) if kind == "dropout"]
+
+
+def pin_eval_mode(model: nn.Module, *, batch_norm: bool = True) -> None:
+    """Put dropout layers (and batch-norm layers, with `batch_norm`) in eval
+    mode for good: a later `model.train()` in the user's loop leaves them in
+    eval mode."""
+    pinned = (_DropoutNd, _BatchNorm) if batch_norm else (_DropoutNd,)
     for module in model.modules():
-        if isinstance(module, (_DropoutNd, _BatchNorm)):
+        if isinstance(module, pinned):
             module.eval()
             module.train = types.MethodType(_stay_in_eval, module)
 

@@ -131,10 +131,10 @@ def build_reference(
 ) -> Reference:
     """The textbook loop over the first window; raises ReferenceUnavailable."""
     if not eval_mode:
-        layers = batch_dependent_layers(model)
+        layers = [layer for layer in batch_dependent_layers(model) if layer[1] != "dropout"]
         if layers:
             raise ReferenceUnavailable(
-                f"the model has layers that depend on the batch or the RNG in training mode ({layers[0][1]})"
+                f"the model has layers that depend on the batch in training mode ({layers[0][1]})"
             )
     if not any(p.requires_grad for p in model.parameters()):
         raise ReferenceUnavailable("the model has no trainable parameters")
@@ -142,8 +142,7 @@ def build_reference(
     def gradients(batches: list[Any], divide: int) -> Fingerprint:
         # Its own copy each time, freed on return: nothing model-sized outlives the call.
         copied = copy.deepcopy(model)
-        if eval_mode:
-            pin_eval_mode(copied)
+        pin_eval_mode(copied, batch_norm=eval_mode)
         try:
             with seeded(seed, device_of(copied)), torch.enable_grad():
                 for batch in batches:

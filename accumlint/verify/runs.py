@@ -283,8 +283,7 @@ def prepare_run(
     wraps the copy; parameter names are those of the unwrapped copy. The call
     raises UserCodeError."""
     model = copy.deepcopy(inputs.model)
-    if eval_mode:
-        pin_eval_mode(model)
+    pin_eval_mode(model, batch_norm=eval_mode)
     called = wrap(model) if wrap is not None else model
     loader = counting_loader(inputs.batches, inputs.as_dataloader)
     objects = {
