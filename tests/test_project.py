@@ -344,7 +344,8 @@ def test_cache_rechecks_a_helper_module_when_a_new_module_imports_it(tmp_path: P
 def test_without_a_root_marker_the_checked_paths_common_parent_is_the_root(tmp_path: Path) -> None:
     """SPEC: with no marker above the checked paths, the project is their common parent:
     a script in `tools/` importing the package beside `tools/` reads it. Checking the
-    script alone, its own folder is the project and the helper stays unknown."""
+    script alone, its folder is widened to the parent its import names a package of,
+    so the findings are the same."""
     root = tmp_path / "plain_copy"
     _write(root / "mylib" / "__init__.py", "")
     _write(root / "mylib" / "losses.py", MEAN_HELPER.format(name="batch_objective"))
@@ -353,4 +354,53 @@ def test_without_a_root_marker_the_checked_paths_common_parent_is_the_root(tmp_p
     assert code == 0
     assert _findings(output) == {f"{Path('tools', 'train.py')}:10:9: GA201"}
     code, output = _run("check", "--no-cache", "--exit-zero", str(train), cwd=root)
-    assert _findings(output) == set()
+    assert _findings(output) == {f"{train}:10:9: GA201"}
+
+
+ZEROING_HELPER = """def backward_step(loss, optimizer, k):
+    optimizer.zero_grad()
+    (loss / k).backward()
+"""
+GATED_CALLER = """import torch
+from {module} import backward_step
+
+
+def train(model, loader, k=4):
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for i, (x, y) in enumerate(loader):
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        backward_step(loss, optimizer, k)
+        if (i + 1) % k == 0 or i + 1 == len(loader):
+            optimizer.step()
+"""
+
+
+@pytest.mark.parametrize("package", [True, False])
+def test_an_unmarked_helper_in_a_subfolder_checked_alone_reads_its_importers(tmp_path: Path, package: bool) -> None:
+    """The wrong statement sits in `utils/steps.py`, its loop in the script beside `utils/`
+    (a package or a namespace folder): checking the helper alone reports what checking the
+    tree reports, because the script's import joins `utils/` to its parent."""
+    root = tmp_path / "unmarked"
+    if package:
+        _write(root / "utils" / "__init__.py", "")
+    helper = _write(root / "utils" / "steps.py", ZEROING_HELPER)
+    _write(root / "train.py", GATED_CALLER.format(module="utils.steps"))
+    code, tree = _run("check", "--no-cache", "--exit-zero", ".", cwd=root)
+    assert _findings(tree) == {f"{Path('utils', 'steps.py')}:2:5: GA101"}, tree
+    code, alone = _run("check", "--no-cache", "--exit-zero", str(helper), cwd=tmp_path)
+    assert _findings(alone) == {f"{helper}:2:5: GA101"}, alone
+
+
+def test_an_unmarked_folder_is_not_joined_to_its_parent_by_an_import_it_resolves_itself(tmp_path: Path) -> None:
+    """The parent holds a buggy `steps.py`, but the folder's script imports its own
+    `steps.py` beside it: nothing joins the two folders, the checked folder stays the
+    project, and the correct local helper gives no finding."""
+    _write(tmp_path / "steps.py", ZEROING_HELPER)
+    _write(tmp_path / "work" / "steps.py", "def backward_step(loss, optimizer, k):\n    (loss / k).backward()\n")
+    train = _write(tmp_path / "work" / "train.py", GATED_CALLER.format(module="steps"))
+    code, output = _run("check", "--no-cache", "--exit-zero", str(train), cwd=tmp_path)
+    assert _findings(output) == set(), output
+    code, output = _run("check", "--show-project", "--no-cache", "--exit-zero", str(train), cwd=tmp_path)
+    assert "root: " + str(tmp_path / "work") in output, output
+
+

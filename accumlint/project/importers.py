@@ -17,12 +17,14 @@ import stat
 import time
 from typing import NamedTuple, Optional
 
+from accumlint.project.root import IMPORT_LINE as _IMPORT_LINE
+from accumlint.project.root import joined_ancestor
+
 # A tree larger than this is not scanned further: importers beyond it stay unknown.
 MAX_FILES = 5_000
 MAX_BYTES = 64 << 20
 MAX_FILE_BYTES = 2_000_000
 _SKIPPED_FOLDERS = {"__pycache__", "node_modules", "site-packages", "dist-packages", "build", "dist"}
-_IMPORT_LINE = re.compile(r"^[ \t]*(?:from[ \t]+([.\w]+)[ \t]+import\b([^\n#;]*)|import[ \t]+([\w.]+))", re.MULTILINE)
 _LOOP = re.compile(r"^[ \t]*(?:for|while|async[ \t]+for)\b", re.MULTILINE)
 
 # A scan serves this many seconds (a long-lived editor-server process sees new files after it).
@@ -220,6 +222,7 @@ def _fingerprint(root: str, path: str, functions: list[str]) -> str:
 
 def forget(root: Optional[str] = None) -> None:
     """Drop the scans (all, or one root's): the editor server does when files change."""
+    joined_ancestor.cache_clear()  # an import that joined a folder to its parent may be gone
     if root is None:
         _SCANS.clear()
     else:

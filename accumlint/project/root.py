@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 from typing import Iterable, Optional
 
 from accumlint.source import native
@@ -45,7 +47,8 @@ def checked_parent() -> Optional[str]:
 
 def find_root(path: str) -> str:
     """The nearest folder from `path` up that holds a root marker; else the common parent
-    of the checked paths when `path` lies under it; else `path`'s own folder."""
+    of the checked paths when `path` lies under it, or `path`'s own folder, either one
+    widened to the ancestors its imports join it to (`joined_ancestor`)."""
     start = os.path.abspath(path)
     folder = start if os.path.isdir(start) else os.path.dirname(start)
     candidate = folder
@@ -58,8 +61,74 @@ def find_root(path: str) -> str:
         candidate = parent
     checked = checked_parent()
     if checked is not None and _inside(folder, checked):
-        return checked
-    return folder
+        return joined_ancestor(checked)
+    return joined_ancestor(folder)
+
+
+# How far, and over how many scripts per folder, an unmarked project is widened upwards.
+_JOIN_LEVELS = 3
+_JOIN_SCRIPTS = 200
+_JOIN_SCRIPT_BYTES = 1_000_000
+# An import line: `from MODULE import NAMES` (groups 1, 2) or `import MODULE` (group 3).
+IMPORT_LINE = re.compile(r"^[ \t]*(?:from[ \t]+([.\w]+)[ \t]+import\b([^\n#;]*)|import[ \t]+([\w.]+))", re.MULTILINE)
+
+
+@functools.lru_cache(maxsize=1024)
+def joined_ancestor(folder: str) -> str:
+    """Without a root marker, the project is the checked folder, widened to its parent
+    while an import joins the two: a script in the parent imports the folder's modules
+    (`from utils.dist import wrap` beside `utils/`), or a script in the folder imports a
+    module that is not beside it but is in the parent (`segment/train.py` importing the
+    `utils` package next to `segment/`, run from the repository's top). So checking one
+    file of an unmarked tree reads the modules that checking the whole tree reads. At most
+    `_JOIN_LEVELS` levels; scripts are only searched for import lines, never parsed."""
+    current = folder
+    for _ in range(_JOIN_LEVELS):
+        parent = os.path.dirname(current)
+        if parent == current or not _joined(current, parent):
+            break
+        current = parent
+    return current
+
+
+def _joined(folder: str, parent: str) -> bool:
+    name = os.path.basename(folder)
+    if name.isidentifier() and name in _imported_names(parent):
+        return True
+    return any(
+        module_file(folder, [imported]) is None and not is_package_folder(folder, [imported])
+        and (module_file(parent, [imported]) is not None or _holds_scripts(os.path.join(parent, imported)))
+        for imported in _imported_names(folder)
+    )
+
+
+def _imported_names(folder: str) -> frozenset[str]:
+    """First parts of the absolute imports of the scripts directly in `folder`."""
+    names: set[str] = set()
+    for script in _scripts(folder):
+        try:
+            with open(script, "rb") as handle:
+                text = handle.read(_JOIN_SCRIPT_BYTES).decode("utf-8", errors="replace")
+        except OSError:
+            continue
+        for match in IMPORT_LINE.finditer(text):
+            first = (match.group(1) or match.group(3)).split(".")[0]
+            if first:  # a relative import names no folder
+                names.add(first)
+    return frozenset(names)
+
+
+def _scripts(folder: str) -> list[str]:
+    try:
+        with os.scandir(folder) as entries:
+            found = [e.path for e in entries if e.name.endswith(".py") and e.is_file()]
+    except OSError:
+        return []
+    return sorted(found)[:_JOIN_SCRIPTS]
+
+
+def _holds_scripts(folder: str) -> bool:
+    return bool(_scripts(folder))
 
 
 def search_folders(root: str, importer: str) -> tuple[str, ...]:
