@@ -210,8 +210,8 @@ class _Walker:
         context = dict(context)
         context["path"] = context["path"] + (suite,)
         escaped: Optional[tuple[Gate, cst.If]] = None
-        for statement in statements:
-            continued = self._continue_gate(statement)
+        for index, statement in enumerate(statements):
+            continued = self._continue_gate(statement, statements[index + 1:])
             if continued is not None:
                 context.update(gate=continued, gate_if=statement, conditional=True)
                 escaped = (continued, statement)
@@ -226,8 +226,10 @@ class _Walker:
         if escaped is not None and context["escapes"] and len(context["path"]) > 1:
             self._escaped = escaped
 
-    def _continue_gate(self, statement: cst.BaseStatement) -> Optional[Gate]:
-        """`if (i + 1) % K != 0: continue` gates the rest of its block."""
+    def _continue_gate(self, statement: cst.BaseStatement, rest: Sequence[cst.BaseStatement]) -> Optional[Gate]:
+        """`if (i + 1) % K != 0: continue` gates the rest of its block (`rest`); so does
+        `if micro < K: continue` when it counts micro-batches (`_counts_micro_batches`),
+        not `if i < resume_from: continue`, which skips the batches a resumed run has seen."""
         if type(statement) is not cst.If or statement.orelse is not None:
             return None
         body = statement.body
@@ -237,7 +239,11 @@ class _Walker:
         if not (type(only) is cst.SimpleStatementLine and type(only.body[0]) is cst.Continue):
             return None
         gate = parse_gate(statement.test, self.assigned.get)
-        return gate if gate is not None and not gate.positive else None
+        if gate is None or gate.positive:
+            return None
+        if gate.kind == "count" and not self._counts_micro_batches(gate, "\n".join(_code(s) for s in rest)):
+            return None
+        return gate
 
     def _statement(self, statement: cst.BaseStatement, context: dict[str, Any]) -> None:
         kind = type(statement)  # exact types: LibCST's concrete nodes have no subclasses
@@ -288,7 +294,7 @@ class _Walker:
 
     def _if(self, statement: cst.If, context: dict[str, Any]) -> None:
         gate = parse_gate(statement.test, self.assigned.get)
-        if gate is not None and gate.kind == "count" and not self._counts_micro_batches(gate, statement):
+        if gate is not None and gate.kind == "count" and not self._counts_micro_batches(gate, _code(statement.body)):
             gate = None
         path = context["path"] + (statement,)
         on_true = {**context, "conditional": True, "path": path, "arms": context["arms"] + ((id(statement), 0),),
@@ -381,13 +387,12 @@ class _Walker:
         name = dotted(node)
         return name is not None and looks_like_accumulation(name, self.accumulation_names)
 
-    def _counts_micro_batches(self, gate: Gate, statement: cst.If) -> bool:
+    def _counts_micro_batches(self, gate: Gate, body: str) -> bool:
         """`micro == K` is a window gate when K is an accumulation count or the
-        gated block resets the counter (`micro = 0`), and `ni - last_step >= K` when the
-        gated block sets `last_step = ni`; `len(memory) >= batch_size` is not."""
+        gated code (`body`) resets the counter (`micro = 0`), and `ni - last_step >= K`
+        when it sets `last_step = ni`; `len(memory) >= batch_size` is not."""
         if gate.counter is None or gate.counter.endswith("()"):
             return False
-        body = _code(statement.body)
         if gate.since is not None:
             # `ni - last_step >= K` is a window boundary when the gate remembers it: `last_step = ni`
             remember = re.compile(rf"(^|\W){re.escape(gate.since)}\s*=\s*{re.escape(gate.counter)}\s*($|[\n;#])")

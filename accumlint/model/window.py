@@ -25,6 +25,7 @@ from accumlint.model.loop import Event, Statement, TrainingLoop
 from accumlint.model.loss import LossFlow, LossReader
 from accumlint.model.names import (
     call_name,
+    code,
     dotted,
     int_value,
     keyword,
@@ -117,6 +118,48 @@ class Window:
         if first_backward is None or event.order >= first_backward:
             return False
         return first_step is None or event.order < first_step
+
+    def zeroes_before_closing_backward(self, event: Event) -> Optional[Event]:
+        """The step whose window a zeroing erases when it sits under the step's own
+        modulo gate but before the backward of the same iteration (`if (i + 1) % K == 0:
+        zero_grad()`, then `loss.backward()`, then the gated step): on the window's
+        closing micro-batch it drops the K-1 earlier gradients, so the step applies the
+        last micro-batch's alone. A zeroing that opens the window (`i % K == 0` beside a
+        step at `(i + 1) % K == 0`), or a counter that moves between the two tests, is not
+        this; None then."""
+        zero_gate = event.gate
+        if event.kind != "zero" or zero_gate is None or zero_gate.kind != "modulo" or self.framework_managed(event):
+            return None
+        for step in self.optimizer_steps:
+            step_gate = step.gate
+            if step_gate is None or step_gate.kind != "modulo" or not event.precedes(step):
+                continue
+            if (zero_gate.form, zero_gate.positive, zero_gate.counter) != (step_gate.form, step_gate.positive,
+                                                                           step_gate.counter):
+                continue
+            if zero_gate.k is None or step_gate.k is None or code(zero_gate.k) != code(step_gate.k):
+                continue
+            if self._assigned_between(zero_gate.counter, event.statement, step.statement):
+                continue
+            if any(event.precedes(b) and b.precedes(step) and b.gate is None for b in self.loop.backwards):
+                return step
+        return None
+
+    def _assigned_between(self, name: Optional[str], first: Statement, last: Statement) -> bool:
+        """Whether a statement between the two (in order) assigns `name`."""
+        if name is None:
+            return True
+        for statement in self.loop.statements:
+            if first.order < statement.order < last.order:
+                small = statement.small
+                targets: list[cst.BaseExpression] = []
+                if type(small) is cst.Assign:
+                    targets = [t.target for t in small.targets]
+                elif type(small) in (cst.AugAssign, cst.AnnAssign):
+                    targets = [small.target]
+                if any(dotted(t) == name for t in targets):
+                    return True
+        return False
 
     def managed_step(self, statement: Statement) -> Optional[Event]:
         """The last optimizer step in the same `accumulate()` block as `statement`."""

@@ -76,6 +76,19 @@ def zero_grad_every_micro_batch(window: Window) -> Iterable[Finding]:
         if window.zeroes_on_window_entry(zero):
             yield _zero_on_entry(window, zero)
             continue
+        closing = window.zeroes_before_closing_backward(zero)
+        if closing is not None:
+            yield Finding(
+                zero.role.call,
+                f"`{code(zero.role.call)}` runs on the window's last micro-batch before its backward, "
+                "erasing the window's gradients",
+                fix_description="Move the zeroing after the optimizer step",
+                help="under the step's own gate but before the backward, it fires on the micro-batch that "
+                "closes the window: the step then applies that micro-batch's gradient alone; zero after "
+                "the optimizer step ({related})",
+                related=closing.role.call,
+            )
+            continue
         if window.framework_managed(zero) or not window.runs_every_micro_batch(zero.statement):
             continue
         anchor = window_step(window, zero)
