@@ -324,7 +324,28 @@ class Objects:
         owner = dotted(target.value)
         if not zeroes or owner is None or not _is_parameter(owner, loops):
             return None
+        if self._selected_by_name(small, owner, loops):
+            return None
         return Role("zero", small, owner, target.value)
+
+    def _selected_by_name(self, small: cst.BaseSmallStatement, owner: str, loops: tuple[cst.CSTNode, ...]) -> bool:
+        """`for name, p in model.named_parameters(): if "prototypes" in name: p.grad = None`:
+        the assignment clears the gradients of the parameters a test on their names picks
+        (freezing a head for some iterations), not the model's; no zeroing of the window."""
+        for loop in loops:
+            if type(loop) is not cst.For or type(loop.target) is not cst.Tuple:
+                continue
+            names = {dotted(element.value) for element in loop.target.elements}
+            if owner not in names:
+                continue
+            others = names - {owner, None}
+            parent = self.facts.parents.get(id(small))
+            while parent is not None and parent is not loop:
+                if type(parent) is cst.If and any(type(node) is cst.Name and node.value in others
+                                                  for node in walk(parent.test)):
+                    return True
+                parent = self.facts.parents.get(id(parent))
+        return False
 
     # -- object identity -------------------------------------------------------
     def is_copy(self, name: Optional[str], scope: Optional[cst.CSTNode] = None) -> bool:
