@@ -319,8 +319,16 @@ class Frameworks:
 
 def mentions_sync_control(node: cst.CSTNode) -> bool:
     """Whether any name or attribute under `node` is a sync control (`no_sync`,
-    `require_backward_grad_sync`, `maybe_no_sync`, `accelerator.sync_gradients`...)."""
-    return any(type(n) is cst.Name and _SYNC_CONTROL_NAME.search(n.value) for n in walk(node))
+    `require_backward_grad_sync`, `maybe_no_sync`, `accelerator.sync_gradients`...), also
+    one looked up by its name (`getattr(model, "no_sync", nullcontext)`)."""
+    for n in walk(node):
+        if type(n) is cst.Name and _SYNC_CONTROL_NAME.search(n.value):
+            return True
+        if type(n) is cst.Call and type(n.func) is cst.Name and n.func.value in ("getattr", "hasattr") and len(n.args) > 1:
+            attribute = string_value(n.args[1].value)
+            if attribute is not None and _SYNC_CONTROL_NAME.search(attribute):
+                return True
+    return False
 
 
 def _sync_context_call(item: cst.BaseExpression) -> Optional[cst.Call]:

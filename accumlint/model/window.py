@@ -167,18 +167,40 @@ class Window:
         owner = self.facts.class_of.get(function) if function is not None else None
         if owner is None:
             return True
-        family = {owner.name.value}
-        for _ in range(4):  # base classes defined in this module, a few levels up
-            family |= {base.split(".")[-1] for cls in list(family) if cls in self.facts.classes
-                       for base in self.facts.class_bases(self.facts.classes[cls])}
+        # base classes defined in this module, a few levels up, each with its distance
+        family = {owner.name.value: 0}
+        for level in range(1, 5):
+            for cls in [c for c, d in family.items() if d == level - 1 and c in self.facts.classes]:
+                for base in self.facts.class_bases(self.facts.classes[cls]):
+                    family.setdefault(base.split(".")[-1], level)
         for binding in self.facts.bindings.get(name, ()):
             if self.objects.frameworks.wrap_of(binding.value) is None:
                 continue  # `self.model = net`: not the wrap
+            method: Optional[cst.FunctionDef] = None
             parent = self.facts.parents.get(id(binding.statement))
             while parent is not None and type(parent) is not cst.ClassDef:
+                if method is None and type(parent) is cst.FunctionDef:
+                    method = parent
                 parent = self.facts.parents.get(id(parent))
-            if parent is None or parent.name.value in family:
+            if parent is None:
                 return True
+            if parent.name.value in family and not self._overridden(method, family, family[parent.name.value]):
+                return True
+        return False
+
+    def _overridden(self, method: Optional[cst.FunctionDef], family: dict[str, int], level: int) -> bool:
+        """A base class's method that a class nearer the loop's redefines never runs for the
+        loop's object (`prepare()` overridden by the subclass that wraps other parts); one
+        that calls the base's (`super().__init__(...)`) still runs it."""
+        if method is None:
+            return False
+        name = method.name.value
+        for cls, distance in family.items():
+            if distance < level and cls in self.facts.classes:
+                for statement in self.facts.classes[cls].body.body:
+                    if type(statement) is cst.FunctionDef and statement.name.value == name:
+                        if not any(type(n) is cst.Attribute and n.attr.value == name for n in walk(statement.body)):
+                            return True
         return False
 
     def mentions(self, name: str) -> bool:
@@ -197,6 +219,30 @@ class Window:
                 if (kind is cst.Name or kind is cst.Attribute) and id(node) not in attributes and dotted(node) == name:
                     return True
         return False
+
+    def bypasses_wrap(self, name: str) -> bool:
+        """The iteration runs its forward on the unwrapped module (`raw = model.module`,
+        `raw(x)`) and never hands the wrapped model itself to a call: DDP's forward, which
+        prepares the all-reduce, does not run."""
+        calls = [node for statement in self.loop.statements for node in walk(statement.node) if type(node) is cst.Call]
+        bypass = False
+        for call in calls:
+            callee = dotted(call.func)
+            if callee == name or callee == f"{name}.forward":
+                return False
+            if any(dotted(arg.value) == name for arg in call.args):
+                return False  # `loss = step(model, batch)`: it may run the wrapped forward
+            if callee is not None and (callee == f"{name}.module" or self._unwraps(callee, name)):
+                bypass = True
+        return bypass
+
+    def _unwraps(self, alias: str, name: str) -> bool:
+        """Every binding of `alias` reads `name.module` (also in an arm of `a if c else b`)."""
+        bindings = self.facts.bindings.get(alias, ())
+        inner = f"{name}.module"
+        return bool(bindings) and all(
+            b.index is None and any(dotted(n) == inner for n in walk(b.value) if type(n) is cst.Attribute)
+            for b in bindings)
 
     @cached_property
     def sync_controls(self) -> list[SyncControl]:
