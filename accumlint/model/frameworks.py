@@ -255,6 +255,9 @@ class Frameworks:
         return self._wrap_of(value)
 
     def _wrap_of(self, value: cst.BaseExpression, depth: int = 0) -> Optional[ParallelKind]:
+        if type(value) is cst.IfExp:  # `DDP(model) if distributed else model`: the wrapping arm
+            kinds = [self._wrap_of(arm, depth) for arm in (value.body, value.orelse)]
+            return "sharded" if "sharded" in kinds else next((k for k in kinds if k is not None), None)
         if type(value) is not cst.Call:
             return None
         if depth < 2:  # `model = wrap(model)` with `return DDP(model, ...)` in a module function

@@ -127,7 +127,7 @@ class Window:
     def controls_sync(self) -> bool:
         """The loop (or a helper it calls) decides somewhere when gradients all-reduce."""
         helpers = {id(s.helper): s.helper for s in self.loop.statements if s.helper is not None}
-        model = self.objects.wrapped_model
+        model = self.wrapped_model
         for item in {id(i): i for s in self.loop.statements for i in s.withs}.values():
             # `with self.sync_context(boundary):`: a helper that returns the context
             for call in self.facts.calls_in(item):
@@ -219,6 +219,21 @@ class Window:
                 if (kind is cst.Name or kind is cst.Attribute) and id(node) not in attributes and dotted(node) == name:
                     return True
         return False
+
+    @cached_property
+    def wrapped_model(self) -> Optional[str]:
+        """The wrapped model this loop trains: of the module's wrapped models, the first
+        whose forward the iteration runs outside a no-grad region (`self.student(x)`
+        beside a teacher under `torch.no_grad()`), else the first it mentions, else the
+        module's first."""
+        models = self.objects.wrapped_models
+        if len(models) < 2:
+            return models[0] if models else None
+        called = {dotted(node.func) for statement in self.loop.statements if not self.builds_no_graph(statement)
+                  for node in walk(statement.node) if type(node) is cst.Call}
+        trained = [name for name in models if name in called]
+        mentioned = [name for name in models if self.mentions(name)]
+        return (trained or mentioned or models)[0]
 
     def bypasses_wrap(self, name: str) -> bool:
         """The iteration runs its forward on the unwrapped module (`raw = model.module`,

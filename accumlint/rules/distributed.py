@@ -21,7 +21,7 @@ _REPORTED_WRAPS = ("ddp", "apex", "accelerate", "fabric")
 def sync_every_micro_batch(window: Window) -> Iterable[Finding]:
     if not (window.gated_step or window.has_micro_loop) or window.uses_accumulate_context or window.deepspeed:
         return
-    model = window.objects.wrapped_model
+    model = window.wrapped_model
     kind = window.objects.frameworks.parallel_kind(model)
     if model is None or kind not in _REPORTED_WRAPS or window.controls_sync or not window.mentions(model):
         return
