@@ -180,11 +180,14 @@ class ModuleFacts:
         return parent
 
     def returned(self, call: cst.Call) -> list[cst.BaseExpression]:
-        """What a call of a module function (`wrap(model)`) returns: the values of its
-        `return` statements, a returned local name read through its bindings in that
-        function. Empty for anything else (methods, other modules, builtins)."""
+        """What a call of a module function (`wrap(model)`) or of a method of the caller's
+        own class (`self.model_to_device(net)`) returns: the values of its `return`
+        statements, a returned local name read through its bindings in that function.
+        Empty for anything else (other classes, other modules, builtins)."""
         func = call.func
         function = self.functions.get(func.value) if type(func) is cst.Name else None
+        if function is None and type(func) is cst.Attribute and dotted(func.value) == "self":
+            function = self.method(self.enclosing_function(call), func.attr.value)
         if function is None:
             return []
         found: list[cst.BaseExpression] = []
