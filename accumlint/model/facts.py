@@ -302,10 +302,26 @@ def _through_project_helpers(facts: ModuleFacts, project: "ProjectView") -> None
                 returned = project.returned_call(dotted(value.func))
                 if returned is not None:
                     bindings[position] = Binding(binding.target, returned, None, binding.statement)
+    _inherited_wraps(facts, project)
     if facts.trainer_accumulation is None and _LIGHTNING.search(facts.text):
         steps = project.lightning_accumulation()
         if steps is not None:
             facts.trainer_accumulation = project.adopt(cst.Integer(str(steps)))
+
+
+def _inherited_wraps(facts: ModuleFacts, project: "ProjectView") -> None:
+    """`self.model = DDP(...)` in a base class of another project module: the attribute of
+    the subclass is wrapped too (a binding whose statement is the subclass), unless the
+    subclass redefines the wrapping method without calling the base's."""
+    for cls in facts.classes.values():
+        bases = [name for base in cls.bases if (name := dotted(base.value)) is not None]
+        if not bases or not any(name.partition(".")[0] in facts.imports for name in bases):
+            continue
+        for attribute, method, value in project.inherited_wraps(bases):
+            own = next((s for s in cls.body.body if type(s) is cst.FunctionDef and s.name.value == method), None)
+            if own is not None and not any(type(n) is cst.Attribute and n.attr.value == method for n in walk(own.body)):
+                continue
+            facts.bindings.setdefault(f"self.{attribute}", []).append(Binding(f"self.{attribute}", value, None, cls))
 
 
 def _trainer_accumulation_through_kwargs(facts: ModuleFacts) -> None:

@@ -177,7 +177,9 @@ class Window:
             if self.objects.frameworks.wrap_of(binding.value) is None:
                 continue  # `self.model = net`: not the wrap
             method: Optional[cst.FunctionDef] = None
-            parent = self.facts.parents.get(id(binding.statement))
+            # a wrap inherited from another module's base class stands for the subclass itself
+            statement = binding.statement
+            parent = statement if type(statement) is cst.ClassDef else self.facts.parents.get(id(statement))
             while parent is not None and type(parent) is not cst.ClassDef:
                 if method is None and type(parent) is cst.FunctionDef:
                     method = parent

@@ -321,6 +321,63 @@ class ProjectView:
         full = f"{qualified}.{rest}" if rest else qualified
         return self.adopt(call.with_changes(func=cst.parse_expression(full)))
 
+    def inherited_wraps(self, bases: list[str]) -> list[tuple[str, str, cst.BaseExpression]]:
+        """What base classes of other project modules wrap for data parallelism: for a class
+        of the analysed module with these bases (as written there), each (attribute, method
+        that wraps it, the wrapping expression with its callee written in full), nearest
+        class first. A wrap in a method that a class nearer the subclass redefines without
+        calling the base's is left out: it never runs for the subclass's objects."""
+        found: list[tuple[str, str, cst.BaseExpression]] = []
+        redefined: set[str] = set()
+        level = [(self.summary, base) for base in bases]
+        for _ in range(MAX_HOPS):
+            following = []
+            for module, base in level:
+                owner = self.symbol(module, base) if base else None
+                if type(owner) is not ClassSummary:
+                    continue
+                home = self._home_of_class(owner)
+                if home is not self.summary:  # the analysed module's own classes are the model's
+                    for attribute, (method, source) in owner.wraps.items():
+                        expression = self._qualified_wrap(home, source)
+                        if method not in redefined and expression is not None:
+                            found.append((attribute, method, expression))
+                for name, function in home.functions.items():
+                    cls, _, method = name.partition(".")
+                    if cls == owner.name and method and f".{method}(" not in function.source:
+                        redefined.add(method)
+                following.extend((home, inner) for inner in owner.bases)
+            level = following
+        return found
+
+    def _qualified_wrap(self, home: ModuleSummary, source: str) -> Optional[cst.BaseExpression]:
+        """A wrapping expression of `home` with each wrapping callee written in full."""
+        try:
+            value = cst.parse_expression(source)
+        except Exception:  # noqa: BLE001 - a text LibCST cannot read back: unknown
+            return None
+        arms = [value.body, value.orelse] if type(value) is cst.IfExp else [value]
+        replacements = {}
+        for arm in arms:
+            if type(arm) is not cst.Call:
+                continue
+            name = _dotted(arm.func)
+            head, _, rest = (name or "").partition(".")
+            imported = home.imports.get(head)
+            if name is None or imported is None or imported[2] != 0:
+                continue
+            target, what, _ = imported
+            qualified = f"{target}.{what}" if what else target
+            replacements[arm] = arm.with_changes(func=cst.parse_expression(f"{qualified}.{rest}" if rest else qualified))
+        if not replacements:
+            return None
+        if type(value) is cst.IfExp:
+            value = value.with_changes(body=replacements.get(value.body, value.body),
+                                       orelse=replacements.get(value.orelse, value.orelse))
+        else:
+            value = replacements[value]
+        return self.adopt(value)
+
     # -- values ------------------------------------------------------------------------
     def bindings(self, name: str, facts: "ModuleFacts") -> list["Binding"]:
         """Bindings of `name` that the project knows: an imported literal constant
