@@ -25,6 +25,7 @@ from accumlint.model.tree import walk
 from accumlint.project.summary import (
     SCHEDULER,
     WRAP,
+    WRAP_CALLEES,
     ClassSummary,
     FunctionSummary,
     ModuleSummary,
@@ -301,7 +302,7 @@ class ProjectView:
         node = _parse_function(found)[1]
         if owner is None or node is None:
             return None
-        returns = [r.value for r in _returns(node)]
+        returns = [value for r in _returns(node) for value in _through_wrapped_local(node, r.value)]
         calls = [value for value in returns if type(value) is cst.Call]
         if not calls or len(calls) != len(returns):
             return None
@@ -538,6 +539,22 @@ def _parse_function(function: FunctionSummary) -> tuple[Optional[cst.Module], Op
         return None, None
     node = module.body[0] if module.body else None
     return (module, node) if type(node) is cst.FunctionDef else (None, None)
+
+
+def _through_wrapped_local(function: cst.FunctionDef, value: Optional[cst.BaseExpression]) -> list[Optional[cst.BaseExpression]]:
+    """A returned local name that the function binds to a DDP/FSDP call in some arm
+    (`model = DDP(model, ...)` under `if num_gpus > 1:`, then `return model`) stands for
+    that call: the caller's model is wrapped whenever the run is distributed. Anything
+    else is returned as it is."""
+    if type(value) is not cst.Name:
+        return [value]
+    wraps: list[cst.BaseExpression] = []
+    for node in walk(function.body):
+        if type(node) is cst.Assign and len(node.targets) == 1 and _dotted(node.targets[0].target) == value.value:
+            bound = node.value
+            if type(bound) is cst.Call and (_dotted(bound.func) or "").rpartition(".")[2] in WRAP_CALLEES:
+                wraps.append(bound)
+    return wraps or [value]
 
 
 def _returns(function: cst.FunctionDef) -> list[cst.Return]:

@@ -25,7 +25,7 @@ BACKWARD, STEP, ZEROING, LOSS_DIVISION, WRAP, SYNC_CONTROL, SCHEDULER = (
 )
 # Effects that make a function's statements part of a window (what rules report on).
 ROLE_EFFECTS = frozenset({BACKWARD, STEP, ZEROING, LOSS_DIVISION, SCHEDULER})
-_WRAPS = {"DistributedDataParallel", "DDP", "FullyShardedDataParallel", "FSDP", "fully_shard"}
+WRAP_CALLEES = {"DistributedDataParallel", "DDP", "FullyShardedDataParallel", "FSDP", "fully_shard"}
 _PREPARE = {"prepare", "prepare_model", "setup", "setup_module"}
 _SYNC = {"no_sync", "no_backward_sync", "set_requires_gradient_sync", "disable_allreduce", "enable_allreduce"}
 _OPTIMIZER_RECEIVER = ("opt", "optim", "optimizer", "scaler")
@@ -200,7 +200,7 @@ def _function(name: str, node: ast.FunctionDef, lines: list[str]) -> FunctionSum
                 effects.add(STEP)
             elif tail == "zero_grad":
                 effects.add(ZEROING)
-            elif tail in _WRAPS or "deepspeed.initialize" in callee or (tail in _PREPARE and "." in callee):
+            elif tail in WRAP_CALLEES or "deepspeed.initialize" in callee or (tail in _PREPARE and "." in callee):
                 effects.add(WRAP)
             elif tail in _SYNC:
                 effects.add(SYNC_CONTROL)
@@ -266,7 +266,7 @@ def _wrapped_attributes(method: ast.FunctionDef, lines: list[str], wraps: dict[s
             continue
         value = inner.value
         arms = [value.body, value.orelse] if type(value) is ast.IfExp else [value]
-        if any(type(arm) is ast.Call and (_dotted(arm.func) or "").rsplit(".", 1)[-1] in _WRAPS for arm in arms):
+        if any(type(arm) is ast.Call and (_dotted(arm.func) or "").rsplit(".", 1)[-1] in WRAP_CALLEES for arm in arms):
             text = _expression(value, lines)
             if text is not None:
                 wraps.setdefault(target[5:], (method.name, text))
