@@ -298,8 +298,8 @@ def _through_project_helpers(facts: ModuleFacts, project: "ProjectView") -> None
     for bindings in facts.bindings.values():
         for position, binding in enumerate(bindings):
             value = binding.value
-            if binding.index is None and type(value) is cst.Call and type(value.func) in (cst.Name, cst.Attribute):
-                returned = project.returned_call(dotted(value.func))
+            if type(value) is cst.Call and type(value.func) in (cst.Name, cst.Attribute):
+                returned = project.returned_call(dotted(value.func), binding.index)
                 if returned is not None:
                     bindings[position] = Binding(binding.target, returned, None, binding.statement)
     _inherited_wraps(facts, project)

@@ -288,11 +288,12 @@ class ProjectView:
     def is_foreign(self, function: cst.CSTNode) -> bool:
         return id(function) in self._homes
 
-    def returned_call(self, callee: Optional[str]) -> Optional[cst.Call]:
+    def returned_call(self, callee: Optional[str], index: Optional[int] = None) -> Optional[cst.Call]:
         """For a call of a project function that wraps a model or builds a scheduler and
         returns calls of one callee (`return DDP(model, ...)`, in every arm), that call with its callee written in
         full (`torch.nn.parallel.DistributedDataParallel`), so the caller's module reads it
-        whatever it imports."""
+        whatever it imports. With `index`, the element at that position of the tuples it
+        returns (`model, opt = setup_ddp(model, opt)` with `return model, opt`)."""
         if callee is None or callee.partition(".")[0] not in self.summary.imports:
             return None
         found = self.symbol(self.summary, callee)
@@ -302,7 +303,12 @@ class ProjectView:
         node = _parse_function(found)[1]
         if owner is None or node is None:
             return None
-        returns = [value for r in _returns(node) for value in _through_wrapped_local(node, r.value)]
+        returned = [r.value for r in _returns(node)]
+        if index is not None:
+            if not all(type(v) is cst.Tuple and len(v.elements) > index for v in returned):
+                return None
+            returned = [v.elements[index].value for v in returned]
+        returns = [value for r in returned for value in _through_wrapped_local(node, r)]
         calls = [value for value in returns if type(value) is cst.Call]
         if not calls or len(calls) != len(returns):
             return None
