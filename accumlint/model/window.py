@@ -160,9 +160,11 @@ class Window:
     def wraps_here(self, name: str) -> bool:
         """A `self.` attribute wrapped for data parallelism is this loop's when a binding that
         wraps it sits in the loop's own class or a class it derives from in this module (an
-        unrelated trainer class of the module may use the same attribute name)."""
+        unrelated trainer class of the module may use the same attribute name). A plain
+        name is this loop's unless the loop's function builds its own object under that
+        name (`model = nn.Linear(...)` in a probe beside a DDP pretraining function)."""
         if not name.startswith("self."):
-            return True
+            return "." in name or not self._builds_own(name)
         function = self.loop.function
         owner = self.facts.class_of.get(function) if function is not None else None
         if owner is None:
@@ -189,6 +191,15 @@ class Window:
             if parent.name.value in family and not self._overridden(method, family, family[parent.name.value]):
                 return True
         return False
+
+    def _builds_own(self, name: str) -> bool:
+        """The loop's function binds `name` itself, none of its bindings there wraps it, and
+        it is not one of the function's parameters (whose value may be a caller's wrap)."""
+        function = self.loop.function
+        if function is None or any(param.name.value == name for param in _parameters(function)):
+            return False
+        local = [b for b in self.facts.bindings.get(name, ()) if self.facts.enclosing_function(b.statement) is function]
+        return bool(local) and all(self.objects.frameworks.wrap_of(b.value) is None for b in local)
 
     def _overridden(self, method: Optional[cst.FunctionDef], family: dict[str, int], level: int) -> bool:
         """A base class's method that a class nearer the loop's redefines never runs for the
@@ -606,3 +617,10 @@ def build_window(loop: TrainingLoop, facts: ModuleFacts, objects: Objects, reade
     window = Window(loop, facts, objects, accumulation_names)
     window.flows = reader.flows(loop)
     return window
+
+
+def _parameters(function: cst.FunctionDef) -> list[cst.Param]:
+    params = function.params
+    found = [*params.posonly_params, *params.params, *params.kwonly_params]
+    found += [p for p in (params.star_arg, params.star_kwarg) if type(p) is cst.Param]
+    return found
