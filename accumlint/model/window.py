@@ -229,7 +229,8 @@ class Window:
                 kind = type(node)
                 if kind is cst.Attribute:
                     attributes.add(id(node.attr))  # `x.model`'s `model` is not the name `model`
-                if (kind is cst.Name or kind is cst.Attribute) and id(node) not in attributes and dotted(node) == name:
+                # `models["gen"]` reads `models[]`, a model kept in a dict or list
+                if kind in _NAMING and id(node) not in attributes and dotted(node) == name:
                     return True
         return False
 
@@ -617,6 +618,9 @@ def build_window(loop: TrainingLoop, facts: ModuleFacts, objects: Objects, reade
     window = Window(loop, facts, objects, accumulation_names)
     window.flows = reader.flows(loop)
     return window
+
+
+_NAMING = (cst.Name, cst.Attribute, cst.Subscript)
 
 
 def _parameters(function: cst.FunctionDef) -> list[cst.Param]:

@@ -30,11 +30,14 @@ def sync_every_micro_batch(window: Window) -> Iterable[Finding]:
     backward = window.loop.backwards[0]
     if backward.role.flavor not in ("tensor", "accelerate", "fabric"):
         return
+    # a model kept in a dict or list (`models[]`) is named by its container; no edit can name it
+    edits = _sync_edits(window, model, kind) if not model.endswith("[]") else ()
+    model = model.replace("[]", "[...]")
     advice = _advice(window, model, kind)
     yield Finding(
         backward.role.call,
         f"`{model}` all-reduces gradients on every micro-batch",
-        _sync_edits(window, model, kind),
+        edits,
         "Run non-boundary micro-batches under the framework's no-sync context",
         help=f"`{model}` is wrapped in DistributedDataParallel; only the window's last micro-batch needs the sync: {advice}",
     )
