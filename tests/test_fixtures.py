@@ -57,7 +57,11 @@ NO_TRAINING_LOOP = {
     # A project's modules beside its training script.
     "fixtures/projects/circular_import/pkg/__init__.py",
     "fixtures/projects/circular_import/pkg/hooks.py",
+    "fixtures/projects/ddp_wrap_builder_local/builder.py",
     "fixtures/projects/ddp_wrap_elsewhere/dist_setup.py",
+    "fixtures/projects/ddp_wrap_helper_tuple/gpu.py",
+    "fixtures/projects/fsdp_wrap_builder_local/builder.py",
+    "fixtures/projects/fsdp_wrap_helper_tuple/gpu.py",
     "fixtures/projects/fsdp_wrap_elsewhere/dist_setup.py",
     "fixtures/projects/k_argparse_default_one/options.py",
     "fixtures/projects/k_in_config_dataclass/config.py",

@@ -180,11 +180,14 @@ class ModuleFacts:
         return parent
 
     def returned(self, call: cst.Call) -> list[cst.BaseExpression]:
-        """What a call of a module function (`wrap(model)`) returns: the values of its
-        `return` statements, a returned local name read through its bindings in that
-        function. Empty for anything else (methods, other modules, builtins)."""
+        """What a call of a module function (`wrap(model)`) or of a method of the caller's
+        own class (`self.model_to_device(net)`) returns: the values of its `return`
+        statements, a returned local name read through its bindings in that function.
+        Empty for anything else (other classes, other modules, builtins)."""
         func = call.func
         function = self.functions.get(func.value) if type(func) is cst.Name else None
+        if function is None and type(func) is cst.Attribute and dotted(func.value) == "self":
+            function = self.method(self.enclosing_function(call), func.attr.value)
         if function is None:
             return []
         found: list[cst.BaseExpression] = []
@@ -295,14 +298,30 @@ def _through_project_helpers(facts: ModuleFacts, project: "ProjectView") -> None
     for bindings in facts.bindings.values():
         for position, binding in enumerate(bindings):
             value = binding.value
-            if binding.index is None and type(value) is cst.Call and type(value.func) in (cst.Name, cst.Attribute):
-                returned = project.returned_call(dotted(value.func))
+            if type(value) is cst.Call and type(value.func) in (cst.Name, cst.Attribute):
+                returned = project.returned_call(dotted(value.func), binding.index)
                 if returned is not None:
                     bindings[position] = Binding(binding.target, returned, None, binding.statement)
+    _inherited_wraps(facts, project)
     if facts.trainer_accumulation is None and _LIGHTNING.search(facts.text):
         steps = project.lightning_accumulation()
         if steps is not None:
             facts.trainer_accumulation = project.adopt(cst.Integer(str(steps)))
+
+
+def _inherited_wraps(facts: ModuleFacts, project: "ProjectView") -> None:
+    """`self.model = DDP(...)` in a base class of another project module: the attribute of
+    the subclass is wrapped too (a binding whose statement is the subclass), unless the
+    subclass redefines the wrapping method without calling the base's."""
+    for cls in facts.classes.values():
+        bases = [name for base in cls.bases if (name := dotted(base.value)) is not None]
+        if not bases or not any(name.partition(".")[0] in facts.imports for name in bases):
+            continue
+        for attribute, method, value in project.inherited_wraps(bases):
+            own = next((s for s in cls.body.body if type(s) is cst.FunctionDef and s.name.value == method), None)
+            if own is not None and not any(type(n) is cst.Attribute and n.attr.value == method for n in walk(own.body)):
+                continue
+            facts.bindings.setdefault(f"self.{attribute}", []).append(Binding(f"self.{attribute}", value, None, cls))
 
 
 def _trainer_accumulation_through_kwargs(facts: ModuleFacts) -> None:

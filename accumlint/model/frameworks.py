@@ -255,6 +255,9 @@ class Frameworks:
         return self._wrap_of(value)
 
     def _wrap_of(self, value: cst.BaseExpression, depth: int = 0) -> Optional[ParallelKind]:
+        if type(value) is cst.IfExp:  # `DDP(model) if distributed else model`: the wrapping arm
+            kinds = [self._wrap_of(arm, depth) for arm in (value.body, value.orelse)]
+            return "sharded" if "sharded" in kinds else next((k for k in kinds if k is not None), None)
         if type(value) is not cst.Call:
             return None
         if depth < 2:  # `model = wrap(model)` with `return DDP(model, ...)` in a module function
@@ -319,8 +322,16 @@ class Frameworks:
 
 def mentions_sync_control(node: cst.CSTNode) -> bool:
     """Whether any name or attribute under `node` is a sync control (`no_sync`,
-    `require_backward_grad_sync`, `maybe_no_sync`, `accelerator.sync_gradients`...)."""
-    return any(type(n) is cst.Name and _SYNC_CONTROL_NAME.search(n.value) for n in walk(node))
+    `require_backward_grad_sync`, `maybe_no_sync`, `accelerator.sync_gradients`...), also
+    one looked up by its name (`getattr(model, "no_sync", nullcontext)`)."""
+    for n in walk(node):
+        if type(n) is cst.Name and _SYNC_CONTROL_NAME.search(n.value):
+            return True
+        if type(n) is cst.Call and type(n.func) is cst.Name and n.func.value in ("getattr", "hasattr") and len(n.args) > 1:
+            attribute = string_value(n.args[1].value)
+            if attribute is not None and _SYNC_CONTROL_NAME.search(attribute):
+                return True
+    return False
 
 
 def _sync_context_call(item: cst.BaseExpression) -> Optional[cst.Call]:

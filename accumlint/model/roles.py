@@ -215,28 +215,42 @@ class Objects:
 
     @cached_property
     def wrapped_model(self) -> Optional[str]:
-        """The name of a model the module wraps for data parallelism: explicitly with
-        DDP/FSDP (also assigned to an attribute), or through `accelerator.prepare` /
-        `fabric.setup` (which wrap when launched on several processes), whether they
-        return one object (`model = accelerator.prepare(model)`) or a tuple
-        (`self.model, opt = accelerator.prepare(self.model, opt)`)."""
+        """The name of the first model the module wraps for data parallelism (see
+        `wrapped_models`)."""
+        return self.wrapped_models[0] if self.wrapped_models else None
+
+    @cached_property
+    def wrapped_models(self) -> list[str]:
+        """The names of the models the module wraps for data parallelism, in order:
+        explicitly with DDP/FSDP (also assigned to an attribute), or through
+        `accelerator.prepare` / `fabric.setup` (which wrap when launched on several
+        processes), whether they return one object (`model = accelerator.prepare(model)`)
+        or a tuple (`self.model, opt = accelerator.prepare(self.model, opt)`)."""
+        found: list[str] = []
         for name, bindings in self.facts.bindings.items():
-            for binding in bindings:
-                value = binding.value
-                if self.built_kind(value, binding.index) == "ddp":
-                    return name
-                if not (type(value) is cst.Call and type(value.func) is cst.Attribute):
-                    continue
-                if value.func.attr.value not in _PREPARING:
-                    continue
-                if self.kind_of(value.func.value) not in ("accelerator", "fabric"):
-                    continue
-                if binding.index is None and positional(value, 1) is not None:
-                    continue  # the whole tuple bound to one name
-                argument = positional(value, binding.index or 0)
-                if argument is not None and self._model_like(name) and self._model_like(dotted(argument)):
-                    return name
-        return None
+            if any(self._wraps(name, binding) for binding in bindings):
+                found.append(name)
+        return found
+
+    def _wraps(self, name: str, binding: Binding) -> bool:
+        value = binding.value
+        if self.built_kind(value, binding.index) == "ddp" or self._wraps_in_an_arm(value):
+            return True
+        if not (type(value) is cst.Call and type(value.func) is cst.Attribute):
+            return False
+        if value.func.attr.value not in _PREPARING:
+            return False
+        if self.kind_of(value.func.value) not in ("accelerator", "fabric"):
+            return False
+        if binding.index is None and positional(value, 1) is not None:
+            return False  # the whole tuple bound to one name
+        argument = positional(value, binding.index or 0)
+        return argument is not None and self._model_like(name) and self._model_like(dotted(argument))
+
+    def _wraps_in_an_arm(self, value: cst.BaseExpression) -> bool:
+        """`DDP(model, ...) if distributed else model`: wrapped whenever the run is distributed."""
+        return type(value) is cst.IfExp and any(
+            self.built_kind(arm, None) == "ddp" for arm in (value.body, value.orelse))
 
     def _model_like(self, name: Optional[str]) -> bool:
         """Named like a model, or called like one (`ssl_wrapper(seq)`) and known as nothing else."""

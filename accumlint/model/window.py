@@ -170,7 +170,7 @@ class Window:
     def controls_sync(self) -> bool:
         """The loop (or a helper it calls) decides somewhere when gradients all-reduce."""
         helpers = {id(s.helper): s.helper for s in self.loop.statements if s.helper is not None}
-        model = self.objects.wrapped_model
+        model = self.wrapped_model
         for item in {id(i): i for s in self.loop.statements for i in s.withs}.values():
             # `with self.sync_context(boundary):`: a helper that returns the context
             for call in self.facts.calls_in(item):
@@ -203,25 +203,60 @@ class Window:
     def wraps_here(self, name: str) -> bool:
         """A `self.` attribute wrapped for data parallelism is this loop's when a binding that
         wraps it sits in the loop's own class or a class it derives from in this module (an
-        unrelated trainer class of the module may use the same attribute name)."""
+        unrelated trainer class of the module may use the same attribute name). A plain
+        name is this loop's unless the loop's function builds its own object under that
+        name (`model = nn.Linear(...)` in a probe beside a DDP pretraining function)."""
         if not name.startswith("self."):
-            return True
+            return "." in name or not self._builds_own(name)
         function = self.loop.function
         owner = self.facts.class_of.get(function) if function is not None else None
         if owner is None:
             return True
-        family = {owner.name.value}
-        for _ in range(4):  # base classes defined in this module, a few levels up
-            family |= {base.split(".")[-1] for cls in list(family) if cls in self.facts.classes
-                       for base in self.facts.class_bases(self.facts.classes[cls])}
+        # base classes defined in this module, a few levels up, each with its distance
+        family = {owner.name.value: 0}
+        for level in range(1, 5):
+            for cls in [c for c, d in family.items() if d == level - 1 and c in self.facts.classes]:
+                for base in self.facts.class_bases(self.facts.classes[cls]):
+                    family.setdefault(base.split(".")[-1], level)
         for binding in self.facts.bindings.get(name, ()):
             if self.objects.frameworks.wrap_of(binding.value) is None:
                 continue  # `self.model = net`: not the wrap
-            parent = self.facts.parents.get(id(binding.statement))
+            method: Optional[cst.FunctionDef] = None
+            # a wrap inherited from another module's base class stands for the subclass itself
+            statement = binding.statement
+            parent = statement if type(statement) is cst.ClassDef else self.facts.parents.get(id(statement))
             while parent is not None and type(parent) is not cst.ClassDef:
+                if method is None and type(parent) is cst.FunctionDef:
+                    method = parent
                 parent = self.facts.parents.get(id(parent))
-            if parent is None or parent.name.value in family:
+            if parent is None:
                 return True
+            if parent.name.value in family and not self._overridden(method, family, family[parent.name.value]):
+                return True
+        return False
+
+    def _builds_own(self, name: str) -> bool:
+        """The loop's function binds `name` itself, none of its bindings there wraps it, and
+        it is not one of the function's parameters (whose value may be a caller's wrap)."""
+        function = self.loop.function
+        if function is None or any(param.name.value == name for param in _parameters(function)):
+            return False
+        local = [b for b in self.facts.bindings.get(name, ()) if self.facts.enclosing_function(b.statement) is function]
+        return bool(local) and all(self.objects.frameworks.wrap_of(b.value) is None for b in local)
+
+    def _overridden(self, method: Optional[cst.FunctionDef], family: dict[str, int], level: int) -> bool:
+        """A base class's method that a class nearer the loop's redefines never runs for the
+        loop's object (`prepare()` overridden by the subclass that wraps other parts); one
+        that calls the base's (`super().__init__(...)`) still runs it."""
+        if method is None:
+            return False
+        name = method.name.value
+        for cls, distance in family.items():
+            if distance < level and cls in self.facts.classes:
+                for statement in self.facts.classes[cls].body.body:
+                    if type(statement) is cst.FunctionDef and statement.name.value == name:
+                        if not any(type(n) is cst.Attribute and n.attr.value == name for n in walk(statement.body)):
+                            return True
         return False
 
     def mentions(self, name: str) -> bool:
@@ -237,9 +272,49 @@ class Window:
                 kind = type(node)
                 if kind is cst.Attribute:
                     attributes.add(id(node.attr))  # `x.model`'s `model` is not the name `model`
-                if (kind is cst.Name or kind is cst.Attribute) and id(node) not in attributes and dotted(node) == name:
+                # `models["gen"]` reads `models[]`, a model kept in a dict or list
+                if kind in _NAMING and id(node) not in attributes and dotted(node) == name:
                     return True
         return False
+
+    @cached_property
+    def wrapped_model(self) -> Optional[str]:
+        """The wrapped model this loop trains: of the module's wrapped models, the first
+        whose forward the iteration runs outside a no-grad region (`self.student(x)`
+        beside a teacher under `torch.no_grad()`), else the first it mentions, else the
+        module's first."""
+        models = self.objects.wrapped_models
+        if len(models) < 2:
+            return models[0] if models else None
+        called = {dotted(node.func) for statement in self.loop.statements if not self.builds_no_graph(statement)
+                  for node in walk(statement.node) if type(node) is cst.Call}
+        trained = [name for name in models if name in called]
+        mentioned = [name for name in models if self.mentions(name)]
+        return (trained or mentioned or models)[0]
+
+    def bypasses_wrap(self, name: str) -> bool:
+        """The iteration runs its forward on the unwrapped module (`raw = model.module`,
+        `raw(x)`) and never hands the wrapped model itself to a call: DDP's forward, which
+        prepares the all-reduce, does not run."""
+        calls = [node for statement in self.loop.statements for node in walk(statement.node) if type(node) is cst.Call]
+        bypass = False
+        for call in calls:
+            callee = dotted(call.func)
+            if callee == name or callee == f"{name}.forward":
+                return False
+            if any(dotted(arg.value) == name for arg in call.args):
+                return False  # `loss = step(model, batch)`: it may run the wrapped forward
+            if callee is not None and (callee == f"{name}.module" or self._unwraps(callee, name)):
+                bypass = True
+        return bypass
+
+    def _unwraps(self, alias: str, name: str) -> bool:
+        """Every binding of `alias` reads `name.module` (also in an arm of `a if c else b`)."""
+        bindings = self.facts.bindings.get(alias, ())
+        inner = f"{name}.module"
+        return bool(bindings) and all(
+            b.index is None and any(dotted(n) == inner for n in walk(b.value) if type(n) is cst.Attribute)
+            for b in bindings)
 
     @cached_property
     def sync_controls(self) -> list[SyncControl]:
@@ -586,3 +661,13 @@ def build_window(loop: TrainingLoop, facts: ModuleFacts, objects: Objects, reade
     window = Window(loop, facts, objects, accumulation_names)
     window.flows = reader.flows(loop)
     return window
+
+
+_NAMING = (cst.Name, cst.Attribute, cst.Subscript)
+
+
+def _parameters(function: cst.FunctionDef) -> list[cst.Param]:
+    params = function.params
+    found = [*params.posonly_params, *params.params, *params.kwonly_params]
+    found += [p for p in (params.star_arg, params.star_kwarg) if type(p) is cst.Param]
+    return found

@@ -25,6 +25,7 @@ from accumlint.model.tree import walk
 from accumlint.project.summary import (
     SCHEDULER,
     WRAP,
+    WRAP_CALLEES,
     ClassSummary,
     FunctionSummary,
     ModuleSummary,
@@ -287,11 +288,12 @@ class ProjectView:
     def is_foreign(self, function: cst.CSTNode) -> bool:
         return id(function) in self._homes
 
-    def returned_call(self, callee: Optional[str]) -> Optional[cst.Call]:
+    def returned_call(self, callee: Optional[str], index: Optional[int] = None) -> Optional[cst.Call]:
         """For a call of a project function that wraps a model or builds a scheduler and
         returns calls of one callee (`return DDP(model, ...)`, in every arm), that call with its callee written in
         full (`torch.nn.parallel.DistributedDataParallel`), so the caller's module reads it
-        whatever it imports."""
+        whatever it imports. With `index`, the element at that position of the tuples it
+        returns (`model, opt = setup_ddp(model, opt)` with `return model, opt`)."""
         if callee is None or callee.partition(".")[0] not in self.summary.imports:
             return None
         found = self.symbol(self.summary, callee)
@@ -301,7 +303,12 @@ class ProjectView:
         node = _parse_function(found)[1]
         if owner is None or node is None:
             return None
-        returns = [r.value for r in _returns(node)]
+        returned = [r.value for r in _returns(node)]
+        if index is not None:
+            if not all(type(v) is cst.Tuple and len(v.elements) > index for v in returned):
+                return None
+            returned = [v.elements[index].value for v in returned]
+        returns = [value for r in returned for value in _through_wrapped_local(node, r)]
         calls = [value for value in returns if type(value) is cst.Call]
         if not calls or len(calls) != len(returns):
             return None
@@ -320,6 +327,63 @@ class ProjectView:
         qualified = f"{target}.{what}" if what else target
         full = f"{qualified}.{rest}" if rest else qualified
         return self.adopt(call.with_changes(func=cst.parse_expression(full)))
+
+    def inherited_wraps(self, bases: list[str]) -> list[tuple[str, str, cst.BaseExpression]]:
+        """What base classes of other project modules wrap for data parallelism: for a class
+        of the analysed module with these bases (as written there), each (attribute, method
+        that wraps it, the wrapping expression with its callee written in full), nearest
+        class first. A wrap in a method that a class nearer the subclass redefines without
+        calling the base's is left out: it never runs for the subclass's objects."""
+        found: list[tuple[str, str, cst.BaseExpression]] = []
+        redefined: set[str] = set()
+        level = [(self.summary, base) for base in bases]
+        for _ in range(MAX_HOPS):
+            following = []
+            for module, base in level:
+                owner = self.symbol(module, base) if base else None
+                if type(owner) is not ClassSummary:
+                    continue
+                home = self._home_of_class(owner)
+                if home is not self.summary:  # the analysed module's own classes are the model's
+                    for attribute, (method, source) in owner.wraps.items():
+                        expression = self._qualified_wrap(home, source)
+                        if method not in redefined and expression is not None:
+                            found.append((attribute, method, expression))
+                for name, function in home.functions.items():
+                    cls, _, method = name.partition(".")
+                    if cls == owner.name and method and f".{method}(" not in function.source:
+                        redefined.add(method)
+                following.extend((home, inner) for inner in owner.bases)
+            level = following
+        return found
+
+    def _qualified_wrap(self, home: ModuleSummary, source: str) -> Optional[cst.BaseExpression]:
+        """A wrapping expression of `home` with each wrapping callee written in full."""
+        try:
+            value = cst.parse_expression(source)
+        except Exception:  # noqa: BLE001 - a text LibCST cannot read back: unknown
+            return None
+        arms = [value.body, value.orelse] if type(value) is cst.IfExp else [value]
+        replacements = {}
+        for arm in arms:
+            if type(arm) is not cst.Call:
+                continue
+            name = _dotted(arm.func)
+            head, _, rest = (name or "").partition(".")
+            imported = home.imports.get(head)
+            if name is None or imported is None or imported[2] != 0:
+                continue
+            target, what, _ = imported
+            qualified = f"{target}.{what}" if what else target
+            replacements[arm] = arm.with_changes(func=cst.parse_expression(f"{qualified}.{rest}" if rest else qualified))
+        if not replacements:
+            return None
+        if type(value) is cst.IfExp:
+            value = value.with_changes(body=replacements.get(value.body, value.body),
+                                       orelse=replacements.get(value.orelse, value.orelse))
+        else:
+            value = replacements[value]
+        return self.adopt(value)
 
     # -- values ------------------------------------------------------------------------
     def bindings(self, name: str, facts: "ModuleFacts") -> list["Binding"]:
@@ -481,6 +545,22 @@ def _parse_function(function: FunctionSummary) -> tuple[Optional[cst.Module], Op
         return None, None
     node = module.body[0] if module.body else None
     return (module, node) if type(node) is cst.FunctionDef else (None, None)
+
+
+def _through_wrapped_local(function: cst.FunctionDef, value: Optional[cst.BaseExpression]) -> list[Optional[cst.BaseExpression]]:
+    """A returned local name that the function binds to a DDP/FSDP call in some arm
+    (`model = DDP(model, ...)` under `if num_gpus > 1:`, then `return model`) stands for
+    that call: the caller's model is wrapped whenever the run is distributed. Anything
+    else is returned as it is."""
+    if type(value) is not cst.Name:
+        return [value]
+    wraps: list[cst.BaseExpression] = []
+    for node in walk(function.body):
+        if type(node) is cst.Assign and len(node.targets) == 1 and _dotted(node.targets[0].target) == value.value:
+            bound = node.value
+            if type(bound) is cst.Call and (_dotted(bound.func) or "").rpartition(".")[2] in WRAP_CALLEES:
+                wraps.append(bound)
+    return wraps or [value]
 
 
 def _returns(function: cst.FunctionDef) -> list[cst.Return]:

@@ -25,7 +25,7 @@ BACKWARD, STEP, ZEROING, LOSS_DIVISION, WRAP, SYNC_CONTROL, SCHEDULER = (
 )
 # Effects that make a function's statements part of a window (what rules report on).
 ROLE_EFFECTS = frozenset({BACKWARD, STEP, ZEROING, LOSS_DIVISION, SCHEDULER})
-_WRAPS = {"DistributedDataParallel", "DDP", "FullyShardedDataParallel", "FSDP", "fully_shard"}
+WRAP_CALLEES = {"DistributedDataParallel", "DDP", "FullyShardedDataParallel", "FSDP", "fully_shard"}
 _PREPARE = {"prepare", "prepare_model", "setup", "setup_module"}
 _SYNC = {"no_sync", "no_backward_sync", "set_requires_gradient_sync", "disable_allreduce", "enable_allreduce"}
 _OPTIMIZER_RECEIVER = ("opt", "optim", "optimizer", "scaler")
@@ -61,6 +61,9 @@ class ClassSummary:
     attributes: dict[str, str]
     fields: tuple[str, ...]  # dataclass / NamedTuple fields in order (positional arguments)
     record: bool  # a dataclass or NamedTuple: a call's missing arguments take the defaults
+    # attribute -> (the method that assigns it, the source of the DDP/FSDP call assigned):
+    # `self.model = DDP(self.model, ...)` in any method, read by subclasses in other modules
+    wraps: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -197,7 +200,7 @@ def _function(name: str, node: ast.FunctionDef, lines: list[str]) -> FunctionSum
                 effects.add(STEP)
             elif tail == "zero_grad":
                 effects.add(ZEROING)
-            elif tail in _WRAPS or "deepspeed.initialize" in callee or (tail in _PREPARE and "." in callee):
+            elif tail in WRAP_CALLEES or "deepspeed.initialize" in callee or (tail in _PREPARE and "." in callee):
                 effects.add(WRAP)
             elif tail in _SYNC:
                 effects.add(SYNC_CONTROL)
@@ -219,6 +222,7 @@ def _class(summary: ModuleSummary, node: ast.ClassDef, lines: list[str]) -> Clas
     decorators = {(_dotted(d.func if type(d) is ast.Call else d) or "").rsplit(".", 1)[-1] for d in node.decorator_list}
     record = "dataclass" in decorators or any(b.rsplit(".", 1)[-1] == "NamedTuple" for b in bases)
     attributes: dict[str, str] = {}
+    wraps: dict[str, tuple[str, str]] = {}
     fields: list[str] = []
     assigned_twice: set[str] = set()
     for statement in node.body:
@@ -234,6 +238,7 @@ def _class(summary: ModuleSummary, node: ast.ClassDef, lines: list[str]) -> Clas
                 attributes[statement.targets[0].id] = text
         elif type(statement) is ast.FunctionDef:
             summary.functions[f"{node.name}.{statement.name}"] = _function(f"{node.name}.{statement.name}", statement, lines)
+            _wrapped_attributes(statement, lines, wraps)
             if statement.name in ("__init__", "setup", "__post_init__"):
                 for inner in ast.walk(statement):
                     if type(inner) is ast.Assign and len(inner.targets) == 1:
@@ -247,7 +252,24 @@ def _class(summary: ModuleSummary, node: ast.ClassDef, lines: list[str]) -> Clas
                                 attributes[attribute] = text
     for name in assigned_twice:
         attributes.pop(name, None)
-    return ClassSummary(node.name, bases, attributes, tuple(fields), record)
+    return ClassSummary(node.name, bases, attributes, tuple(fields), record, wraps)
+
+
+def _wrapped_attributes(method: ast.FunctionDef, lines: list[str], wraps: dict[str, tuple[str, str]]) -> None:
+    """`self.X = DDP(...)` (or FSDP, or `DDP(...) if ... else ...`) in a method: X is wrapped
+    for data parallelism when that method runs."""
+    for inner in ast.walk(method):
+        if type(inner) is not ast.Assign or len(inner.targets) != 1:
+            continue
+        target = _dotted(inner.targets[0]) or ""
+        if not target.startswith("self.") or target.count(".") != 1:
+            continue
+        value = inner.value
+        arms = [value.body, value.orelse] if type(value) is ast.IfExp else [value]
+        if any(type(arm) is ast.Call and (_dotted(arm.func) or "").rsplit(".", 1)[-1] in WRAP_CALLEES for arm in arms):
+            text = _expression(value, lines)
+            if text is not None:
+                wraps.setdefault(target[5:], (method.name, text))
 
 
 def _argparse(tree: ast.Module) -> tuple[set[str], dict[str, str]]:

@@ -21,20 +21,23 @@ _REPORTED_WRAPS = ("ddp", "apex", "accelerate", "fabric")
 def sync_every_micro_batch(window: Window) -> Iterable[Finding]:
     if not (window.gated_step or window.has_micro_loop) or window.uses_accumulate_context or window.deepspeed:
         return
-    model = window.objects.wrapped_model
+    model = window.wrapped_model
     kind = window.objects.frameworks.parallel_kind(model)
     if model is None or kind not in _REPORTED_WRAPS or window.controls_sync or not window.mentions(model):
         return
-    if not window.wraps_here(model):
+    if not window.wraps_here(model) or window.bypasses_wrap(model):
         return
     backward = window.loop.backwards[0]
     if backward.role.flavor not in ("tensor", "accelerate", "fabric"):
         return
+    # a model kept in a dict or list (`models[]`) is named by its container; no edit can name it
+    edits = _sync_edits(window, model, kind) if not model.endswith("[]") else ()
+    model = model.replace("[]", "[...]")
     advice = _advice(window, model, kind)
     yield Finding(
         backward.role.call,
         f"`{model}` all-reduces gradients on every micro-batch",
-        _sync_edits(window, model, kind),
+        edits,
         "Run non-boundary micro-batches under the framework's no-sync context",
         help=f"`{model}` is wrapped in DistributedDataParallel; only the window's last micro-batch needs the sync: {advice}",
     )
