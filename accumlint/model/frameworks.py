@@ -261,9 +261,9 @@ class Frameworks:
         if type(value) is not cst.Call:
             return None
         if depth < 2:  # `model = wrap(model)` with `return DDP(model, ...)` in a module function
-            kinds = {self._wrap_of(returned, depth + 1) for returned in self.facts.returned(value)} - {None}
-            if len(kinds) == 1:
-                return kinds.pop()
+            returned_kinds = {self._wrap_of(returned, depth + 1) for returned in self.facts.returned(value)} - {None}
+            if len(returned_kinds) == 1:
+                return returned_kinds.pop()
         name = self.facts.qualified(call_name(value)) or ""
         tail = last_part(name)
         if tail in ("FullyShardedDataParallel", "FSDP", "fully_shard") or "deepspeed" in name:

@@ -305,9 +305,10 @@ class ProjectView:
             return None
         returned = [r.value for r in _returns(node)]
         if index is not None:
-            if not all(type(v) is cst.Tuple and len(v.elements) > index for v in returned):
+            tuples = [v for v in returned if type(v) is cst.Tuple and len(v.elements) > index]
+            if len(tuples) != len(returned):
                 return None
-            returned = [v.elements[index].value for v in returned]
+            returned = [v.elements[index].value for v in tuples]
         returns = [value for r in returned for value in _through_wrapped_local(node, r)]
         calls = [value for value in returns if type(value) is cst.Call]
         if not calls or len(calls) != len(returns):
@@ -338,7 +339,7 @@ class ProjectView:
         redefined: set[str] = set()
         level = [(self.summary, base) for base in bases]
         for _ in range(MAX_HOPS):
-            following = []
+            following: list[tuple[ModuleSummary, str]] = []
             for module, base in level:
                 owner = self.symbol(module, base) if base else None
                 if type(owner) is not ClassSummary:
@@ -364,7 +365,7 @@ class ProjectView:
         except Exception:  # noqa: BLE001 - a text LibCST cannot read back: unknown
             return None
         arms = [value.body, value.orelse] if type(value) is cst.IfExp else [value]
-        replacements = {}
+        replacements: dict[cst.BaseExpression, cst.BaseExpression] = {}
         for arm in arms:
             if type(arm) is not cst.Call:
                 continue
@@ -554,7 +555,7 @@ def _through_wrapped_local(function: cst.FunctionDef, value: Optional[cst.BaseEx
     else is returned as it is."""
     if type(value) is not cst.Name:
         return [value]
-    wraps: list[cst.BaseExpression] = []
+    wraps: list[Optional[cst.BaseExpression]] = []
     for node in walk(function.body):
         if type(node) is cst.Assign and len(node.targets) == 1 and _dotted(node.targets[0].target) == value.value:
             bound = node.value
