@@ -15,7 +15,8 @@ from typing import Callable, Iterator, Literal, Optional
 
 import libcst as cst
 
-from accumlint.model.facts import ModuleFacts
+from accumlint.model import scopes
+from accumlint.model.facts import Function, ModuleFacts
 from accumlint.model.names import call_name, dotted, last_part, positional
 from accumlint.model.roles import Objects
 from accumlint.model.tree import children
@@ -132,6 +133,39 @@ def sized_in_micro_batches(facts: ModuleFacts, objects: Objects, name: Optional[
             if micro_batch_length(facts, objects, argument, is_k) is not None:
                 from_loader = True
     return from_loader
+
+
+def length_is_loop_budget(facts: ModuleFacts, loop: cst.CSTNode, function: Optional[Function], receiver: Optional[str],
+                          constructors: list[cst.Call]) -> bool:
+    """The schedule's length is the loop's own count of micro-batches, passed through
+    parameters: a call of the loop's function passes it the scheduler and, with it, the
+    schedule's length as a parameter that the function divides by `len(loader)` (epochs
+    from a budget in loader batches) or that the loop runs `range(...)` over. Stepping the
+    scheduler on every micro-batch then keeps the schedule's pace."""
+    if function is None or receiver is None or receiver not in scopes.parameters(function):
+        return False
+    budgets: set[str] = set()
+    for site in scopes.call_sites(facts, function):
+        if not scopes.passes(function, site, receiver):
+            continue
+        for call in constructors:
+            for argument in length_arguments(call):
+                parameter = scopes.parameter_receiving(function, site, argument)
+                if parameter is not None:
+                    budgets.add(parameter)
+    return any(_counts_loader_batches(function, loop, budget) for budget in budgets)
+
+
+def _counts_loader_batches(function: Function, loop: cst.CSTNode, name: str) -> bool:
+    """`name / len(loader)` in the function, or the loop is `for ... in range(name)`."""
+    if type(loop) is cst.For and type(loop.iter) is cst.Call and call_name(loop.iter) == "range":
+        if len(loop.iter.args) == 1 and dotted(positional(loop.iter, 0)) == name:
+            return True
+    return any(
+        type(node) is cst.BinaryOperation and type(node.operator) in (cst.Divide, cst.FloorDivide)
+        and dotted(node.left) == name and type(node.right) is cst.Call and call_name(node.right) == "len"
+        for node in _expression_nodes(function.body)
+    )
 
 
 def divides_by_k(expr: cst.CSTNode, is_k: IsK) -> bool:
