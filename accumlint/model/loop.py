@@ -11,13 +11,14 @@ the tree themselves.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Collection, Optional, Sequence, Union
+from typing import Any, Callable, Collection, Optional, Sequence, Union
 
 import re
 
 import libcst as cst
 
-from accumlint.model.facts import Function, Loop, LoopSite, ModuleFacts
+from accumlint.model import scopes
+from accumlint.model.facts import Function, Loop, LoopSite, ModuleFacts, ancestors
 from accumlint.model.gates import Gate, parse_gate, single_micro_batch_arm
 from accumlint.model.names import call_name, code as _code, dotted, int_value, keyword, last_part, looks_like_accumulation, positional
 from accumlint.model.roles import Objects, Role, RoleKind
@@ -564,6 +565,9 @@ def build_loops(
             if steps_after(around, node) and not direct(around, "backward"):
                 chosen.setdefault(function, node)
                 continue
+            if not direct(around, "step") and _caller_steps_after(facts, function, walked, direct):
+                chosen.setdefault(function, node)
+                continue
         chosen.setdefault(node, None)
 
     loops = [*_lightning_steps(facts, objects, skip=chosen, made=made)]
@@ -580,6 +584,29 @@ def build_loops(
             _read_derived_counters(loop)
             loops.append(loop)
     return loops
+
+
+def _caller_steps_after(facts: ModuleFacts, function: Function, walked: Callable[[LoopSite], list[Statement]],
+                        direct: Callable[[list[Statement], RoleKind], list[Event]]) -> bool:
+    """A function whose inner loop runs the backward over micro-batches (`forward_backward`)
+    and whose every caller in the module steps the optimizer after calling it (`run_step`:
+    `self.forward_backward(batch); self.optimize()`): the function's body is a window whose
+    step is one call up."""
+    sites = scopes.call_sites(facts, function)
+    if not sites:
+        return False
+    for call in sites:
+        caller = facts.enclosing_function(call)
+        if caller is None or caller is function:
+            return False
+        statements = walked(LoopSite(caller, ancestors(facts.parents, caller) + (caller,)))
+        calling = next((s for s in statements if s.helper is None and any(n is call for n in walk(s.node))), None)
+        if calling is None or calling.loops or direct(statements, "backward"):
+            return False
+        if not any(step.statement.order > calling.order and not step.statement.exclusive_with(calling)
+                   for step in direct(statements, "step")):
+            return False
+    return True
 
 
 _MAX_WORLD_SPLITS = 2
