@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 import libcst as cst
 
-from accumlint.model.names import dotted
+from accumlint.model.names import dotted, last_part
 from accumlint.model.tree import ABSENT, KNOWN_CONTENT_FIELDS, LEAVES, SEQUENCES, calls_in, content_fields, record_parents, walk
 from accumlint.source.patterns import LazyPattern
 
@@ -205,11 +205,13 @@ class ModuleFacts:
         if self.project is not None:
             home = self.project.home_of_call(call)
             if home is not None:  # a call in another module's helper: resolved there
-                return self.project.function(dotted(func), within=home)
+                return self._foreign_call(call, home)
         if type(func) is cst.Name:
             target = self.functions.get(func.value)
         elif type(func) is cst.Attribute and dotted(func.value) == "self":
             target = self.method(caller, func.attr.value)
+        elif type(func) is cst.Attribute:
+            target = self.instance_method(dotted(func.value), func.attr.value)
         else:
             target = None
         if target is None and self.project is not None:
@@ -221,7 +223,45 @@ class ModuleFacts:
         deep from the loop (same-module functions are followed one call deep only)."""
         if self.project is None:
             return None
-        return self.project.function(dotted(call.func), within=helper)
+        return self._foreign_call(call, helper)
+
+    def _foreign_call(self, call: cst.Call, within: Function) -> Optional[Function]:
+        """What a call inside a function read from another module runs: a project function,
+        or a method of the same class (`self.name(...)` in a method)."""
+        func = call.func
+        if type(func) is cst.Attribute and dotted(func.value) == "self":
+            return self.project.method(None, func.attr.value, within=within)
+        return self.project.function(dotted(func), within=within)
+
+    def instance_class(self, name: Optional[str]) -> Optional[str]:
+        """The class an object was built from (`self.trainer = Trainer(...)` -> "Trainer"),
+        when every binding of the name is a call of that one class (a capitalised callee)."""
+        if name is None or name == "self" or name.endswith("()"):
+            return None
+        owners = set()
+        for binding in self.values_of(name):
+            value = binding.value
+            if binding.index is not None or type(value) is not cst.Call:
+                return None
+            owners.add(dotted(value.func))
+        if len(owners) != 1:
+            return None
+        owner = owners.pop()
+        return owner if owner is not None and last_part(owner)[:1].isupper() else None
+
+    def instance_method(self, name: Optional[str], method: str) -> Optional[Function]:
+        """The method a call on an object of a project class runs (`self.trainer.optimize(opt)`):
+        a class of this module, or one of another project module."""
+        owner = self.instance_class(name)
+        if owner is None:
+            return None
+        local = self.classes.get(owner)
+        if local is not None:
+            for statement in local.body.body:
+                if type(statement) is cst.FunctionDef and statement.name.value == method:
+                    return statement
+            return None
+        return self.project.method(owner, method) if self.project is not None else None
 
     def foreign(self, node: cst.CSTNode) -> bool:
         """Whether `node` stands in another module of the project (a helper read from there)."""

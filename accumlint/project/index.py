@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional, TypeVar, Union
 
@@ -23,6 +24,7 @@ from accumlint.project.modules import INDEX, ProjectIndex, digest
 from accumlint.project.root import resolve_module, resolve_submodule
 from accumlint.model.tree import walk
 from accumlint.project.summary import (
+    ROLE_EFFECTS,
     SCHEDULER,
     WRAP,
     ClassSummary,
@@ -39,6 +41,8 @@ if TYPE_CHECKING:
 MAX_HOPS = 4
 # How many calls deep from the loop project functions are followed.
 MAX_DEPTH = 2
+# A method's calls of the other methods of its class (`self.name(`).
+_SELF_CALL = re.compile(r"\bself\.(\w+)\(")
 
 Symbol = Union[FunctionSummary, ClassSummary, "Constant", "ModuleRef"]
 _Node = TypeVar("_Node", bound=cst.CSTNode)
@@ -212,6 +216,47 @@ class ProjectView:
         found = self.symbol(module, callee)
         if type(found) is not FunctionSummary or "." in found.name:
             return None
+        return self._load(found, depth)
+
+    def method(self, owner: Optional[str], name: str, within: Optional[cst.FunctionDef] = None) -> Optional[cst.FunctionDef]:
+        """The method `name` of a project class of another module, for a call on one of its
+        instances: `owner` is the class as the loop's module names it (`Trainer` built by
+        `self.helper = Trainer(...)`), or None for `self.name(...)` inside a method read
+        from another module (`within`). None beyond two calls deep, and when unknown."""
+        if within is None:
+            if owner is None or owner.endswith("()") or owner.partition(".")[0] not in self.summary.imports:
+                return None
+            found = self.symbol(self.summary, f"{owner}.{name}")
+            depth = 1
+        else:
+            home = self._homes.get(id(within))
+            snippet = self._snippets.get(id(within))
+            if home is None or snippet is None or "." not in snippet[1].name:
+                return None
+            found = home[0].functions.get(f"{snippet[1].name.rpartition('.')[0]}.{name}")
+            depth = home[1] + 1
+        if type(found) is not FunctionSummary or "." not in found.name or depth > MAX_DEPTH:
+            return None
+        if not self._has_role_effects(found):
+            return None  # an object's other methods (saving, logging) are not followed
+        return self._load(found, depth)
+
+    def _has_role_effects(self, method: FunctionSummary) -> bool:
+        """The method, or a method of its class it calls (`self.name(...)`), backpropagates,
+        steps, zeroes, divides the loss or builds a scheduler."""
+        if method.effects & ROLE_EFFECTS:
+            return True
+        home = self._owner(method)
+        owner = method.name.rpartition(".")[0]
+        if home is None:
+            return False
+        return any(
+            sibling is not None and sibling.effects & ROLE_EFFECTS
+            for sibling in (home.functions.get(f"{owner}.{name}") for name in set(_SELF_CALL.findall(method.source)))
+        )
+
+    def _load(self, found: FunctionSummary, depth: int) -> Optional[cst.FunctionDef]:
+        """A function or method of another module parsed, known as read `depth` calls deep."""
         owner = self._owner(found)
         if owner is None or owner is self.summary:
             return None
