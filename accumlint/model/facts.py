@@ -205,13 +205,11 @@ class ModuleFacts:
         if self.project is not None:
             home = self.project.home_of_call(call)
             if home is not None:  # a call in another module's helper: resolved there
-                return self._foreign_call(call, home)
+                return self.project.function(dotted(func), within=home)
         if type(func) is cst.Name:
             target = self.functions.get(func.value)
         elif type(func) is cst.Attribute and dotted(func.value) == "self":
             target = self.method(caller, func.attr.value)
-        elif type(func) is cst.Attribute:
-            target = self.instance_method(dotted(func.value), func.attr.value)
         else:
             target = None
         if target is None and self.project is not None:
@@ -223,15 +221,7 @@ class ModuleFacts:
         deep from the loop (same-module functions are followed one call deep only)."""
         if self.project is None:
             return None
-        return self._foreign_call(call, helper)
-
-    def _foreign_call(self, call: cst.Call, within: Function) -> Optional[Function]:
-        """What a call inside a function read from another module runs: a project function,
-        or a method of the same class (`self.name(...)` in a method)."""
-        func = call.func
-        if type(func) is cst.Attribute and dotted(func.value) == "self":
-            return self.project.method(None, func.attr.value, within=within)
-        return self.project.function(dotted(func), within=within)
+        return self.project.function(dotted(call.func), within=helper)
 
     def instance_class(self, name: Optional[str]) -> Optional[str]:
         """The class an object was built from (`self.trainer = Trainer(...)` -> "Trainer"),
@@ -250,7 +240,7 @@ class ModuleFacts:
         return owner if owner is not None and last_part(owner)[:1].isupper() else None
 
     def instance_method(self, name: Optional[str], method: str) -> Optional[Function]:
-        """The method a call on an object of a project class runs (`self.trainer.optimize(opt)`):
+        """The method a call on an object of a project class runs (`self.helper.backward(loss)`):
         a class of this module, or one of another project module."""
         owner = self.instance_class(name)
         if owner is None:
@@ -262,6 +252,15 @@ class ModuleFacts:
                     return statement
             return None
         return self.project.method(owner, method) if self.project is not None else None
+
+    def steps_through_object(self, call: cst.Call) -> bool:
+        """The call runs a method of a project object of another module that steps an
+        optimizer (`self.helper.optimize(self.opt)`), itself or through a method of its class."""
+        func = call.func
+        if self.project is None or type(func) is not cst.Attribute:
+            return False
+        owner = self.instance_class(dotted(func.value))
+        return owner is not None and owner not in self.classes and self.project.method_steps(owner, func.attr.value)
 
     def foreign(self, node: cst.CSTNode) -> bool:
         """Whether `node` stands in another module of the project (a helper read from there)."""

@@ -565,7 +565,8 @@ def build_loops(
             if steps_after(around, node) and not direct(around, "backward"):
                 chosen.setdefault(function, node)
                 continue
-            if not direct(around, "step") and _caller_steps_after(facts, function, walked, direct):
+            if (not direct(around, "step") and _walks_micro_batches(node, accumulation_names)
+                    and _caller_steps_after(facts, function, walked, direct)):
                 chosen.setdefault(function, node)
                 continue
         chosen.setdefault(node, None)
@@ -586,6 +587,23 @@ def build_loops(
     return loops
 
 
+_MICRO_ITERABLE = re.compile(r"micro|chunk|split|shard", re.IGNORECASE)
+
+
+def _walks_micro_batches(loop: Loop, accumulation_names: tuple[str, ...]) -> bool:
+    """A loop that visibly walks the micro-batches of one step: `range(K)` over an
+    accumulation count, `range(0, n, size)` over slices of a batch, or micro-batches,
+    chunks or splits by name (not a loop over models, losses or tasks)."""
+    if type(loop) is not cst.For:
+        return False
+    iterable = loop.iter
+    if type(iterable) is cst.Call and last_part(call_name(iterable) or "") == "range":
+        if len(iterable.args) == 1:
+            return looks_like_accumulation(dotted(iterable.args[0].value) or "", accumulation_names)
+        return len(iterable.args) == 3 and int_value(iterable.args[0].value) == 0
+    return bool(_MICRO_ITERABLE.search(_code(iterable)))
+
+
 def _caller_steps_after(facts: ModuleFacts, function: Function, walked: Callable[[LoopSite], list[Statement]],
                         direct: Callable[[list[Statement], RoleKind], list[Event]]) -> bool:
     """A function whose inner loop runs the backward over micro-batches (`forward_backward`)
@@ -603,8 +621,9 @@ def _caller_steps_after(facts: ModuleFacts, function: Function, walked: Callable
         calling = next((s for s in statements if s.helper is None and any(n is call for n in walk(s.node))), None)
         if calling is None or calling.loops or direct(statements, "backward"):
             return False
-        if not any(step.statement.order > calling.order and not step.statement.exclusive_with(calling)
-                   for step in direct(statements, "step")):
+        later = [s for s in statements if s.order > calling.order and not s.exclusive_with(calling) and not s.loops]
+        if not any(e.kind == "step" for s in later for e in s.events) and not any(
+                facts.steps_through_object(inner) for s in later for inner in facts.calls_in(s.node)):
             return False
     return True
 

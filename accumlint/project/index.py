@@ -24,8 +24,8 @@ from accumlint.project.modules import INDEX, ProjectIndex, digest
 from accumlint.project.root import resolve_module, resolve_submodule
 from accumlint.model.tree import walk
 from accumlint.project.summary import (
-    ROLE_EFFECTS,
     SCHEDULER,
+    STEP,
     WRAP,
     ClassSummary,
     FunctionSummary,
@@ -218,42 +218,34 @@ class ProjectView:
             return None
         return self._load(found, depth)
 
-    def method(self, owner: Optional[str], name: str, within: Optional[cst.FunctionDef] = None) -> Optional[cst.FunctionDef]:
-        """The method `name` of a project class of another module, for a call on one of its
-        instances: `owner` is the class as the loop's module names it (`Trainer` built by
-        `self.helper = Trainer(...)`), or None for `self.name(...)` inside a method read
-        from another module (`within`). None beyond two calls deep, and when unknown."""
-        if within is None:
-            if owner is None or owner.endswith("()") or owner.partition(".")[0] not in self.summary.imports:
-                return None
-            found = self.symbol(self.summary, f"{owner}.{name}")
-            depth = 1
-        else:
-            home = self._homes.get(id(within))
-            snippet = self._snippets.get(id(within))
-            if home is None or snippet is None or "." not in snippet[1].name:
-                return None
-            found = home[0].functions.get(f"{snippet[1].name.rpartition('.')[0]}.{name}")
-            depth = home[1] + 1
-        if type(found) is not FunctionSummary or "." not in found.name or depth > MAX_DEPTH:
-            return None
-        if not self._has_role_effects(found):
-            return None  # an object's other methods (saving, logging) are not followed
-        return self._load(found, depth)
+    def method(self, owner: str, name: str) -> Optional[cst.FunctionDef]:
+        """The method `name` of a project class of another module, parsed, for a call on one
+        of its instances: `owner` is the class as the loop's module names it (`Helper` for
+        `self.helper = Helper(...)`). None when unknown. Its body is read, never walked as
+        part of the loop."""
+        found = self._method(owner, name)
+        return self._load(found, 1) if found is not None else None
 
-    def _has_role_effects(self, method: FunctionSummary) -> bool:
-        """The method, or a method of its class it calls (`self.name(...)`), backpropagates,
-        steps, zeroes, divides the loss or builds a scheduler."""
-        if method.effects & ROLE_EFFECTS:
-            return True
-        home = self._owner(method)
-        owner = method.name.rpartition(".")[0]
-        if home is None:
+    def method_steps(self, owner: str, name: str) -> bool:
+        """Whether that method, or a method of its class it calls (`self.name(...)`), steps
+        an optimizer."""
+        found = self._method(owner, name)
+        if found is None:
             return False
-        return any(
-            sibling is not None and sibling.effects & ROLE_EFFECTS
-            for sibling in (home.functions.get(f"{owner}.{name}") for name in set(_SELF_CALL.findall(method.source)))
+        if STEP in found.effects:
+            return True
+        home = self._owner(found)
+        prefix = found.name.rpartition(".")[0]
+        return home is not None and any(
+            sibling is not None and STEP in sibling.effects
+            for sibling in (home.functions.get(f"{prefix}.{called}") for called in set(_SELF_CALL.findall(found.source)))
         )
+
+    def _method(self, owner: str, name: str) -> Optional[FunctionSummary]:
+        if owner.endswith("()") or owner.partition(".")[0] not in self.summary.imports:
+            return None
+        found = self.symbol(self.summary, f"{owner}.{name}")
+        return found if type(found) is FunctionSummary and "." in found.name else None
 
     def _load(self, found: FunctionSummary, depth: int) -> Optional[cst.FunctionDef]:
         """A function or method of another module parsed, known as read `depth` calls deep."""
