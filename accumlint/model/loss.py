@@ -18,7 +18,7 @@ import libcst as cst
 
 from accumlint.model.facts import Function, ModuleFacts
 from accumlint.model.loop import Event, Statement, TrainingLoop
-from accumlint.model.names import call_name, code, dotted, keyword, last_part, string_value
+from accumlint.model.names import call_name, code, dotted, keyword, last_part, positional, string_value
 from accumlint.model.roles import Objects
 from accumlint.model.scopes import free_names
 from accumlint.source.patterns import LazyPattern
@@ -188,6 +188,12 @@ class LossReader:
                 if helper_result:
                     return
             if definition is None:
+                scaled = _amp_scaled_loss(before, name)
+                if scaled is not None:
+                    # apex's `with amp.scale_loss(loss, optimizer) as scaled_loss:`
+                    flow.scalings.append(Scaling("amp", scaled, scaled, before))
+                    self._trace(loop, before, positional(scaled, 0), flow, depth + 1)
+                    return
                 flow.origin, flow.origin_statement = expr, flow.origin_statement or before
                 flow.reduction = self.reduction(expr, loop.function, flow)
                 return
@@ -364,6 +370,16 @@ class LossReader:
         if self.lm_module is None:
             self.lm_module = bool(_LM_CLASS.search(self.facts.text))
         return self.lm_module
+
+
+def _amp_scaled_loss(statement: Statement, name: str) -> Optional[cst.Call]:
+    """The `amp.scale_loss(loss, ...)` call of a `with ... as name:` around the statement."""
+    for item in statement.withs:
+        call = item.item
+        if (item.asname is not None and dotted(item.asname.name) == name and type(call) is cst.Call
+                and last_part(call_name(call) or "") == "scale_loss" and positional(call, 0) is not None):
+            return call
+    return None
 
 
 def _subscript_index(node: cst.Subscript) -> Optional[cst.BaseExpression]:
