@@ -44,7 +44,7 @@ _OPTIMIZER_FACTORY = LazyPattern(r"optimi[sz]er", re.IGNORECASE)
 _SCHEDULER_FACTORY = LazyPattern(r"sched|(^|_)[A-Z]?\w*LR$|LR$|Scheduler", re.IGNORECASE)
 _LOSS_CLASS = LazyPattern(r"Loss$")
 _LR_WORD = LazyPattern(r"LR(?=[A-Z]|$)")  # "LR" as a word of a CamelCase class name
-_CLIP_FUNCTIONS = {"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "clip_gradients", "clip_grad"}
+_CLIP_FUNCTIONS = {"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "clip_gradients", "clip_grad", "dispatch_clip_grad", "clip_grads"}
 _MODEL_NAME = LazyPattern(r"model|net|module", re.IGNORECASE)
 _PREPARING = {"prepare", "prepare_model", "setup", "setup_module"}
 _ZEROING_METHODS = {"zero_grad", "zero_grad_"}
