@@ -17,7 +17,7 @@ import libcst as cst
 
 from accumlint.model import scopes
 from accumlint.model.facts import Function, ModuleFacts
-from accumlint.model.names import call_name, dotted, last_part, positional
+from accumlint.model.names import call_name, dotted, last_part, looks_like_batch_size, positional
 from accumlint.model.roles import Objects
 from accumlint.model.tree import children
 from accumlint.source.patterns import LazyPattern
@@ -130,9 +130,38 @@ def sized_in_micro_batches(facts: ModuleFacts, objects: Objects, name: Optional[
                         return True
             if optimizer_step_value(facts, argument, is_k):
                 return False
-            if micro_batch_length(facts, objects, argument, is_k) is not None:
+            if micro_batch_length(facts, objects, argument, is_k) is not None or _batches_of_samples(facts, argument, is_k):
                 from_loader = True
     return from_loader
+
+
+def _batches_of_samples(facts: ModuleFacts, expr: cst.BaseExpression, is_k: IsK, depth: int = 0,
+                        seen: Optional[set[str]] = None) -> bool:
+    """The value counts micro-batches of samples: a division by a batch size (`num_images //
+    total_batch_size * epochs`) that holds no K, here or in a binding it reads
+    (`optimizer_step_value` has already ruled out a division by K)."""
+    seen = set() if seen is None else seen
+    for node in _expression_nodes(expr):
+        if type(node) is cst.BinaryOperation and type(node.operator) in (cst.Divide, cst.FloorDivide):
+            size = dotted(node.right)
+            if size is not None and looks_like_batch_size(size):
+                return not any(_multiplies_by_k(b.value, is_k) for b in facts.bindings.get(size, ()))
+    if depth > 4:
+        return False
+    for name in referenced_names(expr):
+        if name in seen:
+            continue
+        seen.add(name)
+        bindings = [b for b in facts.bindings.get(name, ()) if b.index is None]
+        if any(_batches_of_samples(facts, b.value, is_k, depth + 1, seen) for b in bindings):
+            return True
+    return False
+
+
+def _multiplies_by_k(expr: cst.CSTNode, is_k: IsK) -> bool:
+    """`micro_batch_size * world_size * accumulation_steps`: a batch size of whole windows."""
+    return any(type(node) is cst.BinaryOperation and type(node.operator) is cst.Multiply
+               and (is_k(node.left) or is_k(node.right)) for node in _expression_nodes(expr))
 
 
 def length_is_loop_budget(facts: ModuleFacts, loop: cst.CSTNode, function: Optional[Function], receiver: Optional[str],
