@@ -135,27 +135,19 @@ def sized_in_micro_batches(facts: ModuleFacts, objects: Objects, name: Optional[
     return from_loader
 
 
-def _batches_of_samples(facts: ModuleFacts, expr: cst.BaseExpression, is_k: IsK, depth: int = 0,
-                        seen: Optional[set[str]] = None) -> bool:
+def _batches_of_samples(facts: ModuleFacts, expr: cst.BaseExpression, is_k: IsK) -> bool:
     """The value counts micro-batches of samples: a division by a batch size (`num_images //
     total_batch_size * epochs`) that holds no K, here or in a binding it reads
     (`optimizer_step_value` has already ruled out a division by K)."""
-    seen = set() if seen is None else seen
-    for node in _expression_nodes(expr):
-        if type(node) is cst.BinaryOperation and type(node.operator) in (cst.Divide, cst.FloorDivide):
-            size = dotted(node.right)
-            if size is not None and looks_like_batch_size(size):
-                return not any(_multiplies_by_k(b.value, is_k) for b in facts.bindings.get(size, ()))
-    if depth > 4:
+    def here(value: cst.CSTNode) -> bool:
+        for node in _expression_nodes(value):
+            if type(node) is cst.BinaryOperation and type(node.operator) in (cst.Divide, cst.FloorDivide):
+                size = dotted(node.right)
+                if size is not None and looks_like_batch_size(size):
+                    return not any(_multiplies_by_k(b.value, is_k) for b in facts.bindings.get(size, ()))
         return False
-    for name in referenced_names(expr):
-        if name in seen:
-            continue
-        seen.add(name)
-        bindings = [b for b in facts.bindings.get(name, ()) if b.index is None]
-        if any(_batches_of_samples(facts, b.value, is_k, depth + 1, seen) for b in bindings):
-            return True
-    return False
+
+    return _through_bindings(facts, expr, here)
 
 
 def _multiplies_by_k(expr: cst.CSTNode, is_k: IsK) -> bool:
@@ -205,11 +197,17 @@ def divides_by_k(expr: cst.CSTNode, is_k: IsK) -> bool:
     )
 
 
-def optimizer_step_value(facts: ModuleFacts, expr: cst.BaseExpression, is_k: IsK, depth: int = 0,
-                         seen: Optional[set[str]] = None) -> bool:
+def optimizer_step_value(facts: ModuleFacts, expr: cst.BaseExpression, is_k: IsK) -> bool:
     """The value is computed in optimizer steps: divided by K here or in a binding it reads."""
+    return _through_bindings(facts, expr, lambda value: divides_by_k(value, is_k), plain_only=False)
+
+
+def _through_bindings(facts: ModuleFacts, expr: cst.BaseExpression, test: Callable[[cst.CSTNode], bool],
+                      depth: int = 0, seen: Optional[set[str]] = None, plain_only: bool = True) -> bool:
+    """`test` holds for the expression or for a binding of a name it reads, four bindings
+    deep (each name followed once; `plain_only`: not through `x[i] = ...` bindings)."""
     seen = set() if seen is None else seen
-    if divides_by_k(expr, is_k):
+    if test(expr):
         return True
     if depth > 4:
         return False
@@ -217,8 +215,11 @@ def optimizer_step_value(facts: ModuleFacts, expr: cst.BaseExpression, is_k: IsK
         if name in seen:
             continue
         seen.add(name)
-        if any(optimizer_step_value(facts, b.value, is_k, depth + 1, seen) for b in facts.bindings.get(name, ())):
-            return True
+        for binding in facts.bindings.get(name, ()):
+            if plain_only and binding.index is not None:
+                continue
+            if _through_bindings(facts, binding.value, test, depth + 1, seen, plain_only):
+                return True
     return False
 
 
