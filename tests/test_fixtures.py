@@ -77,6 +77,9 @@ NO_TRAINING_LOOP = {
     "fixtures/projects/backward_in_helper_elsewhere/steps.py",
     "fixtures/projects/ddp_wrap_helper_arms/parallel_utils.py",
     "fixtures/projects/ddp_wrap_helper_arms_no_sync/parallel_utils.py",
+    "fixtures/projects/backward_through_trainer_object/precision.py",
+    "fixtures/projects/backward_through_trainer_object_divides/accum_helper.py",
+    "fixtures/projects/object_method_without_role_effects/checkpoint.py",
 }
 
 

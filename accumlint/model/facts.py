@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 import libcst as cst
 
-from accumlint.model.names import dotted
+from accumlint.model.names import dotted, last_part
 from accumlint.model.tree import ABSENT, KNOWN_CONTENT_FIELDS, LEAVES, SEQUENCES, calls_in, content_fields, record_parents, walk
 from accumlint.source.patterns import LazyPattern
 
@@ -225,6 +225,45 @@ class ModuleFacts:
         if self.project is None:
             return None
         return self.project.function(dotted(call.func), within=helper)
+
+    def instance_class(self, name: Optional[str]) -> Optional[str]:
+        """The class an object was built from (`self.trainer = Trainer(...)` -> "Trainer"),
+        when every binding of the name is a call of that one class (a capitalised callee)."""
+        if name is None or name == "self" or name.endswith("()"):
+            return None
+        owners = set()
+        for binding in self.values_of(name):
+            value = binding.value
+            if binding.index is not None or type(value) is not cst.Call:
+                return None
+            owners.add(dotted(value.func))
+        if len(owners) != 1:
+            return None
+        owner = owners.pop()
+        return owner if owner is not None and last_part(owner)[:1].isupper() else None
+
+    def instance_method(self, name: Optional[str], method: str) -> Optional[Function]:
+        """The method a call on an object of a project class runs (`self.helper.backward(loss)`):
+        a class of this module, or one of another project module."""
+        owner = self.instance_class(name)
+        if owner is None:
+            return None
+        local = self.classes.get(owner)
+        if local is not None:
+            for statement in local.body.body:
+                if type(statement) is cst.FunctionDef and statement.name.value == method:
+                    return statement
+            return None
+        return self.project.method(owner, method) if self.project is not None else None
+
+    def steps_through_object(self, call: cst.Call) -> bool:
+        """The call runs a method of a project object of another module that steps an
+        optimizer (`self.helper.optimize(self.opt)`), itself or through a method of its class."""
+        func = call.func
+        if self.project is None or type(func) is not cst.Attribute:
+            return False
+        owner = self.instance_class(dotted(func.value))
+        return owner is not None and owner not in self.classes and self.project.method_steps(owner, func.attr.value)
 
     def foreign(self, node: cst.CSTNode) -> bool:
         """Whether `node` stands in another module of the project (a helper read from there)."""

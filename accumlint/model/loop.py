@@ -11,13 +11,14 @@ the tree themselves.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Collection, Optional, Sequence, Union
+from typing import Any, Callable, Collection, Optional, Sequence, Union
 
 import re
 
 import libcst as cst
 
-from accumlint.model.facts import Function, Loop, LoopSite, ModuleFacts
+from accumlint.model import scopes
+from accumlint.model.facts import Function, Loop, LoopSite, ModuleFacts, ancestors
 from accumlint.model.gates import Gate, parse_gate, single_micro_batch_arm
 from accumlint.model.names import call_name, code as _code, dotted, int_value, keyword, last_part, looks_like_accumulation, positional
 from accumlint.model.roles import Objects, Role, RoleKind
@@ -569,6 +570,10 @@ def build_loops(
             if steps_after(around, node) and not direct(around, "backward"):
                 chosen.setdefault(function, node)
                 continue
+            if (not direct(around, "step") and _walks_micro_batches(node, accumulation_names)
+                    and _caller_steps_after(facts, function, walked, direct)):
+                chosen.setdefault(function, node)
+                continue
         chosen.setdefault(node, None)
 
     loops = [*_lightning_steps(facts, objects, skip=chosen, made=made)]
@@ -585,6 +590,47 @@ def build_loops(
             _read_derived_counters(loop)
             loops.append(loop)
     return loops
+
+
+_MICRO_ITERABLE = re.compile(r"micro|chunk|split|shard", re.IGNORECASE)
+
+
+def _walks_micro_batches(loop: Loop, accumulation_names: tuple[str, ...]) -> bool:
+    """A loop that visibly walks the micro-batches of one step: `range(K)` over an
+    accumulation count, `range(0, n, size)` over slices of a batch, or micro-batches,
+    chunks or splits by name (not a loop over models, losses or tasks)."""
+    if type(loop) is not cst.For:
+        return False
+    iterable = loop.iter
+    if type(iterable) is cst.Call and last_part(call_name(iterable) or "") == "range":
+        if len(iterable.args) == 1:
+            return looks_like_accumulation(dotted(iterable.args[0].value) or "", accumulation_names)
+        return len(iterable.args) == 3 and int_value(iterable.args[0].value) == 0
+    return bool(_MICRO_ITERABLE.search(_code(iterable)))
+
+
+def _caller_steps_after(facts: ModuleFacts, function: Function, walked: Callable[[LoopSite], list[Statement]],
+                        direct: Callable[[list[Statement], RoleKind], list[Event]]) -> bool:
+    """A function whose inner loop runs the backward over micro-batches (`forward_backward`)
+    and whose every caller in the module steps the optimizer after calling it (`run_step`:
+    `self.forward_backward(batch); self.optimize()`): the function's body is a window whose
+    step is one call up."""
+    sites = scopes.call_sites(facts, function)
+    if not sites:
+        return False
+    for call in sites:
+        caller = facts.enclosing_function(call)
+        if caller is None or caller is function:
+            return False
+        statements = walked(LoopSite(caller, ancestors(facts.parents, caller) + (caller,)))
+        calling = next((s for s in statements if s.helper is None and any(n is call for n in walk(s.node))), None)
+        if calling is None or calling.loops or direct(statements, "backward"):
+            return False
+        later = [s for s in statements if s.order > calling.order and not s.exclusive_with(calling) and not s.loops]
+        if not any(e.kind == "step" for s in later for e in s.events) and not any(
+                facts.steps_through_object(inner) for s in later for inner in facts.calls_in(s.node)):
+            return False
+    return True
 
 
 _MAX_WORLD_SPLITS = 2

@@ -18,7 +18,7 @@ import libcst as cst
 
 from accumlint.model.facts import Function, ModuleFacts
 from accumlint.model.loop import Event, Statement, TrainingLoop
-from accumlint.model.names import call_name, code, dotted, keyword, last_part, string_value
+from accumlint.model.names import call_name, code, dotted, keyword, last_part, positional, string_value
 from accumlint.model.roles import Objects
 from accumlint.model.scopes import free_names
 from accumlint.source.patterns import LazyPattern
@@ -30,7 +30,7 @@ TOKEN: Final = "token"
 SUM: Final = "sum"
 UNKNOWN: Final = "unknown"
 # What a scaling does with its factor (see `Scaling`).
-ScalingOp = Literal["div", "mul", "inverse", "const"]
+ScalingOp = Literal["div", "mul", "inverse", "const", "amp"]
 _AUGMENTED_SCALINGS: dict[type, ScalingOp] = {cst.DivideAssign: "div", cst.MultiplyAssign: "mul"}  # `loss /= K`
 _HUGGING_FACE_PACKAGES = frozenset({"transformers", "peft", "trl", "accelerate", "diffusers", "optimum"})
 
@@ -43,6 +43,7 @@ _LOSS_FUNCTIONS = LazyPattern(
 _CRITERION_NAME = LazyPattern(r"^(criterion|criteria|loss_fn|loss_func|loss_function|lossfn|loss_fct|loss_fcn|compute_loss|loss_module)$")
 _MODEL_NAME = LazyPattern(r"model|^net$|^netG$|^netD$|^raw_model$|^module$", re.IGNORECASE)
 _LM_CLASS = LazyPattern(r"For(CausalLM|ConditionalGeneration|MaskedLM|Seq2SeqLM)\b|AutoModelForSeq2SeqLM|GPT2LMHeadModel")
+_AMP_LOSS_SCALE = LazyPattern(r"^(loss_scale|cur_scale|loss_scaling)$")
 _FLATTEN = LazyPattern(r"\.(view|reshape)\(\s*-1|\.flatten\(|ignore_index")
 
 
@@ -51,7 +52,9 @@ class Scaling:
     """One scaling applied to the loss on its way to the backward.
 
     op: div (divided by factor), mul (multiplied by factor), inverse (divided by
-    `1 / factor`), const (multiplied by a constant weight, never K),
+    `1 / factor`), const (multiplied by a constant weight, never K), amp (multiplied
+    by a mixed-precision loss scale, `loss * loss_scale`, which the gradients lose again
+    before the step: no scaling of the loss's meaning),
     after: the scaling statement runs after the backward.
     node: the expression (or augmented assignment) doing it.
     """
@@ -111,6 +114,8 @@ def split_scaling(expr: cst.BaseExpression, statement: Optional[Statement]) -> t
             reciprocal = _reciprocal(factor)
             if reciprocal is not None:
                 scalings.append(Scaling("div", reciprocal, expr, statement))
+            elif _AMP_LOSS_SCALE.search(last_part(dotted(factor) or "")):
+                scalings.append(Scaling("amp", factor, expr, statement))
             else:
                 scalings.append(Scaling("mul", factor, expr, statement))
             expr = kept
@@ -183,6 +188,12 @@ class LossReader:
                 if helper_result:
                     return
             if definition is None:
+                scaled = _amp_scaled_loss(before, name)
+                if scaled is not None:
+                    # apex's `with amp.scale_loss(loss, optimizer) as scaled_loss:`
+                    flow.scalings.append(Scaling("amp", scaled, scaled, before))
+                    self._trace(loop, before, positional(scaled, 0), flow, depth + 1)
+                    return
                 flow.origin, flow.origin_statement = expr, flow.origin_statement or before
                 flow.reduction = self.reduction(expr, loop.function, flow)
                 return
@@ -282,6 +293,8 @@ class LossReader:
         name = call_name(call) or ""
         qualified = self.facts.qualified(name) or ""
         tail = last_part(name)
+        if not name and type(call.func) is cst.Attribute:
+            tail = call.func.attr.value  # `(losses * weights).mean()`: a method of a computed tensor
         reduction = string_value(keyword(call, "reduction").value) if keyword(call, "reduction") else None
         if reduction == "sum":
             return SUM
@@ -357,6 +370,16 @@ class LossReader:
         if self.lm_module is None:
             self.lm_module = bool(_LM_CLASS.search(self.facts.text))
         return self.lm_module
+
+
+def _amp_scaled_loss(statement: Statement, name: str) -> Optional[cst.Call]:
+    """The `amp.scale_loss(loss, ...)` call of a `with ... as name:` around the statement."""
+    for item in statement.withs:
+        call = item.item
+        if (item.asname is not None and dotted(item.asname.name) == name and type(call) is cst.Call
+                and last_part(call_name(call) or "") == "scale_loss" and positional(call, 0) is not None):
+            return call
+    return None
 
 
 def _subscript_index(node: cst.Subscript) -> Optional[cst.BaseExpression]:

@@ -44,7 +44,7 @@ _OPTIMIZER_FACTORY = LazyPattern(r"optimi[sz]er", re.IGNORECASE)
 _SCHEDULER_FACTORY = LazyPattern(r"sched|(^|_)[A-Z]?\w*LR$|LR$|Scheduler", re.IGNORECASE)
 _LOSS_CLASS = LazyPattern(r"Loss$")
 _LR_WORD = LazyPattern(r"LR(?=[A-Z]|$)")  # "LR" as a word of a CamelCase class name
-_CLIP_FUNCTIONS = {"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "clip_gradients", "clip_grad"}
+_CLIP_FUNCTIONS = {"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "clip_gradients", "clip_grad", "dispatch_clip_grad", "clip_grads"}
 _MODEL_NAME = LazyPattern(r"model|net|module", re.IGNORECASE)
 _PREPARING = {"prepare", "prepare_model", "setup", "setup_module"}
 _ZEROING_METHODS = {"zero_grad", "zero_grad_"}
@@ -64,7 +64,7 @@ _LOG_FRAMEWORKS = {"wandb", "accelerator", "fabric", "self", "mlflow", "run", "e
 RoleKind = Literal["backward", "step", "zero", "sched", "clip", "scale", "unscale", "update", "sync", "ema", "log"]
 # Who runs a backward, or what steps (see `Role.flavor`); "" when nothing more is known.
 Flavor = Literal["", "tensor", "accelerate", "fabric", "lightning", "lightning-auto", "deepspeed", "autograd",
-                 "scaler", "engine"]
+                 "scaler", "engine", "project"]
 # What an object is, from how the module built it or from its name (see `Objects.kind_of`).
 ObjectKind = Literal["optimizer", "scheduler", "scaler", "accelerator", "fabric", "engine", "dataloader", "loss",
                      "ema", "ddp"]
@@ -80,7 +80,8 @@ class Role:
     call: the call that does it (for assignment zeroing, the assignment).
     target: the optimizer a step/zero/unscale concerns, the loss a backward runs on.
     flavor: for a backward, who runs it (tensor, accelerate, fabric, lightning,
-    lightning-auto, deepspeed, autograd); for a step, "scaler" when a GradScaler
+    lightning-auto, deepspeed, autograd, project: a project class's `backward(loss)`
+    method that backpropagates its argument); for a step, "scaler" when a GradScaler
     steps, "engine" when a DeepSpeed engine steps.
     closure: for an optimizer step, the closure it is given (`optimizer.step(closure)`).
     """
@@ -427,6 +428,9 @@ class Objects:
             return Role("backward", call, receiver_name, positional(call, 0), flavor)
         if self.runs_on_copy(receiver):
             return None
+        loss = positional(call, 0)
+        if loss is not None and _backpropagates_first_argument(self.facts.instance_method(receiver_name, method)):
+            return Role("backward", call, receiver_name, loss, "project")
         return Role("backward", call, receiver_name, receiver, "tensor")
 
     def _step(self, call: cst.Call, receiver: cst.BaseExpression, receiver_name: Optional[str]) -> Optional[Role]:
@@ -493,3 +497,27 @@ def _is_grad(node: cst.BaseExpression) -> bool:
     """`p.grad` or `p.grad.data`."""
     name = dotted(node) or ""
     return name.endswith(".grad") or name.endswith(".grad.data")
+
+
+def _backpropagates_first_argument(method: Optional[cst.FunctionDef]) -> bool:
+    """A method (`def backward(self, loss)`) whose every backward runs on its first argument,
+    at most multiplied (a mixed-precision loss scale) and never divided: a call of it is a
+    backward of the loss it is given."""
+    if method is None:
+        return False
+    names = [param.name.value for param in method.params.params]
+    if len(names) < 2 or names[0] != "self":
+        return False
+    found = False
+    for node in walk(method.body):
+        if type(node) is cst.BinaryOperation and type(node.operator) is cst.Divide:
+            return False
+        if type(node) is not cst.Call or type(node.func) is not cst.Attribute or node.func.attr.value != "backward":
+            continue
+        receiver = node.func.value
+        while type(receiver) is cst.BinaryOperation and type(receiver.operator) is cst.Multiply:
+            receiver = receiver.left if dotted(receiver.left) == names[1] or type(receiver.left) is cst.BinaryOperation else receiver.right
+        if dotted(receiver) != names[1]:
+            return False
+        found = True
+    return found

@@ -15,8 +15,9 @@ from typing import Callable, Iterator, Literal, Optional
 
 import libcst as cst
 
-from accumlint.model.facts import ModuleFacts
-from accumlint.model.names import call_name, dotted, last_part, positional
+from accumlint.model import scopes
+from accumlint.model.facts import Function, ModuleFacts
+from accumlint.model.names import call_name, dotted, last_part, looks_like_batch_size, positional
 from accumlint.model.roles import Objects
 from accumlint.model.tree import children
 from accumlint.source.patterns import LazyPattern
@@ -129,9 +130,63 @@ def sized_in_micro_batches(facts: ModuleFacts, objects: Objects, name: Optional[
                         return True
             if optimizer_step_value(facts, argument, is_k):
                 return False
-            if micro_batch_length(facts, objects, argument, is_k) is not None:
+            if micro_batch_length(facts, objects, argument, is_k) is not None or _batches_of_samples(facts, argument, is_k):
                 from_loader = True
     return from_loader
+
+
+def _batches_of_samples(facts: ModuleFacts, expr: cst.BaseExpression, is_k: IsK) -> bool:
+    """The value counts micro-batches of samples: a division by a batch size (`num_images //
+    total_batch_size * epochs`) that holds no K, here or in a binding it reads
+    (`optimizer_step_value` has already ruled out a division by K)."""
+    def here(value: cst.CSTNode) -> bool:
+        for node in _expression_nodes(value):
+            if type(node) is cst.BinaryOperation and type(node.operator) in (cst.Divide, cst.FloorDivide):
+                size = dotted(node.right)
+                if size is not None and looks_like_batch_size(size):
+                    return not any(_multiplies_by_k(b.value, is_k) for b in facts.bindings.get(size, ()))
+        return False
+
+    return _through_bindings(facts, expr, here)
+
+
+def _multiplies_by_k(expr: cst.CSTNode, is_k: IsK) -> bool:
+    """`micro_batch_size * world_size * accumulation_steps`: a batch size of whole windows."""
+    return any(type(node) is cst.BinaryOperation and type(node.operator) is cst.Multiply
+               and (is_k(node.left) or is_k(node.right)) for node in _expression_nodes(expr))
+
+
+def length_is_loop_budget(facts: ModuleFacts, loop: cst.CSTNode, function: Optional[Function], receiver: Optional[str],
+                          constructors: list[cst.Call]) -> bool:
+    """The schedule's length is the loop's own count of micro-batches, passed through
+    parameters: a call of the loop's function passes it the scheduler and, with it, the
+    schedule's length as a parameter that the function divides by `len(loader)` (epochs
+    from a budget in loader batches) or that the loop runs `range(...)` over. Stepping the
+    scheduler on every micro-batch then keeps the schedule's pace."""
+    if function is None or receiver is None or receiver not in scopes.parameters(function):
+        return False
+    budgets: set[str] = set()
+    for site in scopes.call_sites(facts, function):
+        if not scopes.passes(function, site, receiver):
+            continue
+        for call in constructors:
+            for argument in length_arguments(call):
+                parameter = scopes.parameter_receiving(function, site, argument)
+                if parameter is not None:
+                    budgets.add(parameter)
+    return any(_counts_loader_batches(function, loop, budget) for budget in budgets)
+
+
+def _counts_loader_batches(function: Function, loop: cst.CSTNode, name: str) -> bool:
+    """`name / len(loader)` in the function, or the loop is `for ... in range(name)`."""
+    if type(loop) is cst.For and type(loop.iter) is cst.Call and call_name(loop.iter) == "range":
+        if len(loop.iter.args) == 1 and dotted(positional(loop.iter, 0)) == name:
+            return True
+    return any(
+        type(node) is cst.BinaryOperation and type(node.operator) in (cst.Divide, cst.FloorDivide)
+        and dotted(node.left) == name and type(node.right) is cst.Call and call_name(node.right) == "len"
+        for node in _expression_nodes(function.body)
+    )
 
 
 def divides_by_k(expr: cst.CSTNode, is_k: IsK) -> bool:
@@ -142,11 +197,17 @@ def divides_by_k(expr: cst.CSTNode, is_k: IsK) -> bool:
     )
 
 
-def optimizer_step_value(facts: ModuleFacts, expr: cst.BaseExpression, is_k: IsK, depth: int = 0,
-                         seen: Optional[set[str]] = None) -> bool:
+def optimizer_step_value(facts: ModuleFacts, expr: cst.BaseExpression, is_k: IsK) -> bool:
     """The value is computed in optimizer steps: divided by K here or in a binding it reads."""
+    return _through_bindings(facts, expr, lambda value: divides_by_k(value, is_k), plain_only=False)
+
+
+def _through_bindings(facts: ModuleFacts, expr: cst.BaseExpression, test: Callable[[cst.CSTNode], bool],
+                      depth: int = 0, seen: Optional[set[str]] = None, plain_only: bool = True) -> bool:
+    """`test` holds for the expression or for a binding of a name it reads, four bindings
+    deep (each name followed once; `plain_only`: not through `x[i] = ...` bindings)."""
     seen = set() if seen is None else seen
-    if divides_by_k(expr, is_k):
+    if test(expr):
         return True
     if depth > 4:
         return False
@@ -154,8 +215,11 @@ def optimizer_step_value(facts: ModuleFacts, expr: cst.BaseExpression, is_k: IsK
         if name in seen:
             continue
         seen.add(name)
-        if any(optimizer_step_value(facts, b.value, is_k, depth + 1, seen) for b in facts.bindings.get(name, ())):
-            return True
+        for binding in facts.bindings.get(name, ()):
+            if plain_only and binding.index is not None:
+                continue
+            if _through_bindings(facts, binding.value, test, depth + 1, seen, plain_only):
+                return True
     return False
 
 

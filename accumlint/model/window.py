@@ -455,6 +455,22 @@ class Window:
         return None if count is None or count is _UNCOUNTED else count
 
     @cached_property
+    def slices_k(self) -> Optional[cst.BaseExpression]:
+        """K of a micro-step loop over slices of one batch: `for i in range(0, n, size)` whose
+        body takes `x[i : i + size]`. K is how many slices there are,
+        `len(range(0, n, size))`."""
+        micro = self.loop.micro_loop
+        if type(micro) is not cst.For or type(micro.target) is not cst.Name or type(micro.iter) is not cst.Call:
+            return None
+        call = micro.iter
+        start, stop, size = positional(call, 0), positional(call, 1), positional(call, 2)
+        if last_part(call_name(call) or "") != "range" or size is None or int_value(start) != 0:
+            return None
+        if not any(_slice_of(node, micro.target.value, size) for node in walk(micro.body)):
+            return None
+        return cst.parse_expression(f"len(range(0, {code(stop)}, {code(size)}))")
+
+    @cached_property
     def k(self) -> Optional[cst.BaseExpression]:
         gate = self.step_gate
         if gate is not None and gate.k is not None:
@@ -463,6 +479,8 @@ class Window:
             return self.micro_k
         if self.pieces_k is not None:
             return self.pieces_k
+        if self.slices_k is not None:
+            return self.slices_k
         for gate in self.loop.gates:
             if gate.k is not None:
                 return gate.k
@@ -634,6 +652,17 @@ def _disables_grad(node: cst.BaseExpression) -> bool:
     if tail == "set_grad_enabled" and call is not None and call.args:
         return dotted(call.args[0].value) == "False"
     return False
+
+
+def _slice_of(node: cst.CSTNode, start: str, size: cst.BaseExpression) -> bool:
+    """`x[start : start + size]` (either order of the sum)."""
+    if type(node) is not cst.Slice or dotted(node.lower) != start or type(node.upper) is not cst.BinaryOperation:
+        return False
+    upper = node.upper
+    if type(upper.operator) is not cst.Add:
+        return False
+    sides = (normalized(upper.left), normalized(upper.right))
+    return sides in ((start, normalized(size)), (normalized(size), start))
 
 
 _UNCOUNTED = cst.Name("__pieces__")  # split into pieces of a size: K is how many came out

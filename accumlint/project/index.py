@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional, TypeVar, Union
 
@@ -24,6 +25,7 @@ from accumlint.project.root import resolve_module, resolve_submodule
 from accumlint.model.tree import walk
 from accumlint.project.summary import (
     SCHEDULER,
+    STEP,
     WRAP,
     WRAP_CALLEES,
     ClassSummary,
@@ -40,6 +42,8 @@ if TYPE_CHECKING:
 MAX_HOPS = 4
 # How many calls deep from the loop project functions are followed.
 MAX_DEPTH = 2
+# A method's calls of the other methods of its class (`self.name(`).
+_SELF_CALL = re.compile(r"\bself\.(\w+)\(")
 
 Symbol = Union[FunctionSummary, ClassSummary, "Constant", "ModuleRef"]
 _Node = TypeVar("_Node", bound=cst.CSTNode)
@@ -213,6 +217,39 @@ class ProjectView:
         found = self.symbol(module, callee)
         if type(found) is not FunctionSummary or "." in found.name:
             return None
+        return self._load(found, depth)
+
+    def method(self, owner: str, name: str) -> Optional[cst.FunctionDef]:
+        """The method `name` of a project class of another module, parsed, for a call on one
+        of its instances: `owner` is the class as the loop's module names it (`Helper` for
+        `self.helper = Helper(...)`). None when unknown. Its body is read, never walked as
+        part of the loop."""
+        found = self._method(owner, name)
+        return self._load(found, 1) if found is not None else None
+
+    def method_steps(self, owner: str, name: str) -> bool:
+        """Whether that method, or a method of its class it calls (`self.name(...)`), steps
+        an optimizer."""
+        found = self._method(owner, name)
+        if found is None:
+            return False
+        if STEP in found.effects:
+            return True
+        home = self._owner(found)
+        prefix = found.name.rpartition(".")[0]
+        return home is not None and any(
+            sibling is not None and STEP in sibling.effects
+            for sibling in (home.functions.get(f"{prefix}.{called}") for called in set(_SELF_CALL.findall(found.source)))
+        )
+
+    def _method(self, owner: str, name: str) -> Optional[FunctionSummary]:
+        if owner.endswith("()") or owner.partition(".")[0] not in self.summary.imports:
+            return None
+        found = self.symbol(self.summary, f"{owner}.{name}")
+        return found if type(found) is FunctionSummary and "." in found.name else None
+
+    def _load(self, found: FunctionSummary, depth: int) -> Optional[cst.FunctionDef]:
+        """A function or method of another module parsed, known as read `depth` calls deep."""
         owner = self._owner(found)
         if owner is None or owner is self.summary:
             return None

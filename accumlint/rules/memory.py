@@ -120,19 +120,24 @@ def _tensor_at(window: Window, at: Statement, name: str) -> bool:
 
 
 def retain_graph_in_loop(window: Window) -> Iterable[Finding]:
-    if not window.accumulates or len(window.loop.backwards) != 1:
+    if not window.accumulates:
         return
-    backward = window.loop.backwards[0]
-    if backward.role.flavor == "lightning-auto" or window.builds_no_graph(backward.statement):
-        return
-    retain = keyword(backward.role.call, "retain_graph")
-    if retain is None or code(retain.value) != "True" or window.loop.backward_per_loss(backward):
-        return
-    yield Finding(
-        backward.role.call,
-        "`retain_graph=True` with no second backward over the graph",
-        help="every micro-batch's graph stays alive, so memory grows with each one; drop `retain_graph=True`",
-    )
+    backwards = window.loop.backwards
+    for backward in backwards:
+        # another backward of the iteration may reuse the graph, unless it runs in another
+        # arm (`if use_amp: scaler.scale(loss).backward(...)` / `else: loss.backward(...)`)
+        if any(other is not backward and not other.statement.exclusive_with(backward.statement) for other in backwards):
+            continue
+        if backward.role.flavor == "lightning-auto" or window.builds_no_graph(backward.statement):
+            continue
+        retain = keyword(backward.role.call, "retain_graph")
+        if retain is None or code(retain.value) != "True" or window.loop.backward_per_loss(backward):
+            continue
+        yield Finding(
+            backward.role.call,
+            "`retain_graph=True` with no second backward over the graph",
+            help="every micro-batch's graph stays alive, so memory grows with each one; drop `retain_graph=True`",
+        )
 
 
 GRAPH_KEPT_ALIVE = Rule(

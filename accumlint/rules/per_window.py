@@ -9,7 +9,7 @@ from accumlint.model.cadence import every_micro_batch
 from accumlint.model.loop import Event
 from accumlint.model.names import code, last_part
 from accumlint.model.roles import RoleKind
-from accumlint.model.schedules import known_schedule, scheduler_constructors, sized_in_micro_batches
+from accumlint.model.schedules import known_schedule, length_is_loop_budget, scheduler_constructors, sized_in_micro_batches
 from accumlint.model.window import Window
 from accumlint.rules.base import Finding, leaves_world, movable, movable_to, sync_gated
 from accumlint.rules.catalog import Rule
@@ -47,6 +47,8 @@ def scheduler_every_micro_batch(window: Window) -> Iterable[Finding]:
         if not constructors or not all(known_schedule(window.facts, call) for call in constructors):
             continue  # built elsewhere: whether its length counts micro-batches is unknown
         if sized_in_micro_batches(window.facts, window.objects, event.role.receiver, window.is_k):
+            continue
+        if length_is_loop_budget(window.facts, window.loop.node, window.loop.function, event.role.receiver, constructors):
             continue
         if event.role.call.args:
             continue  # `scheduler.step(i)`: the schedule is told where it is, so its pace follows the index

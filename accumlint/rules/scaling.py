@@ -26,7 +26,7 @@ def missing_loss_scaling(window: Window) -> Iterable[Finding]:
     if window.rescales_gradients:
         return
     for flow in window.flows:
-        if flow.scalings or flow.after or flow.reduction not in (MEAN, TOKEN):
+        if any(s.op != "amp" for s in flow.scalings) or flow.after or flow.reduction not in (MEAN, TOKEN):
             continue
         if window.framework_scales(flow) is not False:
             continue
@@ -143,8 +143,8 @@ def _remove_division(scaling: Scaling) -> tuple[Edit, ...]:
 
 
 def mismatched_scaling_factor(window: Window) -> Iterable[Finding]:
-    if not _structural_k(window):
-        return
+    if not _structural_k(window) or window.k is window.slices_k:
+        return  # over slices of one batch, a division by its size is the per-sample weighting
     k = window.k
     for flow in window.flows:
         for scaling in flow.scalings:

@@ -214,8 +214,11 @@ def _gate_step_edits(window: Window, step: Event) -> tuple[Edit, ...]:
             continue
         if statement is step.statement or "zero" in kinds or statement.order > last_backward:
             related.append((statement.node, kinds == {"zero"}))
+    related += [(node, False) for node in _guarded_window_work(window, block, last_backward)]
     related += [(loop_node, True) for loop_node in _zeroing_loops(window, block)]
-    moved = [node for node, zeroes in related if not zeroes] + [node for node, zeroes in related if zeroes]
+    position = {id(node): index for index, node in enumerate(getattr(block, "body", ()))}
+    work = sorted((node for node, zeroes in related if not zeroes), key=lambda node: position.get(id(node), -1))
+    moved = work + [node for node, zeroes in related if zeroes]
     counter, base = window.loop.counter, window.loop.counter_base
     edits: list[Edit] = []
     if counter is None:
@@ -238,6 +241,32 @@ def _gate_step_edits(window: Window, step: Event) -> tuple[Edit, ...]:
     edits.append(replace(first, gate))
     edits.extend(remove(node) for node in moved[1:])
     return tuple(edits)
+
+
+_WINDOW_WORK = frozenset({"clip", "sched", "update", "unscale"})
+
+
+def _guarded_window_work(window: Window, block: cst.CSTNode, last_backward: int) -> list[cst.CSTNode]:
+    """`if` statements of `block`, after the last backward and under no gate, that hold only
+    window work (`if max_norm > 0: clip_grad_norm_(...)`): they move with the step as a whole."""
+    inside: dict[int, list[Statement]] = {}
+    nodes: dict[int, cst.CSTNode] = {}
+    for statement in window.loop.statements:
+        if statement.helper is not None or block not in statement.block:
+            continue
+        index = statement.block.index(block)
+        if index + 1 >= len(statement.block) or type(statement.block[index + 1]) is not cst.If:
+            continue
+        node = statement.block[index + 1]
+        nodes[id(node)] = node
+        inside.setdefault(id(node), []).append(statement)
+    found = []
+    for key, statements in inside.items():
+        kinds = {e.kind for s in statements for e in s.events}
+        if (kinds and kinds <= _WINDOW_WORK and all(s.gate is None and not s.loops and s.order > last_backward
+                                                  for s in statements)):
+            found.append(nodes[key])
+    return found
 
 
 def _zeroing_loops(window: Window, block: cst.CSTNode) -> list[cst.CSTNode]:
