@@ -354,3 +354,61 @@ def test_without_a_root_marker_the_checked_paths_common_parent_is_the_root(tmp_p
     assert _findings(output) == {f"{Path('tools', 'train.py')}:10:9: GA201"}
     code, output = _run("check", "--no-cache", "--exit-zero", str(train), cwd=root)
     assert _findings(output) == set()
+
+
+# -- the importer scan: once per root and run (issues 22 and 24) -------------------------------
+
+def test_a_check_run_scans_each_root_once_however_long_it_takes(tmp_path: Path, monkeypatch) -> None:
+    """Outside a run a scan serves SCAN_LIFETIME seconds; inside `one_run` (a check run, and
+    the workers it forks) it serves the whole run: a long run over a large unmarked tree
+    read it again every few seconds."""
+    from accumlint.project import importers
+
+    root = _project(tmp_path)
+    scans = []
+    real_scan = importers._scan
+    monkeypatch.setattr(importers, "_scan", lambda folder: scans.append(folder) or real_scan(folder))
+    clock = [1000.0]
+    monkeypatch.setattr(importers.time, "monotonic", lambda: clock[0])
+    helper = str(root / "objectives.py")
+
+    def ask_twice() -> list:
+        found = [importers.candidate_importers(str(root), helper, ["batch_objective"])]
+        clock[0] += 2 * importers.SCAN_LIFETIME
+        found.append(importers.candidate_importers(str(root), helper, ["batch_objective"]))
+        return found
+
+    with importers.one_run():
+        first, second = ask_twice()
+    assert len(scans) == 1 and [p for p, _ in first] == [p for p, _ in second] == [str(root / "train.py")]
+    scans.clear()
+    importers.forget()
+    ask_twice()
+    assert len(scans) == 2
+
+
+def test_importers_found_by_name_and_by_index_are_the_same(tmp_path: Path, monkeypatch) -> None:
+    """The first module names are looked for one by one, later ones in an index of every
+    loop file's import lines: both give the same files, in the same order."""
+    from accumlint.project import importers
+
+    root = tmp_path / "proj"
+    _write(root / "pyproject.toml", "")
+    for i in range(4):
+        _write(root / f"h{i}.py", MEAN_HELPER.format(name=f"objective{i}"))
+        _write(root / f"train{i}.py", LOOP.format(module=f"h{i}", name=f"objective{i}"))
+        _write(root / f"train{i}b.py", LOOP.format(module=f"h{3 - i}", name=f"objective{3 - i}")
+               .replace(f"from h{3 - i} import", f"from h{3 - i} import x\nfrom h{3 - i} import"))
+
+    def ask() -> list:
+        importers.forget()
+        with importers.one_run():
+            return [importers.candidate_importers(str(root), str(root / f"h{i}.py"), [f"objective{i}"]) for i in range(4)]
+
+    monkeypatch.setattr(importers, "NAMES_BEFORE_INDEX", 100)
+    one_by_one = ask()
+    monkeypatch.setattr(importers, "NAMES_BEFORE_INDEX", 0)
+    indexed = ask()
+    assert one_by_one == indexed
+    assert [[Path(p).name for p, _ in found] for found in indexed] == [
+        ["train0.py", "train3b.py"], ["train1.py", "train2b.py"], ["train1b.py", "train2.py"], ["train0b.py", "train3.py"]]

@@ -200,6 +200,20 @@ def findings_from_importers(text: str, path: str, options: AnalysisOptions = Ana
     return found
 
 
+def scan_importers_ahead(sources: list[tuple[str, str]]) -> None:
+    """Scan now the project trees whose importers `findings_from_importers` will ask for
+    these modules ((path, text) each): a run does it before it forks its workers, which
+    inherit the scans (`importers.scan_ahead`) instead of each reading the tree again."""
+    import os
+
+    from accumlint.project.importers import helper_names, scan_ahead
+    from accumlint.project.root import find_root
+
+    roots = {find_root(os.path.abspath(path)) for path, text in sources if path and os.path.isfile(path) and helper_names(text)}
+    for root in sorted(roots):
+        scan_ahead(root)
+
+
 def _importers_findings(text: str, path: str, target: str, root: str, options: AnalysisOptions,
                         importers: list[tuple[str, str]]) -> ProjectAnalysis:
     import os
