@@ -412,3 +412,84 @@ def test_importers_found_by_name_and_by_index_are_the_same(tmp_path: Path, monke
     assert one_by_one == indexed
     assert [[Path(p).name for p, _ in found] for found in indexed] == [
         ["train0.py", "train3b.py"], ["train1.py", "train2b.py"], ["train1b.py", "train2.py"], ["train0b.py", "train3.py"]]
+
+
+def _resolution_tree(tmp_path: Path) -> Path:
+    """Imports of every form: absolute from the root, `src/` and the importer's folder,
+    relative up two levels, `from pkg import module`, `from . import module`, packages."""
+    root = tmp_path / "tree"
+    files = {
+        "pyproject.toml": "",
+        "top.py": "",
+        "src/lib/__init__.py": "",
+        "src/lib/inner/deep.py": "",
+        "pkg/__init__.py": "from . import steps\n",
+        "pkg/steps.py": "from .sub.leaf import f\nfrom ..top import g\n",
+        "pkg/sub/__init__.py": "from .. import steps\nfrom . import leaf\n",
+        "pkg/sub/leaf.py": "from ...pkg import steps\nfrom ..steps import h\nimport lib.inner.deep\n",
+        "tools/run.py": "import top\nimport pkg.sub.leaf as leaf\nfrom pkg import steps\nfrom lib import inner\n"
+                        "from pkg.sub import leaf\nimport beside\n",
+        "tools/beside.py": "from lib.inner import deep\nfrom pkg.sub import *\nimport pkg\n",
+    }
+    for name, text in files.items():
+        _write(root / name, text)
+    return root
+
+
+def test_an_importer_whose_imports_cannot_name_a_module_is_screened_out_soundly(tmp_path: Path) -> None:
+    """`may_name_module` is False only where the resolved imports do not name the module:
+    every pair of modules of the fixture projects and of a tree with imports of every form."""
+    from accumlint.project import view_for_file
+    from accumlint.project.modules import root_of
+    from accumlint.project.root import may_name_module
+
+    trees = [_resolution_tree(tmp_path)] + [p for p in PROJECTS.iterdir() if p.is_dir()]
+    named = 0
+    for tree in trees:
+        modules = sorted(str(p.resolve()) for p in tree.rglob("*.py"))
+        for importer in modules:
+            view = view_for_file(importer)
+            resolved = {os.path.abspath(m) for m in view.imported_modules()} if view is not None else set()
+            text = Path(importer).read_text(encoding="utf-8")
+            for target in modules:
+                if target in resolved:
+                    named += 1
+                    assert may_name_module(root_of(importer), importer, target, text), (importer, target)
+    assert named >= 20
+    tree = tmp_path / "tree"
+    outside = _write(tmp_path / "tree" / "other+repo" / "x.py", "from pkg import steps\nimport leaf\n")
+    assert not may_name_module(str(tree), str(outside), str(tree / "pkg" / "sub" / "leaf.py"), outside.read_text())
+    assert may_name_module(str(tree), str(outside), str(tree / "pkg" / "steps.py"), outside.read_text())
+
+
+def test_importers_in_other_checkouts_of_an_unmarked_tree_are_not_read(tmp_path: Path, monkeypatch) -> None:
+    """Checked across checkouts without a marker, the tree is one project: a loop file of
+    another checkout whose imports cannot name the helper's module (a checkout's folder name
+    is no identifier) is not summarised to learn so; the real importer still finds it."""
+    from accumlint.project import importers, summary
+
+    eco = tmp_path / "eco"
+    for repo in ("org+alpha", "org+beta"):
+        _write(eco / repo / "steps.py", "def backward_step(loss, optimizer, accum_steps):\n    optimizer.zero_grad()\n"
+               "    (loss / accum_steps).backward()\n")
+        _write(eco / repo / "train.py", "import torch\nfrom steps import backward_step\n\n\ndef train(model, loader, k=4):\n"
+               "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n    for i, (x, y) in enumerate(loader):\n"
+               "        loss = torch.nn.functional.mse_loss(model(x), y)\n        backward_step(loss, optimizer, k)\n"
+               "        if (i + 1) % k == 0 or i + 1 == len(loader):\n            optimizer.step()\n")
+    summarised = []
+    real = summary.summarize
+    monkeypatch.setattr(summary, "summarize", lambda path, text: summarised.append(Path(path).parent.name) or real(path, text))
+    import accumlint.project.modules as modules
+    monkeypatch.setattr(modules, "summarize", summary.summarize)
+    from accumlint.project.root import set_checked_paths
+
+    helper = eco / "org+alpha" / "steps.py"
+    set_checked_paths([str(eco / "org+alpha"), str(eco / "org+beta")])
+    try:
+        importers.forget()
+        found = [(d.line, d.code, d.message.split(" in ")[-1]) for d in analyze(helper.read_text(), str(helper))]
+    finally:
+        set_checked_paths([])
+    assert [(line, code) for line, code, _ in found] == [(2, "GA101")]
+    assert found[0][2].endswith(f"{os.path.join('org+alpha', 'train.py')}:7")
+    assert "org+beta" not in summarised

@@ -221,6 +221,8 @@ def _importers_findings(text: str, path: str, target: str, root: str, options: A
     from accumlint.model.build import model_of
     from accumlint.model.positions import positions_of
     from accumlint.project import view_for_file
+    from accumlint.project.modules import root_of
+    from accumlint.project.root import may_name_module
     from accumlint.rules.catalog import rule
     from accumlint.rules.registry import window_findings
 
@@ -228,6 +230,8 @@ def _importers_findings(text: str, path: str, target: str, root: str, options: A
     fixes: dict[tuple, ForeignFix] = {}
     reads: dict[str, str] = {}
     for other, other_text in importers:
+        if not may_name_module(root_of(other), other, target, other_text):
+            continue  # its imports cannot name this module: spare reading its summary
         view = view_for_file(other)
         if view is None or target not in {os.path.abspath(m) for m in view.imported_modules()}:
             continue

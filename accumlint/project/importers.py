@@ -133,8 +133,12 @@ def _candidates(scan: _Scan, path: str, functions: list[str]) -> list[tuple[str,
     target = os.path.abspath(path)
     found = []
     for other in _mentioning(scan, stem):  # in a stable order: the first loop names a finding
-        if os.path.abspath(other) != target and wanted & _called_names(scan, other):
-            found.append((other, scan.texts[other]))
+        if os.path.abspath(other) == target:
+            continue
+        text = scan.texts[other]
+        # a name it calls is in its text: most files do not hold one (one search each, not every call)
+        if any(name in text for name in wanted) and wanted & _called_names(scan, other):
+            found.append((other, text))
     return found
 
 

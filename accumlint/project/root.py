@@ -74,6 +74,26 @@ def search_folders(root: str, importer: str) -> tuple[str, ...]:
     return tuple(unique)
 
 
+def may_name_module(root: str, importer: str, target: str, text: str) -> bool:
+    """Whether an import of the module at `importer` (whose text is `text`) may resolve to the
+    module file `target` (`resolve_module`, `resolve_submodule`); False only when none can,
+    decided without reading the imports themselves.
+
+    Every way an import reaches a module looks it up in a folder (a search folder, a
+    relative import's package, an imported package): the module's parent folder itself,
+    which is then the root, its `src/`, or the importer's folder or one of its ancestors,
+    or a folder further up, from which the dotted name spells the parent folder's name,
+    which the importer's text then holds."""
+    module = os.path.dirname(target) if os.path.basename(target) == "__init__.py" else os.path.splitext(target)[0]
+    parent = os.path.dirname(module)
+    if parent in (root, os.path.join(root, "src")) or _inside(os.path.dirname(os.path.abspath(importer)), parent):
+        return True
+    name = os.path.basename(parent)
+    if not name.isascii():  # an identifier in the text may be spelled otherwise (Python normalises it, NFKC)
+        return True
+    return name.isidentifier() and name in text
+
+
 def _inside(folder: str, root: str) -> bool:
     return folder == root or folder.startswith(root.rstrip(os.sep) + os.sep)
 
