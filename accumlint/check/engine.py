@@ -372,6 +372,7 @@ def check(request: Request, resolver: Resolver, progress: Progress = _no_progres
         from accumlint.check.cache import open_cache
 
         cache = open_cache(request.cache_dir, request.paths)
+        roots = _Roots(request)
     files: list[FileResult] = []
     unfixable: list[tuple[FileResult, frozenset[str]]] = []
     pending: list[_Pending] = []
@@ -401,7 +402,7 @@ def check(request: Request, resolver: Resolver, progress: Progress = _no_progres
         enabled = settings.enabled_for(path)
         item = _Pending(result, settings, enabled)
         if cache is not None:
-            item.cache_key = cache.key(document.text, options)
+            item.cache_key = cache.key(document.text, options, roots.of(path))
             cached = cache.get(item.cache_key, path)
             if cached is not None and not (
                 request.fix and _fixable(_select(document, cached, enabled), settings.unsafe_fixes)
@@ -438,6 +439,28 @@ def check(request: Request, resolver: Resolver, progress: Progress = _no_progres
     for result, fixable in unfixable:
         result.diagnostics = [d if d.fix is None or d.code in fixable else d._replace(fix=None) for d in result.diagnostics]
     return RunResult(files, analysed=len(tasks), cache_hits=cache.hits if cache else 0, workers=workers)
+
+
+class _Roots:
+    """The project root of each checked file, for the result cache's key (one search per folder)."""
+
+    def __init__(self, request: Request) -> None:
+        from accumlint.project.root import common_parent
+
+        self._checked = common_parent(request.paths) if request.stdin is None else None
+        self._found: dict[str, str] = {}
+
+    def of(self, path: str) -> str:
+        """"" for a text that has no file (stdin without `--stdin-filename`)."""
+        from accumlint.project.root import root_under
+
+        if path == "-" or not os.path.isfile(path):
+            return ""
+        folder = os.path.dirname(os.path.abspath(path))
+        root = self._found.get(folder)
+        if root is None:
+            root = self._found[folder] = root_under(folder, self._checked)
+        return root
 
 
 def _reaches_backward_elsewhere(path: str, text: str) -> bool:

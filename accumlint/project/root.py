@@ -22,16 +22,21 @@ def set_checked_paths(paths: Iterable[str]) -> None:
     marker above it, belongs to the project rooted there (a script in `tools/` importing
     the package beside `tools/`). Forked workers inherit it."""
     global _checked_parent
-    folders = [os.path.abspath(p) if os.path.isdir(p) else os.path.dirname(os.path.abspath(p)) for p in paths if p != "-"]
-    try:
-        _checked_parent = os.path.commonpath(folders) if folders else None
-    except ValueError:  # paths on different drives
-        _checked_parent = None
+    _checked_parent = common_parent(paths)
     # Spawned workers (where fork is missing) start afresh: they read it from the environment.
     if _checked_parent is None:
         os.environ.pop(CHECKED_PARENT_VARIABLE, None)
     else:
         os.environ[CHECKED_PARENT_VARIABLE] = _checked_parent
+
+
+def common_parent(paths: Iterable[str]) -> Optional[str]:
+    """The folder that holds all the checked paths (None: none, or paths on different drives)."""
+    folders = [os.path.abspath(p) if os.path.isdir(p) else os.path.dirname(os.path.abspath(p)) for p in paths if p != "-"]
+    try:
+        return os.path.commonpath(folders) if folders else None
+    except ValueError:  # paths on different drives
+        return None
 
 
 def checked_parent() -> Optional[str]:
@@ -46,6 +51,11 @@ def checked_parent() -> Optional[str]:
 def find_root(path: str) -> str:
     """The nearest folder from `path` up that holds a root marker; else the common parent
     of the checked paths when `path` lies under it; else `path`'s own folder."""
+    return root_under(path, checked_parent())
+
+
+def root_under(path: str, checked: Optional[str]) -> str:
+    """`find_root` in a run whose checked paths' common parent is `checked` (None: unknown)."""
     start = os.path.abspath(path)
     folder = start if os.path.isdir(start) else os.path.dirname(start)
     candidate = folder
@@ -56,7 +66,6 @@ def find_root(path: str) -> str:
         if parent == candidate:
             break
         candidate = parent
-    checked = checked_parent()
     if checked is not None and _inside(folder, checked):
         return checked
     return folder
