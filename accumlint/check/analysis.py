@@ -7,6 +7,7 @@ rule over every loop. Positions are computed only when something is reported.
 from __future__ import annotations
 
 import functools
+import re
 from typing import TYPE_CHECKING, NamedTuple, Optional
 
 from accumlint.compat.collector import collector_paused, freeze
@@ -327,7 +328,7 @@ def analyze(text: str, path: str, options: AnalysisOptions = AnalysisOptions()) 
     module = parse(text)
     project = view_for(path, text, module)
     found = [located.diagnostic for located in find(module, text, path, options, project)]
-    if any(d.fix for d in found) and lost_by_libcst(module, text) is None:
+    if any(d.fix for d in found) and may_not_round_trip(text) and lost_by_libcst(module, text) is None:
         found = [d._replace(fix=None) for d in found]
     importers = findings_from_importers(text, path, options)
     _record(path, project, importers)
@@ -347,6 +348,34 @@ def lost_by_libcst(module: "cst.Module", text: str) -> Optional[str]:
     if text.endswith("\r") and code == text[:-1]:
         return "\r"
     return None
+
+
+# Text LibCST has been seen not to write back as it is: a control character (a form feed or a
+# lone carriage return among them), or a backslash that ends a line (one in an indentation is dropped).
+_MAY_BE_LOST = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x85\u2028\u2029]|\\\n")
+
+
+def may_not_round_trip(text: str) -> bool:
+    """Whether the text holds what LibCST may not write back as it is (False: it writes it
+    exactly, as it does every text but those): a control character, a backslash that ends
+    a line, or an indented blank or comment line among the lines after the last code line
+    (LibCST drops an empty line before one). Writing the module back (`lost_by_libcst`)
+    costs almost half a parse; this is one search of the text. The fixer always writes
+    the module back before it changes a file, so a text this screen passes wrongly could
+    only show a fix that `--fix` then refuses, never lose a character."""
+    if _MAY_BE_LOST.search(text):
+        return True
+    end = len(text)
+    while end > 0:  # the last lines, up to the last one that holds code
+        start = text.rfind("\n", 0, end - 1 if text[end - 1] == "\n" else end) + 1
+        line = text[start:end].rstrip("\n")
+        content = line.strip(" \t")
+        if content and not content.startswith("#"):
+            return False
+        if line[:1] in (" ", "\t"):
+            return True
+        end = start
+    return False
 
 
 def _locate(module: "cst.Module", text: str, facts: "ModuleFacts", findings: list["Finding"], path: str) -> list[Located]:
