@@ -510,3 +510,37 @@ def test_the_result_cache_keeps_apart_the_projects_a_file_was_checked_in(tmp_pat
         assert _findings(output) == finding, output
         code, output = _run("check", "--cache-dir", cache, "--exit-zero", "tools/train.py", cwd=root)
         assert _findings(output) == set(), output
+
+
+def test_in_a_check_run_an_importer_of_several_helper_modules_is_analysed_once(tmp_path: Path, monkeypatch) -> None:
+    """A loop calling helpers of two modules: checking both modules analyses the loop's
+    module once in a run (issue 24), with the findings each gets outside a run."""
+    from accumlint.check import analysis
+    from accumlint.project import importers
+
+    root = tmp_path / "proj"
+    _write(root / "pyproject.toml", "")
+    _write(root / "zeroing.py", "def backward_step(loss, optimizer, accum_steps):\n    optimizer.zero_grad()\n"
+           "    (loss / accum_steps).backward()\n")
+    _write(root / "stepping.py", "def update(optimizer):\n    optimizer.step()\n    optimizer.zero_grad()\n")
+    train = _write(root / "train.py", "import torch\nfrom zeroing import backward_step\nfrom stepping import update\n\n\n"
+                   "def train(model, loader, k=4):\n    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+                   "    for i, (x, y) in enumerate(loader):\n        loss = torch.nn.functional.mse_loss(model(x), y)\n"
+                   "        backward_step(loss, optimizer, k)\n        if (i + 1) % k == 0 or i + 1 == len(loader):\n"
+                   "            update(optimizer)\n")
+    helpers = [root / "zeroing.py", root / "stepping.py"]
+
+    def findings() -> list:
+        return [[(d.line, d.code, d.message) for d in analysis.findings_from_importers(h.read_text(), str(h)).diagnostics]
+                for h in helpers]
+
+    importers.forget()
+    alone = findings()
+    assert alone[0] and alone[0][0][:2] == (2, "GA101")
+    parsed = []
+    real = analysis.parse
+    monkeypatch.setattr(analysis, "parse", lambda text: parsed.append(text) or real(text))
+    with importers.one_run():
+        in_run = findings()
+    assert in_run == alone
+    assert parsed.count(train.read_text()) == 1

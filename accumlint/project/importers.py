@@ -39,7 +39,7 @@ _CALLED = re.compile(r"\b(\w+)\s*\(")
 class _Scan:
     """The project files read, and what is learnt of them as it is asked for (it goes with the scan)."""
 
-    __slots__ = ("texts", "loops", "complete", "index", "by_name", "mentions", "calls", "digests")
+    __slots__ = ("texts", "loops", "complete", "index", "by_name", "mentions", "calls", "digests", "memo")
 
     def __init__(self, texts: dict[str, str], complete: bool) -> None:
         self.texts = texts  # path -> text of every project file read
@@ -51,6 +51,7 @@ class _Scan:
         self.mentions: dict[str, set[str]] = {}  # path -> the module names its import lines mention
         self.calls: dict[str, frozenset[str]] = {}  # path -> the names its text calls
         self.digests: dict[str, str] = {}  # path -> sha256 of its text
+        self.memo: dict = {}  # see `run_memo`
 
 
 def _scan(root: str) -> _Scan:
@@ -172,6 +173,13 @@ def _scanned(root: str) -> _Scan:
     if stamped is None or (not _in_run and time.monotonic() - stamped[0] > SCAN_LIFETIME):
         stamped = _SCANS[root] = (time.monotonic(), _scan(root))
     return stamped[1]
+
+
+def run_memo(root: str) -> Optional[dict]:
+    """In a check run (`one_run`), a dict that lives as long as the run's scan of `root`, for
+    what the analysis computes from the scanned files (an importer's findings); None outside
+    a run, where files may change between two questions."""
+    return _scanned(root).memo if _in_run else None
 
 
 def scan_ahead(root: str) -> None:
