@@ -39,7 +39,7 @@ _CALLED = re.compile(r"\b(\w+)\s*\(")
 class _Scan:
     """The project files read, and what is learnt of them as it is asked for (it goes with the scan)."""
 
-    __slots__ = ("texts", "loops", "complete", "index", "by_name", "mentions", "calls", "digests", "memo")
+    __slots__ = ("texts", "loops", "complete", "index", "by_name", "mentions", "calls", "digests", "candidates", "memo")
 
     def __init__(self, texts: dict[str, str], complete: bool) -> None:
         self.texts = texts  # path -> text of every project file read
@@ -51,6 +51,7 @@ class _Scan:
         self.mentions: dict[str, set[str]] = {}  # path -> the module names its import lines mention
         self.calls: dict[str, frozenset[str]] = {}  # path -> the names its text calls
         self.digests: dict[str, str] = {}  # path -> sha256 of its text
+        self.candidates: dict[tuple[str, frozenset[str]], list[tuple[str, str]]] = {}  # see `_candidates`
         self.memo: dict = {}  # see `run_memo`
 
 
@@ -125,9 +126,16 @@ def candidate_importers(root: str, path: str, functions: list[str]) -> list[tupl
 
 
 def _candidates(scan: _Scan, path: str, functions: list[str]) -> list[tuple[str, str]]:
-    wanted = set(functions)
+    wanted = frozenset(functions)
     if not wanted:
         return []
+    asked = (path, wanted)  # a module's names are asked twice: for the cache's dependency, then for its importers
+    if asked not in scan.candidates:
+        scan.candidates[asked] = _search(scan, path, wanted)
+    return scan.candidates[asked]
+
+
+def _search(scan: _Scan, path: str, wanted: frozenset[str]) -> list[tuple[str, str]]:
     stem = os.path.splitext(os.path.basename(path))[0]
     if stem == "__init__":
         stem = os.path.basename(os.path.dirname(path))
