@@ -10,6 +10,7 @@ import json
 import os
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 from fake_analysis import patch_in_workers
@@ -631,8 +632,12 @@ def test_carriage_return_line_endings_get_findings_and_fixes_keep_them(tmp_path,
         (TRAIN.replace("        loss.backward()", "\f        loss.backward()"), False),  # LibCST drops it
         (TRAIN.replace("import torch\n", "import torch\n\f\n"), True),
         (TRAIN.replace("import torch\n", "import torch  # page\fbreak\n"), True),
+        (TRAIN.replace("        loss.backward()", "        \\\n        loss.backward()"), False),  # LibCST drops it
+        (TRAIN + "\n  # the end\n", False),  # LibCST drops the empty line before it
+        (TRAIN + "\n# the end\n", True),
     ],
-    ids=["in-an-indentation", "own-line", "in-a-comment"],
+    ids=["in-an-indentation", "own-line", "in-a-comment", "backslash-in-an-indentation", "indented-last-comment",
+         "last-comment"],
 )
 def test_a_fix_is_offered_exactly_where_fix_applies_it_with_a_form_feed(tmp_path, monkeypatch, text, offered):
     monkeypatch.chdir(tmp_path)
@@ -644,6 +649,47 @@ def test_a_fix_is_offered_exactly_where_fix_applies_it_with_a_form_feed(tmp_path
     assert (after != text) == offered
     if offered:
         assert after == text.replace("loss.backward()", "(loss / accum_steps).backward()")
+
+
+def test_a_check_writes_the_module_back_only_for_a_text_that_may_not_round_trip(monkeypatch):
+    """Writing the module back costs almost half a parse: a check does it to decide whether
+    a fix is offered only for a text where LibCST may lose something (`may_not_round_trip`)."""
+    import random
+
+    import libcst
+
+    from accumlint.check import analysis
+
+    written = []
+    real = analysis.lost_by_libcst
+    monkeypatch.setattr(analysis, "lost_by_libcst", lambda module, text: written.append(text) or real(module, text))
+    found = analysis.analyze(TRAIN, "train.py")
+    assert [d.code for d in found] == ["GA201"] and found[0].fix is not None and written == []
+    odd = TRAIN.replace("import torch\n", "import torch\n\f\n")
+    assert analysis.analyze(odd, "train.py")[0].fix is not None and written == [odd]
+
+    # what the screen passes, LibCST writes back exactly: the fixtures, each changed at random
+    fixtures = Path(__file__).resolve().parent.parent / "fixtures" / "check"
+    texts = [p.read_text(encoding="utf-8") for p in sorted(fixtures.rglob("*.py"))][:40]
+    pieces = ["\f", "\r", "\r\n", "\\\n", " \\\n", "\n  \n", "\n\n  # c\n", "\t", " ", "\n", "# c\n", "\x00"]
+    rng = random.Random(3)
+    passed = 0
+    for index in range(1200):
+        text = texts[index % len(texts)]
+        for _ in range(2):
+            at = rng.randrange(len(text) + 1)
+            text = text[:at] + rng.choice(pieces) + text[at:]
+        if rng.random() < 0.3:
+            text = text.rstrip("\n") + rng.choice(["", "  ", "\n  ", "\n\n  # c", "\n\n\t\n", "\n# c\n"])
+        try:
+            compile(text, "t.py", "exec")
+            module = libcst.parse_module(text)
+        except (SyntaxError, ValueError, libcst.ParserSyntaxError):
+            continue
+        if not analysis.may_not_round_trip(text):
+            passed += 1
+            assert module.code == text, repr(text)
+    assert passed >= 20
 
 
 def test_add_noqa_counts_lines_as_python_does_after_a_form_feed(tmp_path, monkeypatch):

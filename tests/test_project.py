@@ -404,3 +404,193 @@ def test_an_unmarked_folder_is_not_joined_to_its_parent_by_an_import_it_resolves
     assert "root: " + str(tmp_path / "work") in output, output
 
 
+
+
+# -- the importer scan: once per root and run (issues 22 and 24) -------------------------------
+
+def test_a_check_run_scans_each_root_once_however_long_it_takes(tmp_path: Path, monkeypatch) -> None:
+    """Outside a run a scan serves SCAN_LIFETIME seconds; inside `one_run` (a check run, and
+    the workers it forks) it serves the whole run: a long run over a large unmarked tree
+    read it again every few seconds."""
+    from accumlint.project import importers
+
+    root = _project(tmp_path)
+    scans = []
+    real_scan = importers._scan
+    monkeypatch.setattr(importers, "_scan", lambda folder: scans.append(folder) or real_scan(folder))
+    clock = [1000.0]
+    monkeypatch.setattr(importers.time, "monotonic", lambda: clock[0])
+    helper = str(root / "objectives.py")
+
+    def ask_twice() -> list:
+        found = [importers.candidate_importers(str(root), helper, ["batch_objective"])]
+        clock[0] += 2 * importers.SCAN_LIFETIME
+        found.append(importers.candidate_importers(str(root), helper, ["batch_objective"]))
+        return found
+
+    with importers.one_run():
+        first, second = ask_twice()
+    assert len(scans) == 1 and [p for p, _ in first] == [p for p, _ in second] == [str(root / "train.py")]
+    scans.clear()
+    importers.forget()
+    ask_twice()
+    assert len(scans) == 2
+
+
+def test_importers_found_by_name_and_by_index_are_the_same(tmp_path: Path, monkeypatch) -> None:
+    """The first module names are looked for one by one, later ones in an index of every
+    loop file's import lines: both give the same files, in the same order."""
+    from accumlint.project import importers
+
+    root = tmp_path / "proj"
+    _write(root / "pyproject.toml", "")
+    for i in range(4):
+        _write(root / f"h{i}.py", MEAN_HELPER.format(name=f"objective{i}"))
+        _write(root / f"train{i}.py", LOOP.format(module=f"h{i}", name=f"objective{i}"))
+        _write(root / f"train{i}b.py", LOOP.format(module=f"h{3 - i}", name=f"objective{3 - i}")
+               .replace(f"from h{3 - i} import", f"from h{3 - i} import x\nfrom h{3 - i} import"))
+
+    def ask() -> list:
+        importers.forget()
+        with importers.one_run():
+            return [importers.candidate_importers(str(root), str(root / f"h{i}.py"), [f"objective{i}"]) for i in range(4)]
+
+    monkeypatch.setattr(importers, "NAMES_BEFORE_INDEX", 100)
+    one_by_one = ask()
+    monkeypatch.setattr(importers, "NAMES_BEFORE_INDEX", 0)
+    indexed = ask()
+    assert one_by_one == indexed
+    assert [[Path(p).name for p, _ in found] for found in indexed] == [
+        ["train0.py", "train3b.py"], ["train1.py", "train2b.py"], ["train1b.py", "train2.py"], ["train0b.py", "train3.py"]]
+
+
+def _resolution_tree(tmp_path: Path) -> Path:
+    """Imports of every form: absolute from the root, `src/` and the importer's folder,
+    relative up two levels, `from pkg import module`, `from . import module`, packages."""
+    root = tmp_path / "tree"
+    files = {
+        "pyproject.toml": "",
+        "top.py": "",
+        "src/lib/__init__.py": "",
+        "src/lib/inner/deep.py": "",
+        "pkg/__init__.py": "from . import steps\n",
+        "pkg/steps.py": "from .sub.leaf import f\nfrom ..top import g\n",
+        "pkg/sub/__init__.py": "from .. import steps\nfrom . import leaf\n",
+        "pkg/sub/leaf.py": "from ...pkg import steps\nfrom ..steps import h\nimport lib.inner.deep\n",
+        "tools/run.py": "import top\nimport pkg.sub.leaf as leaf\nfrom pkg import steps\nfrom lib import inner\n"
+                        "from pkg.sub import leaf\nimport beside\n",
+        "tools/beside.py": "from lib.inner import deep\nfrom pkg.sub import *\nimport pkg\n",
+    }
+    for name, text in files.items():
+        _write(root / name, text)
+    return root
+
+
+def test_an_importer_whose_imports_cannot_name_a_module_is_screened_out_soundly(tmp_path: Path) -> None:
+    """`may_name_module` is False only where the resolved imports do not name the module:
+    every pair of modules of the fixture projects and of a tree with imports of every form."""
+    from accumlint.project import view_for_file
+    from accumlint.project.modules import root_of
+    from accumlint.project.root import may_name_module
+
+    trees = [_resolution_tree(tmp_path)] + [p for p in PROJECTS.iterdir() if p.is_dir()]
+    named = 0
+    for tree in trees:
+        modules = sorted(str(p.resolve()) for p in tree.rglob("*.py"))
+        for importer in modules:
+            view = view_for_file(importer)
+            resolved = {os.path.abspath(m) for m in view.imported_modules()} if view is not None else set()
+            text = Path(importer).read_text(encoding="utf-8")
+            for target in modules:
+                if target in resolved:
+                    named += 1
+                    assert may_name_module(root_of(importer), importer, target, text), (importer, target)
+    assert named >= 20
+    tree = tmp_path / "tree"
+    outside = _write(tmp_path / "tree" / "other+repo" / "x.py", "from pkg import steps\nimport leaf\n")
+    assert not may_name_module(str(tree), str(outside), str(tree / "pkg" / "sub" / "leaf.py"), outside.read_text())
+    assert may_name_module(str(tree), str(outside), str(tree / "pkg" / "steps.py"), outside.read_text())
+
+
+def test_importers_in_other_checkouts_of_an_unmarked_tree_are_not_read(tmp_path: Path, monkeypatch) -> None:
+    """Checked across checkouts without a marker, the tree is one project: a loop file of
+    another checkout whose imports cannot name the helper's module (a checkout's folder name
+    is no identifier) is not summarised to learn so; the real importer still finds it."""
+    from accumlint.project import importers, summary
+
+    eco = tmp_path / "eco"
+    for repo in ("org+alpha", "org+beta"):
+        _write(eco / repo / "steps.py", "def backward_step(loss, optimizer, accum_steps):\n    optimizer.zero_grad()\n"
+               "    (loss / accum_steps).backward()\n")
+        _write(eco / repo / "train.py", "import torch\nfrom steps import backward_step\n\n\ndef train(model, loader, k=4):\n"
+               "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n    for i, (x, y) in enumerate(loader):\n"
+               "        loss = torch.nn.functional.mse_loss(model(x), y)\n        backward_step(loss, optimizer, k)\n"
+               "        if (i + 1) % k == 0 or i + 1 == len(loader):\n            optimizer.step()\n")
+    summarised = []
+    real = summary.summarize
+    monkeypatch.setattr(summary, "summarize", lambda path, text: summarised.append(Path(path).parent.name) or real(path, text))
+    import accumlint.project.modules as modules
+    monkeypatch.setattr(modules, "summarize", summary.summarize)
+    from accumlint.project.root import set_checked_paths
+
+    helper = eco / "org+alpha" / "steps.py"
+    set_checked_paths([str(eco / "org+alpha"), str(eco / "org+beta")])
+    try:
+        importers.forget()
+        found = [(d.line, d.code, d.message.split(" in ")[-1]) for d in analyze(helper.read_text(), str(helper))]
+    finally:
+        set_checked_paths([])
+    assert [(line, code) for line, code, _ in found] == [(2, "GA101")]
+    assert found[0][2].endswith(f"{os.path.join('org+alpha', 'train.py')}:7")
+    assert "org+beta" not in summarised
+
+
+def test_the_result_cache_keeps_apart_the_projects_a_file_was_checked_in(tmp_path: Path) -> None:
+    """Without a root marker the project is the checked paths' common parent: the same file
+    checked beside other paths, or alone, is checked in another project, and a result from
+    one is never served in the other."""
+    root = tmp_path / "plain_copy"
+    _write(root / "mylib" / "__init__.py", "")
+    _write(root / "mylib" / "losses.py", MEAN_HELPER.format(name="batch_objective"))
+    _write(root / "tools" / "train.py", LOOP.format(module="mylib.losses", name="batch_objective"))
+    cache = str(tmp_path / "cache")
+    finding = {f"{Path('tools', 'train.py')}:10:9: GA201"}
+    for _ in range(2):
+        code, output = _run("check", "--cache-dir", cache, "--exit-zero", "tools/train.py", "mylib/losses.py", cwd=root)
+        assert _findings(output) == finding, output
+        code, output = _run("check", "--cache-dir", cache, "--exit-zero", "tools/train.py", cwd=root)
+        assert _findings(output) == set(), output
+
+
+def test_in_a_check_run_an_importer_of_several_helper_modules_is_analysed_once(tmp_path: Path, monkeypatch) -> None:
+    """A loop calling helpers of two modules: checking both modules analyses the loop's
+    module once in a run (issue 24), with the findings each gets outside a run."""
+    from accumlint.check import analysis
+    from accumlint.project import importers
+
+    root = tmp_path / "proj"
+    _write(root / "pyproject.toml", "")
+    _write(root / "zeroing.py", "def backward_step(loss, optimizer, accum_steps):\n    optimizer.zero_grad()\n"
+           "    (loss / accum_steps).backward()\n")
+    _write(root / "stepping.py", "def update(optimizer):\n    optimizer.step()\n    optimizer.zero_grad()\n")
+    train = _write(root / "train.py", "import torch\nfrom zeroing import backward_step\nfrom stepping import update\n\n\n"
+                   "def train(model, loader, k=4):\n    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+                   "    for i, (x, y) in enumerate(loader):\n        loss = torch.nn.functional.mse_loss(model(x), y)\n"
+                   "        backward_step(loss, optimizer, k)\n        if (i + 1) % k == 0 or i + 1 == len(loader):\n"
+                   "            update(optimizer)\n")
+    helpers = [root / "zeroing.py", root / "stepping.py"]
+
+    def findings() -> list:
+        return [[(d.line, d.code, d.message) for d in analysis.findings_from_importers(h.read_text(), str(h)).diagnostics]
+                for h in helpers]
+
+    importers.forget()
+    alone = findings()
+    assert alone[0] and alone[0][0][:2] == (2, "GA101")
+    parsed = []
+    real = analysis.parse
+    monkeypatch.setattr(analysis, "parse", lambda text: parsed.append(text) or real(text))
+    with importers.one_run():
+        in_run = findings()
+    assert in_run == alone
+    assert parsed.count(train.read_text()) == 1

@@ -7,6 +7,7 @@ rule over every loop. Positions are computed only when something is reported.
 from __future__ import annotations
 
 import functools
+import re
 from typing import TYPE_CHECKING, NamedTuple, Optional
 
 from accumlint.compat.collector import collector_paused, freeze
@@ -200,63 +201,135 @@ def findings_from_importers(text: str, path: str, options: AnalysisOptions = Ana
     return found
 
 
-def _importers_findings(text: str, path: str, target: str, root: str, options: AnalysisOptions,
-                        importers: list[tuple[str, str]]) -> ProjectAnalysis:
+def scan_importers_ahead(sources: list[tuple[str, str]]) -> None:
+    """Scan now the project trees whose importers `findings_from_importers` will ask for
+    these modules ((path, text) each): a run does it before it forks its workers, which
+    inherit the scans (`importers.scan_ahead`) instead of each reading the tree again."""
     import os
 
+    from accumlint.project.importers import helper_names, scan_ahead
+    from accumlint.project.root import find_root
+
+    roots = {find_root(os.path.abspath(path)) for path, text in sources if path and os.path.isfile(path) and helper_names(text)}
+    for root in sorted(roots):
+        scan_ahead(root)
+
+
+class _ImporterAnalysis(NamedTuple):
+    """What one importer's loops find on statements of other modules' helpers, whichever
+    module is asked about: each finding with where it stands, the loop's name and header line."""
+
+    view: object  # the importer's `ProjectView`
+    foreign: list[tuple["Finding", tuple, str, Optional[int]]]
+    complete: bool  # False: the rules failed part-way (what they found before counts; the importer's reads do not)
+
+
+def _importer_analysis(other: str, other_text: str, view, options: AnalysisOptions) -> Optional[_ImporterAnalysis]:
+    """The analysis of an importer (`_ImporterAnalysis`); None when it cannot be analysed."""
     from accumlint.model.build import model_of
     from accumlint.model.positions import positions_of
-    from accumlint.project import view_for_file
-    from accumlint.rules.catalog import rule
     from accumlint.rules.registry import window_findings
 
+    try:
+        module = parse(other_text)
+        model = model_of(module, other_text, options, view)
+    except Exception:  # noqa: BLE001 - an importer that cannot be analysed says nothing
+        return None
+    foreign: list[tuple["Finding", tuple, str, Optional[int]]] = []
+    try:
+        for window in model.windows:
+            loop = window.loop
+            header = None
+            for finding in window_findings(window):
+                if not model.facts.foreign(finding.node):
+                    continue
+                where = view.position(finding.node)
+                if where is None:
+                    continue
+                if header is None:
+                    header = positions_of(module, [loop.node], other_text).get(loop.node)
+                name = loop.function.name.value + "()" if loop.function is not None else "the module's loop"
+                foreign.append((finding, where, name, header.start.line if header is not None else None))
+    except Exception:  # noqa: BLE001 - precision first: a loop the rules cannot read says nothing
+        return _ImporterAnalysis(view, foreign, False)
+    finally:
+        model.release()
+    return _ImporterAnalysis(view, foreign, True)
+
+
+def _importers_findings(text: str, path: str, target: str, root: str, options: AnalysisOptions,
+                        importers: list[tuple[str, str]]) -> ProjectAnalysis:
+    """In a check run (`importers.run_memo`), each importer is analysed once, whichever of
+    its helper modules asks, while the module asking reads as it is on disk (what every
+    other importer's analysis read it as): not for a fix's text not yet written."""
+    import os
+
+    from accumlint.project import view_for_file
+    from accumlint.project.importers import run_memo
+    from accumlint.project.modules import root_of
+    from accumlint.project.root import may_name_module
+    from accumlint.rules.catalog import rule
+
+    memo = run_memo(root) if _as_on_disk(target, text) else None
     found: dict[tuple, Diagnostic] = {}
     fixes: dict[tuple, ForeignFix] = {}
     reads: dict[str, str] = {}
     for other, other_text in importers:
-        view = view_for_file(other)
-        if view is None or target not in {os.path.abspath(m) for m in view.imported_modules()}:
+        if not may_name_module(root_of(other), other, target, other_text):
+            continue  # its imports cannot name this module: spare reading its summary
+        remembered = memo.get((other, options), False) if memo is not None else False
+        if remembered is False:
+            view = view_for_file(other)
+            if view is None or target not in {os.path.abspath(m) for m in view.imported_modules()}:
+                continue
+            analysis = _importer_analysis(other, other_text, view, options)
+            if memo is not None:
+                memo[(other, options)] = analysis
+        else:
+            analysis = remembered
+            if analysis is None or target not in {os.path.abspath(m) for m in analysis.view.imported_modules()}:
+                continue
+        if analysis is None:
             continue
+        view = analysis.view
         try:
-            module = parse(other_text)
-            model = model_of(module, other_text, options, view)
-        except Exception:  # noqa: BLE001 - an importer that cannot be analysed says nothing
-            continue
-        try:
-            for window in model.windows:
-                for finding in window_findings(window):
-                    if not model.facts.foreign(finding.node):
-                        continue
-                    where = view.position(finding.node)
-                    if where is None or os.path.abspath(where[0]) != target:
-                        continue
-                    key = (finding.code, where[1], where[2])
-                    if key in found:
-                        continue
-                    loop = window.loop
-                    header = positions_of(module, [loop.node], other_text).get(loop.node)
-                    name = loop.function.name.value + "()" if loop.function is not None else "the module's loop"
-                    at = f" in {name} at {_shown(other)}:{header.start.line}" if header is not None else ""
-                    related = "the window's step"
-                    info = rule(finding.code)
-                    offered = _foreign_fix(view, finding, target, text, root, info.fix)
-                    found[key] = Diagnostic(
-                        path=path, line=where[1], column=where[2], end_line=where[3], end_column=where[4],
-                        code=finding.code, name=info.name,
-                        message=one_line(finding.message.replace("{related}", related)) + at,
-                        fix=FixInfo(info.fix, one_line(finding.fix_description)) if offered and info.fix != "none" else None,
-                        help=one_line(finding.help.replace("{related}", related)),
-                    )
-                    if offered is not None:
-                        snippet, function = offered
-                        fixes[key] = ForeignFix(found[key], snippet, function.line, function.end, finding.edits)
+            for finding, where, name, header_line in analysis.foreign:
+                if os.path.abspath(where[0]) != target:
+                    continue
+                key = (finding.code, where[1], where[2])
+                if key in found:
+                    continue
+                at = f" in {name} at {_shown(other)}:{header_line}" if header_line is not None else ""
+                related = "the window's step"
+                info = rule(finding.code)
+                offered = _foreign_fix(view, finding, target, text, root, info.fix)
+                found[key] = Diagnostic(
+                    path=path, line=where[1], column=where[2], end_line=where[3], end_column=where[4],
+                    code=finding.code, name=info.name,
+                    message=one_line(finding.message.replace("{related}", related)) + at,
+                    fix=FixInfo(info.fix, one_line(finding.fix_description)) if offered and info.fix != "none" else None,
+                    help=one_line(finding.help.replace("{related}", related)),
+                )
+                if offered is not None:
+                    snippet, function = offered
+                    fixes[key] = ForeignFix(found[key], snippet, function.line, function.end, finding.edits)
         except Exception:  # noqa: BLE001 - precision first: a loop the rules cannot read says nothing
             continue
-        finally:
-            model.release()
+        if not analysis.complete:
+            continue
         reads[other] = _digest(other_text)
         reads.update(view.reads)
     return ProjectAnalysis(sorted(found.values(), key=Diagnostic.sort_key), reads, tuple(fixes.values()))
+
+
+def _as_on_disk(path: str, text: str) -> bool:
+    """Whether the module at `path` reads as `text` on disk."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return False
+    return data.decode("utf-8", errors="replace").lstrip("\ufeff") == text
 
 
 def _foreign_fix(view, finding: "Finding", target: str, text: str, root: str, kind: str) -> Optional[tuple]:
@@ -309,7 +382,7 @@ def analyze(text: str, path: str, options: AnalysisOptions = AnalysisOptions()) 
     module = parse(text)
     project = view_for(path, text, module)
     found = [located.diagnostic for located in find(module, text, path, options, project)]
-    if any(d.fix for d in found) and lost_by_libcst(module, text) is None:
+    if any(d.fix for d in found) and may_not_round_trip(text) and lost_by_libcst(module, text) is None:
         found = [d._replace(fix=None) for d in found]
     importers = findings_from_importers(text, path, options)
     _record(path, project, importers)
@@ -329,6 +402,34 @@ def lost_by_libcst(module: "cst.Module", text: str) -> Optional[str]:
     if text.endswith("\r") and code == text[:-1]:
         return "\r"
     return None
+
+
+# Text LibCST has been seen not to write back as it is: a control character (a form feed or a
+# lone carriage return among them), or a backslash that ends a line (one in an indentation is dropped).
+_MAY_BE_LOST = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x85\u2028\u2029]|\\\n")
+
+
+def may_not_round_trip(text: str) -> bool:
+    """Whether the text holds what LibCST may not write back as it is (False: it writes it
+    exactly, as it does every text but those): a control character, a backslash that ends
+    a line, or an indented blank or comment line among the lines after the last code line
+    (LibCST drops an empty line before one). Writing the module back (`lost_by_libcst`)
+    costs almost half a parse; this is one search of the text. The fixer always writes
+    the module back before it changes a file, so a text this screen passes wrongly could
+    only show a fix that `--fix` then refuses, never lose a character."""
+    if _MAY_BE_LOST.search(text):
+        return True
+    end = len(text)
+    while end > 0:  # the last lines, up to the last one that holds code
+        start = text.rfind("\n", 0, end - 1 if text[end - 1] == "\n" else end) + 1
+        line = text[start:end].rstrip("\n")
+        content = line.strip(" \t")
+        if content and not content.startswith("#"):
+            return False
+        if line[:1] in (" ", "\t"):
+            return True
+        end = start
+    return False
 
 
 def _locate(module: "cst.Module", text: str, facts: "ModuleFacts", findings: list["Finding"], path: str) -> list[Located]:

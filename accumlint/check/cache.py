@@ -313,9 +313,13 @@ class Cache:
         self.hits = 0
         self.writes = 0
 
-    def key(self, text: str, options: object) -> str:
+    def key(self, text: str, options: object, root: str = "") -> str:
+        """The key of a text's result under `options`, in the project rooted at `root`:
+        without a root marker the root is the checked paths' common parent, so the same
+        file checked beside other paths may read another project."""
         digest = hashlib.sha256(self._salt.encode())
         digest.update(repr(options).encode())
+        digest.update(root.encode("utf-8", "surrogatepass") + b"\0")
         digest.update(text.encode("utf-8", "surrogatepass"))
         return digest.hexdigest()
 

@@ -13,6 +13,7 @@ Every failure is a value attached to its file (a `syntax-error`,
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from dataclasses import dataclass, field
@@ -258,17 +259,20 @@ def execute(
     A file whose worker crashed, was killed or ran past `budget` seconds gets
     an internal error naming what happened; the other files are not affected.
     """
-    from accumlint.check.workers import Failure, WorkerPool
+    from accumlint.check.workers import Failure, WorkerPool, start_method
 
     workers = _workers(jobs, tasks)
     progress(0, len(tasks))
     if not tasks:
         return [], 0
     if workers > 1:  # imported once here, inherited by the forked workers
-        from accumlint.check.analysis import load_analysis
+        from accumlint.check.analysis import load_analysis, scan_importers_ahead
 
         load_analysis()
         import accumlint.check.fixes  # noqa: F401
+
+        if start_method() == "fork":
+            scan_importers_ahead([(task.path, task.text) for task in tasks])
 
     results: list[Optional[TaskResult]] = [None] * len(tasks)
     order = sorted(range(len(tasks)), key=lambda i: -len(tasks[i].text))  # biggest first
@@ -368,6 +372,7 @@ def check(request: Request, resolver: Resolver, progress: Progress = _no_progres
         from accumlint.check.cache import open_cache
 
         cache = open_cache(request.cache_dir, request.paths)
+        roots = _Roots(request)
     files: list[FileResult] = []
     unfixable: list[tuple[FileResult, frozenset[str]]] = []
     pending: list[_Pending] = []
@@ -397,7 +402,7 @@ def check(request: Request, resolver: Resolver, progress: Progress = _no_progres
         enabled = settings.enabled_for(path)
         item = _Pending(result, settings, enabled)
         if cache is not None:
-            item.cache_key = cache.key(document.text, options)
+            item.cache_key = cache.key(document.text, options, roots.of(path))
             cached = cache.get(item.cache_key, path)
             if cached is not None and not (
                 request.fix and _fixable(_select(document, cached, enabled), settings.unsafe_fixes)
@@ -408,25 +413,54 @@ def check(request: Request, resolver: Resolver, progress: Progress = _no_progres
         fixable = None if settings.fixable >= enabled else settings.fixable
         tasks.append(Task(path, document.text, options, enabled, request.fix, settings.unsafe_fixes, gate, plain, fixable))
 
+    run = contextlib.nullcontext()
     if tasks:  # what has nothing to analyse never imports the project's reader (LibCST)
+        from accumlint.project.importers import one_run
         from accumlint.project.root import set_checked_paths
 
         set_checked_paths(request.paths if request.stdin is None else ())
-    outcomes, workers = execute(tasks, request.jobs, progress, request.file_budget)
-    unwritten = [
-        (item, task) for item, task, outcome in zip(pending, tasks, outcomes) if not _finish(item, outcome, cache, request)
-    ]
-    if unwritten:  # their findings are those of the text still on disk: check it again
-        rechecks, _ = execute([task._replace(fix=False) for _, task in unwritten], request.jobs, budget=request.file_budget)
-        for (item, _), outcome in zip(unwritten, rechecks):
-            result = item.result
-            result.diagnostics = result.diagnostics + _select(result.original, outcome.diagnostics, item.enabled)
+        run = one_run()
+    with run:
+        outcomes, workers = execute(tasks, request.jobs, progress, request.file_budget)
+        unwritten = [
+            (item, task) for item, task, outcome in zip(pending, tasks, outcomes) if not _finish(item, outcome, cache, request)
+        ]
+        if unwritten:  # their findings are those of the text still on disk: check it again
+            from accumlint.project.importers import forget
+
+            forget()  # the tree as the fixes written left it
+            rechecks, _ = execute([task._replace(fix=False) for _, task in unwritten], request.jobs, budget=request.file_budget)
+            for (item, _), outcome in zip(unwritten, rechecks):
+                result = item.result
+                result.diagnostics = result.diagnostics + _select(result.original, outcome.diagnostics, item.enabled)
     _report_once(files)
     if cache is not None:
         cache.prune()
     for result, fixable in unfixable:
         result.diagnostics = [d if d.fix is None or d.code in fixable else d._replace(fix=None) for d in result.diagnostics]
     return RunResult(files, analysed=len(tasks), cache_hits=cache.hits if cache else 0, workers=workers)
+
+
+class _Roots:
+    """The project root of each checked file, for the result cache's key (one search per folder)."""
+
+    def __init__(self, request: Request) -> None:
+        from accumlint.project.root import common_parent
+
+        self._checked = common_parent(request.paths) if request.stdin is None else None
+        self._found: dict[str, str] = {}
+
+    def of(self, path: str) -> str:
+        """"" for a text that has no file (stdin without `--stdin-filename`)."""
+        from accumlint.project.root import root_under
+
+        if path == "-" or not os.path.isfile(path):
+            return ""
+        folder = os.path.dirname(os.path.abspath(path))
+        root = self._found.get(folder)
+        if root is None:
+            root = self._found[folder] = root_under(folder, self._checked)
+        return root
 
 
 def _reaches_backward_elsewhere(path: str, text: str) -> bool:

@@ -9,15 +9,15 @@ and bytes so that a very large tree costs a bounded scan, never a hang.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import re
 import stat
 import time
-from typing import NamedTuple, Optional
+from typing import Iterator, Optional
 
-from accumlint.project.root import IMPORT_LINE as _IMPORT_LINE
 from accumlint.project.root import joined_ancestor
 
 # A tree larger than this is not scanned further: importers beyond it stay unknown.
@@ -25,21 +25,36 @@ MAX_FILES = 5_000
 MAX_BYTES = 64 << 20
 MAX_FILE_BYTES = 2_000_000
 _SKIPPED_FOLDERS = {"__pycache__", "node_modules", "site-packages", "dist-packages", "build", "dist"}
-_LOOP = re.compile(r"^[ \t]*(?:for|while|async[ \t]+for)\b", re.MULTILINE)
+# An import line, matched in "\n" + text: a pattern that begins with a literal is searched for
+# line by line, where `^` under MULTILINE is tried at every offset of the text.
+_IMPORT_LINE = re.compile(r"\n[ \t]*(?:from[ \t]+([.\w]+)[ \t]+import\b([^\n#;]*)|import[ \t]+([\w.]+))")
+_LOOP = re.compile(r"\n[ \t]*(?:for|while|async[ \t]+for)\b")  # in "\n" + text, as `_IMPORT_LINE`
 
-# A scan serves this many seconds (a long-lived editor-server process sees new files after it).
+# Outside a check run (`one_run`), a scan serves this many seconds: a long-lived process, such
+# as a library user's, sees new files after it.
 SCAN_LIFETIME = 5.0
 _SCANS: dict[str, tuple[float, "_Scan"]] = {}
-_MENTIONS: dict[str, frozenset[str]] = {}
-_CALLS: dict[str, frozenset[str]] = {}
-_BY_MENTION: dict[str, dict[str, list[str]]] = {}
+_in_run = False
 _CALLED = re.compile(r"\b(\w+)\s*\(")
 
 
-class _Scan(NamedTuple):
-    texts: dict[str, str]  # path -> text of every project file read
-    loops: frozenset[str]  # the files among them that hold a loop
-    complete: bool  # False: the tree was larger than the bounds, some files were not read
+class _Scan:
+    """The project files read, and what is learnt of them as it is asked for (it goes with the scan)."""
+
+    __slots__ = ("texts", "loops", "complete", "index", "by_name", "mentions", "calls", "digests", "candidates", "memo")
+
+    def __init__(self, texts: dict[str, str], complete: bool) -> None:
+        self.texts = texts  # path -> text of every project file read
+        self.loops = sorted(p for p, text in texts.items() if _LOOP.search("\n" + text))  # those that hold a loop
+        self.complete = complete  # False: the tree was larger than the bounds, some files were not read
+        # module name -> the loop files whose import lines mention it: for every name (`_mentioning`) ...
+        self.index: Optional[dict[str, list[str]]] = None
+        self.by_name: dict[str, list[str]] = {}  # ... or for the names asked so far
+        self.mentions: dict[str, set[str]] = {}  # path -> the module names its import lines mention
+        self.calls: dict[str, frozenset[str]] = {}  # path -> the names its text calls
+        self.digests: dict[str, str] = {}  # path -> sha256 of its text
+        self.candidates: dict[tuple[str, frozenset[str]], list[tuple[str, str]]] = {}  # see `_candidates`
+        self.memo: dict = {}  # see `run_memo`
 
 
 def _scan(root: str) -> _Scan:
@@ -57,7 +72,7 @@ def _scan(root: str) -> _Scan:
                 continue
             files += 1
             if files > MAX_FILES or total > MAX_BYTES:
-                return _Scan(found, _with_loops(found), False)
+                return _Scan(found, False)
             path = os.path.join(folder, name)
             try:
                 status = os.stat(path)
@@ -70,31 +85,26 @@ def _scan(root: str) -> _Scan:
                 continue
             total += len(text)
             found[path] = text
-    return _Scan(found, _with_loops(found), True)
+    return _Scan(found, True)
 
 
-def _with_loops(texts: dict[str, str]) -> frozenset[str]:
-    return frozenset(path for path, text in texts.items() if _LOOP.search(text) is not None)
-
-
-def _mentioned(path: str, text: str) -> frozenset[str]:
+def _mentioned(scan: _Scan, path: str) -> set[str]:
     """The module names a file's import lines mention (and the names `from X import` takes)."""
-    names = _MENTIONS.get(path)
-    if names is None:
-        found: set[str] = set()
-        for match in _IMPORT_LINE.finditer(text):
+    found = scan.mentions.get(path)
+    if found is None:
+        found = scan.mentions[path] = set()
+        for match in _IMPORT_LINE.finditer("\n" + scan.texts[path]):
             module = match.group(1) or match.group(3)
             found.update(part for part in module.split(".") if part)
             if match.group(2):  # `from . import steps`: the names may be modules
                 found.update(re.findall(r"\w+", match.group(2)))
-        names = _MENTIONS[path] = frozenset(found)
-    return names
+    return found
 
 
-def _called_names(path: str, text: str) -> frozenset[str]:
-    names = _CALLS.get(path)
+def _called_names(scan: _Scan, path: str) -> frozenset[str]:
+    names = scan.calls.get(path)
     if names is None:
-        names = _CALLS[path] = frozenset(_CALLED.findall(text))
+        names = scan.calls[path] = frozenset(_CALLED.findall(scan.texts[path]))
     return names
 
 
@@ -114,42 +124,94 @@ def candidate_importers(root: str, path: str, functions: list[str]) -> list[tupl
     """(path, text) of the project files that may import the module at `path` and call one
     of `functions` in a loop: their import lines name its module and they call the
     function. Resolving their imports decides."""
-    wanted = set(functions)
+    return _candidates(_scanned(root), path, functions) if functions else []
+
+
+def _candidates(scan: _Scan, path: str, functions: list[str]) -> list[tuple[str, str]]:
+    wanted = frozenset(functions)
     if not wanted:
         return []
-    scan = _scanned(root)
+    asked = (path, wanted)  # a module's names are asked twice: for the cache's dependency, then for its importers
+    if asked not in scan.candidates:
+        scan.candidates[asked] = _search(scan, path, wanted)
+    return scan.candidates[asked]
+
+
+def _search(scan: _Scan, path: str, wanted: frozenset[str]) -> list[tuple[str, str]]:
     stem = os.path.splitext(os.path.basename(path))[0]
     if stem == "__init__":
         stem = os.path.basename(os.path.dirname(path))
     target = os.path.abspath(path)
     found = []
-    for other in _mentioning(root, scan).get(stem, ()):  # in a stable order: the first loop names a finding
+    for other in _mentioning(scan, stem):  # in a stable order: the first loop names a finding
+        if os.path.abspath(other) == target:
+            continue
         text = scan.texts[other]
-        if os.path.abspath(other) != target and wanted & _called_names(other, text):
+        # a name it calls is in its text: most files do not hold one (one search each, not every call)
+        if any(name in text for name in wanted) and wanted & _called_names(scan, other):
             found.append((other, text))
     return found
 
 
-def _mentioning(root: str, scan: _Scan) -> dict[str, list[str]]:
-    """Module name -> the loop files (sorted) whose import lines mention it: built once per
-    scan, so that asking for each module of a large project does not read every file again."""
-    index = _BY_MENTION.get(root)
-    if index is None:
-        index = _BY_MENTION[root] = {}
-        for other in sorted(scan.loops):
-            for name in _mentioned(other, scan.texts[other]):
-                index.setdefault(name, []).append(other)
-    return index
+# How many module names are looked for one by one (a search of every loop file's text for the
+# name, then its import lines where it occurs) before the import lines of all are indexed.
+NAMES_BEFORE_INDEX = 8
+
+
+def _mentioning(scan: _Scan, name: str) -> list[str]:
+    """The loop files (sorted) whose import lines mention the module name `name`. The first
+    few names asked are looked for one by one; then every loop file's import lines are
+    indexed once, so that asking for each module of a large project does not read every
+    file again."""
+    found = scan.by_name.get(name)
+    if found is None:
+        if scan.index is None and len(scan.by_name) >= NAMES_BEFORE_INDEX:
+            scan.index = {}
+            for other in scan.loops:
+                for mentioned in _mentioned(scan, other):
+                    scan.index.setdefault(mentioned, []).append(other)
+        if scan.index is not None:
+            found = scan.index.get(name, [])
+        else:
+            found = [other for other in scan.loops if name in scan.texts[other] and name in _mentioned(scan, other)]
+        scan.by_name[name] = found
+    return found
 
 
 def _scanned(root: str) -> _Scan:
     stamped = _SCANS.get(root)
-    if stamped is None or time.monotonic() - stamped[0] > SCAN_LIFETIME:
+    if stamped is None or (not _in_run and time.monotonic() - stamped[0] > SCAN_LIFETIME):
         stamped = _SCANS[root] = (time.monotonic(), _scan(root))
-        _MENTIONS.clear()
-        _CALLS.clear()
-        _BY_MENTION.pop(root, None)
     return stamped[1]
+
+
+def run_memo(root: str) -> Optional[dict]:
+    """In a check run (`one_run`), a dict that lives as long as the run's scan of `root`, for
+    what the analysis computes from the scanned files (an importer's findings); None outside
+    a run, where files may change between two questions."""
+    return _scanned(root).memo if _in_run else None
+
+
+def scan_ahead(root: str) -> None:
+    """Scan the tree at `root` now: a run does it before it forks its workers, which inherit
+    the scan instead of each making its own."""
+    _scanned(root)
+
+
+@contextlib.contextmanager
+def one_run() -> Iterator[None]:
+    """Within the block, one check run: each root is scanned once (the scans from before it
+    are dropped), and the scan serves the whole run, however long it takes. A run's files
+    change only when it writes its fixes, after every analysis (it calls `forget` then).
+    Forked workers inherit it, with the scans made before they start."""
+    global _in_run
+    forget()
+    _in_run = True
+    try:
+        yield
+    finally:
+        _in_run = False
+        forget()
 
 
 def single_caller(root: str, path: str, text: str, name: str) -> bool:
@@ -215,8 +277,12 @@ def unchanged(key: str, fingerprint: str) -> bool:
 
 def _fingerprint(root: str, path: str, functions: list[str]) -> str:
     digest = hashlib.sha256()
-    for other, text in sorted(candidate_importers(root, path, functions)):
-        digest.update(f"{other}\0{hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()}\0".encode())
+    scan = _scanned(root)
+    for other, text in sorted(_candidates(scan, path, functions)):
+        text_digest = scan.digests.get(other)
+        if text_digest is None:
+            text_digest = scan.digests[other] = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+        digest.update(f"{other}\0{text_digest}\0".encode())
     return digest.hexdigest()
 
 
@@ -227,6 +293,3 @@ def forget(root: Optional[str] = None) -> None:
         _SCANS.clear()
     else:
         _SCANS.pop(root, None)
-    _MENTIONS.clear()
-    _CALLS.clear()
-    _BY_MENTION.clear()

@@ -24,16 +24,21 @@ def set_checked_paths(paths: Iterable[str]) -> None:
     marker above it, belongs to the project rooted there (a script in `tools/` importing
     the package beside `tools/`). Forked workers inherit it."""
     global _checked_parent
-    folders = [os.path.abspath(p) if os.path.isdir(p) else os.path.dirname(os.path.abspath(p)) for p in paths if p != "-"]
-    try:
-        _checked_parent = os.path.commonpath(folders) if folders else None
-    except ValueError:  # paths on different drives
-        _checked_parent = None
+    _checked_parent = common_parent(paths)
     # Spawned workers (where fork is missing) start afresh: they read it from the environment.
     if _checked_parent is None:
         os.environ.pop(CHECKED_PARENT_VARIABLE, None)
     else:
         os.environ[CHECKED_PARENT_VARIABLE] = _checked_parent
+
+
+def common_parent(paths: Iterable[str]) -> Optional[str]:
+    """The folder that holds all the checked paths (None: none, or paths on different drives)."""
+    folders = [os.path.abspath(p) if os.path.isdir(p) else os.path.dirname(os.path.abspath(p)) for p in paths if p != "-"]
+    try:
+        return os.path.commonpath(folders) if folders else None
+    except ValueError:  # paths on different drives
+        return None
 
 
 def checked_parent() -> Optional[str]:
@@ -49,6 +54,11 @@ def find_root(path: str) -> str:
     """The nearest folder from `path` up that holds a root marker; else the common parent
     of the checked paths when `path` lies under it, or `path`'s own folder, either one
     widened to the ancestors its imports join it to (`joined_ancestor`)."""
+    return root_under(path, checked_parent())
+
+
+def root_under(path: str, checked: Optional[str]) -> str:
+    """`find_root` in a run whose checked paths' common parent is `checked` (None: unknown)."""
     start = os.path.abspath(path)
     folder = start if os.path.isdir(start) else os.path.dirname(start)
     candidate = folder
@@ -59,7 +69,6 @@ def find_root(path: str) -> str:
         if parent == candidate:
             break
         candidate = parent
-    checked = checked_parent()
     if checked is not None and _inside(folder, checked):
         return joined_ancestor(checked)
     return joined_ancestor(folder)
@@ -141,6 +150,26 @@ def search_folders(root: str, importer: str) -> tuple[str, ...]:
         if folder not in unique and _inside(folder, root):
             unique.append(folder)
     return tuple(unique)
+
+
+def may_name_module(root: str, importer: str, target: str, text: str) -> bool:
+    """Whether an import of the module at `importer` (whose text is `text`) may resolve to the
+    module file `target` (`resolve_module`, `resolve_submodule`); False only when none can,
+    decided without reading the imports themselves.
+
+    Every way an import reaches a module looks it up in a folder (a search folder, a
+    relative import's package, an imported package): the module's parent folder itself,
+    which is then the root, its `src/`, or the importer's folder or one of its ancestors,
+    or a folder further up, from which the dotted name spells the parent folder's name,
+    which the importer's text then holds."""
+    module = os.path.dirname(target) if os.path.basename(target) == "__init__.py" else os.path.splitext(target)[0]
+    parent = os.path.dirname(module)
+    if parent in (root, os.path.join(root, "src")) or _inside(os.path.dirname(os.path.abspath(importer)), parent):
+        return True
+    name = os.path.basename(parent)
+    if not name.isascii():  # an identifier in the text may be spelled otherwise (Python normalises it, NFKC)
+        return True
+    return name.isidentifier() and name in text
 
 
 def _inside(folder: str, root: str) -> bool:
