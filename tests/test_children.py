@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
+from pathlib import Path
 
 import pytest
 
@@ -29,6 +31,30 @@ def _sleep_then_write(path: str) -> None:
     with open(path, "w") as handle:
         handle.write(str(os.getpid()))
     time.sleep(60)
+
+
+def _slow_item(path: str) -> int:
+    """A worker's item that never ends, in a process holding enough memory that it takes a
+    moment to die once killed; says its process id in `path`."""
+    ballast = b"x" * (64 << 20)
+    with open(path, "w") as handle:
+        handle.write(str(os.getpid()))
+    time.sleep(60)
+    return len(ballast)
+
+
+def _pool_with_a_slow_item(path: str) -> None:
+    """A child's work as the server's is: a worker pool, here running one item that never ends."""
+    from accumlint.check.workers import WorkerPool
+
+    with WorkerPool(1, _slow_item, 600.0) as pool:
+        list(pool.map([path]))
+
+
+async def _written_pid(marker: Path) -> int:
+    while not marker.exists() or not marker.read_text():
+        await asyncio.sleep(0.05)
+    return int(marker.read_text())
 
 
 def _gone(pid: int) -> bool:
@@ -76,3 +102,26 @@ def test_where_fork_is_missing_the_child_is_spawned(monkeypatch: pytest.MonkeyPa
     monkeypatch.delattr(os, "fork")
     pid, value = asyncio.run(children.run_in_child(_pid_plus, 1))
     assert value == 2 and pid != os.getpid()
+
+
+
+@pytest.mark.parametrize("ending", ["superseded", "server stopping"])
+def test_a_child_is_ended_only_once_its_workers_are_gone_too(tmp_path, ending: str):
+    """A cancelled run (its text superseded) is over, and the server's `kill_all` (it is
+    stopping) returns, only when no process the child started is left, reaped included."""
+    marker = tmp_path / "pid"
+
+    async def body() -> bool:
+        task = asyncio.ensure_future(children.run_in_child(_pool_with_a_slow_item, str(marker)))
+        worker = await _written_pid(marker)
+        if ending == "server stopping":
+            children.kill_all()
+            gone = _gone(worker)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, children.ChildFailed):
+            await task
+        if ending == "superseded":
+            gone = _gone(worker)
+        return gone
+
+    assert asyncio.run(body())
