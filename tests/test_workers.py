@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import subprocess
 import time
 
 import pytest
@@ -41,6 +43,19 @@ def _work(item):
     if item == "print":
         print("what the analysis prints never reaches the results", flush=True)
     return os.getpid()
+
+
+def _write_pid_then_hang(path: str) -> None:
+    with open(path, "w") as handle:
+        handle.write(str(os.getpid()))
+    time.sleep(60)
+
+
+def _own_a_pool_with_a_slow_item() -> None:
+    """A pool's owner (in a process of its own) whose one worker runs an item that does not
+    end for a minute, after writing its pid in the file ACCUMLINT_TEST_MARKER names."""
+    with WorkerPool(1, _write_pid_then_hang, 600.0) as pool:
+        list(pool.map([os.environ["ACCUMLINT_TEST_MARKER"]]))
 
 
 def _run(items, size=2, budget=10.0, memory=None):
@@ -109,6 +124,32 @@ def test_closing_early_ends_every_worker():
     pool.close()
     assert first[1] != os.getpid()
     assert pids and all(_gone(pid) for pid in pids)
+
+
+def test_a_worker_ends_with_its_pools_process_even_in_the_middle_of_an_item(tmp_path, monkeypatch):
+    """Killed outright, the pool's process closes nothing: its worker, a minute into a slow
+    item, ends at once all the same (its task pipe has hung up)."""
+    marker = tmp_path / "pid"
+    monkeypatch.setenv("ACCUMLINT_TEST_MARKER", str(marker))
+    owner = subprocess.Popen(workers.python_command(__name__, _own_a_pool_with_a_slow_item.__name__))
+    worker = None
+    try:
+        deadline = time.monotonic() + 60
+        while not (marker.exists() and marker.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        worker = int(marker.read_text())
+        owner.kill()
+        owner.wait()
+        deadline = time.monotonic() + 20  # far less than the item's minute
+        while not _gone(worker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _gone(worker)
+    finally:
+        owner.kill()
+        owner.wait()
+        if worker is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(worker, signal.SIGKILL)
 
 
 @pytest.mark.parametrize("size", [1, 3])

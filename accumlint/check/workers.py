@@ -10,7 +10,8 @@ WALL_FACTOR times the budget in any case (a worker that waits forever). A worker
 budget costs exactly that one file, which gets a `Failure` naming what
 happened; a fresh worker takes its place. When the pool closes (normally, on
 an exception, or on a signal turned into one) every worker is killed and
-reaped: no process outlives the run.
+reaped: no process outlives the run. Nor one whose run was killed outright
+(`_end_with_owner`): a worker ends as soon as its task pipe hangs up.
 
 Plain `os.fork` and pipes, not `multiprocessing`: importing that costs more
 than the whole of a small check. A worker is handed its items a few at a
@@ -193,6 +194,7 @@ def _serve(tasks: int, results: int, function: Callable[[Any], Any], memory: Opt
             signal.signal(getattr(signal, name), signal.SIG_DFL)
     faulthandler.disable()  # a crash is reported once, by the parent, as that file's error
     native.in_worker = True
+    _end_with_owner(tasks)  # before the memory limit: the watching thread's stack counts as in use
     _limit_memory(memory)
     while True:
         try:
@@ -211,6 +213,25 @@ def _serve(tasks: int, results: int, function: Callable[[Any], Any], memory: Opt
                 _write_message(results, (index, Failure(f"internal error: result cannot be sent back ({error})"), used))
             except OSError:
                 return
+
+
+def _end_with_owner(tasks: int) -> None:
+    """End this worker as soon as nothing can write to its task pipe any more, even in the
+    middle of an item: the pool closed it, or the pool's process died (killed outright, it
+    kills no worker). A thread waits for the pipe's hang-up without reading it. Where the
+    platform cannot `poll` a pipe, the worker ends when it next reads its tasks."""
+    if not hasattr(select, "poll"):
+        return
+    import threading
+
+    def watch() -> None:
+        poller = select.poll()
+        poller.register(tasks, 0)  # hang-up and errors are reported whatever is asked for
+        while True:
+            if any(event & (select.POLLHUP | select.POLLERR | select.POLLNVAL) for _, event in poller.poll()):
+                os._exit(0)
+
+    threading.Thread(target=watch, name="accumlint-owner-watch", daemon=True).start()
 
 
 def _own_cpu_seconds() -> float:
