@@ -152,6 +152,40 @@ def test_a_worker_ends_with_its_pools_process_even_in_the_middle_of_an_item(tmp_
                 os.kill(worker, signal.SIGKILL)
 
 
+def _run_state_here(item) -> tuple:
+    from accumlint.compat import process_wide
+    from accumlint.project.root import checked_parent
+
+    return checked_parent(), process_wide()
+
+
+@pytest.mark.parametrize("kill_switch", ["", "1"])
+def test_a_worker_starts_in_the_state_of_its_run(tmp_path, monkeypatch: pytest.MonkeyPatch, kill_switch: str):
+    """Forked or spawned, a worker has the run's checked paths' parent, and the speed-ups
+    on where the run's process has them on (unless the kill switch says otherwise)."""
+    import accumlint.compat
+    from accumlint.check.engine import RunState, enter_run
+    from accumlint.project import root
+
+    monkeypatch.setattr(accumlint.compat, "_process_wide", True)  # as in the check command
+    monkeypatch.setenv(accumlint.compat.KILL_SWITCH, kill_switch)
+    monkeypatch.setattr(root, "_checked_parent", None)
+    root.set_checked_paths([str(tmp_path / "tools" / "train.py"), str(tmp_path / "src")])
+    with WorkerPool(1, _run_state_here, 10.0, None, enter_run, (RunState.here(),)) as pool:
+        [(_, state)] = pool.map(["a"])
+    assert state == (str(tmp_path), not kill_switch)
+
+
+def test_an_initializer_that_fails_is_said_of_each_item():
+    results = dict(WorkerPool(1, _work, 10.0, None, _fail_to_start, ("no such run",)).map(["a", "b"]))
+    assert all(isinstance(outcome, Failure) and "cannot start (ValueError: no such run)" in outcome.message
+               for outcome in results.values())
+
+
+def _fail_to_start(why: str) -> None:
+    raise ValueError(why)
+
+
 @pytest.mark.parametrize("size", [1, 3])
 def test_no_items_no_workers(size):
     assert _run([], size=size) == {}
