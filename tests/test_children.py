@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from accumlint.server import children
+from owners import MARKER_VARIABLE, gone, survives_its_owner_killed
 
 
 @pytest.fixture(autouse=True, params=["fork", "spawn"])
@@ -57,14 +58,6 @@ async def _written_pid(marker: Path) -> int:
     return int(marker.read_text())
 
 
-def _gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
-
-
 def test_the_childs_answer_comes_back():
     pid, value = asyncio.run(children.run_in_child(_pid_plus, 41))
     assert value == 42 and pid != os.getpid()
@@ -89,12 +82,12 @@ def test_cancelling_the_awaiting_task_kills_the_child(tmp_path):
 
     pid = asyncio.run(body())
     deadline = time.monotonic() + 30  # killed at once; reaped by the event loop's watcher meanwhile
-    while not _gone(pid) and time.monotonic() < deadline:
+    while not gone(pid) and time.monotonic() < deadline:
         with open(f"/proc/{pid}/stat") as handle:
             if handle.read().rsplit(")", 1)[1].split()[0] == "Z":
                 break
         time.sleep(0.05)
-    assert _gone(pid) or open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z"
+    assert gone(pid) or open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z"
 
 
 def test_where_fork_is_missing_the_child_is_spawned(monkeypatch: pytest.MonkeyPatch):
@@ -116,12 +109,22 @@ def test_a_child_is_ended_only_once_its_workers_are_gone_too(tmp_path, ending: s
         worker = await _written_pid(marker)
         if ending == "server stopping":
             children.kill_all()
-            gone = _gone(worker)
+            ended = gone(worker)
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError, children.ChildFailed):
             await task
         if ending == "superseded":
-            gone = _gone(worker)
-        return gone
+            ended = gone(worker)
+        return ended
 
     assert asyncio.run(body())
+
+
+def _server_with_a_slow_child() -> None:
+    """A server's part (in a process of its own): a child whose worker runs an item that lasts
+    a minute, after writing its pid in the file MARKER_VARIABLE names."""
+    asyncio.run(children.run_in_child(_pool_with_a_slow_item, os.environ[MARKER_VARIABLE]))
+
+
+def test_a_child_and_its_workers_end_with_the_server_killed_outright(tmp_path):
+    assert not survives_its_owner_killed(__name__, _server_with_a_slow_child.__name__, tmp_path / "pid")

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
-import subprocess
 import time
 
 import pytest
 
 from accumlint.check import workers
 from accumlint.check.workers import CHUNK_ITEMS, NAP, WALL_FACTOR, Failure, WorkerPool, _death, _nap, start_method
+from owners import MARKER_VARIABLE, gone, survives_its_owner_killed
 
 
 @pytest.fixture(autouse=True, params=["fork", "spawn"])
@@ -20,14 +19,6 @@ def method(request, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("ACCUMLINT_START_METHOD", request.param)
     assert start_method() == request.param
     return request.param
-
-
-def _gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
 
 
 def _work(item):
@@ -55,7 +46,7 @@ def _own_a_pool_with_a_slow_item() -> None:
     """A pool's owner (in a process of its own) whose one worker runs an item that does not
     end for a minute, after writing its pid in the file ACCUMLINT_TEST_MARKER names."""
     with WorkerPool(1, _write_pid_then_hang, 600.0) as pool:
-        list(pool.map([os.environ["ACCUMLINT_TEST_MARKER"]]))
+        list(pool.map([os.environ[MARKER_VARIABLE]]))
 
 
 def _run(items, size=2, budget=10.0, memory=None):
@@ -67,7 +58,7 @@ def test_results_come_back_for_every_item():
     results = _run(["a", "b", "c", "d", "e"])
     assert sorted(results) == [0, 1, 2, 3, 4]
     assert all(isinstance(pid, int) and pid != os.getpid() for pid in results.values())
-    assert all(_gone(pid) for pid in results.values())  # closed: killed and reaped
+    assert all(gone(pid) for pid in results.values())  # closed: killed and reaped
 
 
 def test_a_crash_costs_only_its_item_and_the_worker_is_replaced():
@@ -123,33 +114,13 @@ def test_closing_early_ends_every_worker():
     pids = [worker.pid for worker in pool._workers]
     pool.close()
     assert first[1] != os.getpid()
-    assert pids and all(_gone(pid) for pid in pids)
+    assert pids and all(gone(pid) for pid in pids)
 
 
-def test_a_worker_ends_with_its_pools_process_even_in_the_middle_of_an_item(tmp_path, monkeypatch):
-    """Killed outright, the pool's process closes nothing: its worker, a minute into a slow
-    item, ends at once all the same (its task pipe has hung up)."""
-    marker = tmp_path / "pid"
-    monkeypatch.setenv("ACCUMLINT_TEST_MARKER", str(marker))
-    owner = subprocess.Popen(workers.python_command(__name__, _own_a_pool_with_a_slow_item.__name__))
-    worker = None
-    try:
-        deadline = time.monotonic() + 60
-        while not (marker.exists() and marker.read_text()) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        worker = int(marker.read_text())
-        owner.kill()
-        owner.wait()
-        deadline = time.monotonic() + 20  # far less than the item's minute
-        while not _gone(worker) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert _gone(worker)
-    finally:
-        owner.kill()
-        owner.wait()
-        if worker is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(worker, signal.SIGKILL)
+def test_a_worker_ends_with_its_pools_process_even_in_the_middle_of_an_item(tmp_path):
+    """Killed outright, the pool's process closes nothing: its worker, in an item that lasts
+    a minute, ends at once all the same (its task pipe has hung up)."""
+    assert not survives_its_owner_killed(__name__, _own_a_pool_with_a_slow_item.__name__, tmp_path / "pid")
 
 
 def _run_state_here(item) -> tuple:

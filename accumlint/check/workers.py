@@ -11,7 +11,7 @@ budget costs exactly that one file, which gets a `Failure` naming what
 happened; a fresh worker takes its place. When the pool closes (normally, on
 an exception, or on a signal turned into one) every worker is killed and
 reaped: no process outlives the run. Nor one whose run was killed outright
-(`_end_with_owner`): a worker ends as soon as its task pipe hangs up.
+(`end_with_owner`): a worker ends as soon as its task pipe hangs up.
 
 Plain `os.fork` and pipes, not `multiprocessing`: importing that costs more
 than the whole of a small check. A worker is handed its items a few at a
@@ -210,7 +210,7 @@ def _serve(tasks: int, results: int, start: Start) -> None:
             signal.signal(getattr(signal, name), signal.SIG_DFL)
     faulthandler.disable()  # a crash is reported once, by the parent, as that file's error
     native.in_worker = True
-    _end_with_owner(tasks)  # before the memory limit: the watching thread's stack counts as in use
+    end_with_owner(tasks)  # before the memory limit: the watching thread's stack counts as in use
     function = start.function
     if start.initializer is not None:
         try:
@@ -237,18 +237,20 @@ def _serve(tasks: int, results: int, start: Start) -> None:
                 return
 
 
-def _end_with_owner(tasks: int) -> None:
-    """End this worker as soon as nothing can write to its task pipe any more, even in the
-    middle of an item: the pool closed it, or the pool's process died (killed outright, it
-    kills no worker). A thread waits for the pipe's hang-up without reading it. Where the
-    platform cannot `poll` a pipe, the worker ends when it next reads its tasks."""
+def end_with_owner(pipe: int) -> None:
+    """End this process as soon as its owner's end of `pipe` is closed, even in the middle
+    of its work: the owner closed it, or died (killed outright, it kills nothing it
+    started). `pipe` is the end this process holds: the read end of what its owner writes
+    (nothing can write any more: hang-up), or the write end of what its owner reads
+    (nothing can read any more: an error). A thread waits for that without reading or
+    writing. Where the platform cannot `poll` a pipe, the process ends when it next uses it."""
     if not hasattr(select, "poll"):
         return
     import threading
 
     def watch() -> None:
         poller = select.poll()
-        poller.register(tasks, 0)  # hang-up and errors are reported whatever is asked for
+        poller.register(pipe, 0)  # hang-up and errors are reported whatever is asked for
         while True:
             if any(event & (select.POLLHUP | select.POLLERR | select.POLLNVAL) for _, event in poller.poll()):
                 os._exit(0)

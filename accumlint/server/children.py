@@ -25,7 +25,9 @@ until no process of that group is left, not only for the child itself: the
 child's analysis workers are its own children, killed with it but reaped by
 whoever adopts them, and a worker that holds a big file's tree takes a while
 to die. Whoever shuts the server down (or supersedes a text) may count on
-every process that worked for it being gone when it is told so.
+every process that worked for it being gone when it is told so. Should the
+server itself be killed outright, a child ends as soon as nobody can read its
+answer any more (`end_with_owner`), and its workers with it.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ import time
 import traceback
 from typing import Any, Callable
 
-from accumlint.check.workers import python_command, start_method
+from accumlint.check.workers import end_with_owner, python_command, start_method
 
 _LENGTH = struct.Struct("!Q")
 # The longest an owner waits for a killed child's process group to be gone (seconds).
@@ -63,6 +65,7 @@ def _child(function: Callable[..., Any], args: tuple, write_fd: int) -> None:
     status = 0
     try:
         os.setpgid(0, 0)
+        end_with_owner(write_fd)
         devnull = os.open(os.devnull, os.O_RDWR)
         os.dup2(devnull, 0)  # never read the protocol's input, never write into its output
         os.dup2(devnull, 1)
@@ -94,6 +97,7 @@ def serve_spawned() -> None:
     try:
         request = sys.stdin.buffer.read()
         answer_fd = os.dup(1)
+        end_with_owner(answer_fd)
         devnull = os.open(os.devnull, os.O_RDWR)
         os.dup2(devnull, 0)
         os.dup2(devnull, 1)
