@@ -148,7 +148,8 @@ def test_a_worker_starts_in_the_state_of_its_run(tmp_path, monkeypatch: pytest.M
 
 
 def test_an_initializer_that_fails_is_said_of_each_item():
-    results = dict(WorkerPool(1, _work, 10.0, None, _fail_to_start, ("no such run",)).map(["a", "b"]))
+    with WorkerPool(1, _work, 10.0, None, _fail_to_start, ("no such run",)) as pool:
+        results = dict(pool.map(["a", "b"]))
     assert all(isinstance(outcome, Failure) and "cannot start (ValueError: no such run)" in outcome.message
                for outcome in results.values())
 
