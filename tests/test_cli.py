@@ -663,6 +663,8 @@ def test_ci_script_runs_the_readme_test_command():
         checker = (root / ".ci" / f"{name}-python").read_text()
         assert "set -euo pipefail" in checker and f"find-python {python}" in checker
         assert setting in checker and "-m pytest" in checker
+        # both ends run on the path where fork is missing; the suite after them forks
+        assert "ACCUMLINT_START_METHOD=spawn" in next(line for line in checker.splitlines() if "-m pytest" in line)
 
 
 def test_readme_gives_the_cpu_wheel_first_and_the_suite_duration_and_installs_extras_from_a_checkout():

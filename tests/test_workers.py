@@ -10,6 +10,7 @@ import pytest
 
 from accumlint.check import workers
 from accumlint.check.workers import CHUNK_ITEMS, NAP, WALL_FACTOR, Failure, WorkerPool, _death, _nap, start_method
+from owners import MARKER_VARIABLE, gone, survives_its_owner_killed
 
 
 @pytest.fixture(autouse=True, params=["fork", "spawn"])
@@ -18,14 +19,6 @@ def method(request, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("ACCUMLINT_START_METHOD", request.param)
     assert start_method() == request.param
     return request.param
-
-
-def _gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
 
 
 def _work(item):
@@ -43,6 +36,19 @@ def _work(item):
     return os.getpid()
 
 
+def _write_pid_then_hang(path: str) -> None:
+    with open(path, "w") as handle:
+        handle.write(str(os.getpid()))
+    time.sleep(60)
+
+
+def _own_a_pool_with_a_slow_item() -> None:
+    """A pool's owner (in a process of its own) whose one worker runs an item that does not
+    end for a minute, after writing its pid in the file ACCUMLINT_TEST_MARKER names."""
+    with WorkerPool(1, _write_pid_then_hang, 600.0) as pool:
+        list(pool.map([os.environ[MARKER_VARIABLE]]))
+
+
 def _run(items, size=2, budget=10.0, memory=None):
     with WorkerPool(size, _work, budget, memory) as pool:
         return dict(pool.map(items))
@@ -52,7 +58,7 @@ def test_results_come_back_for_every_item():
     results = _run(["a", "b", "c", "d", "e"])
     assert sorted(results) == [0, 1, 2, 3, 4]
     assert all(isinstance(pid, int) and pid != os.getpid() for pid in results.values())
-    assert all(_gone(pid) for pid in results.values())  # closed: killed and reaped
+    assert all(gone(pid) for pid in results.values())  # closed: killed and reaped
 
 
 def test_a_crash_costs_only_its_item_and_the_worker_is_replaced():
@@ -108,7 +114,48 @@ def test_closing_early_ends_every_worker():
     pids = [worker.pid for worker in pool._workers]
     pool.close()
     assert first[1] != os.getpid()
-    assert pids and all(_gone(pid) for pid in pids)
+    assert pids and all(gone(pid) for pid in pids)
+
+
+def test_a_worker_ends_with_its_pools_process_even_in_the_middle_of_an_item(tmp_path):
+    """Killed outright, the pool's process closes nothing: its worker, in an item that lasts
+    a minute, ends at once all the same (its task pipe has hung up)."""
+    assert not survives_its_owner_killed(__name__, _own_a_pool_with_a_slow_item.__name__, tmp_path / "pid")
+
+
+def _run_state_here(item) -> tuple:
+    from accumlint.compat import process_wide
+    from accumlint.project.root import checked_parent
+
+    return checked_parent(), process_wide()
+
+
+@pytest.mark.parametrize("kill_switch", ["", "1"])
+def test_a_worker_starts_in_the_state_of_its_run(tmp_path, monkeypatch: pytest.MonkeyPatch, kill_switch: str):
+    """Forked or spawned, a worker has the run's checked paths' parent, and the speed-ups
+    on where the run's process has them on (unless the kill switch says otherwise)."""
+    import accumlint.compat
+    from accumlint.check.engine import RunState, enter_run
+    from accumlint.project import root
+
+    monkeypatch.setattr(accumlint.compat, "_process_wide", True)  # as in the check command
+    monkeypatch.setenv(accumlint.compat.KILL_SWITCH, kill_switch)
+    monkeypatch.setattr(root, "_checked_parent", None)
+    root.set_checked_paths([str(tmp_path / "tools" / "train.py"), str(tmp_path / "src")])
+    with WorkerPool(1, _run_state_here, 10.0, None, enter_run, (RunState.here(),)) as pool:
+        [(_, state)] = pool.map(["a"])
+    assert state == (str(tmp_path), not kill_switch)
+
+
+def test_an_initializer_that_fails_is_said_of_each_item():
+    with WorkerPool(1, _work, 10.0, None, _fail_to_start, ("no such run",)) as pool:
+        results = dict(pool.map(["a", "b"]))
+    assert all(isinstance(outcome, Failure) and "cannot start (ValueError: no such run)" in outcome.message
+               for outcome in results.values())
+
+
+def _fail_to_start(why: str) -> None:
+    raise ValueError(why)
 
 
 @pytest.mark.parametrize("size", [1, 3])

@@ -248,6 +248,33 @@ def _no_progress(done: int, total: int) -> None:
     pass
 
 
+class RunState(NamedTuple):
+    """What of the run's process a worker needs, handed to forked and spawned workers
+    alike (the pool's initializer, `enter_run`): the common parent of the checked paths
+    (`accumlint.project.root.set_checked_paths`), and whether the process-wide speed-ups
+    are on (`accumlint.compat.enable`: the command's own run, no kill switch)."""
+
+    checked_parent: Optional[str]
+    speedups: bool
+
+    @classmethod
+    def here(cls) -> "RunState":
+        from accumlint.compat import process_wide
+        from accumlint.project.root import checked_parent
+
+        return cls(checked_parent(), process_wide())
+
+
+def enter_run(state: RunState) -> None:
+    """A worker's start: put it in the state of the run that started it."""
+    from accumlint import compat
+    from accumlint.project.root import set_checked_parent
+
+    set_checked_parent(state.checked_parent)
+    if state.speedups:
+        compat.enable()  # honours the kill switch, which a worker's environment carries too
+
+
 def execute(
     tasks: list[Task],
     jobs: Optional[int],
@@ -277,7 +304,7 @@ def execute(
     results: list[Optional[TaskResult]] = [None] * len(tasks)
     order = sorted(range(len(tasks)), key=lambda i: -len(tasks[i].text))  # biggest first
     done = 0
-    with WorkerPool(workers, run_task, budget, FILE_MEMORY_BUDGET) as pool:
+    with WorkerPool(workers, run_task, budget, FILE_MEMORY_BUDGET, enter_run, (RunState.here(),)) as pool:
         for position, outcome in pool.map([tasks[i] for i in order], [len(tasks[i].text) for i in order]):
             index = order[position]
             if isinstance(outcome, Failure):

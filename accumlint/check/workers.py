@@ -10,7 +10,8 @@ WALL_FACTOR times the budget in any case (a worker that waits forever). A worker
 budget costs exactly that one file, which gets a `Failure` naming what
 happened; a fresh worker takes its place. When the pool closes (normally, on
 an exception, or on a signal turned into one) every worker is killed and
-reaped: no process outlives the run.
+reaped: no process outlives the run. Nor one whose run was killed outright
+(`end_with_owner`): a worker ends as soon as its task pipe hangs up.
 
 Plain `os.fork` and pipes, not `multiprocessing`: importing that costs more
 than the whole of a small check. A worker is handed its items a few at a
@@ -32,8 +33,11 @@ last item is waited for as before.
 Where `os.fork` is missing (Windows), or where the environment variable
 ACCUMLINT_START_METHOD is `spawn` (to test that path on Linux), each worker is
 a fresh interpreter instead (`python_command`), speaking the same protocol on
-its standard input and output; its function is pickled by name. A spawned
-worker keeps every guarantee the platform allows: a crash costs one item, and
+its standard input and output; its `Start` (function, memory budget,
+initializer) is pickled, the functions by name. Both kinds call the
+initializer first, so that a spawned worker starts in the state a forked one
+inherits. A spawned worker keeps every guarantee the platform allows: a crash
+costs one item, and
 the pool kills and reaps it on close; the budget counts CPU time where /proc
 tells it (elsewhere wall time), and the memory limit holds where
 `resource` can set one. A thread per spawned worker reads its results (a pipe
@@ -102,6 +106,18 @@ class Failure(NamedTuple):
     """Why one item has no result (the worker died, or ran past the budget)."""
 
     message: str
+
+
+class Start(NamedTuple):
+    """What a worker's life is made of: its function, its memory budget, and what it calls
+    before its first item (`initializer(*initargs)`, when given), so that a spawned worker,
+    which inherits nothing, and a forked one, which inherits everything, start in the same
+    state. A spawned worker is handed it pickled (its functions by name)."""
+
+    function: Callable[[Any], Any]
+    memory: Optional[int] = None
+    initializer: Optional[Callable[..., None]] = None
+    initargs: tuple = ()
 
 
 def _signal_name(number: int) -> str:
@@ -185,15 +201,23 @@ def _limit_memory(budget: Optional[int]) -> None:
         pass  # no limit where the platform cannot say how much is in use
 
 
-def _serve(tasks: int, results: int, function: Callable[[Any], Any], memory: Optional[int]) -> None:
-    """The worker's life: read an item, send back its result, until the pool closes the pipe."""
+def _serve(tasks: int, results: int, start: Start) -> None:
+    """The worker's life: start (`Start`), then read an item, send back its result, until
+    the pool closes the pipe. An initializer that fails is said of every item."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the parent decides
     for name in ("SIGTERM", "SIGHUP"):  # the parent's handlers raise into the parent's code
         if hasattr(signal, name):
             signal.signal(getattr(signal, name), signal.SIG_DFL)
     faulthandler.disable()  # a crash is reported once, by the parent, as that file's error
     native.in_worker = True
-    _limit_memory(memory)
+    end_with_owner(tasks)  # before the memory limit: the watching thread's stack counts as in use
+    function = start.function
+    if start.initializer is not None:
+        try:
+            start.initializer(*start.initargs)
+        except Exception as error:  # noqa: BLE001 - said of every item, by the parent, once each
+            function = functools.partial(_cannot_start, f"cannot start ({type(error).__name__}: {error})")
+    _limit_memory(start.memory)
     while True:
         try:
             chunk = _read_message(tasks)
@@ -213,6 +237,27 @@ def _serve(tasks: int, results: int, function: Callable[[Any], Any], memory: Opt
                 return
 
 
+def end_with_owner(pipe: int) -> None:
+    """End this process as soon as its owner's end of `pipe` is closed, even in the middle
+    of its work: the owner closed it, or died (killed outright, it kills nothing it
+    started). `pipe` is the end this process holds: the read end of what its owner writes
+    (nothing can write any more: hang-up), or the write end of what its owner reads
+    (nothing can read any more: an error). A thread waits for that without reading or
+    writing. Where the platform cannot `poll` a pipe, the process ends when it next uses it."""
+    if not hasattr(select, "poll"):
+        return
+    import threading
+
+    def watch() -> None:
+        poller = select.poll()
+        poller.register(pipe, 0)  # hang-up and errors are reported whatever is asked for
+        while True:
+            if any(event & (select.POLLHUP | select.POLLERR | select.POLLNVAL) for _, event in poller.poll()):
+                os._exit(0)
+
+    threading.Thread(target=watch, name="accumlint-owner-watch", daemon=True).start()
+
+
 def _own_cpu_seconds() -> float:
     """This process's CPU time, user + system (what /proc/PID/stat tells its parent)."""
     times = os.times()
@@ -222,7 +267,7 @@ def _own_cpu_seconds() -> float:
 
 def serve_spawned() -> None:
     """A spawned worker's life (`python_command`): the first message on standard input
-    names its function and memory budget, then it serves as a forked worker does, with
+    is its `Start`, then it serves as a forked worker does, with
     its results on what was standard output (what the analysis prints goes to standard
     error instead, never into the results)."""
     tasks, results = os.dup(0), os.dup(1)
@@ -233,13 +278,14 @@ def serve_spawned() -> None:
     status = 0
     try:
         try:
-            function, memory = _read_message(tasks)
+            start: Start = _read_message(tasks)
         except (EOFError, OSError):
             return
         except Exception as error:  # noqa: BLE001 - said of every item, by the parent, once each
-            function, memory = functools.partial(_unloadable, f"{type(error).__name__}: {error}"), None
+            why = f"cannot load its function ({type(error).__name__}: {error})"
+            start = Start(functools.partial(_cannot_start, why))
         _write_message(results, _Started(_own_cpu_seconds()))
-        _serve(tasks, results, function, memory)
+        _serve(tasks, results, start)
     except BaseException:  # noqa: BLE001 - a worker must end here, whatever happens
         status = 1
     finally:
@@ -258,8 +304,8 @@ class _Started(NamedTuple):
     cpu_seconds: float
 
 
-def _unloadable(why: str, item: Any) -> "Failure":
-    return Failure(f"internal error: the analysis process cannot load its function ({why})")
+def _cannot_start(why: str, item: Any) -> "Failure":
+    return Failure(f"internal error: the analysis process {why}")
 
 
 class _Worker:
@@ -337,7 +383,7 @@ class _Worker:
 class _ForkedWorker(_Worker):
     """A forked process and its two pipes."""
 
-    def __init__(self, function: Callable[[Any], Any], memory: Optional[int], inherited: list[int]) -> None:
+    def __init__(self, start: Start, inherited: list[int]) -> None:
         super().__init__()
         task_read, self.task_write = os.pipe()
         self.result_read, result_write = os.pipe()
@@ -352,7 +398,7 @@ class _ForkedWorker(_Worker):
             try:
                 for fd in (*inherited, self.task_write, self.result_read):
                     os.close(fd)
-                _serve(task_read, result_write, function, memory)
+                _serve(task_read, result_write, start)
             except BaseException:  # noqa: BLE001 - a worker must end here, whatever happens
                 status = 1
             finally:
@@ -395,7 +441,7 @@ class _SpawnedWorker(_Worker):
     """A fresh interpreter (`serve_spawned`) on two pipes, and the thread that reads its results
     into `inbox` (a result, or the exception that ended the reading), waking the pool."""
 
-    def __init__(self, function: Callable[[Any], Any], memory: Optional[int], arrived: "threading.Condition") -> None:
+    def __init__(self, start: Start, arrived: "threading.Condition") -> None:
         import subprocess
         import threading
 
@@ -411,7 +457,7 @@ class _SpawnedWorker(_Worker):
         self.listener = threading.Thread(target=self._listen, name=f"accumlint-worker-{self.pid}", daemon=True)
         self.listener.start()
         try:
-            self.send((function, memory))
+            self.send(start)
         except OSError:
             pass  # it died at once: its end is in the inbox, and the items handed to it come back
 
@@ -479,7 +525,10 @@ class WorkerPool:
 
     `function` and the items must be picklable results' makers: what crosses
     back is `function(item)`, or a `Failure`. Workers start by `start_method()`;
-    a spawned worker imports `function` by its module's name.
+    a spawned worker imports `function` and `initializer` by their modules' names.
+    Each worker calls `initializer(*initargs)` before its first item, whichever
+    way it started: what a worker needs of the run's state goes there, never
+    through what a forked worker happens to inherit.
     """
 
     def __init__(
@@ -488,11 +537,12 @@ class WorkerPool:
         function: Callable[[Any], Any],
         budget: float,
         memory: Optional[int] = None,
+        initializer: Optional[Callable[..., None]] = None,
+        initargs: tuple = (),
     ) -> None:
         self.size = max(size, 1)
-        self.function = function
+        self.start = Start(function, memory, initializer, initargs)
         self.budget = budget
-        self.memory = memory
         self.start_method = start_method()
         self._arrived: Optional["threading.Condition"] = None  # wakes the pool when a spawned worker answers
         self._workers: list[_Worker] = []
@@ -516,10 +566,10 @@ class WorkerPool:
                 import threading
 
                 self._arrived = threading.Condition()
-            worker = _SpawnedWorker(self.function, self.memory, self._arrived)
+            worker = _SpawnedWorker(self.start, self._arrived)
         else:
             inherited = [fd for other in self._workers if isinstance(other, _ForkedWorker) for fd in other.fds]
-            worker = _ForkedWorker(self.function, self.memory, inherited)
+            worker = _ForkedWorker(self.start, inherited)
         self._workers.append(worker)
         return worker
 

@@ -7,8 +7,6 @@ import os
 import re
 from typing import Iterable, Optional
 
-from accumlint.source import native
-
 # What marks the folder that holds a project.
 ROOT_MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
 
@@ -16,20 +14,20 @@ ROOT_MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
 # The common parent of the paths this run checks (None: not known, e.g. the editor server):
 # the project's root where no marker says it (README, "The project around a file").
 _checked_parent: Optional[str] = None
-CHECKED_PARENT_VARIABLE = "ACCUMLINT_CHECKED_PARENT"
 
 
 def set_checked_paths(paths: Iterable[str]) -> None:
     """Remember the paths a run checks: a module under their common parent, with no root
     marker above it, belongs to the project rooted there (a script in `tools/` importing
-    the package beside `tools/`). Forked workers inherit it."""
+    the package beside `tools/`). The run's workers are handed it (`set_checked_parent`)."""
+    set_checked_parent(common_parent(paths))
+
+
+def set_checked_parent(parent: Optional[str]) -> None:
+    """Set the common parent of the paths this run checks (what `set_checked_paths` found,
+    in the process that runs the check, or in one of its workers)."""
     global _checked_parent
-    _checked_parent = common_parent(paths)
-    # Spawned workers (where fork is missing) start afresh: they read it from the environment.
-    if _checked_parent is None:
-        os.environ.pop(CHECKED_PARENT_VARIABLE, None)
-    else:
-        os.environ[CHECKED_PARENT_VARIABLE] = _checked_parent
+    _checked_parent = parent
 
 
 def common_parent(paths: Iterable[str]) -> Optional[str]:
@@ -42,11 +40,7 @@ def common_parent(paths: Iterable[str]) -> Optional[str]:
 
 
 def checked_parent() -> Optional[str]:
-    """The common parent of the paths this run checks (see `set_checked_paths`), in this
-    process or, for a worker, in the run that started it (a spawned one inherits only the
-    environment)."""
-    if _checked_parent is None and native.in_worker:
-        return os.environ.get(CHECKED_PARENT_VARIABLE) or None
+    """The common parent of the paths this run checks (see `set_checked_paths`)."""
     return _checked_parent
 
 

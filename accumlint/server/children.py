@@ -19,6 +19,15 @@ arguments on its standard input and answers on its standard output, as a
 forked child does on its pipe. It leads a session of its own where the
 platform has them, so cancelling kills it with what it started; elsewhere it
 is killed alone, and the analysis worker it started ends when its input does.
+
+A child is ended with its whole process group (SIGKILL), and its owner waits
+until no process of that group is left, not only for the child itself: the
+child's analysis workers are its own children, killed with it but reaped by
+whoever adopts them, and a worker that holds a big file's tree takes a while
+to die. Whoever shuts the server down (or supersedes a text) may count on
+every process that worked for it being gone when it is told so. Should the
+server itself be killed outright, a child ends as soon as nobody can read its
+answer any more (`end_with_owner`), and its workers with it.
 """
 
 from __future__ import annotations
@@ -30,12 +39,17 @@ import pickle
 import signal
 import struct
 import sys
+import time
 import traceback
 from typing import Any, Callable
 
-from accumlint.check.workers import python_command, start_method
+from accumlint.check.workers import end_with_owner, python_command, start_method
 
 _LENGTH = struct.Struct("!Q")
+# The longest an owner waits for a killed child's process group to be gone (seconds).
+GROUP_EXIT_WAIT = 10.0
+# How often it looks meanwhile (seconds).
+_GROUP_POLL = 0.005
 # Process groups of the children still running (killed when the server ends).
 _running: set[int] = set()
 # Spawned children still running (killed when the server ends).
@@ -51,6 +65,7 @@ def _child(function: Callable[..., Any], args: tuple, write_fd: int) -> None:
     status = 0
     try:
         os.setpgid(0, 0)
+        end_with_owner(write_fd)
         devnull = os.open(os.devnull, os.O_RDWR)
         os.dup2(devnull, 0)  # never read the protocol's input, never write into its output
         os.dup2(devnull, 1)
@@ -82,6 +97,7 @@ def serve_spawned() -> None:
     try:
         request = sys.stdin.buffer.read()
         answer_fd = os.dup(1)
+        end_with_owner(answer_fd)
         devnull = os.open(os.devnull, os.O_RDWR)
         os.dup2(devnull, 0)
         os.dup2(devnull, 1)
@@ -139,6 +155,8 @@ async def run_in_child(function: Callable[..., Any], *args: Any) -> Any:
         os.close(read_fd)
         if not answered:  # cancelled (superseded, or the server is stopping), or unreadable
             kill(pid)
+            with contextlib.suppress(BaseException):  # cancelled again: the kill is sent all the same
+                await _group_ended(pid)
         _running.discard(pid)
         _reap(loop, pid)
     return _outcome(bytes(received))
@@ -160,7 +178,7 @@ async def _run_spawned(function: Callable[..., Any], args: tuple) -> bytes:
     process = await asyncio.create_subprocess_exec(
         *python_command(__name__, serve_spawned.__name__),
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        start_new_session=hasattr(os, "setsid"),
+        start_new_session=_leads_group(),
     )
     _spawned.add(process)
     try:
@@ -169,20 +187,27 @@ async def _run_spawned(function: Callable[..., Any], args: tuple) -> bytes:
         _kill_spawned(process)
         with contextlib.suppress(BaseException):
             await process.wait()  # killed: at once; its pipes are closed with it
+            if _leads_group():
+                await _group_ended(process.pid)
         raise
     finally:
         _spawned.discard(process)
     return received
 
 
+def _leads_group() -> bool:
+    """Whether a spawned child leads a session (and process group) of its own: where the
+    platform has them."""
+    return hasattr(os, "setsid") and hasattr(os, "killpg")
+
+
 def _kill_spawned(process: "asyncio.subprocess.Process") -> None:
     """End a spawned child and, where it leads a session, everything it started."""
     if process.returncode is not None:
         return
-    killpg = getattr(os, "killpg", None)
     try:
-        if killpg is not None:
-            killpg(process.pid, signal.SIGKILL)
+        if _leads_group():
+            os.killpg(process.pid, signal.SIGKILL)
         else:
             process.kill()
     except OSError:
@@ -199,6 +224,42 @@ def kill(pid: int) -> None:
             continue
 
 
+def _group_left(pgid: int) -> bool:
+    """Whether a process of the group `pgid` is still there (a zombie counts until it is
+    reaped). Reaps those of them that are this process's own children: the killed child,
+    and its workers where this process adopted them (a subreaper, or the system's first
+    process)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-pgid, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            break
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return False  # not ours to ask about: nothing to wait for
+    return True
+
+
+async def _group_ended(pgid: int) -> None:
+    """Wait (without holding up the event loop) until no process of the killed group
+    `pgid` is left, for at most GROUP_EXIT_WAIT seconds."""
+    deadline = asyncio.get_running_loop().time() + GROUP_EXIT_WAIT
+    while _group_left(pgid) and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(_GROUP_POLL)
+
+
+def _wait_group_ended(pgid: int) -> None:
+    """Wait until no process of the killed group `pgid` is left, for at most GROUP_EXIT_WAIT seconds."""
+    deadline = time.monotonic() + GROUP_EXIT_WAIT
+    while _group_left(pgid) and time.monotonic() < deadline:
+        time.sleep(_GROUP_POLL)
+
+
 def _reap(loop: asyncio.AbstractEventLoop, pid: int) -> None:
     """Collect the child's exit status once it has one (at once, or when it has exited)."""
     try:
@@ -210,12 +271,16 @@ def _reap(loop: asyncio.AbstractEventLoop, pid: int) -> None:
 
 
 def kill_all() -> None:
-    """End every child still running and reap them (the server is stopping)."""
+    """End every child still running, with everything it started, and return when they
+    are all gone (the server is stopping)."""
+    groups = []
     for process in list(_spawned):
         _kill_spawned(process)
         if hasattr(os, "waitpid") and hasattr(os, "WNOHANG") and process.returncode is None:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(process.pid, 0)
+        if _leads_group():
+            groups.append(process.pid)
         _spawned.discard(process)
     for pid in list(_running):
         kill(pid)
@@ -223,4 +288,7 @@ def kill_all() -> None:
             os.waitpid(pid, 0)
         except ChildProcessError:
             pass
+        groups.append(pid)
         _running.discard(pid)
+    for pgid in groups:
+        _wait_group_ended(pgid)
