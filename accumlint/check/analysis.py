@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import TYPE_CHECKING, NamedTuple, Optional
+from typing import TYPE_CHECKING, NamedTuple, Optional, Union
 
 from accumlint.compat.collector import collector_paused, freeze
 from accumlint.diagnostics import Diagnostic, FixInfo, one_line
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     import libcst as cst
 
     from accumlint.model.facts import ModuleFacts
+    from accumlint.project.index import ProjectView
     from accumlint.rules.base import Finding
 
 
@@ -219,7 +220,7 @@ class _ImporterAnalysis(NamedTuple):
     """What one importer's loops find on statements of other modules' helpers, whichever
     module is asked about: each finding with where it stands, the loop's name and header line."""
 
-    view: object  # the importer's `ProjectView`
+    view: "ProjectView"  # the importer's
     foreign: list[tuple["Finding", tuple, str, Optional[int]]]
     complete: bool  # False: the rules failed part-way (what they found before counts; the importer's reads do not)
 
@@ -277,7 +278,8 @@ def _importers_findings(text: str, path: str, target: str, root: str, options: A
     for other, other_text in importers:
         if not may_name_module(root_of(other), other, target, other_text):
             continue  # its imports cannot name this module: spare reading its summary
-        remembered = memo.get((other, options), False) if memo is not None else False
+        remembered: Union[_ImporterAnalysis, None, bool] = memo.get((other, options), False) if memo is not None else False
+        analysis: Optional[_ImporterAnalysis]
         if remembered is False:
             view = view_for_file(other)
             if view is None or target not in {os.path.abspath(m) for m in view.imported_modules()}:
@@ -286,7 +288,7 @@ def _importers_findings(text: str, path: str, target: str, root: str, options: A
             if memo is not None:
                 memo[(other, options)] = analysis
         else:
-            analysis = remembered
+            analysis = remembered if isinstance(remembered, _ImporterAnalysis) else None
             if analysis is None or target not in {os.path.abspath(m) for m in analysis.view.imported_modules()}:
                 continue
         if analysis is None:

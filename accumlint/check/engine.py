@@ -440,7 +440,7 @@ def check(request: Request, resolver: Resolver, progress: Progress = _no_progres
         fixable = None if settings.fixable >= enabled else settings.fixable
         tasks.append(Task(path, document.text, options, enabled, request.fix, settings.unsafe_fixes, gate, plain, fixable))
 
-    run = contextlib.nullcontext()
+    run: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
     if tasks:  # what has nothing to analyse never imports the project's reader (LibCST)
         from accumlint.project.importers import one_run
         from accumlint.project.root import set_checked_paths
