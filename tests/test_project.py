@@ -548,15 +548,17 @@ def test_importers_in_other_checkouts_of_an_unmarked_tree_are_not_read(tmp_path:
 def test_the_result_cache_keeps_apart_the_projects_a_file_was_checked_in(tmp_path: Path) -> None:
     """Without a root marker the project is the checked paths' common parent: the same file
     checked beside other paths, or alone, is checked in another project, and a result from
-    one is never served in the other."""
+    one is never served in the other. (The package sits under `src/`, which the root's
+    search reaches and no import beside `tools/` joins.)"""
     root = tmp_path / "plain_copy"
-    _write(root / "mylib" / "__init__.py", "")
-    _write(root / "mylib" / "losses.py", MEAN_HELPER.format(name="batch_objective"))
+    _write(root / "src" / "mylib" / "__init__.py", "")
+    _write(root / "src" / "mylib" / "losses.py", MEAN_HELPER.format(name="batch_objective"))
     _write(root / "tools" / "train.py", LOOP.format(module="mylib.losses", name="batch_objective"))
     cache = str(tmp_path / "cache")
     finding = {f"{Path('tools', 'train.py')}:10:9: GA201"}
     for _ in range(2):
-        code, output = _run("check", "--cache-dir", cache, "--exit-zero", "tools/train.py", "mylib/losses.py", cwd=root)
+        code, output = _run("check", "--cache-dir", cache, "--exit-zero", "tools/train.py", "src/mylib/losses.py",
+                            cwd=root)
         assert _findings(output) == finding, output
         code, output = _run("check", "--cache-dir", cache, "--exit-zero", "tools/train.py", cwd=root)
         assert _findings(output) == set(), output
