@@ -18,7 +18,7 @@ import stat
 import time
 from typing import Iterator, Optional
 
-from accumlint.project.root import joined_ancestor
+from accumlint.project.root import forget_joins
 
 # A tree larger than this is not scanned further: importers beyond it stay unknown.
 MAX_FILES = 5_000
@@ -288,7 +288,7 @@ def _fingerprint(root: str, path: str, functions: list[str]) -> str:
 
 def forget(root: Optional[str] = None) -> None:
     """Drop the scans (all, or one root's): the editor server does when files change."""
-    joined_ancestor.cache_clear()  # an import that joined a folder to its parent may be gone
+    forget_joins()  # an import that joined a folder to its parent may be gone
     if root is None:
         _SCANS.clear()
     else:

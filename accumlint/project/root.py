@@ -71,7 +71,7 @@ def root_under(path: str, checked: Optional[str]) -> str:
 # How far, and over how many scripts per folder, an unmarked project is widened upwards.
 _JOIN_LEVELS = 3
 _JOIN_SCRIPTS = 200
-_JOIN_SCRIPT_BYTES = 1_000_000
+_JOIN_SCRIPT_BYTES = 65_536  # import lines sit at the top of a script
 # An import line: `from MODULE import NAMES` (groups 1, 2) or `import MODULE` (group 3).
 IMPORT_LINE = re.compile(r"^[ \t]*(?:from[ \t]+([.\w]+)[ \t]+import\b([^\n#;]*)|import[ \t]+([\w.]+))", re.MULTILINE)
 
@@ -94,6 +94,12 @@ def joined_ancestor(folder: str) -> str:
     return current
 
 
+def forget_joins() -> None:
+    """Drop what `joined_ancestor` read (the editor server does when files change)."""
+    joined_ancestor.cache_clear()
+    _imported_names.cache_clear()
+
+
 def _joined(folder: str, parent: str) -> bool:
     name = os.path.basename(folder)
     if name.isidentifier() and name in _imported_names(parent):
@@ -105,8 +111,10 @@ def _joined(folder: str, parent: str) -> bool:
     )
 
 
+@functools.lru_cache(maxsize=1024)
 def _imported_names(folder: str) -> frozenset[str]:
-    """First parts of the absolute imports of the scripts directly in `folder`."""
+    """First parts of the absolute imports of the scripts directly in `folder` (read once
+    per folder: many folders share a parent)."""
     names: set[str] = set()
     for script in _scripts(folder):
         try:
