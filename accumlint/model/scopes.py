@@ -70,6 +70,11 @@ def parameters(function: Function) -> list[str]:
     return [p.name.value for p in [*params.posonly_params, *params.params, *params.kwonly_params]]
 
 
+def all_parameters(function: Function) -> frozenset[str]:
+    """The names of all a function's parameters, `*args` and `**kwargs` included."""
+    return _param_names(function.params)
+
+
 def module_names(module: cst.Module) -> set[str]:
     """Names bound at module level, in any top-level block (`if __name__ == ...:` too),
     never inside a function or class body: the module's globals."""

@@ -239,7 +239,7 @@ class Window:
         """The loop's function binds `name` itself, none of its bindings there wraps it, and
         it is not one of the function's parameters (whose value may be a caller's wrap)."""
         function = self.loop.function
-        if function is None or any(param.name.value == name for param in _parameters(function)):
+        if function is None or name in scopes.all_parameters(function):
             return False
         local = [b for b in self.facts.bindings.get(name, ()) if self.facts.enclosing_function(b.statement) is function]
         return bool(local) and all(self.objects.frameworks.wrap_of(b.value) is None for b in local)
@@ -693,10 +693,3 @@ def build_window(loop: TrainingLoop, facts: ModuleFacts, objects: Objects, reade
 
 
 _NAMING = (cst.Name, cst.Attribute, cst.Subscript)
-
-
-def _parameters(function: cst.FunctionDef) -> list[cst.Param]:
-    params = function.params
-    found = [*params.posonly_params, *params.params, *params.kwonly_params]
-    found += [p for p in (params.star_arg, params.star_kwarg) if type(p) is cst.Param]
-    return found

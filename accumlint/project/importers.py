@@ -18,6 +18,7 @@ import stat
 import time
 from typing import Iterator, Optional
 
+from accumlint.project.root import IMPORT_LINE as _IMPORT_LINE
 from accumlint.project.root import forget_joins
 
 # A tree larger than this is not scanned further: importers beyond it stay unknown.
@@ -25,10 +26,7 @@ MAX_FILES = 5_000
 MAX_BYTES = 64 << 20
 MAX_FILE_BYTES = 2_000_000
 _SKIPPED_FOLDERS = {"__pycache__", "node_modules", "site-packages", "dist-packages", "build", "dist"}
-# An import line, matched in "\n" + text: a pattern that begins with a literal is searched for
-# line by line, where `^` under MULTILINE is tried at every offset of the text.
-_IMPORT_LINE = re.compile(r"\n[ \t]*(?:from[ \t]+([.\w]+)[ \t]+import\b([^\n#;]*)|import[ \t]+([\w.]+))")
-_LOOP = re.compile(r"\n[ \t]*(?:for|while|async[ \t]+for)\b")  # in "\n" + text, as `_IMPORT_LINE`
+_LOOP = re.compile(r"\n[ \t]*(?:for|while|async[ \t]+for)\b")  # in "\n" + text, as `IMPORT_LINE`
 
 # Outside a check run (`one_run`), a scan serves this many seconds: a long-lived process, such
 # as a library user's, sees new files after it.

@@ -72,8 +72,10 @@ def root_under(path: str, checked: Optional[str]) -> str:
 _JOIN_LEVELS = 3
 _JOIN_SCRIPTS = 200
 _JOIN_SCRIPT_BYTES = 65_536  # import lines sit at the top of a script
-# An import line: `from MODULE import NAMES` (groups 1, 2) or `import MODULE` (group 3).
-IMPORT_LINE = re.compile(r"^[ \t]*(?:from[ \t]+([.\w]+)[ \t]+import\b([^\n#;]*)|import[ \t]+([\w.]+))", re.MULTILINE)
+# An import line, matched in "\n" + text: `from MODULE import NAMES` (groups 1, 2) or
+# `import MODULE` (group 3). A pattern that begins with a literal is searched for line by
+# line, where `^` under MULTILINE is tried at every offset of the text.
+IMPORT_LINE = re.compile(r"\n[ \t]*(?:from[ \t]+([.\w]+)[ \t]+import\b([^\n#;]*)|import[ \t]+([\w.]+))")
 
 
 @functools.lru_cache(maxsize=1024)
@@ -122,7 +124,7 @@ def _imported_names(folder: str) -> frozenset[str]:
                 text = handle.read(_JOIN_SCRIPT_BYTES).decode("utf-8", errors="replace")
         except OSError:
             continue
-        for match in IMPORT_LINE.finditer(text):
+        for match in IMPORT_LINE.finditer("\n" + text):
             first = (match.group(1) or match.group(3)).split(".")[0]
             if first:  # a relative import names no folder
                 names.add(first)
