@@ -370,3 +370,14 @@ def _flag_or_call(small: cst.BaseSmallStatement, statement: "Statement") -> Opti
             condition = call.args[0].value if call.args else None
             return SyncControl("call", call, call.func.value, condition, (statement,))
     return None
+
+
+_CARRIES_K = ("gradient_accumulation_steps", "gradient_accumulation_plugin", "deepspeed_plugin", "deepspeed_plugins")
+
+
+def carries_k(facts: ModuleFacts, call: cst.Call) -> bool:
+    """Whether an `Accelerator(...)` call gives K, or possibly gives it (a plugin, a DeepSpeed
+    config, a `**dict` whose keys are unknown); a `**dict` the module builds counts as the
+    keywords it holds."""
+    given = keywords(facts, call)
+    return given is None or any(name in given for name in _CARRIES_K)

@@ -19,7 +19,7 @@ import libcst as cst
 
 from accumlint.model import scopes
 from accumlint.model.facts import ModuleFacts
-from accumlint.model.frameworks import SyncControl, mentions_sync_control
+from accumlint.model.frameworks import SyncControl, carries_k, mentions_sync_control
 from accumlint.model.gates import PLUS_ONE, ZERO, Gate
 from accumlint.model.loop import Event, Statement, TrainingLoop
 from accumlint.model.loss import LossFlow, LossReader
@@ -410,6 +410,51 @@ class Window:
         return self.objects.kind_of(target) == "optimizer" and self.objects.frameworks.prepared(target) is not False
 
     # -- evidence and K -------------------------------------------------------------
+    @cached_property
+    def unwindowed_framework_backward(self) -> Optional[Event]:
+        """`accelerator.backward(...)` on an Accelerator built with K > 1 while no
+        `accumulate()`, micro-step loop or gate holds the step back: accelerate divides
+        every loss by K and the optimizer steps on every micro-batch. The loop is meant to
+        accumulate over that K (what `accumulate()` would give it), yet nothing does."""
+        if self.uses_accumulate_context or self.has_micro_loop or self.gated_step or self.deepspeed:
+            return None
+        if not self.optimizer_steps or self.loop.micro_loop is not None:
+            return None
+        for backward in self.loop.backwards:
+            if backward.role.flavor != "accelerate" or backward.statement.conditional:
+                continue
+            owner = backward.role.call.func.value
+            info = self.objects.accelerator(owner)
+            if info is None or info.sharded == "deepspeed" or info.steps is None:
+                continue
+            if not self._k_given_in_scope(dotted(owner)):
+                continue  # K was given to another function's Accelerator of the same name
+            steps = int_value(info.steps)
+            if steps is not None and steps <= 1:
+                continue
+            if steps is None and not (info.scales or self.is_accumulation_name(info.steps)):
+                continue
+            return backward
+        return None
+
+    def _k_given_in_scope(self, name: Optional[str]) -> bool:
+        """When the loop's function binds the Accelerator itself, K must be given there (to its
+        constructor, or by `accelerator.gradient_accumulation_steps = K`): a module's other
+        functions may build Accelerators of the same name with other settings (a test module)."""
+        function = self.loop.function
+        if name is None or function is None:
+            return True
+
+        def local(node: cst.CSTNode) -> bool:
+            return self.facts.enclosing_function(node) is function
+
+        built = [b for b in self.facts.bindings.get(name, ()) if local(b.statement)]
+        if not built:
+            return True
+        later = [b for b in self.facts.bindings.get(f"{name}.gradient_accumulation_steps", ()) if local(b.statement)]
+        given = [b for b in built if type(b.value) is cst.Call and carries_k(self.facts, b.value)]
+        return bool(given or later)
+
     @cached_property
     def optimizer_steps(self) -> list[Event]:
         return [e for e in self.loop.steps if not self.framework_managed(e)]

@@ -8,10 +8,9 @@ import libcst as cst
 
 from accumlint.fix.edits import Edit, replace
 from accumlint.model.build import ModuleModel
-from accumlint.model.facts import ModuleFacts
+from accumlint.model.frameworks import carries_k
 from accumlint.model.loop import Statement
-from accumlint.model.kwargs import keywords
-from accumlint.model.names import call_name, code, dotted, int_value, last_part
+from accumlint.model.names import call_name, code, dotted, last_part
 from accumlint.model.scopes import in_scope
 from accumlint.model.window import Window
 from accumlint.rules.base import Finding
@@ -73,53 +72,21 @@ def _models(entries: list[tuple[cst.Call, Statement]], owner: str) -> list[str]:
 def framework_scales_without_windows(window: Window) -> Iterable[Finding]:
     """GA111: `accelerator.backward` on an Accelerator with K > 1, with no `accumulate()`
     and no gate around the step: every loss is divided by K, every micro-batch steps."""
-    if window.uses_accumulate_context or window.has_micro_loop or window.gated_step or window.deepspeed:
+    backward = window.unwindowed_framework_backward
+    if backward is None:
         return
-    if not window.optimizer_steps or window.loop.micro_loop is not None:
-        return
-    for backward in window.loop.backwards:
-        if backward.role.flavor != "accelerate" or backward.statement.conditional:
-            continue
-        owner = backward.role.call.func.value
-        info = window.objects.accelerator(owner)
-        if info is None or info.sharded == "deepspeed" or info.steps is None:
-            continue
-        if not _k_given_in_scope(window, dotted(owner)):
-            continue  # K was given to another function's Accelerator of the same name
-        steps = int_value(info.steps)
-        if steps is not None and steps <= 1:
-            continue
-        if steps is None and not (info.scales or window.is_accumulation_name(info.steps)):
-            continue
-        yield Finding(
-            backward.role.call,
-            f"`{code(owner)}` divides every loss by `{code(info.steps)}`, but no `accumulate()` or gate "
-            "holds the optimizer step back",
-            _wrap_in_accumulate(window, owner),
-            f"Wrap the loop body in `with {code(owner)}.accumulate(model):`",
-            help=f"the optimizer steps on every micro-batch with 1/{code(info.steps)} of its gradient: nothing "
-            f"accumulates; `with {code(owner)}.accumulate(model):` makes the prepared optimizer step once per window",
-        )
-        return
-
-
-def _k_given_in_scope(window: Window, name: Optional[str]) -> bool:
-    """When the loop's function binds the Accelerator itself, K must be given there (to its
-    constructor, or by `accelerator.gradient_accumulation_steps = K`): a module's other
-    functions may build Accelerators of the same name with other settings (a test module)."""
-    function = window.loop.function
-    if name is None or function is None:
-        return True
-
-    def local(node: cst.CSTNode) -> bool:
-        return window.facts.enclosing_function(node) is function
-
-    built = [b for b in window.facts.bindings.get(name, ()) if local(b.statement)]
-    if not built:
-        return True
-    later = [b for b in window.facts.bindings.get(f"{name}.gradient_accumulation_steps", ()) if local(b.statement)]
-    given = [b for b in built if type(b.value) is cst.Call and _carries_k(window.facts, b.value)]
-    return bool(given or later)
+    owner = backward.role.call.func.value
+    info = window.objects.accelerator(owner)
+    assert info is not None and info.steps is not None
+    yield Finding(
+        backward.role.call,
+        f"`{code(owner)}` divides every loss by `{code(info.steps)}`, but no `accumulate()` or gate "
+        "holds the optimizer step back",
+        _wrap_in_accumulate(window, owner),
+        f"Wrap the loop body in `with {code(owner)}.accumulate(model):`",
+        help=f"the optimizer steps on every micro-batch with 1/{code(info.steps)} of its gradient: nothing "
+        f"accumulates; `with {code(owner)}.accumulate(model):` makes the prepared optimizer step once per window",
+    )
 
 
 def _wrap_in_accumulate(window: Window, owner: cst.BaseExpression) -> tuple[Edit, ...]:
@@ -158,9 +125,6 @@ FRAMEWORK_SCALES_WITHOUT_WINDOWS = Rule(
 )
 
 
-_CARRIES_K = ("gradient_accumulation_steps", "gradient_accumulation_plugin", "deepspeed_plugin", "deepspeed_plugins")
-
-
 def accumulate_without_steps(model: ModuleModel) -> Iterable[Finding]:
     """GA108: `accumulate()` on an Accelerator built in the module without K, in a module
     that divides the loss by an accumulation count or gates on one."""
@@ -172,7 +136,7 @@ def accumulate_without_steps(model: ModuleModel) -> Iterable[Finding]:
         for call, _ in _accumulate_entries(window):
             owner = dotted(call.func.value)
             constructors = _constructors(model, owner)
-            if not constructors or any(_carries_k(facts, c) for c in constructors):
+            if not constructors or any(carries_k(facts, c) for c in constructors):
                 continue
             if facts.bindings.get(f"{owner}.gradient_accumulation_steps"):
                 continue
@@ -212,13 +176,6 @@ def _constructors(model: ModuleModel, owner: Optional[str]) -> list[cst.Call]:
         binding.value for binding in model.facts.values_of(owner)
         if type(binding.value) is cst.Call and last_part(call_name(binding.value) or "") == "Accelerator"
     ]
-
-
-def _carries_k(facts: ModuleFacts, call: cst.Call) -> bool:
-    """K given, or possibly given (a plugin, a DeepSpeed config, a `**dict` whose keys are unknown);
-    a `**dict` the module builds counts as the keywords it holds."""
-    given = keywords(facts, call)
-    return given is None or any(name in given for name in _CARRIES_K)
 
 
 def _with_steps(call: cst.Call, k: cst.BaseExpression) -> cst.Call:

@@ -16,12 +16,19 @@ from accumlint.rules.window import steps_every_micro_batch, window_step
 
 
 def step_counter_counts_micro_batches(window: Window) -> Iterable[Finding]:
-    if not window.steps_once_per_window or steps_every_micro_batch(window):
+    """GA109. A loop whose Accelerator has K but no window (GA111) is read as the window
+    `accumulate()` gives it: its step counter must count windows there too, so the fix
+    of GA111 leaves no counter behind."""
+    unwindowed = window.unwindowed_framework_backward is not None
+    if not unwindowed and (not window.steps_once_per_window or steps_every_micro_batch(window)):
         return
-    anchor = window_step(window)
-    if anchor is None and window.accumulate_k is None:
+    anchor = None if unwindowed else window_step(window)
+    if anchor is None and window.accumulate_k is None and not unwindowed:
         return
-    gate_counters = {gate.counter for gate in window.loop.gates}
+    # A counter that a step's or zeroing's own gate tests cannot move under that gate.
+    gate_counters = {
+        event.gate.counter for event in window.loop.of_kind("step", "zero") if event.gate is not None
+    }
     for increment in step_counter_increments(window):
         if not every_micro_batch(window, increment.statement):
             continue
@@ -29,7 +36,7 @@ def step_counter_counts_micro_batches(window: Window) -> Iterable[Finding]:
         if budget is None:
             continue
         edits: tuple[Edit, ...] = ()
-        if increment.counter not in gate_counters:
+        if increment.counter not in gate_counters and not unwindowed:
             edits = once_per_window(window, increment.statement, anchor.statement if anchor is not None else None)
         yield Finding(
             increment.statement.node,
