@@ -39,7 +39,9 @@ def graph_kept_alive(window: Window) -> Iterable[Finding]:
                 added, holder = call.args[0].value, dotted(call.func.value)
                 if not _may_be_list(window, holder):
                     continue  # `run_loss.append(loss)` on a metric object (MONAI's CumulativeAverage...)
-        if added is None or holder is None or holder in assigned_in_loop.get(statement.helper, set()):
+        if added is None or holder is None:
+            continue
+        if holder in assigned_in_loop.get((statement.helper, window.loop.in_micro_loop(statement)), set()):
             continue
         if window.builds_no_graph(statement):
             continue  # `with torch.no_grad(): metrics += loss` keeps no graph
@@ -86,20 +88,25 @@ def _backpropagated_later(window: Window, holder: str) -> bool:
     return any(pattern.search(text) and "backward" in text for text in later)
 
 
-def _assigned_names(window: Window) -> dict[Optional[cst.FunctionDef], set[str]]:
-    """Names rebound by plain assignment on every iteration, per scope: they do not
-    outlive it. A reset under a gate or another condition (`running_loss = 0` at the
-    window boundary) does: the sum keeps every graph until then."""
-    found: dict[Optional[cst.FunctionDef], set[str]] = {}
+def _assigned_names(window: Window) -> dict[tuple[Optional[cst.FunctionDef], bool], set[str]]:
+    """Names rebound by plain assignment on every iteration, per scope and per level (the
+    iteration, or the micro-step loop's iteration): they do not outlive it. A reset under
+    a gate or another condition (`running_loss = 0` at the window boundary) does, and so
+    does one outside the micro-step loop for a sum made inside it (`total = 0` before
+    `for micro in range(K): total += loss`): the sum keeps every graph of the window."""
+    found: dict[tuple[Optional[cst.FunctionDef], bool], set[str]] = {}
     for statement in window.loop.statements:
         if statement.gate is not None or statement.conditional:
             continue
+        in_micro = window.loop.in_micro_loop(statement)
         for small in statement.node.body:
             if type(small) is cst.Assign and _self_sum(small) is None:
                 for target in small.targets:
                     name = dotted(target.target)
                     if name is not None:
-                        found.setdefault(statement.helper, set()).add(name)
+                        found.setdefault((statement.helper, False), set()).add(name)
+                        if in_micro:
+                            found.setdefault((statement.helper, True), set()).add(name)
     return found
 
 
