@@ -18,9 +18,10 @@ import libcst as cst
 
 from accumlint.model.facts import Function, ModuleFacts
 from accumlint.model.loop import Event, Statement, TrainingLoop
-from accumlint.model.names import call_name, code, dotted, keyword, last_part, positional, string_value
+from accumlint.model.names import call_name, code, dotted, keyword, last_part, normalized, positional, string_value
 from accumlint.model.roles import Objects
 from accumlint.model.scopes import free_names
+from accumlint.model.tree import walk
 from accumlint.source.patterns import LazyPattern
 
 # How the loss reaching a backward was reduced (see the module's docstring).
@@ -31,6 +32,8 @@ SUM: Final = "sum"
 UNKNOWN: Final = "unknown"
 # What a scaling does with its factor (see `Scaling`).
 ScalingOp = Literal["div", "mul", "inverse", "const", "amp"]
+# Methods that keep a loss's scale (a mean over DataParallel's per-device copies, a cast).
+_VALUE_KEEPING_METHODS = frozenset({"mean", "float", "half", "bfloat16", "double", "squeeze", "contiguous"})
 _AUGMENTED_SCALINGS: dict[type, ScalingOp] = {cst.DivideAssign: "div", cst.MultiplyAssign: "mul"}  # `loss /= K`
 _HUGGING_FACE_PACKAGES = frozenset({"transformers", "peft", "trl", "accelerate", "diffusers", "optimum"})
 
@@ -198,14 +201,20 @@ class LossReader:
                 flow.reduction = self.reduction(expr, loop.function, flow)
                 return
             statement, small = definition
-            if type(small) is cst.AugAssign:
-                op = _AUGMENTED_SCALINGS.get(type(small.operator))
-                if op == "mul" and _is_constant(small.value):
+            in_place = _in_place_scaling(small, name)
+            if type(small) is cst.AugAssign or in_place is not None:
+                op: Optional[ScalingOp]
+                if in_place is not None:
+                    op, factor = in_place
+                else:
+                    assert type(small) is cst.AugAssign
+                    op, factor = _AUGMENTED_SCALINGS.get(type(small.operator)), small.value
+                if op == "mul" and _is_constant(factor):
                     op = "const"
                 if op is not None:
-                    inverse = _reciprocal(small.value) if op == "div" else None
+                    inverse = _reciprocal(factor) if op == "div" else None
                     flow.scalings.append(
-                        Scaling("inverse" if inverse is not None else op, inverse or small.value, small, statement, True)
+                        Scaling("inverse" if inverse is not None else op, inverse or factor, small, statement, True)
                     )
                 self._trace(loop, statement, expr, flow, depth + 1)
                 return
@@ -214,7 +223,7 @@ class LossReader:
                 flow.origin, flow.origin_statement = value, statement
                 flow.reduction = self._unpacked(value, name, small.targets[0].target)
                 return
-            inner, scalings = split_scaling(value, statement)
+            inner, scalings = split_scaling(_division_unless_one(value), statement)
             for scaling in scalings:
                 flow.scalings.append(Scaling(scaling.op, scaling.factor, scaling.node, statement,
                                              dotted(inner) == name))
@@ -224,10 +233,28 @@ class LossReader:
                 return
             flow.origin, flow.origin_statement = inner, statement
             flow.reduction = self.reduction(inner, loop.function, flow)
+            self._scaled_before_method(loop, statement, inner, flow, depth)
             return
         flow.origin = expr
         flow.origin_statement = before
         flow.reduction = self.reduction(expr, loop.function, flow)
+
+    def _scaled_before_method(self, loop: TrainingLoop, statement: Statement, inner: cst.BaseExpression,
+                              flow: LossFlow, depth: int) -> None:
+        """`loss = loss / K` and then `if n_gpu > 1: loss = loss.mean()`: the method keeps the
+        division made before it. When the value the method is called on was scaled earlier in
+        the iteration, the flow takes those scalings (its origin stays this call: its
+        reduction is what the backward sees)."""
+        if type(inner) is not cst.Call or type(inner.func) is not cst.Attribute or inner.args:
+            return
+        if inner.func.attr.value not in _VALUE_KEEPING_METHODS:
+            return
+        receiver = dotted(inner.func.value)
+        if receiver is None or receiver.endswith("()"):
+            return
+        earlier = LossFlow(flow.backward)
+        self._trace(loop, statement, inner.func.value, earlier, depth + 1)
+        flow.scalings.extend(earlier.scalings)
 
     def _through_helper(self, loop: TrainingLoop, definition: tuple[Statement, cst.BaseSmallStatement], flow: LossFlow,
                         depth: int) -> bool:
@@ -407,7 +434,36 @@ def _last_definition(statements: list[Statement], before: Statement, name: str
                 if type(small) is cst.AnnAssign and small.value is None:
                     continue
                 found = (statement, small)
+            elif _in_place_scaling(small, name) is not None:
+                found = (statement, small)
     return found
+
+
+def _division_unless_one(value: cst.BaseExpression) -> cst.BaseExpression:
+    """`loss / K if K > 1 else loss` (either arm order) is the division: the other arm runs
+    only where K is 1, where dividing changes nothing."""
+    if type(value) is not cst.IfExp:
+        return value
+    tested = {code(node) for node in walk(value.test) if type(node) in (cst.Name, cst.Attribute)}
+    for divided, plain in ((value.body, value.orelse), (value.orelse, value.body)):
+        if type(divided) is cst.BinaryOperation and type(divided.operator) is cst.Divide:
+            if normalized(divided.left) == normalized(plain) and code(divided.right) in tested:
+                return divided
+    return value
+
+
+def _in_place_scaling(small: cst.BaseSmallStatement, name: str) -> Optional[tuple[ScalingOp, cst.BaseExpression]]:
+    """`loss.div_(K)` / `loss.mul_(w)` as a statement: the tensor is rescaled in place,
+    like `loss /= K`."""
+    if type(small) is not cst.Expr or type(small.value) is not cst.Call:
+        return None
+    call = small.value
+    if type(call.func) is not cst.Attribute or dotted(call.func.value) != name or len(call.args) != 1:
+        return None
+    method = call.func.attr.value
+    if method not in ("div_", "mul_") or call.args[0].keyword is not None or call.args[0].star:
+        return None
+    return ("div" if method == "div_" else "mul"), call.args[0].value
 
 
 def _in_tuple(target: cst.BaseExpression, name: str) -> bool:
