@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from importlib.resources import files
+from pathlib import Path
 
 import libcst
 import pytest
@@ -42,10 +43,21 @@ def test_every_catalog_code_has_a_document_and_nothing_else_does() -> None:
     assert docs.documented_codes() == sorted(CODES + SUPPRESSION_CODES)
 
 
-def test_documents_load_through_importlib_resources() -> None:
+def test_documents_are_shipped_as_a_package() -> None:
+    """The installed copy's documents load through `importlib.resources` (the copy may be
+    another checkout's, so only the document's title is compared)."""
     resource = files(docs.RESOURCE_PACKAGE).joinpath("GA201.md")
     assert resource.is_file()
-    assert resource.read_text(encoding="utf-8") == docs.rule_document("GA201")
+    assert resource.read_text(encoding="utf-8").startswith(f"# GA201 {RULES_BY_CODE['GA201'].name}\n")
+
+
+def test_a_checkout_reads_its_own_documents() -> None:
+    """Code imported from a source checkout (the tests' own) reads that checkout's `rules/`,
+    never the documents of another copy installed in the same environment."""
+    checkout = Path(docs.__file__).resolve().parents[2] / "rules"
+    assert docs.documents() == checkout
+    assert docs.rule_document("GA201") == (checkout / "GA201.md").read_text(encoding="utf-8")
+    assert docs.documented_codes() == sorted(path.stem for path in checkout.glob("*.md"))
 
 
 def test_codes_are_case_and_space_insensitive() -> None:

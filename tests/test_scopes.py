@@ -115,6 +115,18 @@ def test_subscript_and_attribute_targets_bind_no_name_in_scope_questions() -> No
     assert scopes.local_names(module.body[-1]) == {"x", "h"}
 
 
+def test_what_code_binds_as_chains_and_what_its_targets_may_rebind() -> None:
+    """`chains_bound` gives each target as written (a counter moved by unpacking counts);
+    `chains_in_targets` also gives the parts of a target, erring toward "may vary"."""
+    statement = cst.parse_module("step, self.seen[i] = step + 1, True\n").body[0]
+    assert scopes.chains_bound(statement) == {"step", "self.seen[]"}
+    assert scopes.chains_in_targets(statement) == {"step", "self.seen", "self", "seen", "i"}
+    plain = cst.parse_module("total = step * 2\n").body[0]
+    assert scopes.chains_bound(plain) == scopes.chains_in_targets(plain) == {"total"}
+    read_only = cst.parse_module("log(step, self.seen[i])\n").body[0]
+    assert scopes.chains_bound(read_only) == scopes.chains_in_targets(read_only) == set()
+
+
 def test_the_scope_questions_and_the_guard_read_locals_as_python_does() -> None:
     module = cst.parse_module(textwrap.dedent("""
         ks = [k for k in range(3)]

@@ -48,7 +48,7 @@ def _only_flags(statement: Statement, after: Optional[cst.CSTNode] = None) -> bo
         if type(node) is cst.If:
             if following is not node.body or not is_flag(node.test):
                 return False
-        elif type(node) in (cst.Try, cst.TryStar):
+        elif type(node) is cst.Try or type(node) is cst.TryStar:
             if following is not node.body:
                 return False
     return True

@@ -73,8 +73,8 @@ def _parse(test: cst.BaseExpression, resolve: Resolver, depth: int) -> Optional[
         gate = _modulo(test, test, zero_means_boundary=True)
         return None if gate is None else replace(gate, positive=False)
     if type(test) is cst.Call:
-        name = dotted(test.func) or ""
-        if last_part(name) == "is_gradient_accumulation_boundary":
+        callee = dotted(test.func) or ""
+        if last_part(callee) == "is_gradient_accumulation_boundary":
             return Gate("boundary", test, True)
         return None
     name = dotted(test)

@@ -72,16 +72,16 @@ def _updated(facts: ModuleFacts, name: str) -> bool:
 def _literal_items(facts: ModuleFacts, value: cst.Dict, depth: int) -> Optional[dict[str, cst.BaseExpression]]:
     items: dict[str, cst.BaseExpression] = {}
     for element in value.elements:
-        if type(element) is cst.StarredDictElement:
-            nested = _dict_items(facts, element.value, depth + 1)
-            if nested is None:
+        if type(element) is cst.DictElement:
+            key = string_value(element.key)
+            if key is None:
                 return None
-            items.update(nested)
+            items[key] = element.value
             continue
-        key = string_value(element.key)
-        if key is None:
+        nested = _dict_items(facts, element.value, depth + 1)  # `**other`, a StarredDictElement
+        if nested is None:
             return None
-        items[key] = element.value
+        items.update(nested)
     return items
 
 

@@ -381,7 +381,7 @@ class _Walker:
             return set()
         found = self._bound.get(id(node))
         if found is None:
-            found = self._bound[id(node)] = _bound_names(node)
+            found = self._bound[id(node)] = scopes.chains_in_targets(node)
         return found
 
     def _is_accumulation_count(self, node: cst.BaseExpression) -> bool:
@@ -462,25 +462,6 @@ _CONSTANT_TEST_NODES = frozenset({
 })
 
 
-def _bound_names(node: cst.CSTNode) -> set[str]:
-    """Dotted names bound anywhere under `node`: assignment and loop targets, `as` names."""
-    found: set[str] = set()
-    for child in walk(node):
-        kind = type(child)
-        targets: list[cst.CSTNode] = []
-        if kind is cst.AssignTarget or kind is cst.AugAssign or kind is cst.AnnAssign or kind is cst.For:
-            targets.append(child.target)
-        elif kind is cst.AsName or kind is cst.NamedExpr:
-            targets.append(child.name if kind is cst.AsName else child.target)
-        for target in targets:
-            for part in walk(target):
-                if type(part) in (cst.Name, cst.Attribute):
-                    name = dotted(part)
-                    if name is not None:
-                        found.add(name)
-    return found
-
-
 def _plain_values(node: cst.CSTNode) -> dict[str, list[Optional[cst.BaseExpression]]]:
     """Names bound under `node`, each with its assigned values (None for a binding that
     is not a one-target `name = value`: a loop target, `+=`, `as`, unpacking)."""
@@ -505,13 +486,14 @@ def _plain_values(node: cst.CSTNode) -> dict[str, list[Optional[cst.BaseExpressi
     return found
 
 
-def _parameters(function: cst.CSTNode) -> set[str]:
+def _parameters(function: cst.CSTNode) -> frozenset[str]:
+    """A function's parameters but its receiver (`self`, `cls`); none for a loop."""
     if type(function) is not cst.FunctionDef:
-        return set()
-    params = function.params
-    every = [*params.posonly_params, *params.params, *params.kwonly_params]
-    every += [p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)]
-    return {p.name.value for p in every} - {"self", "cls"}
+        return frozenset()
+    return scopes.all_parameters(function) - _RECEIVERS
+
+
+_RECEIVERS = frozenset({"self", "cls"})
 
 
 # -- building the loops of a module ----------------------------------------------

@@ -86,7 +86,7 @@ def _adds_to_itself(value: cst.BaseExpression, name: str) -> bool:
 
 
 def _binds(target: cst.BaseExpression, name: str) -> bool:
-    if type(target) in (cst.Tuple, cst.List):
+    if type(target) is cst.Tuple or type(target) is cst.List:
         return any(dotted(element.value) == name for element in target.elements)
     return dotted(target) == name
 

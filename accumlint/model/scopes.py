@@ -64,6 +64,36 @@ def free_names(expr: cst.BaseExpression) -> set[str]:
     return {node.value for node in walk(expr) if type(node) is cst.Name and id(node) not in attributes}
 
 
+def chains_bound(node: cst.CSTNode) -> set[str]:
+    """The names and attribute chains code binds or unbinds anywhere under `node`
+    (assignment, loop, `with` and `except` targets, walruses, `del`, imports), each as
+    written (`a, self.b = ...` -> a, self.b)."""
+    return set(_chains_bound(walk(node)))
+
+
+def chains_in_targets(node: cst.CSTNode) -> set[str]:
+    """Every name and attribute chain written inside a binding target under `node`
+    (assignment and loop targets, `as` names, walruses), the bases of attribute targets
+    and the indices of subscript targets included (`x.y[i] = ...` -> x.y, x, y, i): what
+    the code may rebind, erring toward "rebound", for questions where "may vary" is the
+    safe answer (is a test the same for the whole run?)."""
+    found: set[str] = set()
+    for child in walk(node):
+        kind = type(child)
+        targets: list[cst.CSTNode] = []
+        if kind is cst.AssignTarget or kind is cst.AugAssign or kind is cst.AnnAssign or kind is cst.For:
+            targets.append(child.target)
+        elif kind is cst.AsName or kind is cst.NamedExpr:
+            targets.append(child.name if kind is cst.AsName else child.target)
+        for target in targets:
+            for part in walk(target):
+                if type(part) in (cst.Name, cst.Attribute):
+                    name = dotted(part)
+                    if name is not None:
+                        found.add(name)
+    return found
+
+
 def parameters(function: Function) -> list[str]:
     """The names of a function's parameters that a call may pass by position or keyword."""
     params = function.params

@@ -121,10 +121,11 @@ def _disables(facts: ModuleFacts, owner: cst.ClassDef, seen: set[int]) -> bool:
         if type(node) is cst.Assign and type(node.value) is cst.Name and node.value.value == "False":
             if any(dotted(t.target) in (f"self.{_FLAG}", _FLAG) for t in node.targets):
                 return True
-    return any(
-        _disables(facts, facts.classes[dotted(base.value)], seen)
-        for base in owner.bases if dotted(base.value) in facts.classes
-    )
+    for base in owner.bases:
+        name = dotted(base.value)
+        if name is not None and name in facts.classes and _disables(facts, facts.classes[name], seen):
+            return True
+    return False
 
 
 def _method(owner: cst.ClassDef, name: str) -> Optional[Function]:

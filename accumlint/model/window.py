@@ -146,20 +146,11 @@ class Window:
         return None
 
     def _assigned_between(self, name: Optional[str], first: Statement, last: Statement) -> bool:
-        """Whether a statement between the two (in order) assigns `name`."""
+        """Whether a statement between the two (in order) binds `name`."""
         if name is None:
             return True
-        for statement in self.loop.statements:
-            if first.order < statement.order < last.order:
-                small = statement.small
-                targets: list[cst.BaseExpression] = []
-                if type(small) is cst.Assign:
-                    targets = [t.target for t in small.targets]
-                elif type(small) in (cst.AugAssign, cst.AnnAssign):
-                    targets = [small.target]
-                if any(dotted(t) == name for t in targets):
-                    return True
-        return False
+        return any(first.order < statement.order < last.order and name in scopes.chains_bound(statement.small)
+                   for statement in self.loop.statements)
 
     def managed_step(self, statement: Statement) -> Optional[Event]:
         """The last optimizer step in the same `accumulate()` block as `statement`."""

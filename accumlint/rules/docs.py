@@ -2,10 +2,11 @@
 
 The documents live in the repository's top-level `rules/` directory, named
 by each rule's `RuleInfo.document`; pyproject maps the directory to the
-package `accumlint.ruledocs`. They are read with `importlib.resources`, which
-works for wheels and editable installs alike; if the package cannot be
-resolved (an unusual install, a source checkout used without installing), the
-repository's `rules/` next to this package is used.
+package `accumlint.ruledocs`. Code imported from a source checkout reads that
+checkout's `rules/`, so that a checkout on `PYTHONPATH` (a second worktree, a
+scratch copy) never reads the documents of another, installed copy; an
+installed package reads them with `importlib.resources`, which works for wheels
+and editable installs alike.
 
 Each document has the sections `What it does`, `Why is this bad?`, `Example`
 (code that triggers exactly this rule), `Use instead` (code with no finding at
@@ -21,9 +22,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional, Union
 
 from accumlint.rules.catalog import CODE_SHAPE, RULES_BY_CODE
+
+if TYPE_CHECKING:
+    from importlib.abc import Traversable
 
 RESOURCE_PACKAGE = "accumlint.ruledocs"
 REQUIRED_SECTIONS: tuple[str, ...] = (
@@ -75,49 +79,39 @@ def normalize_code(code: str) -> str:
     return normalized
 
 
-def _fallback_dir() -> Path:
-    return Path(__file__).resolve().parents[2] / "rules"
-
-
-def _read_resource(filename: str) -> Optional[str]:
+def documents() -> Optional[Union[Path, "Traversable"]]:
+    """The folder of the rule documents: the `rules/` of the source checkout this package
+    was imported from (the folder beside a `pyproject.toml` above it), else the installed
+    package `accumlint.ruledocs`; None when neither can be found."""
+    root = Path(__file__).resolve().parents[2]
+    if (root / "pyproject.toml").is_file() and (root / "rules").is_dir():
+        return root / "rules"
     try:
         from importlib.resources import files
 
-        resource = files(RESOURCE_PACKAGE).joinpath(filename)
-        if resource.is_file():
-            return resource.read_text(encoding="utf-8")
+        return files(RESOURCE_PACKAGE)
     except (ImportError, OSError, TypeError, ValueError):
-        pass
-    return None
+        return None
 
 
 def rule_document(code: str) -> str:
     """The Markdown document of a rule, e.g. `rule_document("GA201")`."""
     normalized = normalize_code(code)
     filename = RULES_BY_CODE[normalized].document
-    text = _read_resource(filename)
-    if text is None:
-        path = _fallback_dir() / filename
-        if not path.is_file():
-            raise FileNotFoundError(
-                f"the document for rule {normalized} is missing from this installation "
-                f"(looked in package {RESOURCE_PACKAGE!r} and {path})"
-            )
-        text = path.read_text(encoding="utf-8")
-    return text
+    folder = documents()
+    document = folder.joinpath(filename) if folder is not None else None
+    if document is None or not document.is_file():
+        raise FileNotFoundError(
+            f"the document for rule {normalized} is missing from this installation "
+            f"(looked in {folder if folder is not None else f'package {RESOURCE_PACKAGE!r}'})"
+        )
+    return document.read_text(encoding="utf-8")
 
 
 def documented_codes() -> list[str]:
     """Codes of every shipped document (including any the catalog lacks)."""
-    names: set[str] = set()
-    try:
-        from importlib.resources import files
-
-        names = {entry.name for entry in files(RESOURCE_PACKAGE).iterdir()}
-    except (ImportError, OSError, TypeError, ValueError):
-        directory = _fallback_dir()
-        if directory.is_dir():
-            names = {entry.name for entry in directory.iterdir()}
+    folder = documents()
+    names = {entry.name for entry in folder.iterdir()} if folder is not None and folder.is_dir() else set()
     return sorted(name[:-3] for name in names if name.endswith(".md") and CODE_SHAPE.match(name[:-3]))
 
 

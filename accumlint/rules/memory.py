@@ -31,8 +31,8 @@ def graph_kept_alive(window: Window) -> Iterable[Finding]:
         holder: Optional[str] = None
         if type(small) is cst.AugAssign and type(small.operator) is cst.AddAssign:
             added, holder = small.value, dotted(small.target)
-        elif _self_sum(small) is not None:
-            holder, added = _self_sum(small)
+        elif (summed := _self_sum(small)) is not None:
+            holder, added = summed
         elif type(small) is cst.Expr and type(small.value) is cst.Call:
             call = small.value
             if type(call.func) is cst.Attribute and call.func.attr.value == "append" and len(call.args) == 1:
@@ -137,7 +137,8 @@ def retain_graph_in_loop(window: Window) -> Iterable[Finding]:
             continue
         if backward.role.flavor == "lightning-auto" or window.builds_no_graph(backward.statement):
             continue
-        retain = keyword(backward.role.call, "retain_graph")
+        call = backward.role.call
+        retain = keyword(call, "retain_graph") if type(call) is cst.Call else None
         if retain is None or code(retain.value) != "True" or window.loop.backward_per_loss(backward):
             continue
         yield Finding(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Iterable, Optional
 
+import libcst as cst
+
 from accumlint.fix.edits import Edit, filled_statement, insert_after, insert_before, remove
 from accumlint.model.cadence import every_micro_batch
 from accumlint.model.loop import Event
@@ -50,7 +52,8 @@ def scheduler_every_micro_batch(window: Window) -> Iterable[Finding]:
             continue
         if length_is_loop_budget(window.facts, window.loop.node, window.loop.function, event.role.receiver, constructors):
             continue
-        if event.role.call.args:
+        call = event.role.call
+        if type(call) is cst.Call and call.args:
             continue  # `scheduler.step(i)`: the schedule is told where it is, so its pace follows the index
         anchor = window_step(window, event)
         yield Finding(

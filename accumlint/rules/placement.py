@@ -9,7 +9,7 @@ under a configuration test (`if model_ema is not None:`) moves with its test.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Union
 
 import libcst as cst
 
@@ -33,11 +33,11 @@ def sync_block(window: Window, after: int) -> Optional[cst.If]:
     return None
 
 
-def movable_unit(statement: Statement) -> Optional[cst.CSTNode]:
+def movable_unit(statement: Statement) -> Optional[Union[cst.SimpleStatementLine, cst.If]]:
     """The statement, or the flag `if` it stands alone in, when it can be moved as a whole."""
     if not movable(statement):
         return None
-    unit: cst.CSTNode = statement.node
+    unit: Union[cst.SimpleStatementLine, cst.If] = statement.node
     path = list(statement.block)
     while (
         len(path) >= 3 and type(path[-1]) is cst.IndentedBlock and type(path[-2]) is cst.If

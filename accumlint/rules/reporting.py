@@ -21,20 +21,24 @@ def logged_loss_scaled(window: Window) -> Iterable[Finding]:
     if not window.accumulates:
         return
     for flow in window.flows:
+        name = flow.name
         scaling = _rebinding_division(window, flow)
-        if scaling is None or scaling.statement is None:
+        if name is None or scaling is None or scaling.statement is None:
             continue
-        for log in _logs_after(window, scaling.statement, flow.name):
-            scaled = _unrestored(window, log.role.call, flow.name, _dicts_logged(window, scaling.statement, log))
+        for log in _logs_after(window, scaling.statement, name):
+            call = log.role.call
+            if type(call) is not cst.Call:
+                continue
+            scaled = _unrestored(window, call, name, _dicts_logged(window, scaling.statement, log, call))
             if not scaled:
                 continue
             yield Finding(
-                log.role.call,
-                f"the logged `{flow.name}` was already divided by `{code(scaling.factor)}` ({{related}})",
+                call,
+                f"the logged `{name}` was already divided by `{code(scaling.factor)}` ({{related}})",
                 _restore(scaled, scaling.factor),
                 f"Log the loss multiplied back by `{code(scaling.factor)}`",
                 help=f"the reported training loss is K times too small and not comparable with a run without "
-                f"accumulation; log `{flow.name}.item() * {code(scaling.factor)}`",
+                f"accumulation; log `{name}.item() * {code(scaling.factor)}`",
                 related=scaling.node,
             )
 
@@ -75,10 +79,10 @@ def _logs_after(window: Window, scaled_at: Statement, name: str) -> list[Event]:
     return found
 
 
-def _dicts_logged(window: Window, scaled_at: Statement, log: Event) -> list[cst.BaseExpression]:
-    """The dict literals the logging call passes through a name (`logs = {"loss": ...}` then
-    `progress_bar.set_postfix(**logs)`), bound in the iteration between the scaling and the call."""
-    names = {dotted(arg.value) for arg in log.role.call.args if type(arg.value) is cst.Name}
+def _dicts_logged(window: Window, scaled_at: Statement, log: Event, call: cst.Call) -> list[cst.BaseExpression]:
+    """The dict literals the logging call (`call`, of `log`) passes through a name (`logs = {"loss": ...}`
+    then `progress_bar.set_postfix(**logs)`), bound in the iteration between the scaling and the call."""
+    names = {dotted(arg.value) for arg in call.args if type(arg.value) is cst.Name}
     found: dict[str, cst.BaseExpression] = {}
     for statement in window.loop.statements:
         if not scaled_at.order < statement.order < log.order or statement.helper is not log.statement.helper:
@@ -99,7 +103,7 @@ def _unrestored(window: Window, call: cst.Call, name: str,
     stack += [(value, ()) for value in extra]
     while stack:
         node, parents = stack.pop()
-        if type(node) in (cst.Name, cst.Attribute) and dotted(node) == name:
+        if (type(node) is cst.Name or type(node) is cst.Attribute) and dotted(node) == name:
             if not any(_multiplies_back(window, parent) for parent in parents):
                 found.append(_chain(node, parents))
             continue

@@ -143,9 +143,9 @@ def _remove_division(scaling: Scaling) -> tuple[Edit, ...]:
 
 
 def mismatched_scaling_factor(window: Window) -> Iterable[Finding]:
-    if not _structural_k(window) or window.k is window.slices_k:
-        return  # over slices of one batch, a division by its size is the per-sample weighting
     k = window.k
+    if k is None or not _structural_k(window) or k is window.slices_k:
+        return  # over slices of one batch, a division by its size is the per-sample weighting
     for flow in window.flows:
         for scaling in flow.scalings:
             if scaling.op != "div" or window.is_k(scaling.factor) or not _mismatched(window, scaling.factor, k):

@@ -11,6 +11,7 @@ import libcst as cst
 
 from accumlint.fix.edits import Edit, insert_after, insert_before, replace
 from accumlint.model.build import ModuleModel
+from accumlint.model.facts import Function
 from accumlint.model.names import dotted
 from accumlint.model.trainers import (
     TrainerClass,
@@ -42,7 +43,7 @@ def trainer_loss_not_normalized(model: ModuleModel) -> Iterable[Finding]:
             compute_loss,
             f"`{trainer.node.name.value}.compute_loss` ignores `num_items_in_batch`, so the Trainer "
             "no longer divides its loss by `gradient_accumulation_steps`",
-            _disable_edits(trainer),
+            _disable_edits(trainer, compute_loss),
             "Set `self.model_accepts_loss_kwargs = False` after `super().__init__(...)`",
             help="with an HF model (transformers 4.46 and later) the Trainer skips its own 1/K when "
             "`compute_loss` may normalise by the window's token count; this override does not, so gradients "
@@ -51,12 +52,11 @@ def trainer_loss_not_normalized(model: ModuleModel) -> Iterable[Finding]:
         )
 
 
-def _disable_edits(trainer: TrainerClass) -> tuple[Edit, ...]:
+def _disable_edits(trainer: TrainerClass, compute_loss: Function) -> tuple[Edit, ...]:
     flag = cst.parse_statement("self.model_accepts_loss_kwargs = False\n")
     if trainer.init is not None:
         statement = super_init(trainer.init)
         return (insert_after(statement, flag),) if statement is not None else ()
-    compute_loss = trainer.compute_loss
     init = cst.parse_statement(
         "def __init__(self, *args, **kwargs):\n"
         "    super().__init__(*args, **kwargs)\n"

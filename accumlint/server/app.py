@@ -121,12 +121,11 @@ def _rule_link(code: str) -> Optional[types.CodeDescription]:
     """The rule document's `file:` URI: the repository's `rules/GAxxx.md` in a checkout,
     the installed copy otherwise (it opens in the editor, also on a remote machine)."""
     try:
-        from importlib.resources import files
-
         from accumlint.rules.catalog import RULES_BY_CODE
-        from accumlint.rules.docs import RESOURCE_PACKAGE
+        from accumlint.rules.docs import documents
 
-        document = files(RESOURCE_PACKAGE).joinpath(RULES_BY_CODE[code].document)
+        folder = documents()
+        document = folder.joinpath(RULES_BY_CODE[code].document) if folder is not None else None
         if isinstance(document, os.PathLike) and document.is_file():
             return types.CodeDescription(href=Path(os.path.abspath(document)).as_uri())
     except (ImportError, OSError, TypeError, ValueError, KeyError):
