@@ -201,3 +201,35 @@ def test_the_module_facts_and_the_analysed_modules_summary_read_imports_alike() 
     assert set(summary.imports) == set(facts.imports) == {"a", "c", "torch", "y", "z", "w"}
     assert {"a": "a", "c": "a.b", "y": "pkg.mod.x", "w": "w"}.items() <= facts.imports.items()
     assert scopes.module_names(module) == set(facts.imports)
+
+
+def test_a_function_that_binds_a_name_reads_its_own_bindings_of_it() -> None:
+    text = textwrap.dedent("""\
+        import torch.nn as nn
+        from losses import WindowedCrossEntropy
+        criterion = nn.L1Loss()
+
+        def train_accumulated(k):
+            criterion = WindowedCrossEntropy(k)
+            return criterion
+
+        def finetune_head():
+            criterion = nn.CrossEntropyLoss()
+            return criterion
+
+        def evaluate():
+            return criterion
+        """)
+    module = cst.parse_module(text)
+    facts = collect_facts(module, text)
+    functions = {f.name.value: f for f in module.body if type(f) is cst.FunctionDef}
+
+    def values(function: Optional[str]) -> list[str]:
+        within = functions[function] if function is not None else None
+        return [module.code_for_node(b.value) for b in facts.values_in("criterion", within)]
+
+    assert values("train_accumulated") == ["WindowedCrossEntropy(k)"]
+    assert values("finetune_head") == ["nn.CrossEntropyLoss()"]
+    # a function that does not bind the name reads every binding (the module's among them)
+    assert len(values("evaluate")) == 3
+    assert len(values(None)) == 3

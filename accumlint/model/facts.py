@@ -162,6 +162,19 @@ class ModuleFacts:
             return self.project.bindings(name, self)
         return found
 
+    def values_in(self, name: Optional[str], function: Optional[Function]) -> list[Binding]:
+        """The bindings of a plain name as `function` reads it: a function that assigns the
+        name reads its own bindings only (Python makes the name local there); otherwise
+        every binding (module level, other functions: what `values_of` knows). Two loops of
+        one file (`train_plain` and `train_accumulated`) may bind `criterion` differently."""
+        found = self.values_of(name)
+        if function is None or name is None or "." in name:
+            return found
+        local = [b for b in self.bindings.get(name, ()) if self.enclosing_function(b.statement) is function]
+        if not local:
+            return found
+        return [b for b in found if self.enclosing_function(b.statement) is function] or found
+
     def method(self, function: Optional[Function], name: str) -> Optional[Function]:
         """A method `name` of the class that holds `function` (for `self.name(...)`)."""
         owner = self.class_of.get(function) if function is not None else None

@@ -339,7 +339,7 @@ class LossReader:
             return self._returned(helper, depth)
         callee = dotted(call.func)
         if callee is not None:
-            for binding in self.facts.values_of(callee):
+            for binding in self.facts.values_in(callee, function):
                 if self.objects.built_kind(binding.value, binding.index) == "loss":
                     bound = keyword(binding.value, "reduction")
                     kind = string_value(bound.value) if bound is not None else "mean"
