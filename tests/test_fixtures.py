@@ -55,6 +55,7 @@ NO_TRAINING_LOOP = {
     # Another framework's training loop: out of scope.
     "fixtures/check/other_frameworks/mxnet_gluon_trainer.py",
     # A project's modules beside its training script.
+    "fixtures/projects/schedule_built_elsewhere_divided/utils/lr.py",
     "fixtures/projects/criterion_class_elsewhere/losses.py",
     "fixtures/projects/circular_import/pkg/__init__.py",
     "fixtures/projects/circular_import/pkg/hooks.py",

@@ -284,3 +284,95 @@ def _expression_nodes(expr: cst.CSTNode) -> Iterator[cst.CSTNode]:
         if type(node) is cst.Lambda:
             continue
         stack.extend(children(node))
+
+
+@dataclass(frozen=True, eq=False)
+class HelperLength:
+    """A scheduler a project function builds and returns (`build_lr_scheduler(cfg, optimizer,
+    train_loader)`), whose length argument in that function is `len(P)` (times anything,
+    divided by nothing) for one of its parameters `P`.
+
+    carrier: the length argument, where it stands in the function (a finding's place);
+    length: the `len(P)` call; loader: what the call gives for `P` (the caller's loader)."""
+
+    carrier: cst.BaseExpression
+    length: cst.Call
+    loader: cst.BaseExpression
+
+
+def helper_built_lengths(facts: ModuleFacts, objects: Objects, name: Optional[str]) -> list[HelperLength]:
+    """For a scheduler bound from a call of a project function (this module's or another's,
+    as `ModuleFacts.helper` finds it), the micro-batch lengths the function gives it. Only
+    lengths written in the function from its own parameter are read: a name the function
+    binds or receives otherwise stays unknown, so a length computed elsewhere is never
+    mistaken for one computed here."""
+    found: list[HelperLength] = []
+    for binding in facts.values_of(name):
+        call = binding.value
+        if type(call) is not cst.Call or binding.index is not None:
+            continue
+        helper = facts.helper(call, None)
+        if helper is None:
+            continue
+        given = _arguments_by_parameter(helper, call)
+        for constructor in _returned_schedulers(objects, helper):
+            for argument in length_arguments(constructor):
+                if any(type(node) is cst.BinaryOperation and type(node.operator) in (cst.Divide, cst.FloorDivide)
+                       for node in _expression_nodes(argument)):
+                    continue
+                for node in _expression_nodes(argument):
+                    if type(node) is cst.Call and type(node.func) is cst.Name and node.func.value == "len":
+                        parameter = dotted(positional(node, 0))
+                        if parameter in given:
+                            found.append(HelperLength(argument, node, given[parameter]))
+                            break
+    return found
+
+
+def _arguments_by_parameter(function: Function, call: cst.Call) -> dict[str, cst.BaseExpression]:
+    """The function's plain parameters mapped to what the call passes for them (positional
+    in order, then keywords); a `*args`/`**kwargs` in the call maps nothing after it."""
+    params = [p.name.value for p in [*function.params.posonly_params, *function.params.params]]
+    if params[:1] in (["self"], ["cls"]):
+        params = params[1:]
+    given: dict[str, cst.BaseExpression] = {}
+    for index, arg in enumerate(call.args):
+        if arg.star:
+            break
+        if arg.keyword is not None:
+            given[arg.keyword.value] = arg.value
+        elif index < len(params):
+            given[params[index]] = arg.value
+    return given
+
+
+def _returned_schedulers(objects: Objects, function: Function) -> list[cst.Call]:
+    """The scheduler constructors a function returns: a constructor call returned as it is,
+    or a local name bound to constructors only (`lr_scheduler = get_cosine_...(...)` in
+    each arm, then `return lr_scheduler`). Empty when any return gives something else."""
+    def builds_schedule(value: cst.CSTNode) -> bool:
+        # a library's scheduler, or a factory given a schedule's length by its keyword
+        # (`get_cosine_decay_to_constant_with_warmup(..., num_training_steps=...)`)
+        return type(value) is cst.Call and (
+            objects.built_kind(value, None) == "scheduler"
+            or any(arg.keyword is not None and arg.keyword.value in LENGTH_KEYWORDS for arg in value.args)
+        )
+
+    returned: list[cst.Call] = []
+    for node in _expression_nodes(function.body):
+        if type(node) is not cst.Return or node.value is None or type(node.value) is cst.Name and node.value.value == "None":
+            continue
+        value = node.value
+        if builds_schedule(value):
+            assert type(value) is cst.Call
+            returned.append(value)
+            continue
+        name = dotted(value)
+        bound = [
+            small.value for small in _expression_nodes(function.body)
+            if type(small) is cst.Assign and len(small.targets) == 1 and dotted(small.targets[0].target) == name
+        ]
+        if not bound or name is None or not all(builds_schedule(v) for v in bound):
+            return []
+        returned.extend(v for v in bound if type(v) is cst.Call)
+    return returned

@@ -9,7 +9,7 @@ import libcst as cst
 from accumlint.fix.edits import Edit, insert_before, replace
 from accumlint.model.loop import Event
 from accumlint.model.names import code, dotted, normalized
-from accumlint.model.schedules import length_arguments, micro_batch_length, scheduler_constructors
+from accumlint.model.schedules import helper_built_lengths, length_arguments, micro_batch_length, scheduler_constructors
 from accumlint.model.scopes import in_scope
 from accumlint.model.window import Window
 from accumlint.rules.base import Finding
@@ -38,6 +38,18 @@ def schedule_counts_micro_batches(window: Window) -> Iterable[Finding]:
                     help=f"`{code(event.role.call)}` steps once per window of `{k_text}`: warmup lasts K times too "
                     f"long and the decay never finishes; use `math.ceil(len({loader}) / {k_text})`",
                 )
+        for built in helper_built_lengths(window.facts, window.objects, event.role.receiver):
+            if not _walks(window, built.loader):
+                continue
+            k_text = code(k) if k is not None else "K"
+            yield Finding(
+                built.carrier,
+                f"the schedule's length counts micro-batches (`{code(built.length)}`, given `{code(built.loader)}`), "
+                "not optimizer steps",
+                fix_description=f"Count optimizer steps: divide the loader's length by `{k_text}` (`math.ceil`)",
+                help=f"`{code(event.role.call)}` steps once per window of `{k_text}`: warmup lasts K times too "
+                "long and the decay never finishes; divide the length by K where the scheduler is built",
+            )
 
 
 def _k(window: Window) -> Optional[cst.BaseExpression]:
@@ -48,9 +60,13 @@ def _iterated_per_micro_batch(window: Window, length: cst.Call) -> bool:
     """`len(loader)` counts micro-batches only when the accumulating loop walks that loader,
     one micro-batch per iteration. A per-step function that splits each loader batch into
     micro-batches (verl's SFT trainer) has one optimizer step per loader batch."""
+    return _walks(window, length.args[0].value)
+
+
+def _walks(window: Window, loader: cst.BaseExpression) -> bool:
+    """The accumulating loop walks `loader`, one micro-batch per iteration."""
     if window.has_micro_loop or window.loop.iterable is None:
         return False
-    loader = length.args[0].value
     return normalized(loader) == normalized(window.loop.iterable)
 
 
