@@ -90,6 +90,9 @@ def shows_padding(text: str) -> bool:
     return bool(_PADDING_EVIDENCE.search(text))
 
 
+_MAX_BASES = 8  # classes visited when looking up an inherited method
+
+
 @dataclass(eq=False)
 class ModuleFacts:
     module: cst.Module
@@ -163,13 +166,26 @@ class ModuleFacts:
         return found
 
     def method(self, function: Optional[Function], name: str) -> Optional[Function]:
-        """A method `name` of the class that holds `function` (for `self.name(...)`)."""
+        """A method `name` of the class that holds `function` (for `self.name(...)`), or the
+        one it inherits from a base class of this module (`class EnergyTrainer(BaseTrainer)`
+        calling `self._backward(loss)`), nearest first."""
         owner = self.class_of.get(function) if function is not None else None
         if owner is None:
             return None
-        for statement in owner.body.body:
-            if type(statement) is cst.FunctionDef and statement.name.value == name:
-                return statement
+        seen: set[int] = set()
+        pending: list[cst.ClassDef] = [owner]
+        while pending:
+            cls = pending.pop(0)
+            if id(cls) in seen or len(seen) >= _MAX_BASES:
+                continue
+            seen.add(id(cls))
+            for statement in cls.body.body:
+                if type(statement) is cst.FunctionDef and statement.name.value == name:
+                    return statement
+            for base in cls.bases:
+                local = self.classes.get(dotted(base.value) or "")
+                if local is not None:
+                    pending.append(local)
         return None
 
     def enclosing_function(self, node: cst.CSTNode) -> Optional[Function]:
