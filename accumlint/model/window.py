@@ -677,11 +677,12 @@ def _remainder_of(test: cst.BaseExpression, zero: bool) -> Optional[tuple[str, s
 
 
 def _raises(body: cst.BaseSuite) -> bool:
+    """Whether a block ends in a `raise` statement."""
+    if type(body) is cst.SimpleStatementSuite:
+        return any(type(small) is cst.Raise for small in body.body)
     statements = getattr(body, "body", ())
     last = statements[-1] if statements else None
-    if type(body) is cst.SimpleStatementSuite:
-        last = body
-    return last is not None and any(type(small) is cst.Raise for small in getattr(last, "body", ()))
+    return type(last) is cst.SimpleStatementLine and any(type(small) is cst.Raise for small in last.body)
 
 
 def _disables_grad(node: cst.BaseExpression) -> bool:
