@@ -423,13 +423,34 @@ def _record_class(facts: ModuleFacts, node: cst.ClassDef) -> None:
 
 
 def _record_assign(facts: ModuleFacts, node: cst.Assign) -> None:
+    if _unreachable(facts, node):
+        return
     for target in node.targets:
         _bind(facts, target.target, node.value, node)
 
 
 def _record_annotated(facts: ModuleFacts, node: cst.AnnAssign) -> None:
-    if node.value is not None:
+    if node.value is not None and not _unreachable(facts, node):
         _bind(facts, node.target, node.value, node)
+
+
+_JUMPS = (cst.Raise, cst.Return, cst.Continue, cst.Break)
+
+
+def _unreachable(facts: ModuleFacts, node: cst.CSTNode) -> bool:
+    """An assignment after a `raise` (or `return`, `continue`, `break`) of its own block
+    never runs (`raise RuntimeError("FSDP is not supported anymore")` above a dead
+    `model = FSDP(...)`): it binds nothing."""
+    line = facts.parents.get(id(node))
+    block = facts.parents.get(id(line)) if line is not None else None
+    if type(line) is not cst.SimpleStatementLine or type(block) is not cst.IndentedBlock:
+        return False
+    for statement in block.body:
+        if statement is line:
+            return False
+        if type(statement) is cst.SimpleStatementLine and type(statement.body[-1]) in _JUMPS:
+            return True
+    return False
 
 
 def _record_with_item(facts: ModuleFacts, node: cst.WithItem) -> None:
