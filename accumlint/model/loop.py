@@ -22,7 +22,7 @@ from accumlint.model.facts import Function, Loop, LoopSite, ModuleFacts, ancesto
 from accumlint.model.gates import Gate, parse_gate, single_micro_batch_arm
 from accumlint.model.names import call_name, code as _code, dotted, int_value, keyword, last_part, looks_like_accumulation, positional
 from accumlint.model.roles import Objects, Role, RoleKind
-from accumlint.model.tree import walk
+from accumlint.model.tree import children, walk
 
 Block = Union[cst.BaseSuite, cst.Module]  # an indented block, a one-line suite, or a module
 
@@ -738,6 +738,17 @@ def _ends_in_break(suite: Optional[cst.CSTNode]) -> bool:
     return type(last) is cst.SimpleStatementLine and type(last.body[-1]) is cst.Break
 
 
+def _continues(node: cst.CSTNode) -> bool:
+    """A `continue` of the loop whose body `node` is (not of a loop or function inside it)."""
+    for child in children(node):
+        kind = type(child)
+        if kind is cst.Continue:
+            return True
+        if kind not in (cst.For, cst.While, cst.FunctionDef, cst.ClassDef, cst.Lambda) and _continues(child):
+            return True
+    return False
+
+
 def retry_loop(loop: cst.CSTNode) -> bool:
     """A loop that leaves on its first pass that completes: its body ends in `break`, or in a
     `try` whose body or `else` ends in `break` (`while chunk_size: try: ...; except OOM:
@@ -746,6 +757,8 @@ def retry_loop(loop: cst.CSTNode) -> bool:
     if type(loop) not in (cst.For, cst.While):
         return False
     body = getattr(loop, "body")
+    if _continues(body):
+        return False  # `continue` repeats it on purpose: a loop of its own
     if _ends_in_break(body):
         return True
     statements = getattr(body, "body", ())
