@@ -752,20 +752,18 @@ def _continues(node: cst.CSTNode) -> bool:
 def retry_loop(loop: cst.CSTNode) -> bool:
     """A loop that leaves on its first pass that completes: its body ends in `break`, or in a
     `try` whose body or `else` ends in `break` (`while chunk_size: try: ...; except OOM:
-    chunk_size //= 2; else: break`). It repeats only to retry after a failure, so it is no
-    loop over micro-batches: what it holds runs once per enclosing iteration."""
+    chunk_size //= 2; else: break`), and nothing in it continues it. It repeats only to
+    retry after a failure, so it is no loop over micro-batches: what it holds runs once per
+    enclosing iteration."""
     if type(loop) not in (cst.For, cst.While):
         return False
     body = getattr(loop, "body")
-    if _continues(body):
-        return False  # `continue` repeats it on purpose: a loop of its own
-    if _ends_in_break(body):
-        return True
     statements = getattr(body, "body", ())
     last = statements[-1] if isinstance(statements, Sequence) and statements else None
-    if type(last) is not cst.Try:
-        return False
-    return _ends_in_break(last.body) or (last.orelse is not None and _ends_in_break(last.orelse.body))
+    leaves = _ends_in_break(body) or (type(last) is cst.Try and (
+        _ends_in_break(last.body) or (last.orelse is not None and _ends_in_break(last.orelse.body))))
+    # a `continue` of its own repeats it on purpose (`if not boundary: continue`): a loop of its own
+    return leaves and not _continues(body)
 
 
 _WRAPPERS = {"tqdm", "enumerate", "iter", "islice", "zip", "progress_bar", "track"}
