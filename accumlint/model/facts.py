@@ -90,6 +90,9 @@ def shows_padding(text: str) -> bool:
     return bool(_PADDING_EVIDENCE.search(text))
 
 
+_MAX_BASES = 8  # classes visited when looking up an inherited method
+
+
 @dataclass(eq=False)
 class ModuleFacts:
     module: cst.Module
@@ -176,13 +179,26 @@ class ModuleFacts:
         return [b for b in found if self.enclosing_function(b.statement) is function] or found
 
     def method(self, function: Optional[Function], name: str) -> Optional[Function]:
-        """A method `name` of the class that holds `function` (for `self.name(...)`)."""
+        """A method `name` of the class that holds `function` (for `self.name(...)`), or the
+        one it inherits from a base class of this module (`class EnergyTrainer(BaseTrainer)`
+        calling `self._backward(loss)`), nearest first."""
         owner = self.class_of.get(function) if function is not None else None
         if owner is None:
             return None
-        for statement in owner.body.body:
-            if type(statement) is cst.FunctionDef and statement.name.value == name:
-                return statement
+        seen: set[int] = set()
+        pending: list[cst.ClassDef] = [owner]
+        while pending:
+            cls = pending.pop(0)
+            if id(cls) in seen or len(seen) >= _MAX_BASES:
+                continue
+            seen.add(id(cls))
+            for statement in cls.body.body:
+                if type(statement) is cst.FunctionDef and statement.name.value == name:
+                    return statement
+            for base in cls.bases:
+                local = self.classes.get(dotted(base.value) or "")
+                if local is not None:
+                    pending.append(local)
         return None
 
     def enclosing_function(self, node: cst.CSTNode) -> Optional[Function]:
@@ -420,13 +436,34 @@ def _record_class(facts: ModuleFacts, node: cst.ClassDef) -> None:
 
 
 def _record_assign(facts: ModuleFacts, node: cst.Assign) -> None:
+    if _unreachable(facts, node):
+        return
     for target in node.targets:
         _bind(facts, target.target, node.value, node)
 
 
 def _record_annotated(facts: ModuleFacts, node: cst.AnnAssign) -> None:
-    if node.value is not None:
+    if node.value is not None and not _unreachable(facts, node):
         _bind(facts, node.target, node.value, node)
+
+
+_JUMPS = (cst.Raise, cst.Return, cst.Continue, cst.Break)
+
+
+def _unreachable(facts: ModuleFacts, node: cst.CSTNode) -> bool:
+    """An assignment after a `raise` (or `return`, `continue`, `break`) of its own block
+    never runs (`raise RuntimeError("FSDP is not supported anymore")` above a dead
+    `model = FSDP(...)`): it binds nothing."""
+    line = facts.parents.get(id(node))
+    block = facts.parents.get(id(line)) if line is not None else None
+    if type(line) is not cst.SimpleStatementLine or type(block) is not cst.IndentedBlock:
+        return False
+    for statement in block.body:
+        if statement is line:
+            return False
+        if type(statement) is cst.SimpleStatementLine and type(statement.body[-1]) in _JUMPS:
+            return True
+    return False
 
 
 def _record_with_item(facts: ModuleFacts, node: cst.WithItem) -> None:

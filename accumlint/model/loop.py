@@ -22,7 +22,7 @@ from accumlint.model.facts import Function, Loop, LoopSite, ModuleFacts, ancesto
 from accumlint.model.gates import Gate, parse_gate, single_micro_batch_arm
 from accumlint.model.names import call_name, code as _code, dotted, int_value, keyword, last_part, looks_like_accumulation, positional
 from accumlint.model.roles import Objects, Role, RoleKind
-from accumlint.model.tree import walk
+from accumlint.model.tree import children, walk
 
 Block = Union[cst.BaseSuite, cst.Module]  # an indented block, a one-line suite, or a module
 
@@ -45,6 +45,9 @@ class Statement:
     # the arms of run-constant tests (`if args.fp16:`) the statement sits in: each arm is a world
     worlds: tuple[tuple[int, int], ...] = ()
     single_micro_batch: bool = False
+    # blocks that end in a jump (`continue`, `break`, `return`) after this statement, each with
+    # what the jump leaves: an inner loop, a helper's call, or (None) the whole iteration
+    jumps: tuple[tuple[cst.CSTNode, Optional[cst.CSTNode]], ...] = ()
     events: list["Event"] = field(default_factory=list)
 
     @property
@@ -65,8 +68,19 @@ class Statement:
         return any(mine.get(branch, arm) != arm for branch, arm in other.arms)
 
     def precedes(self, other: "Statement") -> bool:
-        """Runs before `other` in the same iteration (never across exclusive arms)."""
-        return self.order < other.order and not self.exclusive_with(other)
+        """Runs before `other` in the same iteration (never across exclusive arms, nor past a
+        jump: after `optimizer.zero_grad(); continue` under a non-finite check, the step
+        below that block does not run)."""
+        return self.order < other.order and not self.exclusive_with(other) and not self._jumps_past(other)
+
+    def _jumps_past(self, other: "Statement") -> bool:
+        """A block of this statement ends in a jump whose reach holds `other` outside that block."""
+        for block, reach in self.jumps:
+            if any(node is block for node in other.block):
+                continue
+            if reach is None or other.call_site is reach or any(node is reach for node in other.block):
+                return True
+        return False
 
 
 def release(statements: list[Statement]) -> None:
@@ -196,7 +210,7 @@ class _Walker:
     def walk(self, body: cst.BaseSuite, root: Optional[cst.CSTNode] = None) -> list[Statement]:
         self.root = root if root is not None else body
         self._block(body, gate=None, gate_if=None, conditional=False, loops=(), withs=(), path=(), helper=None,
-                    arms=(), worlds=(), single_micro_batch=False, escapes=True)
+                    arms=(), worlds=(), single_micro_batch=False, escapes=True, jumps=())
         if self.made is not None:
             self.made.extend(self.statements)
         return self.statements
@@ -210,9 +224,12 @@ class _Walker:
             statements = suite.body
         context = dict(context)
         context["path"] = context["path"] + (suite,)
+        reach = self._jump_reach(statements[-1] if statements else None, context)
+        if reach is not False:
+            context["jumps"] = context["jumps"] + ((suite, reach),)
         escaped: Optional[tuple[Gate, cst.If]] = None
         for index, statement in enumerate(statements):
-            continued = self._continue_gate(statement, statements[index + 1:])
+            continued = self._continue_gate(statement, statements[index + 1:], context["helper"] is not None)
             if continued is not None:
                 context.update(gate=continued, gate_if=statement, conditional=True)
                 escaped = (continued, statement)
@@ -227,17 +244,39 @@ class _Walker:
         if escaped is not None and context["escapes"] and len(context["path"]) > 1:
             self._escaped = escaped
 
-    def _continue_gate(self, statement: cst.BaseStatement, rest: Sequence[cst.BaseStatement]) -> Optional[Gate]:
+    @staticmethod
+    def _jump_reach(last: Optional[cst.BaseStatement], context: dict[str, Any]) -> Union[None, cst.CSTNode, bool]:
+        """What a block's closing jump leaves, so that what follows there never runs after the
+        block: the innermost inner loop for `continue`/`break` (the whole iteration at the
+        walked level), the helper's call for a `return` in a helper walked in place (the whole
+        iteration otherwise); False when the block does not end in a jump."""
+        if type(last) is not cst.SimpleStatementLine:
+            return False
+        kind = type(last.body[-1])
+        if kind is cst.Continue or kind is cst.Break:
+            return next((node for node in reversed(context["path"]) if type(node) in (cst.For, cst.While)), None)
+        if kind is cst.Return:
+            call_site: Optional[cst.Call] = context.get("call_site")
+            return call_site if context["helper"] is not None else None
+        return False
+
+    def _continue_gate(self, statement: cst.BaseStatement, rest: Sequence[cst.BaseStatement],
+                       in_helper: bool = False) -> Optional[Gate]:
         """`if (i + 1) % K != 0: continue` gates the rest of its block (`rest`); so does
         `if micro < K: continue` when it counts micro-batches (`_counts_micro_batches`),
-        not `if i < resume_from: continue`, which skips the batches a resumed run has seen."""
+        not `if i < resume_from: continue`, which skips the batches a resumed run has seen.
+        In a helper the loop calls, `if step % K != 0: return` gates the rest of the helper
+        the same way (and no further: the caller's statements after the call still run)."""
         if type(statement) is not cst.If or statement.orelse is not None:
             return None
         body = statement.body
         if type(body) is not cst.IndentedBlock or len(body.body) != 1:
             return None
         only = body.body[0]
-        if not (type(only) is cst.SimpleStatementLine and type(only.body[0]) is cst.Continue):
+        if type(only) is not cst.SimpleStatementLine:
+            return None
+        jump = type(only.body[0])
+        if not (jump is cst.Continue or (in_helper and jump is cst.Return)):
             return None
         gate = parse_gate(statement.test, self.assigned.get)
         if gate is None or gate.positive:
@@ -256,6 +295,9 @@ class _Walker:
             withs = context["withs"] + tuple(statement.items)
             self._context_helpers(statement, context)
             self._block(statement.body, **{**context, "withs": withs, "path": context["path"] + (statement,)})
+        elif (kind is cst.For or kind is cst.While) and retry_loop(statement):
+            # a retry loop runs its body once when it succeeds: its statements run once here
+            self._block(statement.body, **{**context, "path": context["path"] + (statement,), "escapes": False})
         elif kind is cst.For or kind is cst.While:
             if self.own_level:
                 self.left_out = True
@@ -418,6 +460,7 @@ class _Walker:
             arms=context["arms"],
             worlds=context["worlds"],
             single_micro_batch=context["single_micro_batch"],
+            jumps=context["jumps"],
         )
         self.statements.append(record)
         for small in line.body:
@@ -437,6 +480,7 @@ class _Walker:
                 helpers.append((call, helper))
         for call, helper in helpers:
             self._block(helper.body, **{**context, "helper": helper, "call_site": call})
+            self._escaped = None  # a helper's `return` gate ends with the helper
 
     def _remember(self, small: cst.BaseSmallStatement) -> None:
         """Track assignments (variable gates) and `+= 1` counters in iteration order."""
@@ -537,7 +581,7 @@ def build_loops(
 
     chosen: dict[cst.CSTNode, Optional[Loop]] = {}
     for node, site in sites.items():
-        if not direct(own_level(site), "backward"):
+        if retry_loop(node) or not direct(own_level(site), "backward"):
             continue
         statements = walked(site)
         parent = _parent_loop(site)
@@ -644,10 +688,14 @@ def _drop_update_gates(statements: list[Statement]) -> None:
         gated = [s for s in statements if s.gate is gate]
         under = [e.kind for s in gated for e in s.events]
         # a backward in the other arm (`else: with model.no_sync(): loss.backward()`)
-        # makes the `if` a window boundary, not a whole update
+        # makes the `if` a window boundary, not a whole update; unless that arm is a whole
+        # update of its own (`if i % 2 == 0: update A else: update B`, alternating optimizers)
+        others = [s for s in statements if s.gate is not gate and s.exclusive_with(gated[0])]
         other_arm = any(
-            s.gate is not gate and any(e.kind == "backward" for e in s.events) and s.exclusive_with(gated[0])
-            for s in statements
+            any(e.kind == "backward" for e in s.events)
+            and not any(o.order > s.order and not o.exclusive_with(s) and any(e.kind == "step" for e in o.events)
+                        for o in others)
+            for s in others
         )
         if "backward" in under and "step" in under and not other_arm:
             for statement in statements:
@@ -659,9 +707,45 @@ def _parent_loop(site: LoopSite) -> Optional[Loop]:
     for node in reversed(site.ancestors):
         if type(node) is cst.FunctionDef:
             return None
-        if type(node) in (cst.For, cst.While):
+        if type(node) in (cst.For, cst.While) and not retry_loop(node):
             return node
     return None
+
+
+def _ends_in_break(suite: Optional[cst.CSTNode]) -> bool:
+    body = getattr(suite, "body", None)
+    if not isinstance(body, Sequence) or not body:
+        return False
+    last = body[-1]
+    return type(last) is cst.SimpleStatementLine and type(last.body[-1]) is cst.Break
+
+
+def _continues(node: cst.CSTNode) -> bool:
+    """A `continue` of the loop whose body `node` is (not of a loop or function inside it)."""
+    for child in children(node):
+        kind = type(child)
+        if kind is cst.Continue:
+            return True
+        if kind not in (cst.For, cst.While, cst.FunctionDef, cst.ClassDef, cst.Lambda) and _continues(child):
+            return True
+    return False
+
+
+def retry_loop(loop: cst.CSTNode) -> bool:
+    """A loop that leaves on its first pass that completes: its body ends in `break`, or in a
+    `try` whose body or `else` ends in `break` (`while chunk_size: try: ...; except OOM:
+    chunk_size //= 2; else: break`), and nothing in it continues it. It repeats only to
+    retry after a failure, so it is no loop over micro-batches: what it holds runs once per
+    enclosing iteration."""
+    if type(loop) not in (cst.For, cst.While):
+        return False
+    body = getattr(loop, "body")
+    statements = getattr(body, "body", ())
+    last = statements[-1] if isinstance(statements, Sequence) and statements else None
+    leaves = _ends_in_break(body) or (type(last) is cst.Try and (
+        _ends_in_break(last.body) or (last.orelse is not None and _ends_in_break(last.orelse.body))))
+    # a `continue` of its own repeats it on purpose (`if not boundary: continue`): a loop of its own
+    return leaves and not _continues(body)
 
 
 _WRAPPERS = {"tqdm", "enumerate", "iter", "islice", "zip", "progress_bar", "track"}

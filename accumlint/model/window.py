@@ -654,6 +654,23 @@ class Window:
         base = self.counter_base(gate, statement)
         return (gate.form == PLUS_ONE and base == 0) or (gate.form == ZERO and base == 1)
 
+    def length_divisible(self, gate: Gate) -> bool:
+        """The code checks before the loop that the iterable's length is a multiple of the
+        gate's K (`assert len(dl) % K == 0`, `if len(dl) % K != 0: raise ...`): the run
+        stops where it would start a partial window, so no last window is left over."""
+        iterable = self.loop.iterable
+        if iterable is None or gate.k is None:
+            return False
+        wanted = (code(iterable), code(gate.k))
+        for statement in self.loop.site.siblings(before=True):
+            if type(statement) is cst.SimpleStatementLine:
+                if any(type(s) is cst.Assert and _remainder_of(s.test, True) == wanted for s in statement.body):
+                    return True
+            elif type(statement) is cst.If and statement.orelse is None and _raises(statement.body):
+                if _remainder_of(statement.test, False) == wanted:
+                    return True
+        return False
+
     # -- boundary rescaling ------------------------------------------------------------
     @cached_property
     def rescales_gradients(self) -> bool:
@@ -673,6 +690,35 @@ class Window:
 
 
 _NO_GRAD_CALLS = frozenset({"no_grad", "inference_mode"})
+
+
+def _remainder_of(test: cst.BaseExpression, zero: bool) -> Optional[tuple[str, str]]:
+    """`(X, K)` for a test of `len(X) % K == 0` (`zero`) or of `len(X) % K != 0` /
+    `len(X) % K` (not `zero`)."""
+    remainder = test
+    if type(test) is cst.Comparison and len(test.comparisons) == 1:
+        target = test.comparisons[0]
+        wanted = cst.Equal if zero else cst.NotEqual
+        if type(target.operator) is not wanted or int_value(target.comparator) != 0:
+            return None
+        remainder = test.left
+    elif zero:
+        return None
+    if type(remainder) is not cst.BinaryOperation or type(remainder.operator) is not cst.Modulo:
+        return None
+    length = remainder.left
+    if type(length) is not cst.Call or call_name(length) != "len" or len(length.args) != 1:
+        return None
+    return code(length.args[0].value), code(remainder.right)
+
+
+def _raises(body: cst.BaseSuite) -> bool:
+    """Whether a block ends in a `raise` statement."""
+    if type(body) is cst.SimpleStatementSuite:
+        return any(type(small) is cst.Raise for small in body.body)
+    statements = getattr(body, "body", ())
+    last = statements[-1] if statements else None
+    return type(last) is cst.SimpleStatementLine and any(type(small) is cst.Raise for small in last.body)
 
 
 def _disables_grad(node: cst.BaseExpression) -> bool:

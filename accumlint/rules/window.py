@@ -434,7 +434,7 @@ def dropped_tail_window(window: Window) -> Iterable[Finding]:
         own_counter = gate.counter == loop.counter
         if not own_counter and not (gate.counter and window.reset_on_epoch_start(gate.counter)):
             continue
-        if not window.correct_boundary(gate, statement) or _flushes_after(window):
+        if not window.correct_boundary(gate, statement) or _flushes_after(window) or window.length_divisible(gate):
             continue
         iterable = code(loop.iterable)
         edits: tuple[Edit, ...] = ()
