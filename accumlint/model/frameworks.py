@@ -85,6 +85,8 @@ class SyncControl:
     model: Optional[cst.BaseExpression]
     condition: Optional[cst.BaseExpression]
     statements: tuple["Statement", ...]
+    # `ctx = model.no_sync if c else nullcontext` earlier in the iteration, for `with ctx():`
+    choice: Optional[cst.IfExp] = None
 
 
 class Frameworks:
@@ -308,10 +310,14 @@ class Frameworks:
                 if id(item) in seen:
                     continue
                 call = _sync_context_call(item.item)
+                governed = tuple(s for s in statements if any(w is item for w in s.withs))
                 if call is None:
+                    choice = _chosen_context(item.item, statement, statements)
+                    if choice is not None:
+                        seen.add(id(item))
+                        found.append(SyncControl("context", item, _chosen_model(choice), choice.test, governed, choice))
                     continue
                 seen.add(id(item))
-                governed = tuple(s for s in statements if any(w is item for w in s.withs))
                 found.append(SyncControl("context", item, _sync_model(call), _enabled(call, item.item), governed))
             for small in statement.node.body:
                 control = _flag_or_call(small, statement)
@@ -340,6 +346,34 @@ def _sync_context_call(item: cst.BaseExpression) -> Optional[cst.Call]:
         if type(node) is cst.Call and type(node.func) is cst.Attribute:
             if node.func.attr.value in _SYNC_CONTEXT_METHODS:
                 return node
+    return None
+
+
+def _chosen_context(item: cst.BaseExpression, holder: "Statement", statements: list["Statement"]) -> Optional[cst.IfExp]:
+    """`with ctx():` (or `with ctx:`) where the iteration last bound `ctx` before it to a
+    choice between a sync context and another one (`model.no_sync if c else nullcontext`,
+    either arm, called or not)."""
+    name = dotted(item.func) if type(item) is cst.Call and not item.args else dotted(item)
+    if name is None or "." in name or name.endswith("()"):
+        return None
+    chosen: Optional[cst.IfExp] = None
+    for statement in statements:
+        if statement.order >= holder.order:
+            break
+        for small in statement.node.body:
+            if type(small) is cst.Assign and any(dotted(t.target) == name for t in small.targets):
+                value = small.value
+                chosen = value if type(value) is cst.IfExp and _chosen_model(value) is not None else None
+    return chosen
+
+
+def _chosen_model(choice: cst.IfExp) -> Optional[cst.BaseExpression]:
+    """The model whose `no_sync` one arm of the choice names (`model.no_sync` or
+    `model.no_sync()`)."""
+    for arm in (choice.body, choice.orelse):
+        method = arm.func if type(arm) is cst.Call and not arm.args else arm
+        if type(method) is cst.Attribute and method.attr.value == "no_sync":
+            return method.value
     return None
 
 

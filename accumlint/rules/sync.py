@@ -196,10 +196,10 @@ def _sync_condition(control: SyncControl) -> tuple[Optional[cst.BaseExpression],
         return control.node.value, True, control.node.value
     if control.kind != "context" or type(control.node) is not cst.WithItem:
         return None, False, None
-    item = control.node.item
+    item = control.choice or control.node.item
     if type(item) is cst.IfExp:
-        in_body = any(type(n) is cst.Call and n.func is not None and "sync" in (dotted(n.func) or "")
-                      for n in [item.body])
+        body = item.body.func if type(item.body) is cst.Call else item.body
+        in_body = "sync" in (dotted(body) or "")
         return item.test, not in_body, item.test
     if type(item) is cst.Call:
         enabled = next((arg for arg in item.args if arg.keyword is not None and arg.keyword.value == "enabled"), None)
