@@ -80,6 +80,16 @@ NO_TRAINING_LOOP = {
     "fixtures/projects/backward_through_trainer_object/precision.py",
     "fixtures/projects/backward_through_trainer_object_divides/accum_helper.py",
     "fixtures/projects/object_method_without_role_effects/checkpoint.py",
+    "fixtures/projects/relative_loss_division/trainer/__init__.py",
+    "fixtures/projects/relative_loss_division/trainer/backprop.py",
+    "fixtures/projects/relative_loss_division_ok/trainer/__init__.py",
+    "fixtures/projects/relative_loss_division_ok/trainer/backprop.py",
+    "fixtures/projects/relative_loss_division_ok/trainer/losses.py",
+    "fixtures/projects/sibling_zeroing_helper/mylib/__init__.py",
+    "fixtures/projects/sibling_zeroing_helper/mylib/steps.py",
+    "fixtures/projects/sibling_zeroing_helper_ok/mylib/__init__.py",
+    "fixtures/projects/sibling_zeroing_helper_ok/mylib/optim_utils.py",
+    "fixtures/projects/sibling_zeroing_helper_ok/mylib/steps.py",
 }
 
 

@@ -81,8 +81,9 @@ IMPORT_LINE = re.compile(r"\n[ \t]*(?:from[ \t]+([.\w]+)[ \t]+import\b([^\n#;]*)
 @functools.lru_cache(maxsize=1024)
 def joined_ancestor(folder: str) -> str:
     """Without a root marker, the project is the checked folder, widened to its parent
-    while an import joins the two: a script in the parent imports the folder's modules
-    (`from utils.dist import wrap` beside `utils/`), or a script in the folder imports a
+    while an import joins the two: a script in the parent, or in a folder beside this one,
+    imports the folder's modules (`from utils.dist import wrap` beside `utils/`,
+    `from mylib.steps import accumulate` in `train/loop.py`), or a script in the folder imports a
     module that is not beside it but is in the parent (`segment/train.py` importing the
     `utils` package next to `segment/`, run from the repository's top). So checking one
     file of an unmarked tree reads the modules that checking the whole tree reads. At most
@@ -104,13 +105,28 @@ def forget_joins() -> None:
 
 def _joined(folder: str, parent: str) -> bool:
     name = os.path.basename(folder)
-    if name.isidentifier() and name in _imported_names(parent):
+    if name.isidentifier() and (name in _imported_names(parent) or _imported_by_a_sibling(folder, parent, name)):
         return True
     return any(
         module_file(folder, [imported]) is None and not is_package_folder(folder, [imported])
         and (module_file(parent, [imported]) is not None or _holds_scripts(os.path.join(parent, imported)))
         for imported in _imported_names(folder)
     )
+
+
+# How many sibling folders are searched for a script that imports the folder.
+_JOIN_SIBLINGS = 64
+
+
+def _imported_by_a_sibling(folder: str, parent: str, name: str) -> bool:
+    """Whether a script in a folder beside `folder` imports it (`train/loop.py` importing
+    `mylib.steps` beside it: run from the parent, as the tree's check reads it)."""
+    try:
+        with os.scandir(parent) as entries:
+            siblings = sorted(e.path for e in entries if e.is_dir() and not e.name.startswith((".", "_")))
+    except OSError:
+        return False
+    return any(name in _imported_names(sibling) for sibling in siblings[:_JOIN_SIBLINGS] if sibling != folder)
 
 
 @functools.lru_cache(maxsize=1024)
