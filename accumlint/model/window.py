@@ -565,14 +565,17 @@ class Window:
         return self.is_accumulation_name(node)
 
     def known_int(self, node: cst.BaseExpression) -> Optional[int]:
-        """An integer literal, or a name the module binds to one integer only."""
+        """An integer literal, or a name the module (or the project, for a name the module does
+        not bind) binds to one integer only."""
         value = int_value(node)
         if value is not None:
             return value
         name = dotted(node)
         if name is None:
             return None
-        values = {int_value(b.value) for b in self.facts.bindings.get(name, ())}
+        # the module's own bindings, else what the project knows (a config field, an imported constant)
+        bindings = self.facts.bindings.get(name) or self.facts.values_of(name)
+        values = {int_value(b.value) for b in bindings}
         return values.pop() if len(values) == 1 else None
 
     @cached_property

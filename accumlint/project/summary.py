@@ -299,8 +299,16 @@ def _argparse(tree: ast.Module) -> tuple[set[str], dict[str, str]]:
             defaults[dest_name] = repr(default.value)
     for node in tree.body:
         if type(node) is ast.FunctionDef and any(
-            type(n) is ast.Call and (_dotted(n.func) or "").endswith(("ArgumentParser", "parse_args", "add_argument"))
+            type(n) is ast.Call and _callee_tail(n.func).endswith(("ArgumentParser", "parse_args", "add_argument"))
             for n in ast.walk(node)
         ):
             builders.add(node.name)
     return builders, defaults
+
+
+def _callee_tail(func: ast.AST) -> str:
+    """The last name of a callee, also of a method of a computed value
+    (`build_parser().parse_args`: "parse_args")."""
+    if type(func) is ast.Attribute:
+        return func.attr
+    return func.id if type(func) is ast.Name else ""
