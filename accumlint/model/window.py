@@ -566,16 +566,17 @@ class Window:
 
     def known_int(self, node: cst.BaseExpression) -> Optional[int]:
         """An integer literal, or a name the module (or the project, for a name the module does
-        not bind) binds to one integer only."""
+        not bind; never an argparse default, which the command line overrides) binds to one
+        integer only."""
         value = int_value(node)
         if value is not None:
             return value
         name = dotted(node)
         if name is None:
             return None
-        # the module's own bindings, else what the project knows (a config field, an imported constant)
-        bindings = self.facts.bindings.get(name) or self.facts.values_of(name)
-        values = {int_value(b.value) for b in bindings}
+        values = {int_value(b.value) for b in self.facts.bindings.get(name, ())}
+        if not values:  # what the project gives the name (a config field, an imported constant)
+            return self.objects.frameworks.project_int(node)
         return values.pop() if len(values) == 1 else None
 
     @cached_property

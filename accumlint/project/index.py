@@ -27,6 +27,7 @@ from accumlint.project.summary import (
     SCHEDULER,
     STEP,
     WRAP,
+    CONFIG_LITERAL,
     WRAP_CALLEES,
     ClassSummary,
     FunctionSummary,
@@ -112,6 +113,8 @@ class ProjectView:
     _indexed: set[int] = field(default_factory=set)  # the functions `_node_functions` covers
     _foreign: set[int] = field(default_factory=set)
     _keep: list[cst.CSTNode] = field(default_factory=list)
+    _literals: list[tuple[str, str]] = field(default_factory=list)  # `_config_literals`, once found
+    _literals_found: bool = False
 
     @property
     def root(self) -> str:
@@ -379,13 +382,14 @@ class ProjectView:
         function of its module's (an element of its tuples, with `index`), followed there."""
         if depth >= MAX_DEPTH:
             return None
-        returned = [r.value for r in _returns(node)]
+        returned: list[Optional[cst.BaseExpression]] = [r.value for r in _returns(node)]
         inner_index = index  # `return setup(model, opt)`: the element of what `setup` returns
-        if index is not None and all(type(v) is cst.Tuple for v in returned):
-            if any(len(v.elements) <= index for v in returned):
+        tuples = [v for v in returned if isinstance(v, cst.Tuple)]
+        if index is not None and returned and len(tuples) == len(returned):
+            if any(len(v.elements) <= index for v in tuples):
                 return None
-            returned, inner_index = [v.elements[index].value for v in returned], None
-        names = {_dotted(v.func) if type(v) is cst.Call else None for v in returned}
+            returned, inner_index = [v.elements[index].value for v in tuples], None
+        names = {_dotted(v.func) if isinstance(v, cst.Call) else None for v in returned}
         name = names.pop() if len(names) == 1 else None
         if name is None or name.endswith("()") or name.startswith("self."):
             return None
@@ -470,6 +474,21 @@ class ProjectView:
         except Exception:  # noqa: BLE001 - a text LibCST cannot read back: unknown
             return []
         return [Binding(name, self.adopt(value), None, value)]
+
+    def parsed_arguments(self, facts: "ModuleFacts", head: str) -> bool:
+        """Whether the module binds `head` once to the command line's parsed arguments
+        (`args = parser.parse_args()`, `args = parse_options()` of a project function that
+        builds or parses an argparse parser): its fields' defaults are not the run's values."""
+        values = facts.bindings.get(head, [])
+        if len(values) != 1 or type(values[0].value) is not cst.Call:
+            return False
+        callee = _dotted(values[0].value.func) or ""
+        if callee.endswith((".parse_args", ".parse_known_args")):
+            return True
+        if callee.partition(".")[0] not in self.summary.imports:
+            return False
+        found = self.symbol(self.summary, callee)
+        return type(found) is FunctionSummary and found.name in self._module_of_function(found).argparse_builders
 
     def _field(self, facts: "ModuleFacts", head: str, attribute: str) -> Optional[str]:
         values = facts.bindings.get(head, [])
@@ -568,8 +587,8 @@ class ProjectView:
         errors: list[ConfigError] = []
         root = self.root
         folder = os.path.dirname(self.path)
-        for literal in self.summary.config_paths:
-            for base in (folder, root, os.getcwd()):
+        for literal, named_in in self._config_literals():
+            for base in (folder, named_in, root, os.getcwd()):
                 candidate = os.path.normpath(os.path.join(base, literal))
                 if not (candidate == root or candidate.startswith(root.rstrip(os.sep) + os.sep)):
                     continue
@@ -587,6 +606,26 @@ class ProjectView:
                         errors.append(found)
                     break
         return facts, errors
+
+    def _config_literals(self) -> list[tuple[str, str]]:
+        """The literal paths of configuration files the module names, each with the folder of
+        the module that names it: the module's own string literals, and the argparse
+        defaults of the project modules it imports (`--deepspeed_config` defaulting to
+        `configs/ds.json` in the options module its `parse_args()` comes from)."""
+        if self._literals_found:
+            return self._literals
+        folder = os.path.dirname(self.path)
+        found = [(literal, folder) for literal in self.summary.config_paths]
+        if self.summary.imports:
+            for module in self.imported_modules():
+                entry = self.index.entry(module, mentioning="add_argument")  # most modules build no parser
+                if entry is None or not entry.summary.argparse_defaults:
+                    continue
+                self.reads[module] = entry.digest
+                for default in entry.summary.argparse_defaults.values():
+                    found.extend((literal, os.path.dirname(module)) for literal in CONFIG_LITERAL.findall(default))
+        self._literals, self._literals_found = found, True
+        return found
 
     def deepspeed_config(self) -> Optional[ConfigFacts]:
         """The one DeepSpeed JSON the module names (None: none, or several)."""
