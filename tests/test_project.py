@@ -424,6 +424,38 @@ def test_a_helper_in_a_folder_beside_its_importers_folder_checked_alone_reads_it
     assert _findings(alone) == set(), alone
 
 
+def test_an_unmarked_script_folder_joins_the_parent_whose_src_holds_its_import(tmp_path: Path) -> None:
+    """`scripts/train.py` importing `mylib` of `src/mylib/`, no root marker: the script
+    checked alone reads `src/` as the tree's check does."""
+    root = tmp_path / "unmarked"
+    _write(root / "src" / "mylib" / "__init__.py", "")
+    _write(root / "src" / "mylib" / "losses.py", MEAN_HELPER.format(name="batch_objective"))
+    train = _write(root / "scripts" / "train.py", LOOP.format(module="mylib.losses", name="batch_objective"))
+    code, tree = _run("check", "--no-cache", "--exit-zero", ".", cwd=root)
+    assert _findings(tree) == {f"{Path('scripts', 'train.py')}:10:9: GA201"}, tree
+    code, alone = _run("check", "--no-cache", "--exit-zero", str(train), cwd=tmp_path)
+    assert _findings(alone) == {f"{train}:10:9: GA201"}, alone
+
+
+def test_an_unmarked_package_with_relative_imports_joins_its_parent(tmp_path: Path) -> None:
+    """`pretrain/` (a package whose modules import each other relatively) names
+    `configs/ds.json` beside it through an argparse default: Python imports the package
+    from the parent, so checking `pretrain/main.py` alone reads the JSON as the tree's
+    check does. A folder whose name is no identifier is no package: it is not joined."""
+    fixture = REPO / "fixtures" / "projects" / "deepspeed_json_in_options"
+    root = tmp_path / "unmarked"
+    shutil.copytree(fixture, root, ignore=shutil.ignore_patterns("*.expect", "pyproject.toml"))
+    main = root / "pretrain" / "main.py"
+    code, tree = _run("check", "--no-cache", "--exit-zero", ".", cwd=root)
+    assert _findings(tree) == {f"{Path('pretrain', 'main.py')}:18:34: GA204"}, tree
+    code, alone = _run("check", "--no-cache", "--exit-zero", str(main), cwd=tmp_path)
+    assert _findings(alone) == {f"{main}:18:34: GA204"}, alone
+    (root / "pretrain").rename(root / "pre-train")
+    main = root / "pre-train" / "main.py"
+    code, alone = _run("check", "--no-cache", "--exit-zero", str(main), cwd=tmp_path)
+    assert _findings(alone) == set(), alone
+
+
 CLEARING_HELPER = "def clear(opt):\n    opt.zero_grad()\n"
 CLEARING_LOOP = """import torch
 from {module} import {name}
@@ -666,18 +698,18 @@ def test_the_result_cache_keeps_apart_the_projects_a_file_was_checked_in(tmp_pat
     """Without a root marker the project is the checked paths' common parent: the same file
     checked beside other paths, or alone, is checked in another project, and a result from
     one is never served in the other. (The package sits under `src/`, which the root's
-    search reaches and no import beside `tools/` joins.)"""
+    search reaches and no import in `tools/ddp/` joins: `tools/` holds neither it nor a `src/`.)"""
     root = tmp_path / "plain_copy"
     _write(root / "src" / "mylib" / "__init__.py", "")
     _write(root / "src" / "mylib" / "losses.py", MEAN_HELPER.format(name="batch_objective"))
-    _write(root / "tools" / "train.py", LOOP.format(module="mylib.losses", name="batch_objective"))
+    _write(root / "tools" / "ddp" / "train.py", LOOP.format(module="mylib.losses", name="batch_objective"))
     cache = str(tmp_path / "cache")
-    finding = {f"{Path('tools', 'train.py')}:10:9: GA201"}
+    finding = {f"{Path('tools', 'ddp', 'train.py')}:10:9: GA201"}
     for _ in range(2):
-        code, output = _run("check", "--cache-dir", cache, "--exit-zero", "tools/train.py", "src/mylib/losses.py",
+        code, output = _run("check", "--cache-dir", cache, "--exit-zero", "tools/ddp/train.py", "src/mylib/losses.py",
                             cwd=root)
         assert _findings(output) == finding, output
-        code, output = _run("check", "--cache-dir", cache, "--exit-zero", "tools/train.py", cwd=root)
+        code, output = _run("check", "--cache-dir", cache, "--exit-zero", "tools/ddp/train.py", cwd=root)
         assert _findings(output) == set(), output
 
 
