@@ -406,6 +406,155 @@ def test_an_unmarked_folder_is_not_joined_to_its_parent_by_an_import_it_resolves
 
 
 
+def test_a_helper_in_a_folder_beside_its_importers_folder_checked_alone_reads_it(tmp_path: Path) -> None:
+    """`mylib/steps.py` beside `train/loop.py`, no root marker: the loop's import of
+    `mylib.steps` joins `mylib/` to the parent, so the helper checked alone, from any working
+    directory, reports what the tree's check reports."""
+    root = tmp_path / "unmarked"
+    helper = _write(root / "mylib" / "steps.py", ZEROING_HELPER)
+    _write(root / "train" / "loop.py", GATED_CALLER.format(module="mylib.steps"))
+    code, tree = _run("check", "--no-cache", "--exit-zero", ".", cwd=root)
+    assert _findings(tree) == {f"{Path('mylib', 'steps.py')}:2:5: GA101"}, tree
+    for cwd in (root, root / "mylib", root / "train", tmp_path):
+        code, alone = _run("check", "--no-cache", "--exit-zero", str(helper), cwd=cwd)
+        assert _findings(alone) == {f"{helper}:2:5: GA101"}, (cwd, alone)
+    # a sibling folder whose scripts import something else joins nothing
+    (root / "train" / "loop.py").write_text(GATED_CALLER.format(module="otherlib.steps"), encoding="utf-8")
+    code, alone = _run("check", "--no-cache", "--exit-zero", str(helper), cwd=tmp_path)
+    assert _findings(alone) == set(), alone
+
+
+def test_an_unmarked_script_folder_joins_the_parent_whose_src_holds_its_import(tmp_path: Path) -> None:
+    """`scripts/train.py` importing `mylib` of `src/mylib/`, no root marker: the script
+    checked alone reads `src/` as the tree's check does."""
+    root = tmp_path / "unmarked"
+    _write(root / "src" / "mylib" / "__init__.py", "")
+    _write(root / "src" / "mylib" / "losses.py", MEAN_HELPER.format(name="batch_objective"))
+    train = _write(root / "scripts" / "train.py", LOOP.format(module="mylib.losses", name="batch_objective"))
+    code, tree = _run("check", "--no-cache", "--exit-zero", ".", cwd=root)
+    assert _findings(tree) == {f"{Path('scripts', 'train.py')}:10:9: GA201"}, tree
+    code, alone = _run("check", "--no-cache", "--exit-zero", str(train), cwd=tmp_path)
+    assert _findings(alone) == {f"{train}:10:9: GA201"}, alone
+
+
+def test_an_unmarked_package_with_relative_imports_joins_its_parent(tmp_path: Path) -> None:
+    """`pretrain/` (a package whose modules import each other relatively) names
+    `configs/ds.json` beside it through an argparse default: Python imports the package
+    from the parent, so checking `pretrain/main.py` alone reads the JSON as the tree's
+    check does. A folder whose name is no identifier is no package: it is not joined."""
+    fixture = REPO / "fixtures" / "projects" / "deepspeed_json_in_options"
+    root = tmp_path / "unmarked"
+    shutil.copytree(fixture, root, ignore=shutil.ignore_patterns("*.expect", "pyproject.toml"))
+    main = root / "pretrain" / "main.py"
+    code, tree = _run("check", "--no-cache", "--exit-zero", ".", cwd=root)
+    assert _findings(tree) == {f"{Path('pretrain', 'main.py')}:18:34: GA204"}, tree
+    code, alone = _run("check", "--no-cache", "--exit-zero", str(main), cwd=tmp_path)
+    assert _findings(alone) == {f"{main}:18:34: GA204"}, alone
+    (root / "pretrain").rename(root / "pre-train")
+    main = root / "pre-train" / "main.py"
+    code, alone = _run("check", "--no-cache", "--exit-zero", str(main), cwd=tmp_path)
+    assert _findings(alone) == set(), alone
+
+
+CLEARING_HELPER = "def clear(opt):\n    opt.zero_grad()\n"
+CLEARING_LOOP = """import torch
+from {module} import {name}
+
+
+def train(model, loader, k=4):
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for i, (x, y) in enumerate(loader):
+        {name}(optimizer)
+        loss = torch.nn.functional.mse_loss(model(x), y) / k
+        loss.backward()
+        if (i + 1) % k == 0 or i + 1 == len(loader):
+            optimizer.step()
+"""
+
+
+@pytest.mark.parametrize("prefilter", [True, False])
+def test_a_helper_module_that_only_zeroes_gets_its_finding_one_and_two_calls_deep(tmp_path: Path, prefilter: bool) -> None:
+    """`def clear(opt): opt.zero_grad()` has no backward, so the text gate alone would drop its
+    module: a loop of the project calls it on every micro-batch, directly or through a
+    function of a third module, and the finding is the helper's, in the tree's check and
+    in the helper's alone."""
+    root = tmp_path / "proj"
+    _write(root / "pyproject.toml", "")
+    helper = _write(root / "optim_utils.py", CLEARING_HELPER)
+    _write(root / "train.py", CLEARING_LOOP.format(module="optim_utils", name="clear"))
+    options = [] if prefilter else ["--no-prefilter"]
+    expected = {f"{Path('optim_utils.py')}:2:5: GA101"}
+    code, tree = _run("check", "--no-cache", "--exit-zero", *options, ".", cwd=root)
+    assert _findings(tree) == expected, tree
+    code, alone = _run("check", "--no-cache", "--exit-zero", *options, "optim_utils.py", cwd=root)
+    assert _findings(alone) == expected, alone
+    # two calls deep: train.py calls hooks.before_batch, which calls optim_utils.clear
+    _write(root / "hooks.py", "from optim_utils import clear\n\n\ndef before_batch(opt):\n    clear(opt)\n")
+    _write(root / "train.py", CLEARING_LOOP.format(module="hooks", name="before_batch"))
+    code, tree = _run("check", "--no-cache", "--exit-zero", *options, ".", cwd=root)
+    assert _findings(tree) == expected, tree
+    code, alone = _run("check", "--no-cache", "--exit-zero", *options, str(helper), cwd=tmp_path)
+    assert _findings(alone) == {f"{helper}:2:5: GA101"}, alone
+    # three calls deep is beyond what is followed: silent
+    _write(root / "outer.py", "from hooks import before_batch\n\n\ndef prepare(opt):\n    before_batch(opt)\n")
+    _write(root / "train.py", CLEARING_LOOP.format(module="outer", name="prepare"))
+    code, tree = _run("check", "--no-cache", "--exit-zero", *options, ".", cwd=root)
+    assert _findings(tree) == set(), tree
+
+
+def test_the_prefilter_reads_the_project_of_the_checked_paths(tmp_path: Path) -> None:
+    """A loop with no backward of its own (it runs in `src/steps.py`, which `tools/train.py`
+    imports as `steps`): only the checked paths' common parent makes `src/` the project's, and
+    the prefilter asks it before the loop's module is dropped."""
+    root = tmp_path / "unmarked"
+    _write(root / "src" / "steps.py", "def backward_step(loss, k):\n    (loss / k).backward()\n")
+    _write(root / "tools" / "train.py", """import torch
+from steps import backward_step
+
+
+def train(model, loader, k=4):
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for i, (x, y) in enumerate(loader):
+        optimizer.zero_grad()
+        backward_step(torch.nn.functional.mse_loss(model(x), y), k)
+        if (i + 1) % k == 0:
+            optimizer.step()
+""")
+    code, tree = _run("check", "--no-cache", "--exit-zero", ".", cwd=root)
+    assert _findings(tree) == {f"{Path('tools', 'train.py')}:8:9: GA101"}, tree
+
+
+DDP_TUPLE_LOOP = """import torch
+from setup_utils import setup
+
+
+def train(model, loader, rank, k=4):
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    model, optimizer = setup(model, optimizer, rank)
+    for i, (x, y) in enumerate(loader):
+        loss = torch.nn.functional.mse_loss(model(x), y) / k
+        loss.backward()
+        if (i + 1) % k == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+"""
+
+
+@pytest.mark.parametrize("wrapped, expected", [("DDP(model, device_ids=[rank])", {"GA401"}), ("model", set())])
+def test_a_wrap_returned_in_a_tuple_two_calls_deep(tmp_path: Path, wrapped: str, expected: set) -> None:
+    """`model, optimizer = setup(...)` where `setup` returns what `distribute` of another module
+    returns (`return DDP(model, ...), optimizer`): the model is wrapped (GA401); when the tuple's
+    first element is the bare model, nothing is wrapped."""
+    root = tmp_path / "proj"
+    _write(root / "pyproject.toml", "")
+    _write(root / "parallel.py", "from torch.nn.parallel import DistributedDataParallel as DDP\n\n\n"
+           f"def distribute(model, optimizer, rank):\n    return {wrapped}, optimizer\n")
+    _write(root / "setup_utils.py", "from parallel import distribute\n\n\n"
+           "def setup(model, optimizer, rank):\n    return distribute(model.cuda(rank), optimizer, rank)\n")
+    train = _write(root / "train.py", DDP_TUPLE_LOOP)
+    assert {code for _, code in _codes(train)} == expected
+
+
 # -- the importer scan: once per root and run (issues 22 and 24) -------------------------------
 
 def test_a_check_run_scans_each_root_once_however_long_it_takes(tmp_path: Path, monkeypatch) -> None:
@@ -549,18 +698,18 @@ def test_the_result_cache_keeps_apart_the_projects_a_file_was_checked_in(tmp_pat
     """Without a root marker the project is the checked paths' common parent: the same file
     checked beside other paths, or alone, is checked in another project, and a result from
     one is never served in the other. (The package sits under `src/`, which the root's
-    search reaches and no import beside `tools/` joins.)"""
+    search reaches and no import in `tools/ddp/` joins: `tools/` holds neither it nor a `src/`.)"""
     root = tmp_path / "plain_copy"
     _write(root / "src" / "mylib" / "__init__.py", "")
     _write(root / "src" / "mylib" / "losses.py", MEAN_HELPER.format(name="batch_objective"))
-    _write(root / "tools" / "train.py", LOOP.format(module="mylib.losses", name="batch_objective"))
+    _write(root / "tools" / "ddp" / "train.py", LOOP.format(module="mylib.losses", name="batch_objective"))
     cache = str(tmp_path / "cache")
-    finding = {f"{Path('tools', 'train.py')}:10:9: GA201"}
+    finding = {f"{Path('tools', 'ddp', 'train.py')}:10:9: GA201"}
     for _ in range(2):
-        code, output = _run("check", "--cache-dir", cache, "--exit-zero", "tools/train.py", "src/mylib/losses.py",
+        code, output = _run("check", "--cache-dir", cache, "--exit-zero", "tools/ddp/train.py", "src/mylib/losses.py",
                             cwd=root)
         assert _findings(output) == finding, output
-        code, output = _run("check", "--cache-dir", cache, "--exit-zero", "tools/train.py", cwd=root)
+        code, output = _run("check", "--cache-dir", cache, "--exit-zero", "tools/ddp/train.py", cwd=root)
         assert _findings(output) == set(), output
 
 

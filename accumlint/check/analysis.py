@@ -165,7 +165,8 @@ def _record(path: str, project, elsewhere: ProjectAnalysis) -> None:
 def findings_from_importers(text: str, path: str, options: AnalysisOptions = AnalysisOptions()) -> ProjectAnalysis:
     """Findings on this module's helper statements that loops of other project modules
     make (a zeroing in a helper called from a gated loop elsewhere): reported here, in
-    the file of the wrong statement, with the loop named (`... in train() at train.py:42`).
+    the file of the wrong statement, with the loop named (`... in train() at train.py:42`);
+    the loop may call the helper through a function of a third module (two calls deep).
     A fix is offered when its edits change only the helper's own function (`ForeignFix`),
     pass the guard there and, for an unsafe fix, when the helper has a single caller in
     the project (`importers.single_caller`): it changes what every caller runs.
@@ -173,7 +174,7 @@ def findings_from_importers(text: str, path: str, options: AnalysisOptions = Ana
     import os
 
     from accumlint.project import view_for
-    from accumlint.project.importers import candidate_importers, dependency, helper_names
+    from accumlint.project.importers import candidate_importers, dependency, helper_names, importers_through
     from accumlint.project.modules import overlaid
     from accumlint.project.root import find_root
     from accumlint.project.summary import ROLE_EFFECTS
@@ -197,7 +198,7 @@ def findings_from_importers(text: str, path: str, options: AnalysisOptions = Ana
     if not importers:
         return ProjectAnalysis([], {key: fingerprint})
     with overlaid(target, text):  # the importers read this module as `text` (an editor's, a fix not yet written)
-        found = _importers_findings(text, path, target, root, options, importers)
+        found = _importers_findings(text, path, target, root, options, importers, importers_through(root, target, functions))
     found.reads[key] = fingerprint
     return found
 
@@ -259,7 +260,7 @@ def _importer_analysis(other: str, other_text: str, view, options: AnalysisOptio
 
 
 def _importers_findings(text: str, path: str, target: str, root: str, options: AnalysisOptions,
-                        importers: list[tuple[str, str]]) -> ProjectAnalysis:
+                        importers: list[tuple[str, str]], through: dict[str, str]) -> ProjectAnalysis:
     """In a check run (`importers.run_memo`), each importer is analysed once, whichever of
     its helper modules asks, while the module asking reads as it is on disk (what every
     other importer's analysis read it as): not for a fix's text not yet written."""
@@ -276,20 +277,25 @@ def _importers_findings(text: str, path: str, target: str, root: str, options: A
     fixes: dict[tuple, ForeignFix] = {}
     reads: dict[str, str] = {}
     for other, other_text in importers:
-        if not may_name_module(root_of(other), other, target, other_text):
+        # the module it imports that imports this one (two calls deep), else this one itself
+        middle = through.get(other)
+        named = target if middle is None else os.path.abspath(middle)
+        if not may_name_module(root_of(other), other, named, other_text):
             continue  # its imports cannot name this module: spare reading its summary
+        if middle is not None and not _imports_module(view_for_file(middle), target):
+            continue
         remembered: Union[_ImporterAnalysis, None, bool] = memo.get((other, options), False) if memo is not None else False
         analysis: Optional[_ImporterAnalysis]
         if remembered is False:
             view = view_for_file(other)
-            if view is None or target not in {os.path.abspath(m) for m in view.imported_modules()}:
+            if view is None or not _imports_module(view, named):
                 continue
             analysis = _importer_analysis(other, other_text, view, options)
             if memo is not None:
                 memo[(other, options)] = analysis
         else:
             analysis = remembered if isinstance(remembered, _ImporterAnalysis) else None
-            if analysis is None or target not in {os.path.abspath(m) for m in analysis.view.imported_modules()}:
+            if analysis is None or not _imports_module(analysis.view, named):
                 continue
         if analysis is None:
             continue
@@ -322,6 +328,13 @@ def _importers_findings(text: str, path: str, target: str, root: str, options: A
         reads[other] = _digest(other_text)
         reads.update(view.reads)
     return ProjectAnalysis(sorted(found.values(), key=Diagnostic.sort_key), reads, tuple(fixes.values()))
+
+
+def _imports_module(view: Optional["ProjectView"], target: str) -> bool:
+    """Whether the module of `view` imports the project module at `target` (absolute)."""
+    import os
+
+    return view is not None and target in {os.path.abspath(m) for m in view.imported_modules()}
 
 
 def _as_on_disk(path: str, text: str) -> bool:

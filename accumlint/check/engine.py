@@ -13,7 +13,6 @@ Every failure is a value attached to its file (a `syntax-error`,
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 from dataclasses import dataclass, field
@@ -395,11 +394,24 @@ def _load(result: FileResult, data: Union[bytes, SourceError]):
 def check(request: Request, resolver: Resolver, progress: Progress = _no_progress) -> RunResult:
     """Check (and fix) every file the request names; `progress` hears how many analyses are done."""
     cache = None
+    roots: Optional[_Roots] = None
     if request.use_cache:  # `--no-cache` does not pay for importing it (hashlib, json)
         from accumlint.check.cache import open_cache
 
         cache = open_cache(request.cache_dir, request.paths)
         roots = _Roots(request)
+    # The project of each file is known before the prefilter asks about it (`_reaches_backward_elsewhere`, `_called_from_project_loops`),
+    # and the run's scans of the project's trees serve the prefilter and the analyses alike.
+    from accumlint.project.importers import one_run
+    from accumlint.project.root import set_checked_paths
+
+    set_checked_paths(request.paths if request.stdin is None else ())
+    with one_run():
+        return _check_in_run(request, resolver, progress, cache, roots)
+
+
+def _check_in_run(request: Request, resolver: Resolver, progress: Progress, cache, roots: "Optional[_Roots]") -> RunResult:
+    """`check` within the run's project state (`check` sets it up)."""
     files: list[FileResult] = []
     unfixable: list[tuple[FileResult, frozenset[str]]] = []
     pending: list[_Pending] = []
@@ -416,9 +428,10 @@ def check(request: Request, resolver: Resolver, progress: Progress = _no_progres
         plain = text_stage(document.text) if request.prefilter else None
         gate = request.prefilter
         if request.prefilter and plain is None:
-            if not _reaches_backward_elsewhere(path, document.text):
+            if _reaches_backward_elsewhere(path, document.text):
+                gate = False  # the text gate's stage two would drop it too: its backward is elsewhere
+            elif not _called_from_project_loops(path, document.text):
                 continue
-            gate = False  # the text gate's stage two would drop it too: its backward is elsewhere
         if len(document.text) > MAX_ANALYSED_CHARS:
             size = len(document.text) / 1e6
             limit = MAX_ANALYSED_CHARS / 1e6
@@ -428,7 +441,7 @@ def check(request: Request, resolver: Resolver, progress: Progress = _no_progres
         options = AnalysisOptions(config.optimizer_names, config.accumulation_names)
         enabled = settings.enabled_for(path)
         item = _Pending(result, settings, enabled)
-        if cache is not None:
+        if cache is not None and roots is not None:
             item.cache_key = cache.key(document.text, options, roots.of(path))
             cached = cache.get(item.cache_key, path)
             if cached is not None and not (
@@ -440,26 +453,18 @@ def check(request: Request, resolver: Resolver, progress: Progress = _no_progres
         fixable = None if settings.fixable >= enabled else settings.fixable
         tasks.append(Task(path, document.text, options, enabled, request.fix, settings.unsafe_fixes, gate, plain, fixable))
 
-    run: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
-    if tasks:  # what has nothing to analyse never imports the project's reader (LibCST)
-        from accumlint.project.importers import one_run
-        from accumlint.project.root import set_checked_paths
+    outcomes, workers = execute(tasks, request.jobs, progress, request.file_budget)
+    unwritten = [
+        (item, task) for item, task, outcome in zip(pending, tasks, outcomes) if not _finish(item, outcome, cache, request)
+    ]
+    if unwritten:  # their findings are those of the text still on disk: check it again
+        from accumlint.project.importers import forget
 
-        set_checked_paths(request.paths if request.stdin is None else ())
-        run = one_run()
-    with run:
-        outcomes, workers = execute(tasks, request.jobs, progress, request.file_budget)
-        unwritten = [
-            (item, task) for item, task, outcome in zip(pending, tasks, outcomes) if not _finish(item, outcome, cache, request)
-        ]
-        if unwritten:  # their findings are those of the text still on disk: check it again
-            from accumlint.project.importers import forget
-
-            forget()  # the tree as the fixes written left it
-            rechecks, _ = execute([task._replace(fix=False) for _, task in unwritten], request.jobs, budget=request.file_budget)
-            for (item, _), outcome in zip(unwritten, rechecks):
-                result = item.result
-                result.diagnostics = result.diagnostics + _select(result.original, outcome.diagnostics, item.enabled)
+        forget()  # the tree as the fixes written left it
+        rechecks, _ = execute([task._replace(fix=False) for _, task in unwritten], request.jobs, budget=request.file_budget)
+        for (item, _), outcome in zip(unwritten, rechecks):
+            result = item.result
+            result.diagnostics = result.diagnostics + _select(result.original, outcome.diagnostics, item.enabled)
     _report_once(files)
     if cache is not None:
         cache.prune()
@@ -499,6 +504,24 @@ def _reaches_backward_elsewhere(path: str, text: str) -> bool:
 
     try:
         return loop_reaches_project_backward(path, text)
+    except (OSError, ValueError, RecursionError):
+        return False  # precision first: a project that cannot be read adds nothing
+
+
+def _called_from_project_loops(path: str, text: str) -> bool:
+    """The gate's other project clause: a module with no backward call whose helpers (a
+    zeroing, a step, a division of the loss: `def clear(opt): opt.zero_grad()`) a loop of
+    another project module may call; the analysis of its importers decides
+    (`analysis.findings_from_importers`)."""
+    from accumlint.project.importers import candidate_importers, helper_names
+
+    names = helper_names(text)
+    if not names or not os.path.isfile(path):
+        return False
+    from accumlint.project.modules import root_of
+
+    try:
+        return bool(candidate_importers(root_of(path), os.path.abspath(path), names))
     except (OSError, ValueError, RecursionError):
         return False  # precision first: a project that cannot be read adds nothing
 

@@ -129,7 +129,7 @@ class Frameworks:
         if steps is not None:
             literal = int_value(steps)
             if literal is None:
-                literal = self._project_int(steps)
+                literal = self.project_int(steps)
                 if literal in (0, 1):  # K = 1 from another module: no accumulation, said as a literal
                     steps = self.facts.project.adopt(cst.Integer(str(literal)))
             return AcceleratorInfo(scales=literal is None or literal > 1, steps=steps, sharded=sharded)
@@ -158,7 +158,7 @@ class Frameworks:
                 return found.accumulation_steps
         return project.accelerate_deepspeed_accumulation()
 
-    def _project_int(self, expr: cst.BaseExpression) -> Optional[int]:
+    def project_int(self, expr: cst.BaseExpression) -> Optional[int]:
         """An integer another project module gives a name (an imported constant, a config
         dataclass's default); None when unknown. An argparse default is not the run's
         value: the command line overrides it."""
@@ -170,6 +170,8 @@ class Frameworks:
             value = binding.value
             if type(value) is cst.Call and "args" in last_part(dotted(value.func) or ""):
                 return None  # `args = parse_args()`: a default the command line overrides
+        if self.facts.project.parsed_arguments(self.facts, head):
+            return None  # `args = parse_options()`, a project function that parses them
         values = {int_value(b.value) for b in self.facts.project.bindings(name, self.facts)}
         return values.pop() if len(values) == 1 else None
 

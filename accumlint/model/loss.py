@@ -235,6 +235,8 @@ class LossReader:
             flow.reduction = self.reduction(inner, loop.function, flow)
             self._scaled_before_method(loop, statement, inner, flow, depth)
             return
+        if type(expr) is cst.Call and before.helper is not None and depth < 8 and self._through_call(loop, before, expr, flow, depth):
+            return  # `accelerator.backward(scaled(loss, k))` in a helper: the flow goes on at `scaled`'s `return`
         flow.origin = expr
         flow.origin_statement = before
         flow.reduction = self.reduction(expr, loop.function, flow)
@@ -262,21 +264,26 @@ class LossReader:
         statement, small = definition
         if type(small) is not cst.Assign or type(small.value) is not cst.Call:
             return False
-        helper = self.facts.helper(small.value, loop.function)
+        return self._through_call(loop, statement, small.value, flow, depth)
+
+    def _through_call(self, loop: TrainingLoop, statement: Statement, call: cst.Call, flow: LossFlow, depth: int) -> bool:
+        """The loss is what the helper `call` runs returns: continue the flow at its `return`
+        (the one walked from this call, when the loop walked the helper more than once)."""
+        helper = self.facts.helper(call, loop.function)
         if helper is None:
             return False
-        for candidate in loop.statements:
-            if candidate.helper is helper and type(candidate.small) is cst.Return:
-                value = candidate.small.value
-                if value is None:
-                    return False
-                if type(value) is cst.Tuple and value.elements:
-                    value = value.elements[0].value
-                flow.entry_statement = statement
-                inner, scalings = split_scaling(value, candidate)
-                flow.scalings.extend(scalings)
-                self._trace(loop, candidate, inner, flow, depth + 1)
-                return True
+        returns = [c for c in loop.statements if c.helper is helper and type(c.small) is cst.Return]
+        for candidate in sorted(returns, key=lambda c: c.call_site is not call):
+            value = candidate.small.value
+            if value is None:
+                return False
+            if type(value) is cst.Tuple and value.elements:
+                value = value.elements[0].value
+            flow.entry_statement = statement
+            inner, scalings = split_scaling(value, candidate)
+            flow.scalings.extend(scalings)
+            self._trace(loop, candidate, inner, flow, depth + 1)
+            return True
         return False
 
     def _after(self, loop: TrainingLoop, backward: Statement, name: str) -> list[Scaling]:

@@ -118,6 +118,12 @@ def local_names(function: Function) -> set[str]:
     return set((assigned | _param_names(function.params)) - declared)
 
 
+def rebound_names(function: Function) -> set[str]:
+    """Names the function's body assigns (a parameter among them no longer holds what the
+    call passed)."""
+    return set(_Scans().block(getattr(function.body, "body", ()))[0])
+
+
 def _reads(node: cst.CSTNode) -> tuple[list[str], frozenset]:
     """(names an expression reads, in no particular order, comprehension and lambda
     variables excluded; names its walruses bind), without recursion: expressions
@@ -320,6 +326,26 @@ def parameter_receiving(helper: Function, call: cst.Call, value: cst.BaseExpress
             continue
         if normalized(arg.value) == wanted and position < len(names):
             return names[position]
+        position += 1
+    return None
+
+
+def argument_for(helper: Function, call: cst.Call, parameter: str) -> Optional[cst.BaseExpression]:
+    """What `call` passes for the helper's `parameter` (by position or keyword); None when it
+    passes nothing for it, or when a `*args`/`**kwargs` argument makes the position unknown."""
+    names = parameters(helper)
+    if helper.params.params and names and names[0] == "self" and type(call.func) is cst.Attribute:
+        names = names[1:]
+    position = 0
+    for arg in call.args:
+        if arg.star:
+            return None
+        if arg.keyword is not None:
+            if arg.keyword.value == parameter:
+                return arg.value
+            continue
+        if position < len(names) and names[position] == parameter:
+            return arg.value
         position += 1
     return None
 

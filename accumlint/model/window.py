@@ -555,7 +555,44 @@ class Window:
 
     def is_k(self, node: cst.BaseExpression) -> bool:
         """Whether an expression is this window's K (same text, same known value, or an
-        accumulation name)."""
+        accumulation name), or a helper's parameter that the call running it passes K to."""
+        passed = self._passed_for_factors.get(id(node))
+        if passed is not None and self._is_k_here(passed):
+            return True
+        return self._is_k_here(node)
+
+    @cached_property
+    def _passed_for_factors(self) -> dict[int, cst.BaseExpression]:
+        """A loss divided in a helper by one of its parameters (`return loss / steps`, in this
+        module or another of the project): what the call that ran the helper passes for it,
+        when the helper never rebinds that parameter."""
+        found: dict[int, cst.BaseExpression] = {}
+        for flow in self.flows:
+            for scaling in flow.scalings:
+                statement, factor = scaling.statement, scaling.factor
+                if statement is None or statement.helper is None or statement.call_site is None or type(factor) is not cst.Name:
+                    continue
+                passed = self._passed(statement, factor.value)
+                if passed is not None:
+                    found[id(factor)] = passed
+        return found
+
+    def _passed(self, statement: Statement, name: str, depth: int = 0) -> Optional[cst.BaseExpression]:
+        """What the call that ran `statement`'s helper passes for its parameter `name`, followed
+        out through the parameters of the helpers above it (two calls deep at most)."""
+        helper, call = statement.helper, statement.call_site
+        if helper is None or call is None or name not in scopes.parameters(helper) or name in scopes.rebound_names(helper):
+            return None
+        passed = scopes.argument_for(helper, call, name)
+        if type(passed) is cst.Name and depth < 1:
+            outer = next((s for s in self.loop.statements if s.helper is not None and s.node is not statement.node
+                          and any(c is call for c in self.facts.calls_in(s.node))), None)
+            further = self._passed(outer, passed.value, depth + 1) if outer is not None else None
+            if further is not None:
+                return further
+        return passed
+
+    def _is_k_here(self, node: cst.BaseExpression) -> bool:
         k = self.k
         if k is not None and normalized(node) == normalized(k):
             return True
@@ -564,7 +601,9 @@ class Window:
         return self.is_accumulation_name(node)
 
     def known_int(self, node: cst.BaseExpression) -> Optional[int]:
-        """An integer literal, or a name the module binds to one integer only."""
+        """An integer literal, or a name the module (or the project, for a name the module does
+        not bind; never an argparse default, which the command line overrides) binds to one
+        integer only."""
         value = int_value(node)
         if value is not None:
             return value
@@ -572,6 +611,8 @@ class Window:
         if name is None:
             return None
         values = {int_value(b.value) for b in self.facts.bindings.get(name, ())}
+        if not values:  # what the project gives the name (a config field, an imported constant)
+            return self.objects.frameworks.project_int(node)
         return values.pop() if len(values) == 1 else None
 
     @cached_property

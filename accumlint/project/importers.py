@@ -39,7 +39,8 @@ _CALLED = re.compile(r"\b(\w+)\s*\(")
 class _Scan:
     """The project files read, and what is learnt of them as it is asked for (it goes with the scan)."""
 
-    __slots__ = ("texts", "loops", "complete", "index", "by_name", "mentions", "calls", "digests", "candidates", "memo")
+    __slots__ = ("texts", "loops", "complete", "index", "by_name", "mentions", "calls", "digests", "candidates", "memo",
+                 "all_index", "through")
 
     def __init__(self, texts: dict[str, str], complete: bool) -> None:
         self.texts = texts  # path -> text of every project file read
@@ -53,6 +54,9 @@ class _Scan:
         self.digests: dict[str, str] = {}  # path -> sha256 of its text
         self.candidates: dict[tuple[str, frozenset[str]], list[tuple[str, str]]] = {}  # see `_candidates`
         self.memo: dict = {}  # see `run_memo`
+        self.all_index: Optional[dict[str, list[str]]] = None  # as `index`, over every file (`_middles`)
+        # (path, functions) -> loop file -> the module between: see `importers_through`
+        self.through: dict[tuple[str, frozenset[str]], dict[str, str]] = {}
 
 
 def _scan(root: str) -> _Scan:
@@ -125,23 +129,37 @@ def candidate_importers(root: str, path: str, functions: list[str]) -> list[tupl
     return _candidates(_scanned(root), path, functions) if functions else []
 
 
+def importers_through(root: str, path: str, functions: list[str]) -> dict[str, str]:
+    """Of `candidate_importers`, those that may run the helpers two calls deep: each
+    loop file with the project module between (which imports the module at `path` and
+    whose top-level function calls one of `functions`)."""
+    wanted = frozenset(functions)
+    if not wanted:
+        return {}
+    scan = _scanned(root)
+    _candidates(scan, path, functions)
+    return scan.through.get((path, wanted), {})
+
+
 def _candidates(scan: _Scan, path: str, functions: list[str]) -> list[tuple[str, str]]:
     wanted = frozenset(functions)
     if not wanted:
         return []
     asked = (path, wanted)  # a module's names are asked twice: for the cache's dependency, then for its importers
     if asked not in scan.candidates:
-        scan.candidates[asked] = _search(scan, path, wanted)
+        direct = _search(scan, path, wanted)
+        through = scan.through[asked] = _search_through(scan, path, wanted, {other for other, _ in direct})
+        scan.candidates[asked] = direct + [(other, scan.texts[other]) for other in sorted(through)]
     return scan.candidates[asked]
 
 
-def _search(scan: _Scan, path: str, wanted: frozenset[str]) -> list[tuple[str, str]]:
-    stem = os.path.splitext(os.path.basename(path))[0]
-    if stem == "__init__":
-        stem = os.path.basename(os.path.dirname(path))
+def _search(scan: _Scan, path: str, wanted: frozenset[str], everywhere: bool = False) -> list[tuple[str, str]]:
+    """The loop files (with `everywhere`, every file) whose import lines name the module at
+    `path` and whose text calls one of `wanted`."""
+    stem = _stem(path)
     target = os.path.abspath(path)
     found = []
-    for other in _mentioning(scan, stem):  # in a stable order: the first loop names a finding
+    for other in (_middles(scan, stem) if everywhere else _mentioning(scan, stem)):  # in a stable order
         if os.path.abspath(other) == target:
             continue
         text = scan.texts[other]
@@ -149,6 +167,36 @@ def _search(scan: _Scan, path: str, wanted: frozenset[str]) -> list[tuple[str, s
         if any(name in text for name in wanted) and wanted & _called_names(scan, other):
             found.append((other, text))
     return found
+
+
+def _search_through(scan: _Scan, path: str, wanted: frozenset[str], direct: set[str]) -> dict[str, str]:
+    """The loop files that call, one call deep, a top-level function of another project file
+    that calls one of `wanted` of the module at `path` (the helper is then two calls deep
+    from the loop): loop file -> that file."""
+    target = os.path.abspath(path)
+    found: dict[str, str] = {}
+    for middle, text in _search(scan, path, wanted, everywhere=True):
+        callers = [m.group(1) for m in _TOP_LEVEL_FUNCTION.finditer(text)
+                   if wanted & frozenset(_CALLED.findall(m.group(0).split("\n", 1)[-1]))]
+        for other, _ in _search(scan, middle, frozenset(callers)) if callers else []:
+            if other not in direct and os.path.abspath(other) != target:
+                found.setdefault(other, middle)
+    return found
+
+
+def _stem(path: str) -> str:
+    stem = os.path.splitext(os.path.basename(path))[0]
+    return os.path.basename(os.path.dirname(path)) if stem == "__init__" else stem
+
+
+def _middles(scan: _Scan, name: str) -> list[str]:
+    """Every file (sorted) whose import lines mention the module name `name` (indexed once)."""
+    if scan.all_index is None:
+        scan.all_index = {}
+        for other in sorted(scan.texts):
+            for mentioned in _mentioned(scan, other):
+                scan.all_index.setdefault(mentioned, []).append(other)
+    return scan.all_index.get(name, [])
 
 
 # How many module names are looked for one by one (a search of every loop file's text for the

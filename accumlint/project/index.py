@@ -27,6 +27,7 @@ from accumlint.project.summary import (
     SCHEDULER,
     STEP,
     WRAP,
+    CONFIG_LITERAL,
     WRAP_CALLEES,
     ClassSummary,
     FunctionSummary,
@@ -112,6 +113,8 @@ class ProjectView:
     _indexed: set[int] = field(default_factory=set)  # the functions `_node_functions` covers
     _foreign: set[int] = field(default_factory=set)
     _keep: list[cst.CSTNode] = field(default_factory=list)
+    _literals: list[tuple[str, str]] = field(default_factory=list)  # `_config_literals`, once found
+    _literals_found: bool = False
 
     @property
     def root(self) -> str:
@@ -330,16 +333,23 @@ class ProjectView:
         returns calls of one callee (`return DDP(model, ...)`, in every arm), that call with its callee written in
         full (`torch.nn.parallel.DistributedDataParallel`), so the caller's module reads it
         whatever it imports. With `index`, the element at that position of the tuples it
-        returns (`model, opt = setup_ddp(model, opt)` with `return model, opt`)."""
+        returns (`model, opt = setup_ddp(model, opt)` with `return model, opt`). A function
+        that returns what another project function returns (`return wrap_ddp(net, rank)`)
+        is followed to it: two calls deep from the caller."""
         if callee is None or callee.partition(".")[0] not in self.summary.imports:
             return None
-        found = self.symbol(self.summary, callee)
-        if type(found) is not FunctionSummary or not found.effects & {WRAP, SCHEDULER}:
+        return self._returned_call(self.summary, callee, index, 1)
+
+    def _returned_call(self, module: ModuleSummary, callee: str, index: Optional[int], depth: int) -> Optional[cst.Call]:
+        found = self.symbol(module, callee)
+        if type(found) is not FunctionSummary:
             return None
         owner = self._owner(found)
         node = _parse_function(found)[1]
         if owner is None or node is None:
             return None
+        if not found.effects & {WRAP, SCHEDULER}:
+            return self._returned_through(owner, node, index, depth)
         returned = [r.value for r in _returns(node)]
         if index is not None:
             tuples = [v for v in returned if type(v) is cst.Tuple and len(v.elements) > index]
@@ -365,6 +375,25 @@ class ProjectView:
         qualified = f"{target}.{what}" if what else target
         full = f"{qualified}.{rest}" if rest else qualified
         return self.adopt(call.with_changes(func=cst.parse_expression(full)))
+
+    def _returned_through(self, owner: ModuleSummary, node: cst.FunctionDef, index: Optional[int],
+                          depth: int) -> Optional[cst.Call]:
+        """What a function returns when its every `return` returns a call of one project
+        function of its module's (an element of its tuples, with `index`), followed there."""
+        if depth >= MAX_DEPTH:
+            return None
+        returned: list[Optional[cst.BaseExpression]] = [r.value for r in _returns(node)]
+        inner_index = index  # `return setup(model, opt)`: the element of what `setup` returns
+        tuples = [v for v in returned if isinstance(v, cst.Tuple)]
+        if index is not None and returned and len(tuples) == len(returned):
+            if any(len(v.elements) <= index for v in tuples):
+                return None
+            returned, inner_index = [v.elements[index].value for v in tuples], None
+        names = {_dotted(v.func) if isinstance(v, cst.Call) else None for v in returned}
+        name = names.pop() if len(names) == 1 else None
+        if name is None or name.endswith("()") or name.startswith("self."):
+            return None
+        return self._returned_call(owner, name, inner_index, depth + 1)
 
     def inherited_wraps(self, bases: list[str]) -> list[tuple[str, str, cst.BaseExpression]]:
         """What base classes of other project modules wrap for data parallelism: for a class
@@ -446,6 +475,21 @@ class ProjectView:
             return []
         return [Binding(name, self.adopt(value), None, value)]
 
+    def parsed_arguments(self, facts: "ModuleFacts", head: str) -> bool:
+        """Whether the module binds `head` once to the command line's parsed arguments
+        (`args = parser.parse_args()`, `args = parse_options()` of a project function that
+        builds or parses an argparse parser): its fields' defaults are not the run's values."""
+        values = facts.bindings.get(head, [])
+        if len(values) != 1 or type(values[0].value) is not cst.Call:
+            return False
+        callee = _dotted(values[0].value.func) or ""
+        if callee.endswith((".parse_args", ".parse_known_args")):
+            return True
+        if callee.partition(".")[0] not in self.summary.imports:
+            return False
+        found = self.symbol(self.summary, callee)
+        return type(found) is FunctionSummary and found.name in self._module_of_function(found).argparse_builders
+
     def _field(self, facts: "ModuleFacts", head: str, attribute: str) -> Optional[str]:
         values = facts.bindings.get(head, [])
         if len(values) != 1 or values[0].index is not None or type(values[0].value) is not cst.Call:
@@ -458,9 +502,11 @@ class ProjectView:
             return self._argparse_default(facts, callee.rpartition(".")[0], attribute)
         if callee.partition(".")[0] not in self.summary.imports:
             return None
-        found = self.symbol(self.summary, callee)
+        found: Optional[Symbol] = self.symbol(self.summary, callee)
         if type(found) is FunctionSummary and found.name in self._module_of_function(found).argparse_builders:
             return self._module_of_function(found).argparse_defaults.get(attribute)
+        if type(found) is FunctionSummary:  # `cfg = default_config()` that returns `RunConfig(...)`
+            found, call = self._returned_instance(found) or (None, call)
         if type(found) is not ClassSummary:
             return None
         if any(arg.star for arg in call.args):
@@ -476,6 +522,28 @@ class ProjectView:
         if attribute in found.fields and not found.record:
             return None
         return source if source is not None and _literal(source) else None
+
+    def _returned_instance(self, function: FunctionSummary) -> Optional[tuple[ClassSummary, cst.Call]]:
+        """For a project function whose one `return` builds an object of a project class
+        (`def default_config(): return RunConfig(lr=3e-4)`), that class and that call."""
+        try:
+            tree = ast.parse(function.source)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
+        returns = [n for n in ast.walk(tree) if type(n) is ast.Return]
+        if len(returns) != 1 or type(returns[0].value) is not ast.Call:
+            return None
+        returned = returns[0].value
+        name = ast.unparse(returned.func)
+        owner = self._module_of_function(function)
+        found = self.symbol(owner, name) if re.fullmatch(r"[\w.]+", name) else None
+        if type(found) is not ClassSummary:
+            return None
+        try:
+            call = cst.parse_expression(ast.unparse(returned))
+        except Exception:  # noqa: BLE001 - a text LibCST cannot read back: unknown
+            return None
+        return (found, call) if type(call) is cst.Call else None
 
     def _argparse_default(self, facts: "ModuleFacts", parser: str, attribute: str) -> Optional[str]:
         """`args = build_parser().parse_args()` or `parser = build_parser()` ... `parser.parse_args()`."""
@@ -519,8 +587,8 @@ class ProjectView:
         errors: list[ConfigError] = []
         root = self.root
         folder = os.path.dirname(self.path)
-        for literal in self.summary.config_paths:
-            for base in (folder, root, os.getcwd()):
+        for literal, named_in in self._config_literals():
+            for base in (folder, named_in, root, os.getcwd()):
                 candidate = os.path.normpath(os.path.join(base, literal))
                 if not (candidate == root or candidate.startswith(root.rstrip(os.sep) + os.sep)):
                     continue
@@ -538,6 +606,26 @@ class ProjectView:
                         errors.append(found)
                     break
         return facts, errors
+
+    def _config_literals(self) -> list[tuple[str, str]]:
+        """The literal paths of configuration files the module names, each with the folder of
+        the module that names it: the module's own string literals, and the argparse
+        defaults of the project modules it imports (`--deepspeed_config` defaulting to
+        `configs/ds.json` in the options module its `parse_args()` comes from)."""
+        if self._literals_found:
+            return self._literals
+        folder = os.path.dirname(self.path)
+        found = [(literal, folder) for literal in self.summary.config_paths]
+        if self.summary.imports:
+            for module in self.imported_modules():
+                entry = self.index.entry(module, mentioning="add_argument")  # most modules build no parser
+                if entry is None or not entry.summary.argparse_defaults:
+                    continue
+                self.reads[module] = entry.digest
+                for default in entry.summary.argparse_defaults.values():
+                    found.extend((literal, os.path.dirname(module)) for literal in CONFIG_LITERAL.findall(default))
+        self._literals, self._literals_found = found, True
+        return found
 
     def deepspeed_config(self) -> Optional[ConfigFacts]:
         """The one DeepSpeed JSON the module names (None: none, or several)."""

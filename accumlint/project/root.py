@@ -81,12 +81,16 @@ IMPORT_LINE = re.compile(r"\n[ \t]*(?:from[ \t]+([.\w]+)[ \t]+import\b([^\n#;]*)
 @functools.lru_cache(maxsize=1024)
 def joined_ancestor(folder: str) -> str:
     """Without a root marker, the project is the checked folder, widened to its parent
-    while an import joins the two: a script in the parent imports the folder's modules
-    (`from utils.dist import wrap` beside `utils/`), or a script in the folder imports a
-    module that is not beside it but is in the parent (`segment/train.py` importing the
-    `utils` package next to `segment/`, run from the repository's top). So checking one
-    file of an unmarked tree reads the modules that checking the whole tree reads. At most
-    `_JOIN_LEVELS` levels; scripts are only searched for import lines, never parsed."""
+    while an import joins the two: a script in the parent, or in a folder beside this one,
+    imports the folder's modules (`from utils.dist import wrap` beside `utils/`,
+    `from mylib.steps import accumulate` in `train/loop.py`); a script in the folder imports
+    a module that is not beside it but is in the parent or the parent's `src/`
+    (`segment/train.py` importing the `utils` package next to `segment/`, run from the
+    repository's top); or the folder is a package whose scripts import each other
+    relatively (`from .options import parse_args`: Python imports them from the parent).
+    So checking one file of an unmarked tree reads the modules that checking the whole
+    tree reads. At most `_JOIN_LEVELS` levels; scripts are only searched for import lines,
+    never parsed."""
     current = folder
     for _ in range(_JOIN_LEVELS):
         parent = os.path.dirname(current)
@@ -104,13 +108,41 @@ def forget_joins() -> None:
 
 def _joined(folder: str, parent: str) -> bool:
     name = os.path.basename(folder)
-    if name.isidentifier() and name in _imported_names(parent):
+    if name.isidentifier() and (name in _imported_names(parent) or _imported_by_a_sibling(folder, parent, name)
+                                or _relative_package(folder)):
         return True
+    source = os.path.join(parent, "src")  # the parent's `src/` is a search folder of a project rooted there
     return any(
         module_file(folder, [imported]) is None and not is_package_folder(folder, [imported])
-        and (module_file(parent, [imported]) is not None or _holds_scripts(os.path.join(parent, imported)))
-        for imported in _imported_names(folder)
+        and any(module_file(base, [imported]) is not None or _holds_scripts(os.path.join(base, imported))
+                for base in (parent, source))
+        for imported in _imported_names(folder) if imported != _RELATIVE_NAME
     )
+
+
+# How many sibling folders are searched for a script that imports the folder.
+_JOIN_SIBLINGS = 64
+
+
+def _imported_by_a_sibling(folder: str, parent: str, name: str) -> bool:
+    """Whether a script in a folder beside `folder` imports it (`train/loop.py` importing
+    `mylib.steps` beside it: run from the parent, as the tree's check reads it)."""
+    try:
+        with os.scandir(parent) as entries:
+            siblings = sorted(e.path for e in entries if e.is_dir() and not e.name.startswith((".", "_")))
+    except OSError:
+        return False
+    return any(name in _imported_names(sibling) for sibling in siblings[:_JOIN_SIBLINGS] if sibling != folder)
+
+
+def _relative_package(folder: str) -> bool:
+    """Whether one of the folder's scripts imports relatively (`from .options import ...`,
+    `from . import steps`): the folder is a package (namespace or not) imported from its parent."""
+    return _RELATIVE_NAME in _imported_names(folder)
+
+
+# What `_imported_names` records for a relative import (no module name is this).
+_RELATIVE_NAME = "."
 
 
 @functools.lru_cache(maxsize=1024)
@@ -126,8 +158,7 @@ def _imported_names(folder: str) -> frozenset[str]:
             continue
         for match in IMPORT_LINE.finditer("\n" + text):
             first = (match.group(1) or match.group(3)).split(".")[0]
-            if first:  # a relative import names no folder
-                names.add(first)
+            names.add(first or _RELATIVE_NAME)  # a relative import names no folder
     return frozenset(names)
 
 

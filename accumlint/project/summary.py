@@ -30,7 +30,7 @@ _PREPARE = {"prepare", "prepare_model", "setup", "setup_module"}
 _SYNC = {"no_sync", "no_backward_sync", "set_requires_gradient_sync", "disable_allreduce", "enable_allreduce"}
 _OPTIMIZER_RECEIVER = ("opt", "optim", "optimizer", "scaler")
 # A string literal that names a configuration file (`"configs/ds_config.json"`).
-_CONFIG_LITERAL = re.compile(r"""["']([^"'\s\\]{1,300}\.(?:json|ya?ml))["']""")
+CONFIG_LITERAL = re.compile(r"""["']([^"'\s\\]{1,300}\.(?:json|ya?ml))["']""")
 # Text that any effect needs (a function without any of them has none: no walk of its body).
 _EFFECT_HINT = re.compile(r"backward|step|zero_grad|\.grad\b|loss|DDP|DistributedDataParallel|FSDP|FullyShardedDataParallel"
                           r"|fully_shard|deepspeed|prepare|setup|sync|allreduce|sched|LR\b")
@@ -99,7 +99,7 @@ def imports_and_configs(path: str, text: str, module) -> ModuleSummary:
                         summary.imports.setdefault(binding.local, imported)
                     else:
                         summary.imports[binding.local] = imported
-    summary.config_paths = tuple(sorted(set(_CONFIG_LITERAL.findall(text))))
+    summary.config_paths = tuple(sorted(set(CONFIG_LITERAL.findall(text))))
     return summary
 
 
@@ -121,7 +121,7 @@ def summarize(path: str, text: str) -> ModuleSummary:
         builders, defaults = _argparse(tree)
         summary.argparse_builders = frozenset(builders)
         summary.argparse_defaults = defaults
-    summary.config_paths = tuple(sorted(set(_CONFIG_LITERAL.findall(text))))
+    summary.config_paths = tuple(sorted(set(CONFIG_LITERAL.findall(text))))
     return summary
 
 
@@ -299,8 +299,16 @@ def _argparse(tree: ast.Module) -> tuple[set[str], dict[str, str]]:
             defaults[dest_name] = repr(default.value)
     for node in tree.body:
         if type(node) is ast.FunctionDef and any(
-            type(n) is ast.Call and (_dotted(n.func) or "").endswith(("ArgumentParser", "parse_args", "add_argument"))
+            type(n) is ast.Call and _callee_tail(n.func).endswith(("ArgumentParser", "parse_args", "add_argument"))
             for n in ast.walk(node)
         ):
             builders.add(node.name)
     return builders, defaults
+
+
+def _callee_tail(func: ast.AST) -> str:
+    """The last name of a callee, also of a method of a computed value
+    (`build_parser().parse_args`: "parse_args")."""
+    if type(func) is ast.Attribute:
+        return func.attr
+    return func.id if type(func) is ast.Name else ""
