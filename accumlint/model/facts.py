@@ -105,6 +105,8 @@ class ModuleFacts:
     functions: dict[str, Function] = field(default_factory=dict)
     classes: dict[str, cst.ClassDef] = field(default_factory=dict)
     class_of: dict[Function, cst.ClassDef] = field(default_factory=dict)
+    # functions defined in another function's body, by that function and name
+    nested: dict[tuple[Function, str], Function] = field(default_factory=dict)
     loops: list[LoopSite] = field(default_factory=list)
     len_arguments: set[str] = field(default_factory=set)
     calls: list[cst.Call] = field(default_factory=list)
@@ -239,7 +241,7 @@ class ModuleFacts:
             if home is not None:  # a call in another module's helper: resolved there
                 return self.project.function(dotted(func), within=home)
         if type(func) is cst.Name:
-            target = self.functions.get(func.value)
+            target = self.local_function(call, func.value) or self.functions.get(func.value)
         elif type(func) is cst.Attribute and dotted(func.value) == "self":
             target = self.method(caller, func.attr.value)
         else:
@@ -247,6 +249,21 @@ class ModuleFacts:
         if target is None and self.project is not None:
             target = self.project.function(dotted(func))
         return None if target is caller else target
+
+    def local_function(self, call: cst.Call, name: str) -> Optional[Function]:
+        """The function `name` defined in the body of a function around the call (innermost
+        first): `def run_iter(batch): ...` in `main()`, called by name in `main`'s loop, runs
+        there like a module function. Handed over uncalled (`optimizer.step(closure)`), it is
+        not a call of it, so closures stay whole updates."""
+        if not self.nested:
+            return None
+        function = self.enclosing_function(call)
+        while function is not None:
+            found = self.nested.get((function, name))
+            if found is not None:
+                return found
+            function = self.enclosing_function(function)
+        return None
 
     def nested_helper(self, call: cst.Call, helper: Function) -> Optional[Function]:
         """A project function of another module that a helper's call runs: the second call
@@ -429,6 +446,11 @@ def _record_function(facts: ModuleFacts, node: Function) -> None:
         # module-level only: a nested function is usually a closure handed to
         # `optimizer.step(closure)`, a whole update of its own
         facts.functions.setdefault(node.name.value, node)
+    else:
+        # found by name only from calls inside the function that defines it (`local_function`)
+        outer = facts.enclosing_function(node)
+        if outer is not None:
+            facts.nested.setdefault((outer, node.name.value), node)
 
 
 def _record_class(facts: ModuleFacts, node: cst.ClassDef) -> None:

@@ -270,13 +270,15 @@ class _Walker:
         if type(statement) is not cst.If or statement.orelse is not None:
             return None
         body = statement.body
-        if type(body) is not cst.IndentedBlock or len(body.body) != 1:
+        if type(body) is not cst.IndentedBlock or not body.body:
             return None
-        only = body.body[0]
-        if type(only) is not cst.SimpleStatementLine:
+        last = body.body[-1]
+        if type(last) is not cst.SimpleStatementLine:
             return None
-        jump = type(only.body[0])
+        jump = type(last.body[-1])
         if not (jump is cst.Continue or (in_helper and jump is cst.Return)):
+            return None
+        if not all(self._bookkeeping(line) for line in [*body.body[:-1], last.with_changes(body=last.body[:-1])]):
             return None
         gate = parse_gate(statement.test, self.assigned.get)
         if gate is None or gate.positive:
@@ -284,6 +286,16 @@ class _Walker:
         if gate.kind == "count" and not self._counts_micro_batches(gate, "\n".join(_code(s) for s in rest)):
             return None
         return gate
+
+    def _bookkeeping(self, line: cst.BaseStatement) -> bool:
+        """A line before a gate's `continue` that plays no role in the window (`data_start =
+        time.time()`): the gate still skips the rest of the iteration."""
+        if type(line) is not cst.SimpleStatementLine:
+            return False
+        if any(self.objects.assignment_role(small, ()) is not None for small in line.body):
+            return False
+        return all(self.objects.role(call, ()) is None and self.facts.helper(call, self.function) is None
+                   for call in self.facts.calls_in(line))
 
     def _statement(self, statement: cst.BaseStatement, context: dict[str, Any]) -> None:
         kind = type(statement)  # exact types: LibCST's concrete nodes have no subclasses

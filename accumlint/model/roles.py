@@ -54,6 +54,8 @@ _SYNC_CONTEXTS = {"no_sync", "no_backward_sync"}
 _EMA_CLASSES = LazyPattern(r"^(EMAModel|ModelEma(V2|V3)?|ModelEMA|EMA|ExponentialMovingAverage|AveragedModel|EMAHelper)$")
 _EMA_NAME = LazyPattern(r"(?i:(^|_)ema($|_|\d))|^ema[A-Z]|[a-z]EMA($|[A-Z_\d])")
 _EMA_METHODS = {"update", "step", "update_parameters"}
+# a function that moves the average given as its first argument (`update_ema(ema, model)`)
+_EMA_FUNCTIONS = LazyPattern(r"^(?i:update_?ema|ema_?update)$")
 # logging calls whose arguments are what a run reports
 _LOG_RECEIVERS = LazyPattern(r"^(logging|logger|log|LOGGER|_logger|LOG)$")
 _LOG_METHODS = {"info", "debug", "warning", "error", "log", "critical"}
@@ -290,6 +292,9 @@ class Objects:
                 return Role("clip", call)
             if func.value == "print":
                 return Role("log", call)
+            average = positional(call, 0)
+            if _EMA_FUNCTIONS.match(func.value) and average is not None and self.kind_of(average) == "ema":
+                return Role("ema", call, dotted(average), average)
             return None
         if type(func) is not cst.Attribute:
             return None

@@ -141,9 +141,21 @@ class Window:
                 continue
             if self._assigned_between(zero_gate.counter, event.statement, step.statement):
                 continue
+            if self.zeroes_other_optimizer(event, step):
+                continue
             if any(event.precedes(b) and b.precedes(step) and b.gate is None for b in self.loop.backwards):
                 return step
         return None
+
+    def zeroes_other_optimizer(self, zero: Event, step: Event) -> bool:
+        """The zeroing clears another optimizer's gradients than the step applies: both name
+        optimizers the loop steps, and not the same one (a GAN's generator zeroed after its
+        own gated step, before the discriminator's backward and gated step)."""
+        if zero.role.target is None or step.role.target is None:
+            return False
+        stepped = {normalized(e.role.target) for e in self.optimizer_steps if e.role.target is not None}
+        mine = normalized(zero.role.target)
+        return mine in stepped and mine != normalized(step.role.target)
 
     def _assigned_between(self, name: Optional[str], first: Statement, last: Statement) -> bool:
         """Whether a statement between the two (in order) binds `name`."""

@@ -33,20 +33,48 @@ def sync_block(window: Window, after: int) -> Optional[cst.If]:
     return None
 
 
-def movable_unit(statement: Statement) -> Optional[Union[cst.SimpleStatementLine, cst.If]]:
+# What a fix moves: a statement line, or the flag `if` / `with` that holds only it.
+_Unit = Union[cst.SimpleStatementLine, cst.If, cst.With]
+
+
+def movable_unit(statement: Statement) -> Optional[_Unit]:
     """The statement, or the flag `if` it stands alone in, when it can be moved as a whole."""
     if not movable(statement):
         return None
-    unit: Union[cst.SimpleStatementLine, cst.If] = statement.node
-    path = list(statement.block)
-    while (
-        len(path) >= 3 and type(path[-1]) is cst.IndentedBlock and type(path[-2]) is cst.If
-        and path[-2].orelse is None and len(path[-1].body) == 1 and path[-1].body[0] is unit
-        and is_flag(path[-2].test) and type(path[-3]) is cst.IndentedBlock
-    ):
-        unit = path[-2]
-        path = path[:-2]
+    unit, _ = _unit_and_path(statement)
     return unit
+
+
+def _unit_and_path(statement: Statement) -> tuple[_Unit, list[cst.CSTNode]]:
+    """The unit `movable_unit` moves and the blocks around it. A `with` holding only the
+    statement (`with timers["ema"]:`) goes along when a flag test above it does."""
+    unit: _Unit = statement.node
+    path = list(statement.block)
+    taken, taken_path = unit, path
+    while (
+        len(path) >= 3 and type(path[-1]) is cst.IndentedBlock and len(path[-1].body) == 1
+        and path[-1].body[0] is unit and type(path[-3]) is cst.IndentedBlock
+    ):
+        holder = path[-2]
+        if type(holder) is cst.If and holder.orelse is None and is_flag(holder.test):
+            unit, path = holder, path[:-2]
+            taken, taken_path = unit, path
+        elif type(holder) is cst.With:
+            unit, path = holder, path[:-2]
+        else:
+            break
+    return taken, taken_path
+
+
+def keeps_flags(statement: Statement, anchor: Statement) -> bool:
+    """Moving the statement's unit next to `anchor` keeps it under every flag test it runs
+    under (`if ema is not None:` around `with timer: update_ema(...)`): each such test the
+    unit cannot take along also holds the anchor."""
+    _, path = _unit_and_path(statement)
+    held = {id(node) for node in anchor.block}
+    return all(
+        id(node) in held for node in path if type(node) is cst.If and is_flag(node.test)
+    )
 
 
 def once_per_window(window: Window, statement: Statement, anchor: Optional[Statement]) -> tuple[Edit, ...]:
@@ -55,7 +83,9 @@ def once_per_window(window: Window, statement: Statement, anchor: Optional[State
     if unit is None:
         return ()
     if anchor is not None:
-        return (remove(unit), insert_after(anchor.node, unit)) if movable_to(statement, anchor) else ()
+        if not movable_to(statement, anchor) or not keeps_flags(statement, anchor):
+            return ()
+        return (remove(unit), insert_after(anchor.node, unit))
     accelerator = accumulate_accelerator(window)
     if accelerator is None:
         return ()

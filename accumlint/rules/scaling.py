@@ -7,7 +7,7 @@ from typing import Iterable
 import libcst as cst
 
 from accumlint.fix.edits import Edit, divided, insert_before, parenthesized, remove, replace
-from accumlint.model.loss import MEAN, TOKEN, Scaling
+from accumlint.model.loss import MEAN, SUM, TOKEN, Scaling
 from accumlint.model.names import code, dotted, looks_like_batch_size, looks_like_token_count
 from accumlint.model.window import Window
 from accumlint.rules.base import Finding, contains, k_text, movable, same_block
@@ -147,6 +147,8 @@ def mismatched_scaling_factor(window: Window) -> Iterable[Finding]:
     if k is None or not _structural_k(window) or k is window.slices_k:
         return  # over slices of one batch, a division by its size is the per-sample weighting
     for flow in window.flows:
+        if flow.reduction == SUM:
+            continue  # a sum over samples divided by a sample count: the per-sample mean, whatever it covers
         for scaling in flow.scalings:
             if scaling.op != "div" or window.is_k(scaling.factor) or not _mismatched(window, scaling.factor, k):
                 continue

@@ -215,6 +215,8 @@ def _gate_step_edits(window: Window, step: Event) -> tuple[Edit, ...]:
         if statement is step.statement or "zero" in kinds or statement.order > last_backward:
             related.append((statement.node, kinds == {"zero"}))
     related += [(node, False) for node in _guarded_window_work(window, block, last_backward)]
+    gated = _gated_zeroings(window, block)
+    related += [(node, True) for node, _ in gated.values()]
     related += [(loop_node, True) for loop_node in _zeroing_loops(window, block)]
     position = {id(node): index for index, node in enumerate(getattr(block, "body", ()))}
     work = sorted((node for node, zeroes in related if not zeroes), key=lambda node: position.get(id(node), -1))
@@ -239,8 +241,30 @@ def _gate_step_edits(window: Window, step: Event) -> tuple[Edit, ...]:
     body = [first.with_changes(leading_lines=())] + moved[1:]
     gate = cst.If(test=test, body=cst.IndentedBlock(body=body), leading_lines=first.leading_lines)
     edits.append(replace(first, gate))
-    edits.extend(remove(node) for node in moved[1:])
+    holders = {id(node): holder for node, holder in gated.values()}
+    edits.extend(remove(holders.get(id(node), node)) for node in moved[1:])
     return tuple(edits)
+
+
+def _gated_zeroings(window: Window, block: cst.CSTNode) -> dict[int, tuple[cst.CSTNode, cst.If]]:
+    """Zeroings of `block` alone under their own `if` on the window's K (`if (i + 1) % K == 0:
+    optimizer.zero_grad()`), by statement, with that `if`: the zeroing joins the step in its
+    new gate and the old `if` goes (left where it was, before the backward, it would erase
+    each window on its closing micro-batch)."""
+    found: dict[int, tuple[cst.CSTNode, cst.If]] = {}
+    k = window.k
+    for statement in window.loop.statements:
+        gate, test = statement.gate, statement.gate_if
+        if gate is None or test is None or k is None or gate.k is None or code(gate.k) != code(k):
+            continue
+        if {e.kind for e in statement.events} != {"zero"} or statement.helper is not None or not movable(statement):
+            continue
+        path = statement.block
+        if len(path) < 3 or path[-2] is not test or path[-3] is not block or test.orelse is not None:
+            continue
+        if type(test.body) is cst.IndentedBlock and len(test.body.body) == 1:
+            found[id(statement.node)] = (statement.node, test)
+    return found
 
 
 _WINDOW_WORK = frozenset({"clip", "sched", "update", "unscale"})
