@@ -81,6 +81,11 @@ NO_TRAINING_LOOP = {
     "fixtures/projects/backward_through_trainer_object/precision.py",
     "fixtures/projects/backward_through_trainer_object_divides/accum_helper.py",
     "fixtures/projects/object_method_without_role_effects/checkpoint.py",
+    "fixtures/projects/loss_scaler_object/utils.py",
+    # A loss scaler object whose `__call__` is not read (third-party) or does not backpropagate
+    # the loss it is given (it divides it first): its call is no known backward.
+    "fixtures/projects/loss_scaler_object/engine_third_party.py",
+    "fixtures/projects/loss_scaler_object/engine_divides_inside.py",
 }
 
 

@@ -335,6 +335,28 @@ def passes(helper: Function, call: cst.Call, parameter: str) -> bool:
     return any(arg.keyword is not None and arg.keyword.value == parameter for arg in call.args)
 
 
+def argument_for(helper: Function, call: cst.Call, parameter: str) -> Optional[cst.BaseExpression]:
+    """The expression `call` passes for the helper's `parameter`, by position or keyword.
+    None when it passes none (the default applies) or when a `*` / `**` argument before it
+    may hold it. A method's `self` is bound by the object: `obj.method(x)`, and `obj(x)`
+    for `__call__`."""
+    names = parameters(helper)
+    if names and names[0] == "self" and (type(call.func) is cst.Attribute or helper.name.value == "__call__"):
+        names = names[1:]
+    position = 0
+    for arg in call.args:
+        if arg.keyword is not None:
+            if arg.keyword.value == parameter:
+                return arg.value
+            continue
+        if arg.star:
+            return None
+        if position < len(names) and names[position] == parameter:
+            return arg.value
+        position += 1
+    return None
+
+
 # -- which name reads may run unbound: what the fix guard judges ----------------------
 #
 # A fix must never make a program raise `NameError` or `UnboundLocalError`: an

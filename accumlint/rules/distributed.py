@@ -28,7 +28,7 @@ def sync_every_micro_batch(window: Window) -> Iterable[Finding]:
     if not window.wraps_here(model) or window.bypasses_wrap(model):
         return
     backward = window.loop.backwards[0]
-    if backward.role.flavor not in ("tensor", "accelerate", "fabric"):
+    if backward.role.flavor not in ("tensor", "accelerate", "fabric", "project"):
         return
     # a model kept in a dict or list (`models[]`) is named by its container; no edit can name it
     edits = _sync_edits(window, model, kind) if not model.endswith("[]") else ()
@@ -78,7 +78,12 @@ def _sync_edits(window: Window, model: str, kind: str) -> tuple[Edit, ...]:
         context = _nullcontext(window, edits)
         if context is None:
             return ()
-        off = f"{code(owner)}.no_sync({model})" if kind == "accelerate" else f"{model}.no_sync()"
+        if kind == "accelerate":
+            off = f"{code(owner)}.no_sync({model})"
+        elif window.objects.frameworks.always_wrapped(model, window.loop.function):
+            off = f"{model}.no_sync()"
+        else:  # a plain module on a run that does not wrap it has no `no_sync()`
+            off = f'getattr({model}, "no_sync", {context})()'
         item = filled_expression(f"{context}() if __boundary__ else {off}", __boundary__=boundary)
     wrapped = statements[: last + 1]
     first = wrapped[0]
