@@ -188,7 +188,7 @@ class Objects:
         tail = last_part(name)
         if looks_like_scheduler(name):
             return "scheduler"
-        if looks_like_scaler(name):
+        if looks_like_scaler(name) and not self._built_from_other_class(name, "Scaler"):
             return "scaler"
         if looks_like_optimizer(name, self.optimizer_names):
             return "optimizer"
@@ -201,6 +201,14 @@ class Objects:
         if _EMA_NAME.search(tail):
             return "ema"
         return None
+
+    def _built_from_other_class(self, name: str, word: str) -> bool:
+        """Every binding of the name builds an object of a class whose name lacks `word`
+        (`scaler_meter = AverageMeter()`): what the class says beats what the name says."""
+        bindings = self.facts.values_of(name)
+        classes = [last_part(call_name(b.value) or "") if type(b.value) is cst.Call and b.index is None else ""
+                   for b in bindings]
+        return bool(classes) and all(cls[:1].isupper() and word not in cls for cls in classes)
 
     def _prepared_kind(self, binding: Binding) -> Optional[ObjectKind]:
         """`model, optimizer, ... = accelerator.prepare(model, optimizer, ...)`: the
