@@ -118,6 +118,7 @@ class ModuleFacts:
     # the project around the module (README, "The project around a file"); None: the module alone
     project: Optional["ProjectView"] = field(default=None, repr=False)
     _calls_of: dict[cst.CSTNode, list[cst.Call]] = field(default_factory=dict, repr=False)
+    _called_methods: dict[int, Optional[Function]] = field(default_factory=dict, repr=False)
 
     @cached_property
     def padding_evidence(self) -> bool:
@@ -301,6 +302,20 @@ class ModuleFacts:
                     return statement
             return None
         return self.project.method(owner, method) if self.project is not None else None
+
+    def called_method(self, call: cst.Call) -> Optional[Function]:
+        """The method of a project class that a call on one of its objects runs:
+        `obj.name(...)` runs `name`, `obj(...)` (or `self.obj(...)`) runs `__call__`."""
+        key = id(call)
+        if key not in self._called_methods:
+            func = call.func
+            found = None
+            if type(func) is cst.Attribute:
+                found = self.instance_method(dotted(func.value), func.attr.value)
+            if found is None:
+                found = self.instance_method(dotted(func), "__call__")
+            self._called_methods[key] = found
+        return self._called_methods[key]
 
     def steps_through_object(self, call: cst.Call) -> bool:
         """The call runs a method of a project object of another module that steps an

@@ -45,6 +45,7 @@ _SYNC_CONTEXT_METHODS = {"no_sync", "no_backward_sync"}
 _SYNC_CALL_METHODS = {"set_requires_gradient_sync", "disable_allreduce", "enable_allreduce"}
 _SYNC_FLAG = "require_backward_grad_sync"
 _PREPARE_METHODS = {"prepare", "prepare_model", "prepare_optimizer", "prepare_scheduler"}
+_CONDITIONAL_BLOCKS = (cst.If, cst.Else, cst.Try, cst.TryStar, cst.ExceptHandler, cst.Match, cst.For, cst.While)
 _SHARDING_STRATEGY = LazyPattern(r"fsdp|deepspeed|FSDPStrategy|DeepSpeedStrategy|ModelParallelStrategy", re.IGNORECASE)
 
 
@@ -247,6 +248,37 @@ class Frameworks:
                     return value.func.value
         return None
 
+    def always_wrapped(self, model: str, function: Optional[cst.FunctionDef]) -> bool:
+        """Whether the model is a torch DDP object on every run of the loop's function: a
+        direct `DistributedDataParallel(...)` call assigned to it under no test, in that
+        function (for a `self.` attribute, in `__init__`). A wrap under `if args.distributed:`,
+        in an arm of `a if c else b`, returned by a helper or made by a caller may leave a
+        plain module, which has no `no_sync()`."""
+        for binding in self.facts.bindings.get(model, ()):
+            value = binding.value
+            if binding.index is not None or type(value) is not cst.Call:
+                continue
+            if last_part(self.facts.qualified(call_name(value)) or "") not in ("DistributedDataParallel", "DDP"):
+                continue
+            home = self.facts.enclosing_function(binding.statement)
+            if model.startswith("self."):
+                if home is None or home.name.value != "__init__":
+                    continue
+            elif home is not function:
+                continue
+            if self._unconditional(binding.statement):
+                return True
+        return False
+
+    def _unconditional(self, statement: cst.CSTNode) -> bool:
+        """No test, handler or loop between the statement and its function (or module)."""
+        parent = self.facts.parents.get(id(statement))
+        while parent is not None and type(parent) not in (cst.FunctionDef, cst.Module, cst.ClassDef):
+            if type(parent) in _CONDITIONAL_BLOCKS:
+                return False
+            parent = self.facts.parents.get(id(parent))
+        return True
+
     def _shards_in_place(self) -> bool:
         """`fully_shard(model)` (FSDP2) shards in place and returns nothing to bind."""
         for call in self.facts.calls:
@@ -343,11 +375,14 @@ def mentions_sync_control(node: cst.CSTNode) -> bool:
 
 
 def _sync_context_call(item: cst.BaseExpression) -> Optional[cst.Call]:
-    """The `no_sync` / `no_backward_sync` call of a `with` item, also in `a if c else b`."""
+    """The `no_sync` / `no_backward_sync` call of a `with` item, also in `a if c else b`, and
+    `getattr(model, "no_sync", nullcontext)` called (a model that may not be wrapped)."""
     for node in walk(item):
         if type(node) is cst.Call and type(node.func) is cst.Attribute:
             if node.func.attr.value in _SYNC_CONTEXT_METHODS:
                 return node
+        if type(node) is cst.Call and type(node.func) is cst.Call and _looks_up_sync_context(node.func):
+            return node.func
     return None
 
 
@@ -377,6 +412,12 @@ def _chosen_model(choice: cst.IfExp) -> Optional[cst.BaseExpression]:
         if type(method) is cst.Attribute and method.attr.value == "no_sync":
             return method.value
     return None
+
+
+def _looks_up_sync_context(call: cst.Call) -> bool:
+    """`getattr(model, "no_sync", ...)`: the model's sync context, looked up by its name."""
+    return (type(call.func) is cst.Name and call.func.value == "getattr" and len(call.args) > 1
+            and call.args[0].keyword is None and string_value(call.args[1].value) in _SYNC_CONTEXT_METHODS)
 
 
 def _sync_model(call: cst.Call) -> Optional[cst.BaseExpression]:

@@ -210,7 +210,7 @@ class _Walker:
     def walk(self, body: cst.BaseSuite, root: Optional[cst.CSTNode] = None) -> list[Statement]:
         self.root = root if root is not None else body
         self._block(body, gate=None, gate_if=None, conditional=False, loops=(), withs=(), path=(), helper=None,
-                    arms=(), worlds=(), single_micro_batch=False, escapes=True, jumps=())
+                    arms=(), worlds=(), single_micro_batch=False, escapes=True, jumps=(), frames=(), backward_at_call=False)
         if self.made is not None:
             self.made.extend(self.statements)
         return self.statements
@@ -345,10 +345,12 @@ class _Walker:
             if type(call) is cst.Call:
                 helper = self.facts.helper(call, self.function)
                 if helper is not None and self.facts.project.is_foreign(helper):
-                    self._block(helper.body, **{**context, "helper": helper, "call_site": call})
+                    self._block(helper.body, **_entered(context, helper, call, backward_at_call=False))
 
     def _if(self, statement: cst.If, context: dict[str, Any]) -> None:
-        gate = parse_gate(statement.test, self.assigned.get)
+        test, frames = _through_parameters(statement.test, context["frames"])
+        gate = parse_gate(test, lambda name: _argument(name, frames) if _is_parameter(name, frames)
+                          else self.assigned.get(name))
         if gate is not None and gate.kind == "count" and not self._counts_micro_batches(gate, _code(statement.body)):
             gate = None
         path = context["path"] + (statement,)
@@ -480,18 +482,25 @@ class _Walker:
             zeroing = self.objects.assignment_role(small, context["loops"])
             if zeroing is not None:
                 record.events.append(Event(zeroing, record))
-        helpers: list[tuple[cst.Call, Function]] = []
+        helpers: list[tuple[cst.Call, Function, bool]] = []
         for call in self.facts.calls_in(line):
             role = self.objects.role(call, context["loops"])
             if role is not None:
+                if role.kind == "backward" and context["backward_at_call"]:
+                    continue  # the call of this method (`loss_scaler(loss, ...)`) is its backward
                 record.events.append(Event(role, record))
+                if role.flavor == "project" and len(context["frames"]) < _MAX_FRAMES:
+                    # the rest of the object's method runs here too: its step, clip, scaler update
+                    method = self.facts.called_method(call)
+                    if method is not None:
+                        helpers.append((call, method, True))
                 continue
             within = context["helper"]
             helper = self.facts.helper(call, self.function) if within is None else self.facts.nested_helper(call, within)
             if helper is not None:
-                helpers.append((call, helper))
-        for call, helper in helpers:
-            self._block(helper.body, **{**context, "helper": helper, "call_site": call})
+                helpers.append((call, helper, False))
+        for call, helper, backward_at_call in helpers:
+            self._block(helper.body, **_entered(context, helper, call, backward_at_call=backward_at_call))
             self._escaped = None  # a helper's `return` gate ends with the helper
 
     def _remember(self, small: cst.BaseSmallStatement) -> None:
@@ -506,6 +515,43 @@ class _Walker:
             if name is not None and int_value(small.value) == 1:
                 self.increments.setdefault(name, len(self.statements) - 1)
 
+
+
+# How many calls deep from the loop an object's method is walked (see `_Walker._simple`).
+_MAX_FRAMES = 2
+
+
+def _entered(context: dict[str, Any], helper: Function, call: cst.Call, *, backward_at_call: bool) -> dict[str, Any]:
+    """The walk's context inside a helper that `call` runs."""
+    return {**context, "helper": helper, "call_site": call, "frames": context["frames"] + ((helper, call),),
+            "backward_at_call": backward_at_call}
+
+
+def _is_parameter(name: str, frames: tuple[tuple[Function, cst.Call], ...]) -> bool:
+    """`name` is a parameter of the innermost helper being walked (not a name of the loop)."""
+    return bool(frames) and name in scopes.all_parameters(frames[-1][0])
+
+
+def _argument(name: str, frames: tuple[tuple[Function, cst.Call], ...]) -> Optional[cst.BaseExpression]:
+    """What a parameter of the innermost helper holds in this walk: the argument its call
+    passes. None when `name` is not its parameter, or the call passes none (the default)."""
+    if not _is_parameter(name, frames):
+        return None
+    helper, call = frames[-1]
+    return scopes.argument_for(helper, call, name)
+
+
+def _through_parameters(test: cst.BaseExpression, frames: tuple[tuple[Function, cst.Call], ...]
+                        ) -> tuple[cst.BaseExpression, tuple[tuple[Function, cst.Call], ...]]:
+    """`if update_grad:` in a helper whose call passes `update_grad=(i + 1) % K == 0`: the
+    test is that argument, written at the call (where a fix of the gate applies), read in
+    the caller's scope (the frames left)."""
+    while type(test) is cst.Name:
+        argument = _argument(test.value, frames)
+        if argument is None:
+            break
+        test, frames = argument, frames[:-1]
+    return test, frames
 
 
 _CONSTANT_TEST_NODES = frozenset({

@@ -30,7 +30,7 @@ from accumlint.model.names import (
     looks_like_scheduler,
     positional,
 )
-from accumlint.model.scopes import call_sites
+from accumlint.model.scopes import argument_for, call_sites, parameters
 from accumlint.model.tree import walk
 from accumlint.source import backward
 from accumlint.source.patterns import LazyPattern
@@ -190,7 +190,7 @@ class Objects:
         tail = last_part(name)
         if looks_like_scheduler(name):
             return "scheduler"
-        if looks_like_scaler(name):
+        if looks_like_scaler(name) and not self._built_from_other_class(name, "Scaler"):
             return "scaler"
         if looks_like_optimizer(name, self.optimizer_names):
             return "optimizer"
@@ -203,6 +203,14 @@ class Objects:
         if _EMA_NAME.search(tail):
             return "ema"
         return None
+
+    def _built_from_other_class(self, name: str, word: str) -> bool:
+        """Every binding of the name builds an object of a class whose name lacks `word`
+        (`scaler_meter = AverageMeter()`): what the class says beats what the name says."""
+        bindings = self.facts.values_of(name)
+        classes = [last_part(call_name(b.value) or "") if type(b.value) is cst.Call and b.index is None else ""
+                   for b in bindings]
+        return bool(classes) and all(cls[:1].isupper() and word not in cls for cls in classes)
 
     def _prepared_kind(self, binding: Binding) -> Optional[ObjectKind]:
         """`model, optimizer, ... = accelerator.prepare(model, optimizer, ...)`: the
@@ -295,7 +303,7 @@ class Objects:
             average = positional(call, 0)
             if _EMA_FUNCTIONS.match(func.value) and average is not None and self.kind_of(average) == "ema":
                 return Role("ema", call, dotted(average), average)
-            return None
+            return self._called_object(call)
         if type(func) is not cst.Attribute:
             return None
         method = func.attr.value
@@ -324,7 +332,23 @@ class Objects:
             return Role(_SCALER_ROLES[method], call, receiver_name, target)
         if method in _SYNC_CONTEXTS:
             return Role("sync", call, receiver_name)
-        return None
+        return self._called_object(call)
+
+    def _called_object(self, call: cst.Call) -> Optional[Role]:
+        """`loss_scaler(loss, optimizer, update_grad=...)`: a call of an object of a project class
+        whose `__call__` backpropagates one of its parameters is a backward of the argument
+        given for it, at the call (the rest of that method is walked where the call runs)."""
+        method = self.facts.called_method(call)
+        if method is None or method.name.value != "__call__":
+            return None
+        return self._project_backward(call, method, dotted(call.func))
+
+    def _project_backward(self, call: cst.Call, method: Optional[cst.FunctionDef], receiver: Optional[str]
+                          ) -> Optional[Role]:
+        """A backward of the argument a project method backpropagates (`backpropagated_parameter`)."""
+        parameter = backpropagated_parameter(method)
+        loss = argument_for(method, call, parameter) if method is not None and parameter is not None else None
+        return Role("backward", call, receiver, loss, "project") if loss is not None else None
 
     def assignment_role(self, small: cst.BaseSmallStatement, loops: tuple[cst.CSTNode, ...]) -> Optional[Role]:
         """`p.grad = None` / `p.grad = torch.zeros_like(p)` over parameters is zeroing.
@@ -433,9 +457,9 @@ class Objects:
             return Role("backward", call, receiver_name, positional(call, 0), flavor)
         if self.runs_on_copy(receiver):
             return None
-        loss = positional(call, 0)
-        if loss is not None and _backpropagates_first_argument(self.facts.instance_method(receiver_name, method)):
-            return Role("backward", call, receiver_name, loss, "project")
+        project = self._project_backward(call, self.facts.called_method(call), receiver_name) if call.args else None
+        if project is not None:
+            return project
         return Role("backward", call, receiver_name, receiver, "tensor")
 
     def _step(self, call: cst.Call, receiver: cst.BaseExpression, receiver_name: Optional[str]) -> Optional[Role]:
@@ -504,25 +528,40 @@ def _is_grad(node: cst.BaseExpression) -> bool:
     return name.endswith(".grad") or name.endswith(".grad.data")
 
 
-def _backpropagates_first_argument(method: Optional[cst.FunctionDef]) -> bool:
-    """A method (`def backward(self, loss)`) whose every backward runs on its first argument,
-    at most multiplied (a mixed-precision loss scale) and never divided: a call of it is a
-    backward of the loss it is given."""
+def backpropagated_parameter(method: Optional[cst.FunctionDef]) -> Optional[str]:
+    """The parameter a method of a project class backpropagates (`def backward(self, loss)`,
+    a loss scaler's `def __call__(self, loss, optimizer, ..., update_grad=True)`): every
+    backward in its body runs on that one parameter, at most multiplied (a mixed-precision
+    loss scale, `self._scaler.scale(loss)`), and the method divides nothing. A call of it is
+    a backward of the argument given for that parameter. None otherwise: unknown."""
     if method is None:
-        return False
-    names = [param.name.value for param in method.params.params]
+        return None
+    names = parameters(method)
     if len(names) < 2 or names[0] != "self":
-        return False
-    found = False
+        return None
+    found: Optional[str] = None
     for node in walk(method.body):
         if type(node) is cst.BinaryOperation and type(node.operator) is cst.Divide:
-            return False
+            return None
         if type(node) is not cst.Call or type(node.func) is not cst.Attribute or node.func.attr.value != "backward":
             continue
-        receiver = node.func.value
-        while type(receiver) is cst.BinaryOperation and type(receiver.operator) is cst.Multiply:
-            receiver = receiver.left if dotted(receiver.left) == names[1] or type(receiver.left) is cst.BinaryOperation else receiver.right
-        if dotted(receiver) != names[1]:
-            return False
-        found = True
+        receiver = _unscaled(node.func.value, names)
+        name = dotted(receiver)
+        if name not in names[1:] or (found is not None and name != found):
+            return None
+        found = name
     return found
+
+
+def _unscaled(receiver: cst.BaseExpression, names: list[str]) -> cst.BaseExpression:
+    """What a backward runs on under its loss scale: `loss * 2 ** self.log_scale` and
+    `self._scaler.scale(loss)` -> `loss`."""
+    while True:
+        if type(receiver) is cst.BinaryOperation and type(receiver.operator) is cst.Multiply:
+            left = receiver.left
+            receiver = left if dotted(left) in names or type(left) in (cst.BinaryOperation, cst.Call) else receiver.right
+        elif (type(receiver) is cst.Call and type(receiver.func) is cst.Attribute and receiver.func.attr.value == "scale"
+              and len(receiver.args) == 1 and receiver.args[0].keyword is None and not receiver.args[0].star):
+            receiver = receiver.args[0].value
+        else:
+            return receiver

@@ -330,26 +330,6 @@ def parameter_receiving(helper: Function, call: cst.Call, value: cst.BaseExpress
     return None
 
 
-def argument_for(helper: Function, call: cst.Call, parameter: str) -> Optional[cst.BaseExpression]:
-    """What `call` passes for the helper's `parameter` (by position or keyword); None when it
-    passes nothing for it, or when a `*args`/`**kwargs` argument makes the position unknown."""
-    names = parameters(helper)
-    if helper.params.params and names and names[0] == "self" and type(call.func) is cst.Attribute:
-        names = names[1:]
-    position = 0
-    for arg in call.args:
-        if arg.star:
-            return None
-        if arg.keyword is not None:
-            if arg.keyword.value == parameter:
-                return arg.value
-            continue
-        if position < len(names) and names[position] == parameter:
-            return arg.value
-        position += 1
-    return None
-
-
 def passes(helper: Function, call: cst.Call, parameter: str) -> bool:
     """Whether `call` passes an explicit argument for the helper's `parameter`."""
     names = parameters(helper)
@@ -359,6 +339,28 @@ def passes(helper: Function, call: cst.Call, parameter: str) -> bool:
     if parameter in names[: len(positional)]:
         return True
     return any(arg.keyword is not None and arg.keyword.value == parameter for arg in call.args)
+
+
+def argument_for(helper: Function, call: cst.Call, parameter: str) -> Optional[cst.BaseExpression]:
+    """The expression `call` passes for the helper's `parameter`, by position or keyword.
+    None when it passes none (the default applies) or when a `*` / `**` argument before it
+    may hold it. A method's `self` is bound by the object: `obj.method(x)`, and `obj(x)`
+    for `__call__`."""
+    names = parameters(helper)
+    if names and names[0] == "self" and (type(call.func) is cst.Attribute or helper.name.value == "__call__"):
+        names = names[1:]
+    position = 0
+    for arg in call.args:
+        if arg.keyword is not None:
+            if arg.keyword.value == parameter:
+                return arg.value
+            continue
+        if arg.star:
+            return None
+        if position < len(names) and names[position] == parameter:
+            return arg.value
+        position += 1
+    return None
 
 
 # -- which name reads may run unbound: what the fix guard judges ----------------------

@@ -156,21 +156,27 @@ def _module_runs_backward(text: str, local: str, module_path: str) -> bool:
 
 
 def _runs_backward(module_path: str, name: str) -> bool:
+    """The module's function `name` runs a backward, or its class `name` does when an object
+    of it is called (`loss_scaler = Scaler()` ... `loss_scaler(loss, optimizer)`)."""
     if name not in _backward_functions(module_path):
         return False
     summary = module_summary(module_path, hint="backward(")
-    function = summary.functions.get(name) if summary is not None else None
+    if summary is None:
+        return False
+    function = summary.functions.get(name) or summary.functions.get(f"{name}.__call__")
     return function is not None and BACKWARD in function.effects
 
 
-# path -> (size, modification time) and the names of its top-level functions whose text holds `backward(`
+# path -> (size, modification time) and the names of its top-level functions (and classes) whose text holds `backward(`
 _BACKWARD_FUNCTIONS: dict[str, tuple[tuple[int, int], frozenset[str]]] = {}
-_TOP_LEVEL_FUNCTION = re.compile(r"^(?:async[ \t]+)?def[ \t]+(\w+)[^\n]*\n(?:[ \t]+[^\n]*\n|[ \t]*\n)*", re.MULTILINE)
+_TOP_LEVEL_FUNCTION = re.compile(r"^(?:(?:async[ \t]+)?def|class)[ \t]+(\w+)[^\n]*\n(?:[ \t]+[^\n]*\n|[ \t]*\n)*",
+                                 re.MULTILINE)
 
 
 def _backward_functions(module_path: str) -> frozenset[str]:
-    """The module's top-level functions whose text holds `backward(` (its summary decides
-    whether one runs a backward); for most modules, one search of the file's bytes says none."""
+    """The module's top-level functions and classes whose text holds `backward(` (its summary
+    decides whether one runs a backward); for most modules, one search of the file's bytes
+    says none."""
     try:
         status = os.stat(module_path)
     except OSError:

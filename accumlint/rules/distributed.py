@@ -78,7 +78,12 @@ def _sync_edits(window: Window, model: str, kind: str) -> tuple[Edit, ...]:
         context = _nullcontext(window, edits)
         if context is None:
             return ()
-        off = f"{code(owner)}.no_sync({model})" if kind == "accelerate" else f"{model}.no_sync()"
+        if kind == "accelerate":
+            off = f"{code(owner)}.no_sync({model})"
+        elif window.objects.frameworks.always_wrapped(model, window.loop.function):
+            off = f"{model}.no_sync()"
+        else:  # a plain module on a run that does not wrap it has no `no_sync()`
+            off = f'getattr({model}, "no_sync", {context})()'
         item = filled_expression(f"{context}() if __boundary__ else {off}", __boundary__=boundary)
     wrapped = statements[: last + 1]
     first = wrapped[0]
