@@ -190,7 +190,7 @@ def _mentioning(scan: _Scan, name: str) -> list[str]:
             found = scan.index.get(name, [])
         else:
             found = [other for other in scan.paths
-                     if name in scan.texts[other] and name in _mentioned(scan, other) and _holds_loop(scan, other)]
+                     if name in scan.texts[other] and _holds_loop(scan, other) and name in _mentioned(scan, other)]
         scan.by_name[name] = found
     return found
 
