@@ -62,7 +62,7 @@ def _may_hold(lines: list[str], node: ast.stmt, words: "tuple[str, ...] | set[st
     return not text.isascii() or any(word in text for word in words)
 
 
-class _AlignedLines(list):  # type: ignore[type-arg]
+class _AlignedLines(list[str]):
     """A module's lines (`str.splitlines`) known to be numbered as `ast` numbers them: its
     text holds no other line break than \n and \r (`str.splitlines` also breaks at form
     feeds and a few others, where `ast` does not)."""
