@@ -18,7 +18,7 @@ import stat
 import time
 from typing import Iterator, Optional
 
-from accumlint.project.root import IMPORT_LINE as _IMPORT_LINE
+from accumlint.project.root import import_lines
 from accumlint.project.root import forget_joins
 
 # A tree larger than this is not scanned further: importers beyond it stay unknown.
@@ -39,12 +39,13 @@ _CALLED = re.compile(r"\b(\w+)\s*\(")
 class _Scan:
     """The project files read, and what is learnt of them as it is asked for (it goes with the scan)."""
 
-    __slots__ = ("texts", "loops", "complete", "index", "by_name", "mentions", "calls", "digests", "candidates", "memo",
-                 "all_index", "through")
+    __slots__ = ("texts", "paths", "looped", "complete", "index", "by_name", "mentions", "calls", "digests", "candidates",
+                 "memo", "all_index", "through")
 
     def __init__(self, texts: dict[str, str], complete: bool) -> None:
         self.texts = texts  # path -> text of every project file read
-        self.loops = sorted(p for p, text in texts.items() if _LOOP.search("\n" + text))  # those that hold a loop
+        self.paths = sorted(texts)
+        self.looped: dict[str, bool] = {}  # path -> whether it holds a loop (`_holds_loop`), as asked
         self.complete = complete  # False: the tree was larger than the bounds, some files were not read
         # module name -> the loop files whose import lines mention it: for every name (`_mentioning`) ...
         self.index: Optional[dict[str, list[str]]] = None
@@ -95,12 +96,29 @@ def _mentioned(scan: _Scan, path: str) -> set[str]:
     found = scan.mentions.get(path)
     if found is None:
         found = scan.mentions[path] = set()
-        for match in _IMPORT_LINE.finditer("\n" + scan.texts[path]):
+        for match in import_lines(scan.texts[path]):
             module = match.group(1) or match.group(3)
             found.update(part for part in module.split(".") if part)
             if match.group(2):  # `from . import steps`: the names may be modules
                 found.update(re.findall(r"\w+", match.group(2)))
     return found
+
+
+def _holds_loop(scan: _Scan, path: str) -> bool:
+    """Whether a line of the file begins with `for`, `while` or `async for` (asked only of
+    the files that mention a module asked about: most files of a tree never are)."""
+    found = scan.looped.get(path)
+    if found is None:
+        text = scan.texts[path]
+        first_line = text[:text.find("\n")] if "\n" in text else text
+        # `_LOOP` needs the break before a line: the first line is matched after one of its own
+        found = scan.looped[path] = _LOOP.search(text) is not None or _LOOP.match("\n" + first_line) is not None
+    return found
+
+
+def _loop_files(scan: _Scan) -> list[str]:
+    """The files that hold a loop, sorted."""
+    return [path for path in scan.paths if _holds_loop(scan, path)]
 
 
 def _called_names(scan: _Scan, path: str) -> frozenset[str]:
@@ -213,13 +231,14 @@ def _mentioning(scan: _Scan, name: str) -> list[str]:
     if found is None:
         if scan.index is None and len(scan.by_name) >= NAMES_BEFORE_INDEX:
             scan.index = {}
-            for other in scan.loops:
+            for other in _loop_files(scan):
                 for mentioned in _mentioned(scan, other):
                     scan.index.setdefault(mentioned, []).append(other)
         if scan.index is not None:
             found = scan.index.get(name, [])
         else:
-            found = [other for other in scan.loops if name in scan.texts[other] and name in _mentioned(scan, other)]
+            found = [other for other in scan.paths
+                     if name in scan.texts[other] and _holds_loop(scan, other) and name in _mentioned(scan, other)]
         scan.by_name[name] = found
     return found
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import os
 import re
-from typing import Iterable, Optional
+from typing import Iterable, Iterator, Optional
 
 # What marks the folder that holds a project.
 ROOT_MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
@@ -55,17 +55,38 @@ def root_under(path: str, checked: Optional[str]) -> str:
     """`find_root` in a run whose checked paths' common parent is `checked` (None: unknown)."""
     start = os.path.abspath(path)
     folder = start if os.path.isdir(start) else os.path.dirname(start)
-    candidate = folder
-    while True:
-        if any(os.path.exists(os.path.join(candidate, marker)) for marker in ROOT_MARKERS):
-            return candidate
-        parent = os.path.dirname(candidate)
-        if parent == candidate:
-            break
-        candidate = parent
+    marked = _marked_ancestor(folder)
+    if marked is not None:
+        return marked
     if checked is not None and _inside(folder, checked):
         return joined_ancestor(checked)
     return joined_ancestor(folder)
+
+
+# folder -> the nearest folder from it up that holds a root marker (None: none), as found
+# (cleared with `forget_joins`): the folders of a tree share their ancestors.
+_MARKED: dict[str, Optional[str]] = {}
+
+
+def _marked_ancestor(folder: str) -> Optional[str]:
+    climbed = []
+    candidate = folder
+    while True:
+        if candidate in _MARKED:
+            found = _MARKED[candidate]
+            break
+        climbed.append(candidate)
+        if any(os.path.exists(os.path.join(candidate, marker)) for marker in ROOT_MARKERS):
+            found = candidate
+            break
+        parent = os.path.dirname(candidate)
+        if parent == candidate:
+            found = None
+            break
+        candidate = parent
+    for each in climbed:
+        _MARKED[each] = found
+    return found
 
 
 # How far, and over how many scripts per folder, an unmarked project is widened upwards.
@@ -76,6 +97,23 @@ _JOIN_SCRIPT_BYTES = 65_536  # import lines sit at the top of a script
 # `import MODULE` (group 3). A pattern that begins with a literal is searched for line by
 # line, where `^` under MULTILINE is tried at every offset of the text.
 IMPORT_LINE = re.compile(r"\n[ \t]*(?:from[ \t]+([.\w]+)[ \t]+import\b([^\n#;]*)|import[ \t]+([\w.]+))")
+
+
+def import_lines(text: str) -> Iterator["re.Match[str]"]:
+    """The matches of `IMPORT_LINE` in "\n" + `text`, in order: only the lines that hold
+    `import` are tried (a match stays within its line, one at most per line), not every
+    line of the text."""
+    start = text.find("import")
+    while start != -1:
+        line = text.rfind("\n", 0, start)
+        end = text.find("\n", start)
+        # the first line has no break before it of its own
+        match = IMPORT_LINE.match(text, line) if line != -1 else IMPORT_LINE.match("\n" + text[:end if end != -1 else len(text)])
+        if match is not None:
+            yield match
+        if end == -1:
+            break
+        start = text.find("import", end)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -104,6 +142,8 @@ def forget_joins() -> None:
     """Drop what `joined_ancestor` read (the editor server does when files change)."""
     joined_ancestor.cache_clear()
     _imported_names.cache_clear()
+    _listing.cache_clear()
+    _MARKED.clear()
 
 
 def _joined(folder: str, parent: str) -> bool:
@@ -112,11 +152,16 @@ def _joined(folder: str, parent: str) -> bool:
                                 or _relative_package(folder)):
         return True
     source = os.path.join(parent, "src")  # the parent's `src/` is a search folder of a project rooted there
+    beside, above, below = _listing(folder), _listing(parent), _listing(source)
     return any(
-        module_file(folder, [imported]) is None and not is_package_folder(folder, [imported])
+        # (a name that no folder lists is none's module: no `stat` for it)
+        imported != _RELATIVE_NAME
+        and (imported in above or imported + ".py" in above or imported in below or imported + ".py" in below)
+        and ((imported not in beside and imported + ".py" not in beside)
+             or (module_file(folder, [imported]) is None and not is_package_folder(folder, [imported])))
         and any(module_file(base, [imported]) is not None or _holds_scripts(os.path.join(base, imported))
                 for base in (parent, source))
-        for imported in _imported_names(folder) if imported != _RELATIVE_NAME
+        for imported in _imported_names(folder)
     )
 
 
@@ -146,6 +191,15 @@ _RELATIVE_NAME = "."
 
 
 @functools.lru_cache(maxsize=1024)
+def _listing(folder: str) -> frozenset[str]:
+    """The names in a folder (read once per folder, as `_imported_names`)."""
+    try:
+        return frozenset(os.listdir(folder))
+    except OSError:
+        return frozenset()
+
+
+@functools.lru_cache(maxsize=1024)
 def _imported_names(folder: str) -> frozenset[str]:
     """First parts of the absolute imports of the scripts directly in `folder` (read once
     per folder: many folders share a parent)."""
@@ -156,7 +210,7 @@ def _imported_names(folder: str) -> frozenset[str]:
                 text = handle.read(_JOIN_SCRIPT_BYTES).decode("utf-8", errors="replace")
         except OSError:
             continue
-        for match in IMPORT_LINE.finditer("\n" + text):
+        for match in import_lines(text):
             first = (match.group(1) or match.group(3)).split(".")[0]
             names.add(first or _RELATIVE_NAME)  # a relative import names no folder
     return frozenset(names)

@@ -15,7 +15,7 @@ import ast
 import re
 import textwrap
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Iterator, Optional
 
 from accumlint.source.gate import is_backward_call
 
@@ -34,6 +34,42 @@ CONFIG_LITERAL = re.compile(r"""["']([^"'\s\\]{1,300}\.(?:json|ya?ml))["']""")
 # Text that any effect needs (a function without any of them has none: no walk of its body).
 _EFFECT_HINT = re.compile(r"backward|step|zero_grad|\.grad\b|loss|DDP|DistributedDataParallel|FSDP|FullyShardedDataParallel"
                           r"|fully_shard|deepspeed|prepare|setup|sync|allreduce|sched|LR\b")
+
+
+def _walk(node: ast.AST) -> Iterator[ast.AST]:
+    """Every node under `node`, itself first, in `ast.walk`'s order (breadth first), without
+    its generator per node (`iter_child_nodes`): summaries walk every function they keep."""
+    todo = [node]
+    for current in todo:  # a list that grows while it is read: a queue
+        for name in current._fields:
+            value = getattr(current, name, None)
+            if type(value) is list:
+                todo.extend([item for item in value if isinstance(item, ast.AST)])
+            elif isinstance(value, ast.AST):
+                todo.append(value)
+        yield current
+
+
+def _may_hold(lines: list[str], node: ast.stmt, words: "tuple[str, ...] | set[str]") -> bool:
+    """Whether the statement's source (decorators included) may hold one of `words`
+    (identifiers or parts of them): False only when its text, all ASCII, holds none, in
+    lines numbered as `ast` numbers them. A non-ASCII text may spell an identifier
+    otherwise (Python normalises it, NFKC), so it is always walked."""
+    if type(lines) is not _AlignedLines:
+        return True
+    first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", ())])
+    text = "".join(lines[first - 1:node.end_lineno])
+    return not text.isascii() or any(word in text for word in words)
+
+
+class _AlignedLines(list[str]):
+    """A module's lines (`str.splitlines`) known to be numbered as `ast` numbers them: its
+    text holds no other line break than \n and \r (`str.splitlines` also breaks at form
+    feeds and a few others, where `ast` does not)."""
+
+
+# Line breaks of `str.splitlines` that Python's parser does not count.
+_OTHER_BREAKS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 
 
 @dataclass(frozen=True, eq=False)
@@ -112,13 +148,15 @@ def summarize(path: str, text: str) -> ModuleSummary:
         summary.error = f"{type(error).__name__}: {error}"
         return summary
     lines = text.splitlines(keepends=True)
+    if not _OTHER_BREAKS.search(text):
+        lines = _AlignedLines(lines)
     rebound: set[str] = set()
     for statement in tree.body:
         _module_statement(summary, statement, lines, rebound)
     for name in rebound:
         summary.constants.pop(name, None)
     if "add_argument" in text:
-        builders, defaults = _argparse(tree)
+        builders, defaults = _argparse(tree, lines)
         summary.argparse_builders = frozenset(builders)
         summary.argparse_defaults = defaults
     summary.config_paths = tuple(sorted(set(CONFIG_LITERAL.findall(text))))
@@ -168,7 +206,7 @@ def _module_statement(summary: ModuleSummary, statement: ast.stmt, lines: list[s
         rebound.add(statement.target.id)
     elif kind in (ast.If, ast.Try):
         # `try: import x except ImportError: ...`, `if TYPE_CHECKING:`: names bound there are not constants
-        for node in ast.walk(statement):
+        for node in _walk(statement):
             if type(node) is ast.Name and type(node.ctx) is ast.Store:
                 rebound.add(node.id)
 
@@ -189,7 +227,7 @@ def _function(name: str, node: ast.FunctionDef, lines: list[str]) -> FunctionSum
     first = min([node.lineno] + [d.lineno for d in node.decorator_list])
     if not any(_EFFECT_HINT.search(line) for line in lines[first - 1:node.end_lineno]):
         return FunctionSummary(name, first, node.end_lineno, lines)
-    for inner in ast.walk(node):
+    for inner in _walk(node):
         kind = type(inner)
         if kind is ast.Call:
             callee = _dotted(inner.func) or ""
@@ -239,8 +277,8 @@ def _class(summary: ModuleSummary, node: ast.ClassDef, lines: list[str]) -> Clas
         elif type(statement) is ast.FunctionDef:
             summary.functions[f"{node.name}.{statement.name}"] = _function(f"{node.name}.{statement.name}", statement, lines)
             _wrapped_attributes(statement, lines, wraps)
-            if statement.name in ("__init__", "setup", "__post_init__"):
-                for inner in ast.walk(statement):
+            if statement.name in ("__init__", "setup", "__post_init__") and _may_hold(lines, statement, ("self",)):
+                for inner in _walk(statement):
                     if type(inner) is ast.Assign and len(inner.targets) == 1:
                         target = _dotted(inner.targets[0]) or ""
                         if target.startswith("self.") and target.count(".") == 1:
@@ -258,7 +296,9 @@ def _class(summary: ModuleSummary, node: ast.ClassDef, lines: list[str]) -> Clas
 def _wrapped_attributes(method: ast.FunctionDef, lines: list[str], wraps: dict[str, tuple[str, str]]) -> None:
     """`self.X = DDP(...)` (or FSDP, or `DDP(...) if ... else ...`) in a method: X is wrapped
     for data parallelism when that method runs."""
-    for inner in ast.walk(method):
+    if not _may_hold(lines, method, WRAP_CALLEES):
+        return
+    for inner in _walk(method):
         if type(inner) is not ast.Assign or len(inner.targets) != 1:
             continue
         target = _dotted(inner.targets[0]) or ""
@@ -272,13 +312,17 @@ def _wrapped_attributes(method: ast.FunctionDef, lines: list[str], wraps: dict[s
                 wraps.setdefault(target[5:], (method.name, text))
 
 
-def _argparse(tree: ast.Module) -> tuple[set[str], dict[str, str]]:
+# What a function that builds an argparse parser calls (the end of the callee's name).
+_PARSER_CALLS = ("ArgumentParser", "parse_args", "add_argument")
+
+
+def _argparse(tree: ast.Module, lines: list[str]) -> tuple[set[str], dict[str, str]]:
     """Functions that build an argparse parser, and each `add_argument` default by dest.
     A dest added twice (two parsers) is dropped: its default is not known."""
     builders: set[str] = set()
     defaults: dict[str, str] = {}
     seen: set[str] = set()
-    for node in ast.walk(tree):
+    for node in _walk(tree):
         if type(node) is not ast.Call or type(node.func) is not ast.Attribute or node.func.attr != "add_argument":
             continue
         dest = next((k.value for k in node.keywords if k.arg == "dest"), None)
@@ -298,9 +342,9 @@ def _argparse(tree: ast.Module) -> tuple[set[str], dict[str, str]]:
         if default is not None and type(default) is ast.Constant:
             defaults[dest_name] = repr(default.value)
     for node in tree.body:
-        if type(node) is ast.FunctionDef and any(
-            type(n) is ast.Call and _callee_tail(n.func).endswith(("ArgumentParser", "parse_args", "add_argument"))
-            for n in ast.walk(node)
+        if type(node) is ast.FunctionDef and _may_hold(lines, node, _PARSER_CALLS) and any(
+            type(n) is ast.Call and _callee_tail(n.func).endswith(_PARSER_CALLS)
+            for n in _walk(node)
         ):
             builders.add(node.name)
     return builders, defaults

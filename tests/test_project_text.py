@@ -1,0 +1,132 @@
+"""The project layer's text shortcuts give what the full reading gives: import lines matched
+only where a line holds `import`, the summaries' own tree walk, the walks a method's text
+spares, the marker search remembered per folder, and the root joining's folder listings."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from accumlint.project import root as project_root
+from accumlint.project.root import IMPORT_LINE, import_lines, joined_ancestor, root_under
+from accumlint.project.summary import _walk, summarize
+
+REPO = Path(__file__).resolve().parent.parent
+
+TRICKY_IMPORTS = [
+    "",
+    "import",
+    "import torch",
+    "from .steps import backward_step, batch_objective as objective\n",
+    "x = 1\n  from pkg.sub import (a,\n   b)\nimport os.path # a comment\n",
+    "text = 'import nothing'\n    import json; import re\n",
+    "# import x\nfrom\timport_helpers import go\n",
+    "yield from values\nfrom . import steps\r\nimport a.b.c\r\n",
+    "def f():\n    import inner\n    return inner\n" * 3,
+    "important = 1\nreimported = important\n",
+]
+
+
+def _python_files() -> list[Path]:
+    return sorted(p for folder in ("accumlint", "fixtures", "tests") for p in (REPO / folder).rglob("*.py"))
+
+
+@pytest.mark.parametrize("text", TRICKY_IMPORTS)
+def test_import_lines_match_what_the_pattern_finds_everywhere(text: str) -> None:
+    expected = [m.groups() for m in IMPORT_LINE.finditer("\n" + text)]
+    assert [m.groups() for m in import_lines(text)] == expected
+
+
+def test_import_lines_on_real_modules() -> None:
+    found = 0
+    for path in _python_files():
+        text = path.read_text(encoding="utf-8", errors="replace")
+        expected = [m.groups() for m in IMPORT_LINE.finditer("\n" + text)]
+        assert [m.groups() for m in import_lines(text)] == expected, path
+        found += len(expected)
+    assert found > 100  # the files hold import lines to compare
+
+
+def test_summary_walk_is_ast_walk() -> None:
+    for path in _python_files()[:60]:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        assert list(_walk(tree)) == list(ast.walk(tree)), path
+
+
+WRAPPING = '''import torch
+from torch.nn.parallel import DistributedDataParallel
+
+
+class Runner:
+    def __init__(self, model, args):
+        self.steps = args.steps
+        self.model = model
+
+    def wrap(self, model):
+        self.model = DistributedDataParallel(model) if self.distributed else model
+
+    def run(self):
+        return self.model
+'''
+
+
+def test_method_walks_spared_by_text_find_the_same() -> None:
+    summary = summarize("runner.py", WRAPPING)
+    runner = summary.classes["Runner"]
+    assert runner.wraps == {"model": ("wrap", "DistributedDataParallel(model) if self.distributed else model")}
+    assert runner.attributes == {"steps": "args.steps", "model": "model"}
+
+
+PARSER = '''import argparse
+
+
+@register(argparse.ArgumentParser())
+def options():
+    return None
+
+
+def build():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--accum-steps", default=4)
+    return parser
+
+
+def unrelated():
+    return [step for step in range(3)]
+'''
+
+
+def test_parser_builders_seen_through_decorators() -> None:
+    summary = summarize("options.py", PARSER)
+    assert summary.argparse_builders == {"options", "build"}
+    assert summary.argparse_defaults == {"accum_steps": "4"}
+
+
+def test_marker_search_remembered_per_folder_until_forgotten(tmp_path: Path) -> None:
+    deep = tmp_path / "repo" / "pkg" / "sub"
+    deep.mkdir(parents=True)
+    project_root.forget_joins()
+    assert root_under(str(deep), None) != str(tmp_path / "repo")
+    (tmp_path / "repo" / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    project_root.forget_joins()
+    assert root_under(str(deep), None) == str(tmp_path / "repo")
+    assert root_under(str(tmp_path / "repo" / "pkg"), None) == str(tmp_path / "repo")
+    project_root.forget_joins()
+
+
+def test_joining_reads_listings_as_the_files_stand(tmp_path: Path) -> None:
+    # segment/train.py imports `utils`, which stands beside segment/, not in it: the parent joins
+    top = tmp_path / "checkout"
+    (top / "segment").mkdir(parents=True)
+    (top / "utils").mkdir()
+    (top / "utils" / "dist.py").write_text("def wrap(model):\n    return model\n")
+    (top / "segment" / "train.py").write_text("from utils.dist import wrap\nimport torch\n")
+    project_root.forget_joins()
+    assert joined_ancestor(str(top / "segment")) == str(top)
+    # a `utils` of its own beside the script: the import is the folder's own, nothing joins
+    (top / "segment" / "utils.py").write_text("")
+    project_root.forget_joins()
+    assert joined_ancestor(str(top / "segment")) == str(top / "segment")
+    project_root.forget_joins()
