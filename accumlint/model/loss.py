@@ -225,8 +225,8 @@ class LossReader:
                 return
             inner, scalings = split_scaling(_division_unless_one(value), statement)
             for scaling in scalings:
-                flow.scalings.append(Scaling(scaling.op, scaling.factor, scaling.node, statement,
-                                             dotted(inner) == name))
+                op, factor = self._bound_reciprocal(scaling)
+                flow.scalings.append(Scaling(op, factor, scaling.node, statement, dotted(inner) == name))
             inner_name = dotted(inner)
             if inner_name is not None and not inner_name.endswith("()"):
                 self._trace(loop, statement, inner, flow, depth + 1)
@@ -240,6 +240,21 @@ class LossReader:
         flow.origin = expr
         flow.origin_statement = before
         flow.reduction = self.reduction(expr, loop.function, flow)
+
+    def _bound_reciprocal(self, scaling: Scaling) -> tuple[ScalingOp, cst.BaseExpression]:
+        """`loss * self.loss_scale` where every binding of the factor is `1 / K`
+        (`self.loss_scale = 1.0 / self.accum` in `__init__`): a division by K, whatever the
+        factor's name says (`loss_scale` also names AMP's scale)."""
+        if scaling.op not in ("mul", "amp"):
+            return scaling.op, scaling.factor
+        bindings = self.facts.values_of(dotted(scaling.factor))
+        divisors = [_reciprocal(b.value) for b in bindings if b.index is None]
+        if bindings and len(divisors) == len(bindings) and all(d is not None for d in divisors):
+            first = divisors[0]
+            assert first is not None
+            if all(normalized(d) == normalized(first) for d in divisors if d is not None):
+                return "div", first
+        return scaling.op, scaling.factor
 
     def _scaled_before_method(self, loop: TrainingLoop, statement: Statement, inner: cst.BaseExpression,
                               flow: LossFlow, depth: int) -> None:
