@@ -193,7 +193,9 @@ def findings_from_importers(text: str, path: str, options: AnalysisOptions = Ana
     own = view_for(path, text)
     if own is None:
         return ProjectAnalysis([], {key: fingerprint})
-    functions = [f.name for f in own.summary.functions.values() if "." not in f.name and f.effects & ROLE_EFFECTS]
+    # its top-level functions, and its classes whose own methods hold a role (an object's `step`)
+    functions = sorted({f.name.partition(".")[0] for f in own.summary.functions.values()
+                        if f.name.count(".") <= 1 and f.effects & ROLE_EFFECTS})
     importers = candidate_importers(root, target, functions)
     if not importers:
         return ProjectAnalysis([], {key: fingerprint})
