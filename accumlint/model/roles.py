@@ -469,9 +469,7 @@ class Objects:
         return Role("backward", call, receiver_name, receiver, "tensor")
 
     def _step(self, call: cst.Call, receiver: cst.BaseExpression, receiver_name: Optional[str]) -> Optional[Role]:
-        if self.facts.object_method(call) is not None:
-            return None  # a project object's own `step`: the walk follows it (`_Walker._simple`)
-        kind = self.kind_of(receiver)
+        kind = self.kind_of(receiver)  # None for a plain project object: the walk follows its `step`
         if kind == "optimizer" and self.over_copy(receiver_name):
             return None
         if kind == "optimizer":
