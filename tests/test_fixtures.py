@@ -110,6 +110,7 @@ NO_TRAINING_LOOP = {
     "fixtures/projects/sibling_zeroing_helper_ok/mylib/optim_utils.py",
     "fixtures/projects/sibling_zeroing_helper_ok/mylib/steps.py",
     "fixtures/projects/loss_scaler_object/utils.py",
+    "fixtures/projects/optimizer_wrapper_object_divides/wrapper.py",
     # A loss scaler object whose `__call__` is not read (third-party) or does not backpropagate
     # the loss it is given (it divides it first): its call is no known backward.
     "fixtures/projects/loss_scaler_object/engine_third_party.py",

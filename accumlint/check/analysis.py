@@ -183,7 +183,7 @@ def findings_from_importers(text: str, path: str, options: AnalysisOptions = Ana
         return ProjectAnalysis([], {})
     target = os.path.abspath(path)
     root = find_root(target)
-    # the module's top-level functions, by their text first: most modules have no importer that calls one
+    # the module's top-level functions and classes, by their text first: most modules have no importer that calls one
     names = helper_names(text)
     if not names:
         return ProjectAnalysis([], {})
@@ -193,7 +193,10 @@ def findings_from_importers(text: str, path: str, options: AnalysisOptions = Ana
     own = view_for(path, text)
     if own is None:
         return ProjectAnalysis([], {key: fingerprint})
-    functions = [f.name for f in own.summary.functions.values() if "." not in f.name and f.effects & ROLE_EFFECTS]
+    # its top-level functions, and its classes whose own methods hold a role (an object's `step`)
+    classes = own.summary.classes
+    functions = sorted({f.name.partition(".")[0] for f in own.summary.functions.values()
+                        if f.effects & ROLE_EFFECTS and ("." not in f.name or f.name.partition(".")[0] in classes)})
     importers = candidate_importers(root, target, functions)
     if not importers:
         return ProjectAnalysis([], {key: fingerprint})

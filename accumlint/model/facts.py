@@ -317,6 +317,33 @@ class ModuleFacts:
             self._called_methods[key] = found
         return self._called_methods[key]
 
+    def object_method(self, call: cst.Call) -> Optional[Function]:
+        """`ed_optimizer.step(loss, i)` on an object of a plain project class (`project_object`):
+        the class's own method that the call runs, read, for `step` and `zero_grad`, the
+        calls that would otherwise be read from the receiver's name. None
+        when the receiver is anything else or the method cannot be read."""
+        func = call.func
+        if type(func) is not cst.Attribute or func.attr.value not in _OBJECT_METHODS:
+            return None
+        if not self.project_object(dotted(func.value)):
+            return None
+        return self.called_method(call)
+
+    def project_object(self, name: Optional[str]) -> bool:
+        """Every binding of `name` builds an object of one project class (of this module or
+        another) that derives from nothing but `object` and forwards no attribute
+        (`__getattr__`): what its methods do is all it does, whatever its name says (an
+        `EveryDreamOptimizer` wrapping the real optimizers is no optimizer). False when the
+        class cannot be read, or has another base (a library optimizer it may extend)."""
+        owner = self.instance_class(name)
+        if owner is None:
+            return False
+        local = self.classes.get(owner)
+        if local is not None:
+            return all(base in PLAIN_BASES for base in self.class_bases(local)) and not any(
+                type(s) is cst.FunctionDef and s.name.value == "__getattr__" for s in local.body.body)
+        return self.project is not None and self.project.plain_class(owner)
+
     def steps_through_object(self, call: cst.Call) -> bool:
         """The call runs a method of a project object of another module that steps an
         optimizer (`self.helper.optimize(self.opt)`), itself or through a method of its class."""
@@ -332,6 +359,12 @@ class ModuleFacts:
 
     def class_bases(self, owner: cst.ClassDef) -> list[str]:
         return [self.qualified(dotted(base.value)) or "" for base in owner.bases]
+
+
+# The methods of a project object read from its class, not from its name (see `object_method`).
+_OBJECT_METHODS = frozenset({"step", "zero_grad"})
+# Bases that add no behaviour of a library class: a class deriving from them alone is plain.
+PLAIN_BASES = frozenset({"object", "ABC", "abc.ABC"})
 
 
 def ancestors(parents: dict[int, cst.CSTNode], node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:

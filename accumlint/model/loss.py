@@ -20,7 +20,7 @@ from accumlint.model.facts import Function, ModuleFacts
 from accumlint.model.loop import Event, Statement, TrainingLoop
 from accumlint.model.names import call_name, code, dotted, keyword, last_part, normalized, positional, string_value
 from accumlint.model.roles import Objects
-from accumlint.model.scopes import free_names
+from accumlint.model.scopes import all_parameters, argument_for, free_names
 from accumlint.model.tree import walk
 from accumlint.source.patterns import LazyPattern
 
@@ -190,6 +190,8 @@ class LossReader:
                 helper_result = self._through_helper(loop, definition, flow, depth)
                 if helper_result:
                     return
+            if definition is None and self._through_object_argument(loop, before, name, flow, depth):
+                return
             if definition is None:
                 scaled = _amp_scaled_loss(before, name)
                 if scaled is not None:
@@ -255,6 +257,26 @@ class LossReader:
             if all(normalized(d) == normalized(first) for d in divisors if d is not None):
                 return "div", first
         return scaling.op, scaling.factor
+
+    def _through_object_argument(self, loop: TrainingLoop, before: Statement, name: str, flow: LossFlow,
+                                 depth: int) -> bool:
+        """`def step(self, loss, ...): self.scaler.scale(loss).backward()` of a project object
+        the loop calls (`ed_optimizer.step(loss / K, i)`, `Objects._step`): the loss is the
+        argument its call passes, and the flow goes on there, with the scalings written in it."""
+        helper, call = before.helper, before.call_site
+        if helper is None or call is None or self.facts.object_method(call) is not helper:
+            return False
+        if name not in all_parameters(helper):
+            return False
+        argument = argument_for(helper, call, name)
+        site = next((s for s in loop.statements if s.order < before.order and s.helper is not helper
+                     and any(node is call for node in walk(s.node))), None)
+        if argument is None or site is None:
+            return False
+        inner, scalings = split_scaling(argument, site)
+        flow.scalings.extend(scalings)
+        self._trace(loop, site, inner, flow, depth + 1)
+        return True
 
     def _scaled_before_method(self, loop: TrainingLoop, statement: Statement, inner: cst.BaseExpression,
                               flow: LossFlow, depth: int) -> None:

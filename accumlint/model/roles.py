@@ -177,6 +177,12 @@ class Objects:
         return self._cache[name]
 
     def _kind_of_name(self, name: str) -> Optional[ObjectKind]:
+        kind = self._named_kind(name)
+        if kind == "optimizer" and self.facts.project_object(name):
+            return None  # a plain project class wrapping optimizers (`EveryDreamOptimizer(...)`)
+        return kind
+
+    def _named_kind(self, name: str) -> Optional[ObjectKind]:
         if name.endswith("optimizers()"):
             return "optimizer"
         for binding in self.facts.values_of(name):
@@ -319,7 +325,7 @@ class Objects:
         if _is_logging(method, receiver_name):
             return Role("log", call, receiver_name)
         if method in _ZEROING_METHODS:
-            if self.over_copy(receiver_name) or self.is_copy(receiver_name):
+            if self.over_copy(receiver_name) or self.is_copy(receiver_name) or self.facts.object_method(call):
                 return None
             return Role("zero", call, receiver_name, receiver)
         if method in ("zero_", "detach_") and _is_grad(receiver) and _is_parameter(_grad_owner(receiver), loops):
@@ -463,7 +469,7 @@ class Objects:
         return Role("backward", call, receiver_name, receiver, "tensor")
 
     def _step(self, call: cst.Call, receiver: cst.BaseExpression, receiver_name: Optional[str]) -> Optional[Role]:
-        kind = self.kind_of(receiver)
+        kind = self.kind_of(receiver)  # None for a plain project object: the walk follows its `step`
         if kind == "optimizer" and self.over_copy(receiver_name):
             return None
         if kind == "optimizer":

@@ -130,14 +130,17 @@ def _called_names(scan: _Scan, path: str) -> frozenset[str]:
 
 # A top-level function, up to the next top-level statement.
 _TOP_LEVEL_FUNCTION = re.compile(r"^def[ \t]+(\w+)[^\n]*\n(?:[ \t]+[^\n]*\n|[ \t]*\n)*", re.MULTILINE)
+# A top-level class with its body: its objects' methods run where the importer calls them.
+_TOP_LEVEL_CLASS = re.compile(r"^class[ \t]+(\w+)[^\n]*\n(?:[ \t]+[^\n]*\n|[ \t]*\n)*", re.MULTILINE)
 # Text a function needs to hold a statement a rule reports on (role effects, `summary.ROLE_EFFECTS`).
 _ROLE_HINT = re.compile(r"\.backward\(|zero_grad\(|\.step\(|\.grad\b|loss\w*\s*/|/=|sched")
 
 
 def helper_names(text: str) -> list[str]:
-    """Top-level functions of a module whose text may hold a backward, step, zeroing,
+    """Top-level functions and classes of a module whose text may hold a backward, step, zeroing,
     loss division or scheduler (the summary decides; this only spares reading the tree)."""
-    return [m.group(1) for m in _TOP_LEVEL_FUNCTION.finditer(text) if _ROLE_HINT.search(m.group(0))]
+    return [m.group(1) for pattern in (_TOP_LEVEL_FUNCTION, _TOP_LEVEL_CLASS) for m in pattern.finditer(text)
+            if _ROLE_HINT.search(m.group(0))]
 
 
 def candidate_importers(root: str, path: str, functions: list[str]) -> list[tuple[str, str]]:

@@ -22,6 +22,7 @@ import libcst as cst
 from accumlint.project.configs import ConfigError, ConfigFacts
 from accumlint.project.modules import INDEX, ProjectIndex, digest
 from accumlint.project.root import resolve_module, resolve_submodule
+from accumlint.model.facts import PLAIN_BASES
 from accumlint.model.tree import walk
 from accumlint.project.summary import (
     SCHEDULER,
@@ -230,6 +231,17 @@ class ProjectView:
         found = self._method(owner, name)
         return self._load(found, 1) if found is not None else None
 
+    def plain_class(self, owner: str) -> bool:
+        """`owner` (as the loop's module names it) is a project class of another module that
+        derives from nothing but `object` (`PLAIN_BASES`) and defines no `__getattr__`; False
+        when unknown."""
+        if owner.endswith("()") or owner.partition(".")[0] not in self.summary.imports:
+            return False
+        found = self.symbol(self.summary, owner)
+        if type(found) is not ClassSummary or not all(base in PLAIN_BASES for base in found.bases):
+            return False
+        return self.symbol(self._home_of_class(found), f"{found.name}.__getattr__") is None
+
     def method_steps(self, owner: str, name: str) -> bool:
         """Whether that method, or a method of its class it calls (`self.name(...)`), steps
         an optimizer."""
@@ -288,7 +300,10 @@ class ProjectView:
         if where is None:
             return None
         offset = summary.line - 1
-        return (path, where.start.line + offset, where.start.column + 1, where.end.line + offset, where.end.column + 1)
+        first = summary.lines[offset]
+        shift = len(first) - len(first.lstrip(" \t")) + 1  # a method's source is read dedented
+        return (path, where.start.line + offset, where.start.column + shift, where.end.line + offset,
+                where.end.column + shift)
 
     def snippet_of(self, node: cst.CSTNode) -> Optional[tuple[cst.Module, FunctionSummary, str]]:
         """The project function a node was read from: the module LibCST made of its
