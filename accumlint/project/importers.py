@@ -39,7 +39,7 @@ _CALLED = re.compile(r"\b(\w+)\s*\(")
 class _Scan:
     """The project files read, and what is learnt of them as it is asked for (it goes with the scan)."""
 
-    __slots__ = ("texts", "paths", "looped", "complete", "index", "by_name", "mentions", "calls", "digests", "candidates",
+    __slots__ = ("texts", "paths", "looped", "complete", "by_name", "mentions", "calls", "digests", "candidates",
                  "memo", "all_index", "through")
 
     def __init__(self, texts: dict[str, str], complete: bool) -> None:
@@ -47,15 +47,13 @@ class _Scan:
         self.paths = sorted(texts)
         self.looped: dict[str, bool] = {}  # path -> whether it holds a loop (`_holds_loop`), as asked
         self.complete = complete  # False: the tree was larger than the bounds, some files were not read
-        # module name -> the loop files whose import lines mention it: for every name (`_mentioning`) ...
-        self.index: Optional[dict[str, list[str]]] = None
-        self.by_name: dict[str, list[str]] = {}  # ... or for the names asked so far
+        self.by_name: dict[str, list[str]] = {}  # module name -> the loop files whose import lines mention it, as asked
         self.mentions: dict[str, set[str]] = {}  # path -> the module names its import lines mention
         self.calls: dict[str, frozenset[str]] = {}  # path -> the names its text calls
         self.digests: dict[str, str] = {}  # path -> sha256 of its text
         self.candidates: dict[tuple[str, frozenset[str]], list[tuple[str, str]]] = {}  # see `_candidates`
         self.memo: dict = {}  # see `run_memo`
-        self.all_index: Optional[dict[str, list[str]]] = None  # as `index`, over every file (`_middles`)
+        self.all_index: Optional[dict[str, list[str]]] = None  # module name -> every file whose import lines mention it (`_middles`)
         # (path, functions) -> loop file -> the module between: see `importers_through`
         self.through: dict[tuple[str, frozenset[str]], dict[str, str]] = {}
 
@@ -114,11 +112,6 @@ def _holds_loop(scan: _Scan, path: str) -> bool:
         # `_LOOP` needs the break before a line: the first line is matched after one of its own
         found = scan.looped[path] = _LOOP.search(text) is not None or _LOOP.match("\n" + first_line) is not None
     return found
-
-
-def _loop_files(scan: _Scan) -> list[str]:
-    """The files that hold a loop, sorted."""
-    return [path for path in scan.paths if _holds_loop(scan, path)]
 
 
 def _called_names(scan: _Scan, path: str) -> frozenset[str]:
@@ -217,28 +210,14 @@ def _middles(scan: _Scan, name: str) -> list[str]:
     return scan.all_index.get(name, [])
 
 
-# How many module names are looked for one by one (a search of every loop file's text for the
-# name, then its import lines where it occurs) before the import lines of all are indexed.
-NAMES_BEFORE_INDEX = 8
-
-
 def _mentioning(scan: _Scan, name: str) -> list[str]:
-    """The loop files (sorted) whose import lines mention the module name `name`. The first
-    few names asked are looked for one by one; then every loop file's import lines are
-    indexed once, so that asking for each module of a large project does not read every
-    file again."""
+    """The loop files (sorted) whose import lines mention the module name `name`: of
+    `_middles`' files, those that hold a loop. Every question about importers
+    (`_candidates`) asks `_middles` too, so its index of every file's import lines is
+    made once per scan whichever asks first, and no file's text is searched per name."""
     found = scan.by_name.get(name)
     if found is None:
-        if scan.index is None and len(scan.by_name) >= NAMES_BEFORE_INDEX:
-            scan.index = {}
-            for other in _loop_files(scan):
-                for mentioned in _mentioned(scan, other):
-                    scan.index.setdefault(mentioned, []).append(other)
-        if scan.index is not None:
-            found = scan.index.get(name, [])
-        else:
-            found = [other for other in scan.paths
-                     if name in scan.texts[other] and _holds_loop(scan, other) and name in _mentioned(scan, other)]
+        found = [other for other in _middles(scan, name) if _holds_loop(scan, other)]
         scan.by_name[name] = found
     return found
 
