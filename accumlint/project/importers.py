@@ -130,7 +130,27 @@ _ROLE_HINT = re.compile(r"\.backward\(|zero_grad\(|\.step\(|\.grad\b|loss\w*\s*/
 def helper_names(text: str) -> list[str]:
     """Top-level functions of a module whose text may hold a backward, step, zeroing,
     loss division or scheduler (the summary decides; this only spares reading the tree)."""
-    return [m.group(1) for m in _TOP_LEVEL_FUNCTION.finditer(text) if _ROLE_HINT.search(m.group(0))]
+    return [m.group(1) for m in _top_level_functions(text) if _ROLE_HINT.search(m.group(0))]
+
+
+def _top_level_functions(text: str) -> Iterator["re.Match[str]"]:
+    """The matches of `_TOP_LEVEL_FUNCTION` in `text`, in order, as `finditer` gives them,
+    tried only where a line begins with `def` (found by a literal search), not at every
+    offset, where a `^` under MULTILINE is tried. A match ends where a line begins, and
+    no line inside it begins with `def` (its lines after the first are indented or blank)."""
+    start = 0
+    while True:
+        if not (text.startswith("def", start) and (start == 0 or text[start - 1] == "\n")):
+            found = text.find("\ndef", start)
+            if found == -1:
+                return
+            start = found + 1
+        match = _TOP_LEVEL_FUNCTION.match(text, start)
+        if match is not None:
+            yield match
+            start = match.end()
+        else:
+            start += 1
 
 
 def candidate_importers(root: str, path: str, functions: list[str]) -> list[tuple[str, str]]:
@@ -187,7 +207,7 @@ def _search_through(scan: _Scan, path: str, wanted: frozenset[str], direct: set[
     target = os.path.abspath(path)
     found: dict[str, str] = {}
     for middle, text in _search(scan, path, wanted, everywhere=True):
-        callers = [m.group(1) for m in _TOP_LEVEL_FUNCTION.finditer(text)
+        callers = [m.group(1) for m in _top_level_functions(text)
                    if wanted & frozenset(_CALLED.findall(m.group(0).split("\n", 1)[-1]))]
         for other, _ in _search(scan, middle, frozenset(callers)) if callers else []:
             if other not in direct and os.path.abspath(other) != target:
