@@ -586,9 +586,10 @@ def test_a_check_run_scans_each_root_once_however_long_it_takes(tmp_path: Path, 
     assert len(scans) == 2
 
 
-def test_importers_found_by_name_and_by_index_are_the_same(tmp_path: Path, monkeypatch) -> None:
-    """The first module names are looked for one by one, later ones in an index of every
-    loop file's import lines: both give the same files, in the same order."""
+def test_importers_of_each_module_are_its_loop_files_in_order(tmp_path: Path) -> None:
+    """Each module's candidate importers are the loop files whose import lines name it,
+    sorted, whichever module is asked first; a file that imports and calls the helper
+    outside any loop is none of them."""
     from accumlint.project import importers
 
     root = tmp_path / "proj"
@@ -598,19 +599,17 @@ def test_importers_found_by_name_and_by_index_are_the_same(tmp_path: Path, monke
         _write(root / f"train{i}.py", LOOP.format(module=f"h{i}", name=f"objective{i}"))
         _write(root / f"train{i}b.py", LOOP.format(module=f"h{3 - i}", name=f"objective{3 - i}")
                .replace(f"from h{3 - i} import", f"from h{3 - i} import x\nfrom h{3 - i} import"))
+        _write(root / f"once{i}.py", f"from h{i} import objective{i}\n\nobjective{i}(None, None, 1)\n")
 
-    def ask() -> list:
+    def ask(order: list[int]) -> dict[int, list[str]]:
         importers.forget()
         with importers.one_run():
-            return [importers.candidate_importers(str(root), str(root / f"h{i}.py"), [f"objective{i}"]) for i in range(4)]
+            return {i: [Path(p).name for p, _ in importers.candidate_importers(
+                str(root), str(root / f"h{i}.py"), [f"objective{i}"])] for i in order}
 
-    monkeypatch.setattr(importers, "NAMES_BEFORE_INDEX", 100)
-    one_by_one = ask()
-    monkeypatch.setattr(importers, "NAMES_BEFORE_INDEX", 0)
-    indexed = ask()
-    assert one_by_one == indexed
-    assert [[Path(p).name for p, _ in found] for found in indexed] == [
-        ["train0.py", "train3b.py"], ["train1.py", "train2b.py"], ["train1b.py", "train2.py"], ["train0b.py", "train3.py"]]
+    forwards, backwards = ask([0, 1, 2, 3]), ask([3, 2, 1, 0])
+    assert forwards == backwards == {
+        0: ["train0.py", "train3b.py"], 1: ["train1.py", "train2b.py"], 2: ["train1b.py", "train2.py"], 3: ["train0b.py", "train3.py"]}
 
 
 def _resolution_tree(tmp_path: Path) -> Path:

@@ -39,7 +39,7 @@ _CALLED = re.compile(r"\b(\w+)\s*\(")
 class _Scan:
     """The project files read, and what is learnt of them as it is asked for (it goes with the scan)."""
 
-    __slots__ = ("texts", "paths", "looped", "complete", "index", "by_name", "mentions", "calls", "digests", "candidates",
+    __slots__ = ("texts", "paths", "looped", "complete", "by_name", "mentions", "calls", "digests", "candidates",
                  "memo", "all_index", "through")
 
     def __init__(self, texts: dict[str, str], complete: bool) -> None:
@@ -47,15 +47,13 @@ class _Scan:
         self.paths = sorted(texts)
         self.looped: dict[str, bool] = {}  # path -> whether it holds a loop (`_holds_loop`), as asked
         self.complete = complete  # False: the tree was larger than the bounds, some files were not read
-        # module name -> the loop files whose import lines mention it: for every name (`_mentioning`) ...
-        self.index: Optional[dict[str, list[str]]] = None
-        self.by_name: dict[str, list[str]] = {}  # ... or for the names asked so far
+        self.by_name: dict[str, list[str]] = {}  # module name -> the loop files whose import lines mention it, as asked
         self.mentions: dict[str, set[str]] = {}  # path -> the module names its import lines mention
         self.calls: dict[str, frozenset[str]] = {}  # path -> the names its text calls
         self.digests: dict[str, str] = {}  # path -> sha256 of its text
         self.candidates: dict[tuple[str, frozenset[str]], list[tuple[str, str]]] = {}  # see `_candidates`
         self.memo: dict = {}  # see `run_memo`
-        self.all_index: Optional[dict[str, list[str]]] = None  # as `index`, over every file (`_middles`)
+        self.all_index: Optional[dict[str, list[str]]] = None  # module name -> every file whose import lines mention it (`_middles`)
         # (path, functions) -> loop file -> the module between: see `importers_through`
         self.through: dict[tuple[str, frozenset[str]], dict[str, str]] = {}
 
@@ -116,11 +114,6 @@ def _holds_loop(scan: _Scan, path: str) -> bool:
     return found
 
 
-def _loop_files(scan: _Scan) -> list[str]:
-    """The files that hold a loop, sorted."""
-    return [path for path in scan.paths if _holds_loop(scan, path)]
-
-
 def _called_names(scan: _Scan, path: str) -> frozenset[str]:
     names = scan.calls.get(path)
     if names is None:
@@ -139,8 +132,28 @@ _ROLE_HINT = re.compile(r"\.backward\(|zero_grad\(|\.step\(|\.grad\b|loss\w*\s*/
 def helper_names(text: str) -> list[str]:
     """Top-level functions and classes of a module whose text may hold a backward, step, zeroing,
     loss division or scheduler (the summary decides; this only spares reading the tree)."""
-    return [m.group(1) for pattern in (_TOP_LEVEL_FUNCTION, _TOP_LEVEL_CLASS) for m in pattern.finditer(text)
-            if _ROLE_HINT.search(m.group(0))]
+    found = [m.group(1) for m in _top_level_functions(text) if _ROLE_HINT.search(m.group(0))]
+    return found + [m.group(1) for m in _TOP_LEVEL_CLASS.finditer(text) if _ROLE_HINT.search(m.group(0))]
+
+
+def _top_level_functions(text: str) -> Iterator["re.Match[str]"]:
+    """The matches of `_TOP_LEVEL_FUNCTION` in `text`, in order, as `finditer` gives them,
+    tried only where a line begins with `def` (found by a literal search), not at every
+    offset, where a `^` under MULTILINE is tried. A match ends where a line begins, and
+    no line inside it begins with `def` (its lines after the first are indented or blank)."""
+    start = 0
+    while True:
+        if not (text.startswith("def", start) and (start == 0 or text[start - 1] == "\n")):
+            found = text.find("\ndef", start)
+            if found == -1:
+                return
+            start = found + 1
+        match = _TOP_LEVEL_FUNCTION.match(text, start)
+        if match is not None:
+            yield match
+            start = match.end()
+        else:
+            start += 1
 
 
 def candidate_importers(root: str, path: str, functions: list[str]) -> list[tuple[str, str]]:
@@ -197,7 +210,7 @@ def _search_through(scan: _Scan, path: str, wanted: frozenset[str], direct: set[
     target = os.path.abspath(path)
     found: dict[str, str] = {}
     for middle, text in _search(scan, path, wanted, everywhere=True):
-        callers = [m.group(1) for m in _TOP_LEVEL_FUNCTION.finditer(text)
+        callers = [m.group(1) for m in _top_level_functions(text)
                    if wanted & frozenset(_CALLED.findall(m.group(0).split("\n", 1)[-1]))]
         for other, _ in _search(scan, middle, frozenset(callers)) if callers else []:
             if other not in direct and os.path.abspath(other) != target:
@@ -220,28 +233,14 @@ def _middles(scan: _Scan, name: str) -> list[str]:
     return scan.all_index.get(name, [])
 
 
-# How many module names are looked for one by one (a search of every loop file's text for the
-# name, then its import lines where it occurs) before the import lines of all are indexed.
-NAMES_BEFORE_INDEX = 8
-
-
 def _mentioning(scan: _Scan, name: str) -> list[str]:
-    """The loop files (sorted) whose import lines mention the module name `name`. The first
-    few names asked are looked for one by one; then every loop file's import lines are
-    indexed once, so that asking for each module of a large project does not read every
-    file again."""
+    """The loop files (sorted) whose import lines mention the module name `name`: of
+    `_middles`' files, those that hold a loop. Every question about importers
+    (`_candidates`) asks `_middles` too, so its index of every file's import lines is
+    made once per scan whichever asks first, and no file's text is searched per name."""
     found = scan.by_name.get(name)
     if found is None:
-        if scan.index is None and len(scan.by_name) >= NAMES_BEFORE_INDEX:
-            scan.index = {}
-            for other in _loop_files(scan):
-                for mentioned in _mentioned(scan, other):
-                    scan.index.setdefault(mentioned, []).append(other)
-        if scan.index is not None:
-            found = scan.index.get(name, [])
-        else:
-            found = [other for other in scan.paths
-                     if name in scan.texts[other] and _holds_loop(scan, other) and name in _mentioned(scan, other)]
+        found = [other for other in _middles(scan, name) if _holds_loop(scan, other)]
         scan.by_name[name] = found
     return found
 

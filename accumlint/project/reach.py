@@ -143,8 +143,18 @@ def _statement(text: str, start: int) -> bool:
 
 
 def _calls(text: str, name: str) -> bool:
-    """Whether the text calls `name` (`name(`; `a.name(` is another object's method)."""
-    return re.search(rf"(?<![\w.]){re.escape(name)}\s*\(", text) is not None
+    """Whether the text calls `name` (`name(`; `a.name(` is another object's method). The
+    pattern begins with the name, which the regular expression engine finds by a literal
+    search (a look-behind first is tried at every offset); the character before is tested
+    after. No call is passed over: a match that overlaps an earlier one has a character of
+    the name (`name` is an identifier) before it."""
+    for match in re.finditer(rf"{re.escape(name)}\s*\(", text):
+        if match.start() == 0 or _NAME_OR_DOT.match(text, match.start() - 1) is None:
+            return True
+    return False
+
+
+_NAME_OR_DOT = re.compile(r"[\w.]")
 
 
 def _module_runs_backward(text: str, local: str, module_path: str) -> bool:

@@ -139,11 +139,13 @@ def joined_ancestor(folder: str) -> str:
 
 
 def forget_joins() -> None:
-    """Drop what `joined_ancestor` read (the editor server does when files change)."""
+    """Drop what `joined_ancestor` read, and the search folders found (the editor server
+    does when files change; a check run at its start and end)."""
     joined_ancestor.cache_clear()
     _imported_names.cache_clear()
     _listing.cache_clear()
     _MARKED.clear()
+    _SEARCH_FOLDERS.clear()
 
 
 def _joined(folder: str, parent: str) -> bool:
@@ -229,10 +231,23 @@ def _holds_scripts(folder: str) -> bool:
     return bool(_scripts(folder))
 
 
+# (root, importing file, working folder when the file's path is relative) -> `search_folders`
+# (cleared with `forget_joins`): each import of a file asks, and the prefilter then the analysis.
+_SEARCH_FOLDERS: dict[tuple[str, str, str], tuple[str, ...]] = {}
+
+
 def search_folders(root: str, importer: str) -> tuple[str, ...]:
     """Where an absolute import's first part may be a project module: the root, its
     `src/`, and the importing file's own folder (Python puts a script's folder first
     on `sys.path`)."""
+    key = (root, importer, "" if os.path.isabs(importer) else os.getcwd())
+    found = _SEARCH_FOLDERS.get(key)
+    if found is None:
+        found = _SEARCH_FOLDERS[key] = _search_folders(root, importer)
+    return found
+
+
+def _search_folders(root: str, importer: str) -> tuple[str, ...]:
     folders = [os.path.dirname(os.path.abspath(importer)), root, os.path.join(root, "src")]
     unique: list[str] = []
     for folder in folders:
