@@ -314,7 +314,6 @@ def helper_built_lengths(facts: ModuleFacts, objects: Objects, name: Optional[st
         helper = facts.helper(call, None)
         if helper is None:
             continue
-        given = _arguments_by_parameter(helper, call)
         for constructor in _returned_schedulers(objects, helper):
             for argument in length_arguments(constructor):
                 if any(type(node) is cst.BinaryOperation and type(node.operator) in (cst.Divide, cst.FloorDivide)
@@ -323,27 +322,11 @@ def helper_built_lengths(facts: ModuleFacts, objects: Objects, name: Optional[st
                 for node in _expression_nodes(argument):
                     if type(node) is cst.Call and type(node.func) is cst.Name and node.func.value == "len":
                         parameter = dotted(positional(node, 0))
-                        if parameter in given:
-                            found.append(HelperLength(argument, node, given[parameter]))
+                        loader = scopes.argument_for(helper, call, parameter) if parameter is not None else None
+                        if loader is not None:
+                            found.append(HelperLength(argument, node, loader))
                             break
     return found
-
-
-def _arguments_by_parameter(function: Function, call: cst.Call) -> dict[str, cst.BaseExpression]:
-    """The function's plain parameters mapped to what the call passes for them (positional
-    in order, then keywords); a `*args`/`**kwargs` in the call maps nothing after it."""
-    params = [p.name.value for p in [*function.params.posonly_params, *function.params.params]]
-    if params[:1] in (["self"], ["cls"]):
-        params = params[1:]
-    given: dict[str, cst.BaseExpression] = {}
-    for index, arg in enumerate(call.args):
-        if arg.star:
-            break
-        if arg.keyword is not None:
-            given[arg.keyword.value] = arg.value
-        elif index < len(params):
-            given[params[index]] = arg.value
-    return given
 
 
 def _returned_schedulers(objects: Objects, function: Function) -> list[cst.Call]:
