@@ -1,10 +1,17 @@
-"""Shared test set-up: keep accumlint's result cache out of the checkout.
+"""Shared test set-up: keep accumlint's result cache out of the checkout, and
+run every test from the checkout's root.
 
 Each test gets its own cache folder, so no test sees results cached by
-another (some tests replace the analysis with a fake).
+another (some tests replace the analysis with a fake). Tests name files by
+paths relative to the checkout (as the fixtures' expectations do), so the
+working directory is the checkout's root whichever folder pytest starts in.
 """
 
+from pathlib import Path
+
 import pytest
+
+CHECKOUT = Path(__file__).resolve().parents[1]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -20,6 +27,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.fixture(autouse=True)
 def _private_cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("ACCUMLINT_CACHE_DIR", str(tmp_path_factory.mktemp("accumlint_cache")))
+
+
+@pytest.fixture(autouse=True)
+def _checkout_as_working_directory(monkeypatch):
+    monkeypatch.chdir(CHECKOUT)
 
 
 @pytest.fixture
