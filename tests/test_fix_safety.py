@@ -56,6 +56,20 @@ def test_fixture_fixes_add_no_undefined_name_and_leave_nothing_to_fix(fixture: P
         assert not left, [(d.line, d.code) for d in left]
 
 
+def test_an_off_by_one_fix_that_would_leave_the_epoch_tail_erased_is_not_offered() -> None:
+    """`(ni + 1) % K` over a counter that runs across epochs still loses each epoch's tail to
+    a zeroing when the next epoch starts: GA106 is reported there without a fix, and offered
+    with one where the gradients are zeroed once before the epochs."""
+    erased = "fixtures/check/counters/bug_global_iter_off_by_one_epoch_zeroing.py"
+    kept = "fixtures/check/counters/bug_derived_counter_off_by_one.py"
+    found = {path: [d for d in analyze((REPO / path).read_text(encoding="utf-8"), path, OPTIONS)
+                    if d.code == "GA106"] for path in (erased, kept)}
+    assert len(found[erased]) == 1 and found[erased][0].fix is None
+    assert len(found[kept]) == 1 and found[kept][0].fix is not None
+    text = (REPO / erased).read_text(encoding="utf-8")
+    assert _fix(text, path=erased) == text
+
+
 @pytest.mark.parametrize("code", [rule.code for rule in RULES if rule.fix != "none"])
 def test_rule_example_fix_adds_no_undefined_name(code: str) -> None:
     example = docs.rule_examples(code).invalid

@@ -411,7 +411,11 @@ def off_by_one_boundary(window: Window) -> Iterable[Finding]:
             continue  # a gate before the backward is GA103's
         numerator = gate.test.left.left if type(gate.test) is cst.Comparison else None
         edits: tuple[Edit, ...] = ()
-        if numerator is not None:
+        # `(ni + 1) % K` over a counter that runs across epochs still loses each epoch's tail
+        # to the zeroing when the next epoch starts (GA107): the fix alone would not make the
+        # windows right, so it is not offered there.
+        tail_erased = window.zeroes_on_epoch_start is not None and _counts_across_epochs(window, gate, statement)
+        if numerator is not None and not tail_erased:
             plus_one = filled_expression("(__counter__ + 1)", __counter__=numerator)
             edits = (replace(numerator, plus_one),)
         yield Finding(
@@ -419,7 +423,9 @@ def off_by_one_boundary(window: Window) -> Iterable[Finding]:
             f"`{code(gate.test)}` fires after the first micro-batch: `{gate.counter}` counts from 0",
             edits,
             f"Test `({gate.counter} + 1) % {code(gate.k)} == 0`",
-            help=f"every window is shifted by one; test `({gate.counter} + 1) % {code(gate.k)} == 0`",
+            help=f"every window is shifted by one; test `({gate.counter} + 1) % {code(gate.k)} == 0`"
+            + (", and zero once before the epochs: the zeroing when each epoch starts erases the window "
+               "the epoch ends with" if tail_erased else ""),
         )
 
 
@@ -506,12 +512,17 @@ def _across_epochs(window: Window, gate: Gate, statement: Statement) -> bool:
     """A gate over a counter that runs on across epochs: `ni - last >= K` with
     `ni = i + nb * epoch`, or `% K` on that derived counter or on a step counter
     incremented every micro-batch and never reset when an epoch starts."""
-    counter = gate.counter
-    if counter is None or statement.helper is not None:
-        return False
     if gate.kind == "count":
-        return gate.since is not None and counter in window.loop.derived_counters
-    if gate.kind != "modulo" or gate.has_clause or not window.correct_boundary(gate, statement):
+        return gate.counter is not None and statement.helper is None and gate.since is not None and (
+            gate.counter in window.loop.derived_counters)
+    return _counts_across_epochs(window, gate, statement) and window.correct_boundary(gate, statement)
+
+
+def _counts_across_epochs(window: Window, gate: Gate, statement: Statement) -> bool:
+    """A `% K` gate over a counter that is not reset when an epoch starts: derived from
+    the epoch (`ni = i + nb * epoch`), or incremented on every micro-batch."""
+    counter = gate.counter
+    if counter is None or statement.helper is not None or gate.kind != "modulo" or gate.has_clause:
         return False
     if counter in window.loop.derived_counters:
         return True
