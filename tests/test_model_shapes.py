@@ -364,3 +364,28 @@ def test_walking_own_levels_first_builds_the_same_micro_step_windows(monkeypatch
     """)
     shortcut, walked_whole = _loops_both_ways(text, monkeypatch)
     assert shortcut == walked_whole and len(shortcut) == 1 and shortcut[0][1] != id(None)
+
+
+@pytest.mark.parametrize("weighted, reduction", [
+    ("loss * x.size(0) / global_batch_size", "sum"),
+    ("loss * len(x) / global_batch_size", "sum"),
+    ("loss * micro_batch_size / global_batch_size", "sum"),
+    ("loss * x.shape[0] / global_batch_size", "sum"),
+    ("loss / global_batch_size", "mean"),
+    ("loss * 2.0 / global_batch_size", "mean"),
+    ("loss * x.size(1) / global_batch_size", "mean"),
+])
+def test_a_mean_loss_weighted_by_the_micro_batch_size_is_a_sum_over_its_samples(weighted: str, reduction: str) -> None:
+    (window,) = _windows(f"""
+        import torch.nn.functional as F
+
+        def train(model, loader, opt, K, micro_batch_size, global_batch_size):
+            for i, (x, y) in enumerate(loader):
+                loss = F.mse_loss(model(x), y)
+                ({weighted}).backward()
+                if (i + 1) % K == 0:
+                    opt.step()
+                    opt.zero_grad()
+    """)
+    (flow,) = window.flows
+    assert flow.reduction == reduction

@@ -18,7 +18,10 @@ import libcst as cst
 
 from accumlint.model.facts import Function, ModuleFacts
 from accumlint.model.loop import Event, Statement, TrainingLoop
-from accumlint.model.names import call_name, code, dotted, keyword, last_part, normalized, positional, string_value
+from accumlint.model.names import (
+    call_name, code, dotted, int_value, keyword, last_part, looks_like_batch_size, looks_like_token_count, normalized,
+    positional, string_value,
+)
 from accumlint.model.roles import Objects
 from accumlint.model.scopes import all_parameters, argument_for, free_names
 from accumlint.model.tree import walk
@@ -148,6 +151,22 @@ def _is_constant(node: cst.BaseExpression) -> bool:
     )
 
 
+def _sample_count(factor: cst.BaseExpression) -> bool:
+    """How many samples a micro-batch holds: a batch-size name (`micro_batch_size`, `bs`),
+    `x.size(0)`, `x.shape[0]` or `len(x)`."""
+    if type(factor) is cst.Name or type(factor) is cst.Attribute:
+        name = dotted(factor) or ""
+        return looks_like_batch_size(name) and not looks_like_token_count(name)
+    if type(factor) is cst.Call:
+        callee = call_name(factor) or ""
+        if callee == "len" and len(factor.args) == 1:
+            return True
+        return last_part(callee) == "size" and len(factor.args) == 1 and int_value(factor.args[0].value) == 0
+    if type(factor) is cst.Subscript and len(factor.slice) == 1 and type(factor.slice[0].slice) is cst.Index:
+        return last_part(dotted(factor.value) or "") == "shape" and int_value(factor.slice[0].slice.value) == 0
+    return False
+
+
 def _is_loss_like(node: cst.BaseExpression) -> bool:
     name = dotted(node) or ""
     return "loss" in last_part(name).lower()
@@ -177,6 +196,10 @@ class LossReader:
         expr, scalings = split_scaling(target, event.statement)
         flow.scalings.extend(scalings)
         self._trace(loop, event.statement, expr, flow, depth=0)
+        if flow.reduction in (MEAN, UNKNOWN) and any(s.op == "mul" and _sample_count(s.factor) for s in flow.scalings):
+            # `loss * x.size(0) / global_batch_size`: a per-sample mean times the micro-batch's
+            # sample count is the sum over its samples, and what divides it is the window's count
+            flow.reduction = SUM
         if flow.name is not None:
             flow.after = self._after(loop, event.statement, flow.name)
         return flow
