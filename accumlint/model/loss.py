@@ -11,7 +11,7 @@ whether the loss is known to be mean-reduced ("mean"), a token-level mean
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Final, Literal, Optional
 
 import libcst as cst
@@ -194,7 +194,7 @@ class LossReader:
                 target = inner.target
         flow.target = target
         expr, scalings = split_scaling(target, event.statement)
-        flow.scalings.extend(scalings)
+        flow.scalings.extend(self._read_factor(scaling) for scaling in scalings)
         self._trace(loop, event.statement, expr, flow, depth=0)
         if flow.reduction in (MEAN, UNKNOWN) and any(s.op == "mul" and _sample_count(s.factor) for s in flow.scalings):
             # `loss * x.size(0) / global_batch_size`: a per-sample mean times the micro-batch's
@@ -238,9 +238,9 @@ class LossReader:
                     op = "const"
                 if op is not None:
                     inverse = _reciprocal(factor) if op == "div" else None
-                    flow.scalings.append(
+                    flow.scalings.append(self._read_factor(
                         Scaling("inverse" if inverse is not None else op, inverse or factor, small, statement, True)
-                    )
+                    ))
                 self._trace(loop, statement, expr, flow, depth + 1)
                 return
             value = small.value
@@ -250,8 +250,8 @@ class LossReader:
                 return
             inner, scalings = split_scaling(_division_unless_one(value), statement)
             for scaling in scalings:
-                op, factor = self._bound_reciprocal(scaling)
-                flow.scalings.append(Scaling(op, factor, scaling.node, statement, dotted(inner) == name))
+                flow.scalings.append(self._read_factor(replace(scaling, statement=statement,
+                                                               whole_statement=dotted(inner) == name)))
             inner_name = dotted(inner)
             if inner_name is not None and not inner_name.endswith("()"):
                 self._trace(loop, statement, inner, flow, depth + 1)
@@ -266,10 +266,16 @@ class LossReader:
         flow.origin_statement = before
         flow.reduction = self.reduction(expr, loop.function, flow)
 
-    def _bound_reciprocal(self, scaling: Scaling) -> tuple[ScalingOp, cst.BaseExpression]:
+    def _read_factor(self, scaling: Scaling) -> Scaling:
         """`loss * self.loss_scale` where every binding of the factor is `1 / K`
-        (`self.loss_scale = 1.0 / self.accum` in `__init__`): a division by K, whatever the
-        factor's name says (`loss_scale` also names AMP's scale)."""
+        (`self.loss_scale = 1.0 / self.accum` in `__init__`, `loss_scale = 1.0 / accum` before
+        the loop): a division by K, whatever the factor's name says (`loss_scale` also names
+        AMP's scale), wherever the product is written (the backward's own argument, an
+        assignment, `loss *= loss_scale`)."""
+        op, factor = self._bound_reciprocal(scaling)
+        return scaling if op == scaling.op and factor is scaling.factor else replace(scaling, op=op, factor=factor)
+
+    def _bound_reciprocal(self, scaling: Scaling) -> tuple[ScalingOp, cst.BaseExpression]:
         if scaling.op not in ("mul", "amp"):
             return scaling.op, scaling.factor
         bindings = self.facts.values_of(dotted(scaling.factor))
