@@ -376,16 +376,33 @@ def test_walking_own_levels_first_builds_the_same_micro_step_windows(monkeypatch
     ("loss * x.size(1) / global_batch_size", "mean"),
 ])
 def test_a_mean_loss_weighted_by_the_micro_batch_size_is_a_sum_over_its_samples(weighted: str, reduction: str) -> None:
+    assert _only_flow(f"({weighted}).backward()").reduction == reduction
+
+
+def _only_flow(backward: str):
+    """The loss flow of a plain accumulation loop whose backward statement is `backward`."""
     (window,) = _windows(f"""
+        import torch
         import torch.nn.functional as F
 
         def train(model, loader, opt, K, micro_batch_size, global_batch_size):
             for i, (x, y) in enumerate(loader):
                 loss = F.mse_loss(model(x), y)
-                ({weighted}).backward()
+                {backward}
                 if (i + 1) % K == 0:
                     opt.step()
                     opt.zero_grad()
     """)
     (flow,) = window.flows
-    assert flow.reduction == reduction
+    return flow
+
+
+@pytest.mark.parametrize("backward, reduction", [
+    ("loss.backward(gradient=torch.full_like(loss, 1.0 / K))", "unknown"),
+    ("loss.backward(torch.ones_like(loss))", "unknown"),
+    ("torch.autograd.backward(loss, grad_tensors=torch.tensor(1.0 / K))", "unknown"),
+    ("loss.backward()", "mean"),
+    ("torch.autograd.backward(loss)", "mean"),
+])
+def test_a_backward_seeded_with_a_gradient_has_the_seed_s_scale(backward: str, reduction: str) -> None:
+    assert _only_flow(backward).reduction == reduction

@@ -22,7 +22,7 @@ from accumlint.model.names import (
     call_name, code, dotted, int_value, keyword, last_part, looks_like_batch_size, looks_like_token_count, normalized,
     positional, string_value,
 )
-from accumlint.model.roles import Objects
+from accumlint.model.roles import Objects, Role
 from accumlint.model.scopes import all_parameters, argument_for, free_names
 from accumlint.model.tree import walk
 from accumlint.source.patterns import LazyPattern
@@ -151,6 +151,18 @@ def _is_constant(node: cst.BaseExpression) -> bool:
     )
 
 
+def _seeds_gradient(role: Role) -> bool:
+    """A tensor's backward given the gradient to start from (`loss.backward(gradient=g)`,
+    `loss.backward(torch.ones_like(loss))`, `torch.autograd.backward(loss, grad_tensors=g)`)."""
+    call = role.call
+    if type(call) is not cst.Call or type(call.func) is not cst.Attribute or call.func.attr.value != "backward":
+        return False
+    if role.flavor == "autograd":
+        return positional(call, 1) is not None or keyword(call, "grad_tensors") is not None
+    return role.flavor == "tensor" and role.target is call.func.value and (
+        positional(call, 0) is not None or keyword(call, "gradient") is not None)
+
+
 def _sample_count(factor: cst.BaseExpression) -> bool:
     """How many samples a micro-batch holds: a batch-size name (`micro_batch_size`, `bs`),
     `x.size(0)`, `x.shape[0]` or `len(x)`."""
@@ -196,7 +208,9 @@ class LossReader:
         expr, scalings = split_scaling(target, event.statement)
         flow.scalings.extend(self._read_factor(scaling) for scaling in scalings)
         self._trace(loop, event.statement, expr, flow, depth=0)
-        if flow.reduction in (MEAN, UNKNOWN) and any(s.op == "mul" and _sample_count(s.factor) for s in flow.scalings):
+        if _seeds_gradient(event.role):
+            flow.reduction = UNKNOWN  # `loss.backward(gradient=g)` weighs the loss by g: its scale is g's
+        elif flow.reduction in (MEAN, UNKNOWN) and any(s.op == "mul" and _sample_count(s.factor) for s in flow.scalings):
             # `loss * x.size(0) / global_batch_size`: a per-sample mean times the micro-batch's
             # sample count is the sum over its samples, and what divides it is the window's count
             flow.reduction = SUM
