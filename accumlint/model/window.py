@@ -297,19 +297,34 @@ class Window:
 
     def bypasses_wrap(self, name: str) -> bool:
         """The iteration runs its forward on the unwrapped module (`raw = model.module`,
-        `raw(x)`) and never hands the wrapped model itself to a call: DDP's forward, which
-        prepares the all-reduce, does not run."""
-        calls = [node for statement in self.loop.statements for node in walk(statement.node) if type(node) is cst.Call]
-        bypass = False
-        for call in calls:
-            callee = dotted(call.func)
-            if callee == name or callee == f"{name}.forward":
-                return False
-            if any(dotted(arg.value) == name for arg in call.args):
-                return False  # `loss = step(model, batch)`: it may run the wrapped forward
-            if callee is not None and (callee == f"{name}.module" or self._unwraps(callee, name)):
-                bypass = True
-        return bypass
+        `raw(x)`) and hands the wrapped model itself to a call only on the window's last
+        micro-batch, in an arm exclusive with the unwrapped forward: DDP's forward, which
+        prepares the all-reduce, runs only where the window needs it."""
+        wrapped: list[Statement] = []
+        unwrapped: list[Statement] = []
+        for statement in self.loop.statements:
+            runs = {self._runs_forward(node, name) for node in walk(statement.node) if type(node) is cst.Call}
+            if True in runs:
+                wrapped.append(statement)
+            elif False in runs:
+                unwrapped.append(statement)
+        # `if (i + 1) % K == 0: out = model(x)` / `else: out = model.module(x)`: only the
+        # window's last micro-batch runs DDP's forward (and so all-reduces), as under `no_sync()`
+        return bool(unwrapped) and all(
+            w.gate is not None and self.correct_boundary(w.gate, w) and any(w.exclusive_with(u) for u in unwrapped)
+            for w in wrapped)
+
+    def _runs_forward(self, call: cst.Call, name: str) -> Optional[bool]:
+        """True: the call may run the wrapped model's forward (`model(x)`, `step(model, b)`);
+        False: it runs the unwrapped module's (`model.module(x)`, `raw(x)`); None: neither."""
+        callee = dotted(call.func)
+        if callee == name or callee == f"{name}.forward":
+            return True
+        if any(dotted(arg.value) == name for arg in call.args):
+            return True  # `loss = step(model, batch)`: it may run the wrapped forward
+        if callee is not None and (callee == f"{name}.module" or self._unwraps(callee, name)):
+            return False
+        return None
 
     def _unwraps(self, alias: str, name: str) -> bool:
         """Every binding of `alias` reads `name.module` (also in an arm of `a if c else b`)."""
