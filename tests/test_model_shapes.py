@@ -406,3 +406,25 @@ def _only_flow(backward: str):
 ])
 def test_a_backward_seeded_with_a_gradient_has_the_seed_s_scale(backward: str, reduction: str) -> None:
     assert _only_flow(backward).reduction == reduction
+
+
+@pytest.mark.parametrize("header, signature, single", [
+    ("K = 1", "", True),
+    ("K = 4", "", False),
+    ("K = 1\nK = 4", "", False),
+    ("K = 1\nexec(open('configurator.py').read())", "", False),
+    ("K = 1\nglobals().update(overrides)", "", False),
+    ("", ", K=1", False),
+])
+def test_k_known_to_be_one_makes_a_window_of_one_micro_batch(header: str, signature: str, single: bool) -> None:
+    (window,) = _windows(header + f"""
+
+def train(model, loader, opt{signature}):
+    for i, (x, y) in enumerate(loader):
+        loss = model(x, y)
+        loss.backward()
+        if (i + 1) % K == 0:
+            opt.step()
+            opt.zero_grad()
+""")
+    assert window.single_micro_batch is single

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 import libcst as cst
 
-from accumlint.model.names import dotted, last_part
+from accumlint.model.names import call_name, dotted, last_part
 from accumlint.model.tree import ABSENT, KNOWN_CONTENT_FIELDS, LEAVES, SEQUENCES, calls_in, content_fields, record_parents, walk
 from accumlint.source.patterns import LazyPattern
 
@@ -119,6 +119,13 @@ class ModuleFacts:
     project: Optional["ProjectView"] = field(default=None, repr=False)
     _calls_of: dict[cst.CSTNode, list[cst.Call]] = field(default_factory=dict, repr=False)
     _called_methods: dict[int, Optional[Function]] = field(default_factory=dict, repr=False)
+
+    @cached_property
+    def rebinds_globals(self) -> bool:
+        """The module may rebind its globals from elsewhere: `exec(...)` (nanoGPT's
+        configurator), `globals().update(...)` or `globals()[name] = ...`. A module-level
+        literal is then only a default."""
+        return any(call_name(call) in ("exec", "globals", "vars") for call in self.calls)
 
     @cached_property
     def padding_evidence(self) -> bool:

@@ -643,6 +643,25 @@ class Window:
         return values.pop() if len(values) == 1 else None
 
     @cached_property
+    def single_micro_batch(self) -> bool:
+        """K is 1 for the whole run: a module-level name bound to the literal 1 and nothing
+        else (`GRAD_ACCUM = 1`), in a module that does not rebind its globals from a config
+        (`exec(...)`, `globals().update(...)`). Every window then holds one micro-batch: a
+        plain loop, as the arm of `if K == 1:` is, where no accumulation rule applies. A
+        parameter, attribute, config field or argparse default of 1 is not known to stay 1."""
+        k = self.k
+        if k is None:
+            return False
+        if int_value(k) is not None:
+            return int_value(k) == 1
+        if type(k) is not cst.Name:
+            return False
+        bindings = self.facts.bindings.get(k.value, ())
+        return bool(bindings) and not self.facts.rebinds_globals and all(
+            b.index is None and int_value(b.value) == 1 and self.facts.enclosing_function(b.statement) is None
+            and type(b.statement) is not cst.For for b in bindings)
+
+    @cached_property
     def divides_by_accumulation(self) -> bool:
         return any(
             s.op == "div" and self.is_accumulation_name(s.factor) for flow in self.flows for s in flow.scalings

@@ -46,8 +46,8 @@ def _defined() -> tuple[Rule, ...]:
 
 
 RULES: tuple[Rule, ...] = _defined()
-WINDOW_CHECKS: tuple[tuple[str, WindowCheck], ...] = tuple(
-    (rule.code, rule.check) for rule in RULES if rule.check is not None
+WINDOW_CHECKS: tuple[tuple[str, WindowCheck, bool], ...] = tuple(
+    (rule.code, rule.check, rule.info.any_loop) for rule in RULES if rule.check is not None
 )
 MODULE_CHECKS: tuple[tuple[str, ModuleCheck], ...] = tuple(
     (rule.code, rule.module_check) for rule in RULES if rule.module_check is not None
@@ -55,8 +55,13 @@ MODULE_CHECKS: tuple[tuple[str, ModuleCheck], ...] = tuple(
 
 
 def window_findings(window: Window) -> Iterator[Finding]:
-    """The findings of every window check on one window, each with its rule's code."""
-    for code, check in WINDOW_CHECKS:
+    """The findings of every window check on one window, each with its rule's code. A
+    window of one micro-batch (K known to be 1) is a plain loop: only the rules that apply
+    to every training loop ask about it."""
+    plain = window.single_micro_batch
+    for code, check, any_loop in WINDOW_CHECKS:
+        if plain and not any_loop:
+            continue
         for finding in check(window):
             yield dataclasses.replace(finding, code=code)
 
