@@ -428,3 +428,28 @@ def train(model, loader, opt{signature}):
             opt.zero_grad()
 """)
     assert window.single_micro_batch is single
+
+
+@pytest.mark.parametrize("clip, clips", [
+    ("torch.nn.utils.clip_grad_norm_(model.parameters(), float('inf'))", False),
+    ("torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=math.inf)", False),
+    ("accelerator.clip_grad_norm_(model.parameters(), torch.inf)", False),
+    ("torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)", True),
+    ("torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=args.max_norm)", True),
+    ("torch.nn.utils.clip_grad_value_(model.parameters(), clip_value=float('inf'))", False),
+])
+def test_a_clip_with_an_infinite_threshold_only_measures(clip: str, clips: bool) -> None:
+    (window,) = _windows(f"""
+        import math
+        import torch
+
+        def train(model, loader, opt, K, args, accelerator):
+            for i, (x, y) in enumerate(loader):
+                loss = model(x, y) / K
+                loss.backward()
+                norm = {clip}
+                if (i + 1) % K == 0:
+                    opt.step()
+                    opt.zero_grad()
+    """)
+    assert any(event.role.kind == "clip" for s in window.loop.statements for event in s.events) is clips

@@ -29,6 +29,7 @@ from accumlint.model.names import (
     looks_like_scaler,
     looks_like_scheduler,
     positional,
+    string_value,
 )
 from accumlint.model.scopes import argument_for, call_sites, parameters
 from accumlint.model.tree import walk
@@ -303,7 +304,7 @@ class Objects:
         func = call.func
         if type(func) is cst.Name:
             if func.value in _CLIP_FUNCTIONS and self.facts.qualified(func.value) != func.value:
-                return Role("clip", call)
+                return None if _measures_only(call) else Role("clip", call)
             if func.value == "print":
                 return Role("log", call)
             average = positional(call, 0)
@@ -331,7 +332,7 @@ class Objects:
         if method in ("zero_", "detach_") and _is_grad(receiver) and _is_parameter(_grad_owner(receiver), loops):
             return Role("zero", call, receiver_name, receiver)
         if method in _CLIP_FUNCTIONS:
-            return Role("clip", call, receiver_name)
+            return None if _measures_only(call) else Role("clip", call, receiver_name)
         kind = self.kind_of(receiver)
         if kind == "scaler" and method in ("scale", "unscale_", "update"):
             target = positional(call, 0)
@@ -496,6 +497,18 @@ def _copies(value: cst.BaseExpression) -> bool:
 def _read_names(expr: cst.BaseExpression) -> set[str]:
     """The plain names an expression reads (`fast` in `fast.parameters()`)."""
     return {node.value for node in walk(expr) if type(node) is cst.Name}
+
+
+def _measures_only(clip: cst.Call) -> bool:
+    """`clip_grad_norm_(params, float("inf"))`: an infinite threshold clips nothing; the call
+    only measures the gradients' norm (for logging), wherever it runs."""
+    threshold = keyword(clip, "max_norm") or keyword(clip, "clip_value")
+    value = threshold.value if threshold is not None else positional(clip, 1)
+    if value is None:
+        return False
+    if type(value) is cst.Call and call_name(value) == "float" and len(value.args) == 1:
+        return (string_value(value.args[0].value) or "").lower() in ("inf", "+inf", "infinity")
+    return (dotted(value) or "") in ("math.inf", "torch.inf", "np.inf", "numpy.inf")
 
 
 def _is_logging(method: str, receiver: Optional[str]) -> bool:
