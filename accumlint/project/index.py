@@ -12,6 +12,7 @@ can re-check the module when one of them changes.
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import re
 from dataclasses import dataclass, field
@@ -360,12 +361,15 @@ class ProjectView:
         if type(found) is not FunctionSummary:
             return None
         owner = self._owner(found)
-        node = _parse_function(found)[1]
-        if owner is None or node is None:
+        through = not found.effects & {WRAP, SCHEDULER}
+        if owner is None or (through and (depth >= MAX_DEPTH or not _RETURNS_A_CALL.search(found.source))):
+            return None  # most functions return no call at all: nothing to parse
+        node, values = _returned_values(found.source)
+        if node is None:
             return None
-        if not found.effects & {WRAP, SCHEDULER}:
-            return self._returned_through(owner, node, index, depth)
-        returned = [r.value for r in _returns(node)]
+        if through:
+            return self._returned_through(owner, list(values), index, depth)
+        returned = list(values)
         if index is not None:
             tuples = [v for v in returned if type(v) is cst.Tuple and len(v.elements) > index]
             if len(tuples) != len(returned):
@@ -391,13 +395,13 @@ class ProjectView:
         full = f"{qualified}.{rest}" if rest else qualified
         return self.adopt(call.with_changes(func=cst.parse_expression(full)))
 
-    def _returned_through(self, owner: ModuleSummary, node: cst.FunctionDef, index: Optional[int],
-                          depth: int) -> Optional[cst.Call]:
-        """What a function returns when its every `return` returns a call of one project
-        function of its module's (an element of its tuples, with `index`), followed there."""
+    def _returned_through(self, owner: ModuleSummary, returned: list[Optional[cst.BaseExpression]],
+                          index: Optional[int], depth: int) -> Optional[cst.Call]:
+        """What a function returns (`returned`, the values of its `return` statements) when
+        each is a call of one project function of its module's (an element of its tuples,
+        with `index`), followed there."""
         if depth >= MAX_DEPTH:
             return None
-        returned: list[Optional[cst.BaseExpression]] = [r.value for r in _returns(node)]
         inner_index = index  # `return setup(model, opt)`: the element of what `setup` returns
         tuples = [v for v in returned if isinstance(v, cst.Tuple)]
         if index is not None and returned and len(tuples) == len(returned):
@@ -676,8 +680,22 @@ def _dotted(node: cst.BaseExpression) -> Optional[str]:
 
 
 def _parse_function(function: FunctionSummary) -> tuple[Optional[cst.Module], Optional[cst.FunctionDef]]:
-    """A function's definition parsed alone, with the module LibCST made of it."""
-    source = function.source if function.source.endswith("\n") else function.source + "\n"
+    """A function's definition parsed alone, with the module LibCST made of it: nodes of
+    its own, which a view may register as read at one depth."""
+    return _parse_function_source(function.source)
+
+
+@functools.lru_cache(maxsize=1024)
+def _returned_values(text: str) -> tuple[Optional[cst.FunctionDef], tuple[Optional[cst.BaseExpression], ...]]:
+    """A function's definition parsed alone and the values of its own `return` statements,
+    once per text (every module that imports the function asks what it returns). Read-only:
+    what a caller keeps of them, it copies (`with_changes`)."""
+    node = _parse_function_source(text)[1]
+    return node, tuple(r.value for r in _returns(node)) if node is not None else ()
+
+
+def _parse_function_source(text: str) -> tuple[Optional[cst.Module], Optional[cst.FunctionDef]]:
+    source = text if text.endswith("\n") else text + "\n"
     from accumlint.source.parsing import parse_module
 
     try:
@@ -686,6 +704,10 @@ def _parse_function(function: FunctionSummary) -> tuple[Optional[cst.Module], Op
         return None, None
     node = module.body[0] if module.body else None
     return (module, node) if type(node) is cst.FunctionDef else (None, None)
+
+
+# a `return` statement whose value holds a call (`return wrap(model)`, `return m, build(o)`)
+_RETURNS_A_CALL = re.compile(r"^[ \t]*return\b[^#\n]*[\w)\]][ \t]*\(", re.MULTILINE)
 
 
 def _through_wrapped_local(function: cst.FunctionDef, value: Optional[cst.BaseExpression]) -> list[Optional[cst.BaseExpression]]:
