@@ -744,3 +744,23 @@ def test_in_a_check_run_an_importer_of_several_helper_modules_is_analysed_once(t
         in_run = findings()
     assert in_run == alone
     assert parsed.count(train.read_text()) == 1
+
+
+@pytest.mark.parametrize("body, argument, holds", [
+    ("model = build()\n    model = torch.nn.parallel.DistributedDataParallel(model)", "model",
+     "torch.nn.parallel.DistributedDataParallel"),
+    ("model = build()\n    if args.distributed:\n        model = DDP(model)", "model", "DDP"),
+    ("model = build()", "model", ""),
+    ("model = build()\n    model, opt, _, _ = deepspeed.initialize(model=model)\n    model = DDP(model)", "model", None),
+    ("pass", "model", None),  # a parameter of the caller: unknown
+    ("model = build()\n    model, opt = amp.initialize(model, opt)\n    model = DDP(model)", "model", "DDP"),
+    ("model = DDP(build())", "model.module", ""),
+    ("model = build()\n    model = DDP(model)\n    model = build()", "model", "DDP"),  # a wrap in some arm before the call
+])
+def test_what_a_caller_passes_is_read_from_its_own_bindings_before_the_call(body: str, argument: str, holds) -> None:
+    from accumlint.project.index import _argument_wraps
+
+    text = f"def main(args, model=None):\n    {body}\n    train({argument})\n"
+    last = text.count("\n")
+    (passed,) = [positional for callee, line, positional, _ in _argument_wraps(text) if callee == "train" and line == last]
+    assert passed == (holds,)

@@ -443,10 +443,36 @@ def _through_project_helpers(facts: ModuleFacts, project: "ProjectView") -> None
                 if returned is not None:
                     bindings[position] = Binding(binding.target, returned, None, binding.statement)
     _inherited_wraps(facts, project)
+    _bound_by_callers(facts, project)
     if facts.trainer_accumulation is None and _LIGHTNING.search(facts.text):
         steps = project.lightning_accumulation()
         if steps is not None:
             facts.trainer_accumulation = project.adopt(cst.Integer(str(steps)))
+
+
+def _bound_by_callers(facts: ModuleFacts, project: "ProjectView") -> None:
+    """`def train_one_epoch(model, loader, optimizer, ...)` holding a training loop, with
+    `model` called there (`model(samples)`) and never rebound: when every project caller
+    passes a data-parallel wrap (`model = DDP(model, ...)` in main.py, then
+    `train_one_epoch(model, ...)`), the parameter holds that wrap, a binding whose
+    statement is the function itself."""
+    trains = {id(function) for site in facts.loops for function in site.ancestors if type(function) is cst.FunctionDef}
+    for name, function in facts.functions.items():
+        if id(function) not in trains or facts.class_of.get(function) is not None:
+            continue
+        called: Optional[set[str]] = None
+        for position, param in enumerate(function.params.params):
+            parameter = param.name.value
+            if any(facts.enclosing_function(b.statement) is function for b in facts.bindings.get(parameter, ())):
+                continue  # rebound in the function: the caller's value is not what the loop uses
+            if called is None:
+                called = {node.func.value for node in facts.calls_in(function.body)
+                          if type(node.func) is cst.Name}
+            if parameter not in called:
+                continue  # only a model the function calls (`model(x)`) is asked about
+            wrap = project.caller_wrap(name, parameter, position)
+            if wrap is not None:
+                facts.bindings.setdefault(parameter, []).append(Binding(parameter, wrap, None, function))
 
 
 def _inherited_wraps(facts: ModuleFacts, project: "ProjectView") -> None:

@@ -16,7 +16,7 @@ import functools
 import os
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Optional, TypeVar, Union
+from typing import TYPE_CHECKING, Optional, TypeVar, Union, cast
 
 import libcst as cst
 
@@ -386,13 +386,9 @@ class ProjectView:
         name = _dotted(call.func)
         if name is None or len(names) != 1:
             return None
-        head, _, rest = name.partition(".")
-        imported = owner.imports.get(head)
-        if imported is None or imported[2] != 0:
+        full = _qualified_callee(owner, name)
+        if full is None:
             return None  # a callee the helper's module defines itself: unknown here
-        target, what, _ = imported
-        qualified = f"{target}.{what}" if what else target
-        full = f"{qualified}.{rest}" if rest else qualified
         return self.adopt(call.with_changes(func=cst.parse_expression(full)))
 
     def _returned_through(self, owner: ModuleSummary, returned: list[Optional[cst.BaseExpression]],
@@ -413,6 +409,54 @@ class ProjectView:
         if name is None or name.endswith("()") or name.startswith("self."):
             return None
         return self._returned_call(owner, name, inner_index, depth + 1)
+
+    def caller_wrap(self, function: str, parameter: str, position: int) -> Optional[cst.Call]:
+        """The data-parallel wrap that every project caller of this module's top-level
+        `function` passes as its `parameter` (at `position`, or by keyword): the loop in
+        engine.py's `train_one_epoch(model, ...)`, called from main.py after `model =
+        DistributedDataParallel(model, ...)` (also under `if args.distributed:`), trains a
+        wrapped model. The wrap is written with its callee in full. None when a caller
+        passes anything else (`model.module`, a plain model, a name the caller does not
+        bind), when callers wrap differently, or when no caller is found: unknown."""
+        from accumlint.project.importers import candidate_importers
+
+        wraps: set[str] = set()
+        for other, text in candidate_importers(self.root, self.path, [function]):
+            entry = self.index.entry(other)
+            if entry is None or entry.summary.error is not None:
+                continue
+            callees = self._names_of(entry.summary, other, function)
+            if not callees:
+                continue  # it names another module's function of that name
+            self.reads[other] = entry.digest
+            for callee, _, positional, keywords in _argument_wraps(text):
+                if callee not in callees:
+                    continue
+                passed = keywords.get(parameter, positional[position] if position < len(positional) else None)
+                if passed is None:
+                    return None
+                full = _qualified_callee(entry.summary, passed)
+                if full is None:
+                    return None
+                wraps.add(full)
+        if len(wraps) != 1:
+            return None
+        return self.adopt(cast(cst.Call, cst.parse_expression(f"{wraps.pop()}({parameter})")))
+
+    def _names_of(self, module: ModuleSummary, path: str, function: str) -> set[str]:
+        """The dotted names under which `module` (at `path`) calls this module's `function`."""
+        names: set[str] = set()
+        for local, (target, imported, level) in module.imports.items():
+            if imported == function:
+                if resolve_module(self.root, path, target, level) == self.path:
+                    names.add(local)
+            elif imported is None:
+                base = target if local == target.partition(".")[0] else local
+                if resolve_module(self.root, path, target, level) == self.path:
+                    names.add(f"{base}.{function}")
+            elif resolve_submodule(self.root, path, target, level, imported) == self.path:
+                names.add(f"{local}.{function}")  # `from pkg import engine`, `engine.train(...)`
+        return names
 
     def inherited_wraps(self, bases: list[str]) -> list[tuple[str, str, cst.BaseExpression]]:
         """What base classes of other project modules wrap for data parallelism: for a class
@@ -671,6 +715,104 @@ def _literal(source: str) -> bool:
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return False
     return True
+
+
+# what a caller passes: the callee of the data-parallel wrap its name was bound to, or "" (plain)
+_PLAIN = ""
+
+
+@functools.lru_cache(maxsize=256)
+def _argument_wraps(text: str) -> tuple[tuple[str, int, tuple[Optional[str], ...], dict[str, Optional[str]]], ...]:
+    """Each call of a dotted name in a module's text (with its line), with what each argument holds as far
+    as the caller's own function (or module level) shows before the call: the callee of
+    the data-parallel wrap a passed name was bound to (`model = DDP(model, ...)`, in any
+    arm), `_PLAIN` for a name bound only to other values or an unwrapped `x.module`, None
+    for anything else (a parameter of the caller, an expression)."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return ()
+    found = []
+    scopes: list[ast.AST] = [tree] + [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    for scope in scopes:
+        assigned: dict[str, list[tuple[int, Optional[str]]]] = {}  # name -> (line, what it holds)
+        calls: list[ast.Call] = []
+        stack: list[ast.AST] = list(ast.iter_child_nodes(scope))
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                continue
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                value = node.value
+                callee = _ast_dotted(value.func) if isinstance(value, ast.Call) else None
+                wrap = callee if callee is not None and callee.rpartition(".")[2] in WRAP_CALLEES else _PLAIN
+                assigned.setdefault(node.targets[0].id, []).append((node.lineno, wrap))
+            elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For, ast.With)) and not _keeps_objects(node):
+                # `model, optimizer, _, _ = deepspeed.initialize(...)`, `for model in ...`: an
+                # engine or anything else; what the name holds after it is unknown
+                targets: list[Optional[ast.expr]]
+                if isinstance(node, ast.Assign):
+                    targets = list(node.targets)
+                elif isinstance(node, ast.With):
+                    targets = [item.optional_vars for item in node.items]
+                else:
+                    targets = [node.target]
+                for target in targets:
+                    for name in ast.walk(target) if target is not None else ():
+                        if isinstance(name, ast.Name):
+                            assigned.setdefault(name.id, []).append((node.lineno, None))
+            if isinstance(node, ast.Call) and _ast_dotted(node.func) is not None:
+                calls.append(node)
+            stack.extend(ast.iter_child_nodes(node))
+        for call in calls:
+            def holds(arg: ast.expr) -> Optional[str]:
+                if isinstance(arg, ast.Attribute) and arg.attr == "module":
+                    return _PLAIN
+                if not isinstance(arg, ast.Name):
+                    return None
+                before = [wrap for line, wrap in assigned.get(arg.id, ()) if line < call.lineno]
+                if not before or None in before:
+                    return None
+                return next((wrap for wrap in before if wrap), _PLAIN)
+
+            positional = tuple(holds(arg) for arg in call.args if not isinstance(arg, ast.Starred))
+            if len(positional) != len(call.args):
+                positional = ()  # `f(*args)`: positions unknown
+            keywords = {k.arg: holds(k.value) for k in call.keywords if k.arg is not None}
+            found.append((cast(str, _ast_dotted(call.func)), call.lineno, positional, keywords))
+    return tuple(found)
+
+
+def _keeps_objects(node: ast.AST) -> bool:
+    """`model, optimizer = amp.initialize(model, optimizer, ...)`: apex returns the objects
+    it was given, patched in place; the names hold what they held."""
+    value = node.value if isinstance(node, ast.Assign) else None
+    return isinstance(value, ast.Call) and (_ast_dotted(value.func) or "").endswith("amp.initialize")
+
+
+def _ast_dotted(node: ast.expr) -> Optional[str]:
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _qualified_callee(module: ModuleSummary, callee: str) -> Optional[str]:
+    """A wrap's callee as written in `module`, in full through its imports (None: plain,
+    or a callee the module defines itself)."""
+    if not callee:
+        return None
+    head, _, rest = callee.partition(".")
+    imported = module.imports.get(head)
+    if imported is None or imported[2] != 0:
+        return None
+    target, what, _ = imported
+    qualified = f"{target}.{what}" if what else target
+    return f"{qualified}.{rest}" if rest else qualified
 
 
 def _dotted(node: cst.BaseExpression) -> Optional[str]:

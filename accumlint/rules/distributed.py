@@ -25,7 +25,7 @@ def sync_every_micro_batch(window: Window) -> Iterable[Finding]:
     kind = window.objects.frameworks.parallel_kind(model)
     if model is None or kind not in _REPORTED_WRAPS or window.controls_sync or not window.mentions(model):
         return
-    if not window.wraps_here(model) or window.bypasses_wrap(model):
+    if not window.wraps_here(model) or window.bypasses_wrap(model) or not window.loop.backwards:
         return
     backward = window.loop.backwards[0]
     if backward.role.flavor not in ("tensor", "accelerate", "fabric"):
