@@ -60,6 +60,7 @@ NO_TRAINING_LOOP = {
     "fixtures/projects/circular_import/pkg/__init__.py",
     "fixtures/projects/circular_import/pkg/hooks.py",
     "fixtures/projects/ddp_wrap_builder_local/builder.py",
+    "fixtures/projects/ddp_wrap_early_return/parallel.py",
     "fixtures/projects/ddp_wrap_elsewhere/dist_setup.py",
     "fixtures/projects/ddp_wrap_by_caller/main.py",
     "fixtures/projects/ddp_unwrapped_by_caller/main.py",

@@ -376,6 +376,7 @@ class ProjectView:
                 return None
             returned = [v.elements[index].value for v in tuples]
         returns = [value for r in returned for value in _through_wrapped_local(node, r)]
+        returns = _without_unwrapped_parameter(node, returns)
         calls = [value for value in returns if type(value) is cst.Call]
         if not calls or len(calls) != len(returns):
             return None
@@ -866,6 +867,18 @@ def _through_wrapped_local(function: cst.FunctionDef, value: Optional[cst.BaseEx
             if type(bound) is cst.Call and (_dotted(bound.func) or "").rpartition(".")[2] in WRAP_CALLEES:
                 wraps.append(bound)
     return wraps or [value]
+
+
+def _without_unwrapped_parameter(function: cst.FunctionDef,
+                                 returns: list[Optional[cst.BaseExpression]]) -> list[Optional[cst.BaseExpression]]:
+    """A wrapping helper that hands back the model it was given unchanged in one arm
+    (`if world_size == 1: return model`) and a DDP/FSDP call of it in another wraps the
+    caller's model whenever the run is distributed: the returns of that parameter are
+    left out, the wrap calls kept. When no return is a wrap call, nothing is left out."""
+    parameters = {p.name.value for p in (*function.params.posonly_params, *function.params.params)}
+    kept = [v for v in returns if not (type(v) is cst.Name and v.value in parameters)]
+    wraps = [v for v in kept if type(v) is cst.Call and (_dotted(v.func) or "").rpartition(".")[2] in WRAP_CALLEES]
+    return kept if kept and len(wraps) == len(kept) else returns
 
 
 def _returns(function: cst.FunctionDef) -> list[cst.Return]:
