@@ -17,7 +17,8 @@ from typing import Literal, Optional
 
 import libcst as cst
 
-from accumlint.model.facts import Binding, ModuleFacts
+from accumlint.model.facts import Binding, ModuleFacts, ancestors
+from accumlint.model.gates import single_micro_batch_arm
 from accumlint.model.frameworks import AcceleratorInfo, Frameworks
 from accumlint.model.names import (
     call_name,
@@ -25,6 +26,7 @@ from accumlint.model.names import (
     dotted,
     keyword,
     last_part,
+    looks_like_accumulation,
     looks_like_optimizer,
     looks_like_scaler,
     looks_like_scheduler,
@@ -252,6 +254,8 @@ class Objects:
 
     def _wraps(self, name: str, binding: Binding) -> bool:
         value = binding.value
+        if self._only_without_accumulation(binding.statement):
+            return False
         if self.built_kind(value, binding.index) == "ddp" or self._wraps_in_an_arm(value):
             return True
         if not (type(value) is cst.Call and type(value.func) is cst.Attribute):
@@ -264,6 +268,24 @@ class Objects:
             return False  # the whole tuple bound to one name
         argument = positional(value, binding.index or 0)
         return argument is not None and self._model_like(name) and self._model_like(dotted(argument))
+
+    def _only_without_accumulation(self, statement: cst.CSTNode) -> bool:
+        """`if world_size > 1 and accum == 1: model = DDP(model)`: a statement in an arm
+        that runs only with K equal to 1 (the arm's test, or one `and` operand of it,
+        compares K with 1) never runs in a run that accumulates, so it wraps nothing
+        there."""
+        chain = (*ancestors(self.facts.parents, statement), statement)
+        for parent, child in zip(chain, chain[1:]):
+            if type(parent) is not cst.If:
+                continue
+            arm: Optional[bool] = True if child is parent.body else False if child is parent.orelse else None
+            if arm is None:
+                continue
+            operands = _and_operands(parent.test) if arm else [parent.test]
+            is_k = lambda node: looks_like_accumulation(dotted(node) or "")  # noqa: E731
+            if any(single_micro_batch_arm(operand, is_k) is arm for operand in operands):
+                return True
+        return False
 
     def _wraps_in_an_arm(self, value: cst.BaseExpression) -> bool:
         """`DDP(model, ...) if distributed else model`: wrapped whenever the run is distributed."""
@@ -584,3 +606,10 @@ def _unscaled(receiver: cst.BaseExpression, names: list[str]) -> cst.BaseExpress
             receiver = receiver.args[0].value
         else:
             return receiver
+
+
+def _and_operands(test: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The operands of `a and b and c` (the test itself when it is no `and`)."""
+    if type(test) is cst.BooleanOperation and type(test.operator) is cst.And:
+        return [*_and_operands(test.left), *_and_operands(test.right)]
+    return [test]
