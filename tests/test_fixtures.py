@@ -68,6 +68,8 @@ NO_TRAINING_LOOP = {
     "fixtures/projects/ddp_callers_disagree/linear_probe.py",
     "fixtures/projects/fsdp_wrap_by_caller/main.py",
     "fixtures/projects/deepspeed_or_ddp_by_caller/main.py",
+    "fixtures/projects/ddp_caller_loop_no_sync/main.py",
+    "fixtures/projects/ddp_loop_not_imported/main.py",
     "fixtures/projects/ddp_wrap_helper_tuple/gpu.py",
     "fixtures/projects/fsdp_wrap_builder_local/builder.py",
     "fixtures/projects/fsdp_wrap_helper_tuple/gpu.py",
