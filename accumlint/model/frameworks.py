@@ -131,8 +131,9 @@ class Frameworks:
             literal = int_value(steps)
             if literal is None:
                 literal = self.project_int(steps)
-                if literal in (0, 1):  # K = 1 from another module: no accumulation, said as a literal
-                    steps = self.facts.project.adopt(cst.Integer(str(literal)))
+                project = self.facts.project  # known when project_int gave a value
+                if literal in (0, 1) and project is not None:  # K = 1 from another module: no accumulation, said as a literal
+                    steps = project.adopt(cst.Integer(str(literal)))
             return AcceleratorInfo(scales=literal is None or literal > 1, steps=steps, sharded=sharded)
         plugin = options.get("gradient_accumulation_plugin")
         if plugin is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import re
 from functools import lru_cache
-from typing import Optional
+from typing import Optional, cast
 
 import libcst as cst
 
@@ -38,15 +38,16 @@ def dotted(node: Optional[cst.CSTNode]) -> Optional[str]:
     # LibCST's ABC-derived classes runs a Python-level `__instancecheck__` on a miss
     kind = type(node)
     if kind is cst.Name:
-        return node.value
+        return cast(cst.Name, node).value
     if kind is cst.Attribute:
-        base = dotted(node.value)
-        return None if base is None else f"{base}.{node.attr.value}"
+        attribute = cast(cst.Attribute, node)
+        base = dotted(attribute.value)
+        return None if base is None else f"{base}.{attribute.attr.value}"
     if kind is cst.Subscript:
-        base = dotted(node.value)
+        base = dotted(cast(cst.Subscript, node).value)
         return None if base is None else f"{base}[]"
     if kind is cst.Call:
-        base = dotted(node.func)
+        base = dotted(cast(cst.Call, node).func)
         return None if base is None else f"{base}()"
     return None
 

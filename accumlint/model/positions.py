@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from typing import Iterable, Optional, Sequence
+from typing import Iterable, Optional, Sequence, cast
 
 import libcst as cst
 from libcst.metadata import (
@@ -223,7 +223,7 @@ Holders = list[tuple[cst.CSTNode, tuple[str, ...]]]
 
 def _indents(module: cst.Module, ancestors: Sequence[cst.CSTNode]) -> tuple[str, ...]:
     """The indentation the blocks and `match` statements around a statement push."""
-    return tuple(_indent(module, ancestor) for ancestor in ancestors if type(ancestor) in (cst.IndentedBlock, cst.Match))
+    return tuple(_indent(module, cast("cst.IndentedBlock | cst.Match", ancestor)) for ancestor in ancestors if type(ancestor) in (cst.IndentedBlock, cst.Match))
 
 
 def _indent(module: cst.Module, node: cst.IndentedBlock | cst.Match) -> str:
@@ -246,11 +246,12 @@ def _holders(
             found[id(node)] = holders
         kind = type(node)
         if kind is cst.IndentedBlock:
-            inner = (*current, _indent(module, node))
-            stack.extend((statement, [(statement, inner), *holders], inner) for statement in node.body)
+            block = cast(cst.IndentedBlock, node)
+            inner = (*current, _indent(module, block))
+            stack.extend((statement, [(statement, inner), *holders], inner) for statement in block.body)
             continue
         if kind is cst.Match:
-            current = (*current, _indent(module, node))
+            current = (*current, _indent(module, cast(cst.Match, node)))
         stack.extend((child, holders, current) for child in children(node))
     return found
 

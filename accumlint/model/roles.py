@@ -13,7 +13,7 @@ import re
 import weakref
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Literal, Optional
+from typing import Literal, Optional, cast
 
 import libcst as cst
 
@@ -224,11 +224,14 @@ class Objects:
     def _prepared_kind(self, binding: Binding) -> Optional[ObjectKind]:
         """`model, optimizer, ... = accelerator.prepare(model, optimizer, ...)`: the
         element keeps the kind of the argument at the same position."""
-        call = binding.value
+        call = cast(cst.Call, binding.value)  # the caller asks only of a call's element
+        index = binding.index
+        if index is None:
+            return None
         tail = last_part(call_name(call) or "")
         if tail not in ("prepare", "setup", "initialize"):
             return None
-        argument = positional(call, binding.index)
+        argument = positional(call, index)
         if argument is None or dotted(argument) == binding.target:
             return None
         return self.kind_of(argument)
@@ -449,8 +452,9 @@ class Objects:
             value = binding.value
             if binding.index is not None or self.built_kind(value, None) != "optimizer":
                 continue
-            params = keyword(value, "params")
-            params_value = params.value if params is not None else positional(value, 0)
+            built = cast(cst.Call, value)  # an optimizer is built by a call
+            params = keyword(built, "params")
+            params_value = params.value if params is not None else positional(built, 0)
             scope = self.facts.enclosing_function(binding.statement)
             if params_value is not None and any(self.is_copy(name, scope) for name in _read_names(params_value)):
                 return True
@@ -483,7 +487,7 @@ class Objects:
         if flavor is None:
             flavor = forms.receiver_flavors.get(self.kind_of(receiver) or "")
         if flavor is not None:
-            return Role("backward", call, receiver_name, positional(call, 0), flavor)
+            return Role("backward", call, receiver_name, positional(call, 0), cast(Flavor, flavor))
         if self.runs_on_copy(receiver):
             return None
         project = self._project_backward(call, self.facts.called_method(call), receiver_name) if call.args else None

@@ -23,7 +23,7 @@ from __future__ import annotations
 import builtins
 from collections import Counter
 from dataclasses import dataclass
-from typing import Iterable, Optional, Sequence
+from typing import Iterable, Optional, Sequence, cast
 
 import libcst as cst
 
@@ -171,7 +171,7 @@ def _param_defaults(params: cst.Parameters) -> list[cst.BaseExpression]:
 
 def _import_names(node: cst.CSTNode) -> set[str]:
     """`import a.b` binds `a`; `import a.b as c` and `from a import b as c` bind `c`."""
-    return {binding.local for binding in import_bindings(node)}
+    return {binding.local for binding in import_bindings(cast("cst.Import | cst.ImportFrom", node))}
 
 
 def _is_star_import(node: cst.CSTNode) -> bool:
@@ -705,6 +705,7 @@ class _Flow:
             self._statement(node, scope)
             return
         found, queries, stars = len(self.found), len(self.queries), self.stars
+        assert self._asked is not None  # kept while recording
         asked, mark = len(self._asked), len(self._log)
         self._statement(node, scope)
         before: dict[str, bool] = {}
@@ -722,6 +723,7 @@ class _Flow:
         return all((name in names) == was for name, was in span[_DEPENDS])
 
     def _take(self, span: _Span) -> None:
+        assert self.replay is not None  # asked only while replaying
         self.found.extend(self.replay.found[span[_FOUND]:span[_FOUND_END]])
         self.stars += span[_STARS]
 
@@ -740,6 +742,7 @@ class _Flow:
             return known[2]
         # the same names, but other enclosing ones: same where every lookup answers the same
         before, now = old.enclosing, scope.enclosing
+        assert self.replay is not None  # asked only while replaying
         lookups = self.replay.queries[span[_QUERIES]:span[_QUERIES_END]]
         return all((name in before) == (name in now) for name in lookups)
 
@@ -768,7 +771,7 @@ class _Flow:
                 self.reads(decorator.decorator, scope)
             for default in _param_defaults(node.params):
                 self.reads(default, scope)
-            self.function(node, scope)
+            self.function(cast(cst.FunctionDef, node), scope)
             self._set(node.name.value, True)
         elif kind is cst.While:
             self.branch(node.body, scope, self.reads(node.test, scope))

@@ -13,7 +13,7 @@ import re
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Optional
+from typing import Optional, cast
 
 import libcst as cst
 
@@ -274,7 +274,7 @@ class Window:
             for node in walk(top):
                 kind = type(node)
                 if kind is cst.Attribute:
-                    attributes.add(id(node.attr))  # `x.model`'s `model` is not the name `model`
+                    attributes.add(id(cast(cst.Attribute, node).attr))  # `x.model`'s `model` is not the name `model`
                 # `models["gen"]` reads `models[]`, a model kept in a dict or list
                 if kind in _NAMING and id(node) not in attributes and dotted(node) == name:
                     return True
@@ -352,7 +352,7 @@ class Window:
             steps = self.facts.trainer_accumulation
             return steps is not None and int_value(steps) not in (0, 1)
         if role.flavor == "accelerate":
-            info = self.objects.accelerator(role.call.func.value)
+            info = self.objects.accelerator(cast(cst.Attribute, cast(cst.Call, role.call).func).value)
             return None if info is None else info.scales
         return False
 
@@ -374,10 +374,11 @@ class Window:
             if type(parent) in (cst.If, cst.Try, cst.With):
                 return []
             parent = self.facts.parents.get(id(parent))
-        if type(parent) not in (cst.For, cst.While) or type(parent.body) is not cst.IndentedBlock:
+        outer = cast("cst.For | cst.While", parent)  # when the first test below passes
+        if type(parent) not in (cst.For, cst.While) or type(outer.body) is not cst.IndentedBlock:
             return []
         found: list[cst.SimpleStatementLine] = []
-        for statement in parent.body.body:
+        for statement in outer.body.body:
             if statement is node:
                 return found
             if type(statement) is cst.SimpleStatementLine:
@@ -441,7 +442,7 @@ class Window:
         for backward in self.loop.backwards:
             if backward.role.flavor != "accelerate" or backward.statement.conditional:
                 continue
-            owner = backward.role.call.func.value
+            owner = cast(cst.Attribute, cast(cst.Call, backward.role.call).func).value
             info = self.objects.accelerator(owner)
             if info is None or info.sharded == "deepspeed" or info.steps is None:
                 continue
@@ -500,7 +501,7 @@ class Window:
         micro = self.loop.micro_loop
         if type(micro) is not cst.For:
             return None
-        iterable = micro.iter
+        iterable: Optional[cst.BaseExpression] = micro.iter
         while type(iterable) is cst.Call and last_part(call_name(iterable) or "") in ("zip", "enumerate"):
             iterable = positional(iterable, 0)
         if iterable is None:

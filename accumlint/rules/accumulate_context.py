@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable, Optional
+from typing import Iterable, Optional, cast
 
 import libcst as cst
 
@@ -24,10 +24,10 @@ def repeated_accumulate_context(window: Window) -> Iterable[Finding]:
         return
     entries = _accumulate_entries(window)
     for index, (call, statement) in enumerate(entries):
-        owner = dotted(call.func.value)
+        owner = dotted(cast(cst.Attribute, call.func).value)
         earlier = next((
             first for first, first_statement in entries[:index]
-            if dotted(first.func.value) == owner and not first_statement.exclusive_with(statement)
+            if dotted(cast(cst.Attribute, first.func).value) == owner and not first_statement.exclusive_with(statement)
         ), None)
         if earlier is None:
             continue
@@ -50,7 +50,7 @@ def _accumulate_entries(window: Window) -> list[tuple[cst.Call, Statement]]:
         for item in statement.withs:
             if id(item) not in seen and _accumulate(window, item.item):
                 seen.add(id(item))
-                entries.append((item.item, statement))
+                entries.append((cast(cst.Call, item.item), statement))  # `_accumulate` saw a call
     return entries
 
 
@@ -61,10 +61,10 @@ def _accumulate(window: Window, node: cst.BaseExpression) -> bool:
     )
 
 
-def _models(entries: list[tuple[cst.Call, Statement]], owner: str) -> list[str]:
+def _models(entries: list[tuple[cst.Call, Statement]], owner: Optional[str]) -> list[str]:
     models: list[str] = []
     for call, _ in entries:
-        if dotted(call.func.value) == owner:
+        if dotted(cast(cst.Attribute, call.func).value) == owner:
             models.extend(code(arg.value) for arg in call.args if code(arg.value) not in models)
     return models
 
@@ -75,7 +75,7 @@ def framework_scales_without_windows(window: Window) -> Iterable[Finding]:
     backward = window.unwindowed_framework_backward
     if backward is None:
         return
-    owner = backward.role.call.func.value
+    owner = cast(cst.Attribute, cast(cst.Call, backward.role.call).func).value
     info = window.objects.accelerator(owner)
     assert info is not None and info.steps is not None
     yield Finding(
@@ -103,7 +103,8 @@ def _wrap_in_accumulate(window: Window, owner: cst.BaseExpression) -> tuple[Edit
     first, rest = body.body[0], body.body[1:]
     block = cst.IndentedBlock(body=[first.with_changes(leading_lines=()), *rest])
     item = cst.WithItem(cst.parse_expression(f"{code(owner)}.accumulate({model})"))
-    with_node = cst.With(items=[item], body=block, leading_lines=first.leading_lines)
+    first_lines = cast("cst.SimpleStatementLine | cst.BaseCompoundStatement", first).leading_lines
+    with_node = cst.With(items=[item], body=block, leading_lines=first_lines)
     return (replace(body, body.with_changes(body=[with_node])),)
 
 
@@ -134,13 +135,13 @@ def accumulate_without_steps(model: ModuleModel) -> Iterable[Finding]:
     facts = model.facts
     for window in model.windows:
         for call, _ in _accumulate_entries(window):
-            owner = dotted(call.func.value)
+            owner = dotted(cast(cst.Attribute, call.func).value)
             constructors = _constructors(model, owner)
             if not constructors or any(carries_k(facts, c) for c in constructors):
                 continue
             if facts.bindings.get(f"{owner}.gradient_accumulation_steps"):
                 continue
-            info = window.objects.accelerator(call.func.value)
+            info = window.objects.accelerator(cast(cst.Attribute, call.func).value)
             if info is not None and info.steps is not None:
                 continue  # K from a DeepSpeed configuration the module names (its launcher's)
             edits: tuple[Edit, ...] = ()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable, Optional, Sequence
+from typing import Iterable, Optional, Sequence, cast
 
 import libcst as cst
 
@@ -59,7 +59,7 @@ def _sync_edits(window: Window, model: str, kind: str) -> tuple[Edit, ...]:
     """Wrap the micro-step's forward and backward in the framework's no-sync context,
     active off the boundary (DDP decides at the forward whether the backward syncs)."""
     boundary = _boundary(window)
-    body = window.loop.micro_loop.body if window.has_micro_loop else window.loop.node.body
+    body = cast("cst.For | cst.While", window.loop.micro_loop).body if window.has_micro_loop else window.loop.node.body
     owner = window.objects.frameworks.wrapper(model)
     if boundary is None or type(body) is not cst.IndentedBlock or kind == "apex":
         return ()
@@ -88,7 +88,8 @@ def _sync_edits(window: Window, model: str, kind: str) -> tuple[Edit, ...]:
     wrapped = statements[: last + 1]
     first = wrapped[0]
     block = cst.IndentedBlock(body=[first.with_changes(leading_lines=()), *wrapped[1:]])
-    with_node = cst.With(items=[cst.WithItem(item)], body=block, leading_lines=first.leading_lines)
+    first_lines = cast("cst.SimpleStatementLine | cst.BaseCompoundStatement", first).leading_lines
+    with_node = cst.With(items=[cst.WithItem(item)], body=block, leading_lines=first_lines)
     edits.append(replace(first, with_node))
     edits.extend(remove(statement) for statement in wrapped[1:])
     return tuple(edits)
@@ -114,7 +115,8 @@ def _rebinds(statements: Sequence[cst.CSTNode], boundary: cst.BaseExpression) ->
     for statement in statements:
         for node in walk(statement):
             if type(node) in (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For, cst.WithItem):
-                target = node.target if type(node) is not cst.WithItem else node.asname
+                target = (cast("cst.AssignTarget | cst.AugAssign | cst.AnnAssign | cst.For", node).target
+                          if type(node) is not cst.WithItem else node.asname)
                 bound = {n.value for n in walk(target) if type(n) is cst.Name} if target is not None else set()
                 if bound & names:
                     return True
@@ -180,7 +182,8 @@ def manual_gate_in_framework_accumulate(window: Window) -> Iterable[Finding]:
             edits = (replace(gate_if.test, cst.parse_expression(f"{accelerator}.sync_gradients")),)
         elif type(gate_if) is cst.If and gate_if.orelse is None and type(gate_if.body) is cst.IndentedBlock:
             body = list(gate_if.body.body)
-            body[0] = body[0].with_changes(leading_lines=[*gate_if.leading_lines, *body[0].leading_lines])
+            first_lines = cast("cst.SimpleStatementLine | cst.BaseCompoundStatement", body[0]).leading_lines
+            body[0] = body[0].with_changes(leading_lines=[*gate_if.leading_lines, *first_lines])
             edits = (replace(gate_if, cst.FlattenSentinel(body)),)
         yield Finding(
             gate.test,

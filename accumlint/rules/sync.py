@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable, Optional
+from typing import Iterable, Optional, Sequence, cast
 
 import libcst as cst
 
@@ -54,7 +54,7 @@ def _late_context(window: Window, control: SyncControl, statements: list[Stateme
     forward = earlier[-1]
     yield Finding(
         control.node,
-        f"`{code(control.node.item)}` holds the backward but not the forward of `{code(control.model)}` "
+        f"`{code(cast(cst.WithItem, control.node).item)}` holds the backward but not the forward of `{code(control.model)}` "
         "({related}), so it does not skip the all-reduce",
         _wrap_forward(window, control, forward),
         "Move the forward inside the no-sync block",
@@ -78,7 +78,7 @@ def _wrap_forward(window: Window, control: SyncControl, forward: Statement) -> t
         return ()
     inner = [moved[0].with_changes(leading_lines=()), *moved[1:], *with_node.body.body]
     new_with = with_node.with_changes(body=with_node.body.with_changes(body=inner),
-                                      leading_lines=moved[0].leading_lines)
+                                      leading_lines=cast(cst.SimpleStatementLine, moved[0]).leading_lines)
     return (*(remove(s) for s in moved), replace(with_node, new_with))
 
 
@@ -128,14 +128,15 @@ def _enclosing_in_block(flag: Statement, forward: Statement) -> Optional[cst.CST
 def _assigned_between(flag: Statement, anchor: cst.CSTNode) -> bool:
     """The flag's value reads a name bound between the anchor and the flag (moving it would
     read the old value)."""
-    block = flag.block[-1]
-    body = list(block.body)
+    block = cast("cst.IndentedBlock | cst.Module", flag.block[-1])
+    body: list[cst.CSTNode] = list(block.body)
     start, end = body.index(anchor), body.index(flag.node)
-    read = free_names(flag.small.value)
+    read = free_names(cast(cst.Assign, flag.small).value)
     for statement in body[start:end]:
         for node in walk(statement):
             if type(node) in (cst.Assign, cst.AugAssign, cst.AnnAssign):
-                targets = node.targets if type(node) is cst.Assign else [node]
+                targets: Sequence[cst.AssignTarget | cst.AugAssign | cst.AnnAssign] = (
+                    node.targets if type(node) is cst.Assign else [cast("cst.AugAssign | cst.AnnAssign", node)])
                 for target in targets:
                     if free_names(target.target) & read:
                         return True
@@ -183,8 +184,9 @@ def _gate_text(test: cst.BaseExpression, *, positive: bool) -> cst.BaseExpressio
         target = test.comparisons[0]
         flipped = {cst.Equal: cst.NotEqual, cst.NotEqual: cst.Equal}.get(type(target.operator))
         if flipped is not None:
-            operator = flipped(whitespace_before=target.operator.whitespace_before,
-                               whitespace_after=target.operator.whitespace_after)
+            known = cast("cst.Equal | cst.NotEqual", target.operator)
+            operator = flipped(whitespace_before=known.whitespace_before,
+                               whitespace_after=known.whitespace_after)
             return test.with_changes(comparisons=[target.with_changes(operator=operator)])
     return cst.parse_expression(f"not ({code(test)})")
 
@@ -193,7 +195,8 @@ def _sync_condition(control: SyncControl) -> tuple[Optional[cst.BaseExpression],
     """The expression that decides syncing, whether syncing happens when it is true, and the
     node a fix replaces."""
     if control.kind == "flag":
-        return control.node.value, True, control.node.value
+        flag = cast(cst.Assign, control.node)
+        return flag.value, True, flag.value
     if control.kind != "context" or type(control.node) is not cst.WithItem:
         return None, False, None
     item = control.choice or control.node.item

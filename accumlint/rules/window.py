@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Iterable, Iterator, Optional
+from typing import Iterable, Iterator, Optional, cast
 
 import libcst as cst
 
@@ -124,7 +124,7 @@ def _zeroing_after_step(window: Window, zero: Event, anchor: Optional[Event]) ->
     not before the loop that creates the optimizer or sets `self.opt`)."""
     moved = _move_zeroing_after(window, zero, anchor)
     gated = sync_gated(window, zero, anchor) if len(moved) == 2 and anchor is not None else None
-    if gated is not None:  # inside `accumulate()`, where accelerate does not hold a model's zeroing back
+    if gated is not None and anchor is not None:  # inside `accumulate()`, where accelerate does not hold a model's zeroing back
         moved = (remove(zero.statement.node), insert_after(anchor.statement.node, gated))
     if not moved or _zeroes_before_loop(window) or type(window.loop.node) not in (cst.For, cst.While):
         return moved
@@ -162,7 +162,7 @@ def _same_gradients(window: Window, zero: Event, other: Event) -> bool:
     if len(optimizers) != 1 or len(window.loop.backwards) != 1:
         return False
     models = [e for e in (zero, other) if window.zeroes_model(e)]
-    stepped = [e for e in (zero, other) if normalized(e.role.target) in optimizers]
+    stepped = [e for e in (zero, other) if e.role.target is not None and normalized(e.role.target) in optimizers]
     return len(models) == 1 and len(stepped) == 1 and models[0] is not stepped[0]
 
 
@@ -235,10 +235,14 @@ def _gate_step_edits(window: Window, step: Event) -> tuple[Edit, ...]:
         return ()
     if not moved:
         return ()
+    k = window.k
+    if k is None:  # the caller asks only with K known
+        return ()
     numerator = f"({counter} + 1)" if base == 0 else counter
-    test = filled_expression(f"{numerator} % __k__ == 0", __k__=parenthesized(window.k))
-    first = moved[0]
-    body = [first.with_changes(leading_lines=())] + moved[1:]
+    test = filled_expression(f"{numerator} % __k__ == 0", __k__=parenthesized(k))
+    statements = cast("list[cst.SimpleStatementLine | cst.BaseCompoundStatement]", moved)  # a block's statements
+    first = statements[0]
+    body = [first.with_changes(leading_lines=())] + statements[1:]
     gate = cst.If(test=test, body=cst.IndentedBlock(body=body), leading_lines=first.leading_lines)
     edits.append(replace(first, gate))
     holders = {id(node): holder for node, holder in gated.values()}
@@ -370,7 +374,7 @@ def missing_zero_grad(window: Window) -> Iterable[Finding]:
         return
     if any(window.built_each_iteration(e.role.target) for e in steps):
         return  # a fresh optimizer every iteration (a one-off probe step): no update carries over
-    optimizers = {normalized(e.role.target) for e in steps}
+    optimizers = {normalized(e.role.target) for e in steps if e.role.target is not None}  # an optimizer's step names it
     function = window.loop.function
     texts = [code(function) if function is not None else window.facts.text]
     owner = window.facts.class_of.get(function) if function is not None else None
@@ -409,7 +413,7 @@ def off_by_one_boundary(window: Window) -> Iterable[Finding]:
             continue
         if not any(b.statement.precedes(statement) for b in window.loop.backwards):
             continue  # a gate before the backward is GA103's
-        numerator = gate.test.left.left if type(gate.test) is cst.Comparison else None
+        numerator = cast(cst.BinaryOperation, gate.test.left).left if type(gate.test) is cst.Comparison else None
         edits: tuple[Edit, ...] = ()
         # `(ni + 1) % K` over a counter that runs across epochs still loses each epoch's tail
         # to the zeroing when the next epoch starts (GA107): the fix alone would not make the
