@@ -367,3 +367,31 @@ def test_a_file_libcst_cannot_reproduce_is_not_fixed() -> None:
     assert outcome.text == ODD_LAYOUT
     assert [d.code for d in outcome.remaining] == ["GA201"]
     assert outcome.remaining[0].fix is None
+
+
+def test_a_lone_carriage_return_before_a_moved_line_keeps_both_line_breaks() -> None:
+    """`zero_grad()\\r` then the backward (moved before the gate by GA103's fix) then an
+    empty line: the fix must not leave `\\r\\n` (one line break as Python reads it) where
+    there were two."""
+    text = textwrap.dedent("""\
+        import torch
+
+
+        def train(model, loader, opt, K):
+            opt.zero_grad()
+            for i, (x, y) in enumerate(loader):
+                loss = torch.nn.functional.mse_loss(model(x), y) / K
+                if (i + 1) % K == 0:
+                    opt.step()
+                    opt.zero_grad()
+                loss.backward()
+
+
+        print("done")
+    """)
+    mixed = text.replace("opt.zero_grad()\n        loss", "opt.zero_grad()\r        loss")
+    assert mixed.count("\r") == 1
+    fixed = _fix(mixed)
+    assert fixed != mixed
+    assert fixed.replace("\r\n", "\n").replace("\r", "\n") == _fix(text)
+    assert "\r\n" not in fixed

@@ -26,6 +26,9 @@ is not fixed at all.
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
+import re
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
@@ -59,6 +62,30 @@ class FixOutcome:
     rounds: int = 0
 
 
+_ENDING = re.compile(r"\r\n|\r|\n")
+
+
+def _with_endings_of(original: str, fixed: str) -> str:
+    """`fixed` (line feeds only, made from `original` read with line feeds) with each line
+    that it kept from `original` ending as it did there; a new line ends as the file's
+    first line does. A lone carriage return that would come to stand before a line feed
+    (the line between them removed) becomes a line feed, so that no two line breaks read
+    as one."""
+    lines = re.findall(r"([^\r\n]*)(\r\n|\r|\n)", original)
+    first = lines[0][1] if lines else "\n"
+    contents = fixed.split("\n")
+    ends = [first] * (len(contents) - 1) + [""]
+    matcher = difflib.SequenceMatcher(None, [content for content, _ in lines], contents[:-1], autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            for offset in range(i2 - i1):
+                ends[j1 + offset] = lines[i1 + offset][1]
+    for index in range(len(ends) - 1):
+        if ends[index] == "\r" and not contents[index + 1] and ends[index + 1].startswith("\n"):
+            ends[index] = "\n"  # a lone CR before an empty line ending in LF would read as one CR LF
+    return "".join(content + end for content, end in zip(contents, ends))
+
+
 def _always(text: str, diagnostic: Diagnostic) -> bool:
     return True
 
@@ -73,7 +100,15 @@ def fix_text(
     fixable: Optional[frozenset[str]] = None,
 ) -> FixOutcome:
     """Apply every enabled fix (`keep(current_text, diagnostic)`) of a `fixable` code
-    (None: any), re-checking after each round until nothing changes or MAX_ROUNDS pass."""
+    (None: any), re-checking after each round until nothing changes or MAX_ROUNDS pass.
+
+    A text whose line endings are mixed is fixed as its line-feed twin (Python reads both
+    alike; LibCST writes a lone carriage return followed by a line that begins with a line
+    feed as one CR LF), then each line the fix kept gets its own ending back."""
+    kinds = set(_ENDING.findall(text))
+    if len(kinds) > 1:
+        outcome = fix_text(_ENDING.sub("\n", text), path, options, unsafe=unsafe, keep=keep, fixable=fixable)
+        return dataclasses.replace(outcome, text=_with_endings_of(text, outcome.text))
     fixed: list[Diagnostic] = []
     refused: set[tuple[str, str]] = set()
     rounds = 0
