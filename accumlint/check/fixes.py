@@ -67,8 +67,8 @@ _ENDING = re.compile(r"\r\n|\r|\n")
 
 def _with_endings_of(original: str, fixed: str) -> str:
     """`fixed` (line feeds only, made from `original` read with line feeds) with each line
-    that it kept from `original` ending as it did there; a new line ends as the file's
-    first line does. A lone carriage return that would come to stand before a line feed
+    that it kept or changed from `original` ending as it did there; a new line ends as
+    the file's first line does. A lone carriage return that would come to stand before a line feed
     (the line between them removed) becomes a line feed, so that no two line breaks read
     as one."""
     lines = re.findall(r"([^\r\n]*)(\r\n|\r|\n)", original)
@@ -77,8 +77,8 @@ def _with_endings_of(original: str, fixed: str) -> str:
     ends = [first] * (len(contents) - 1) + [""]
     matcher = difflib.SequenceMatcher(None, [content for content, _ in lines], contents[:-1], autojunk=False)
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        if tag == "equal":
-            for offset in range(i2 - i1):
+        if tag in ("equal", "replace"):  # a changed line keeps the ending of the line it replaces
+            for offset in range(min(i2 - i1, j2 - j1)):
                 ends[j1 + offset] = lines[i1 + offset][1]
     for index in range(len(ends) - 1):
         if ends[index] == "\r" and not contents[index + 1] and ends[index + 1].startswith("\n"):
