@@ -34,6 +34,7 @@ from accumlint.project.summary import (
     ClassSummary,
     FunctionSummary,
     ModuleSummary,
+    ast_dotted,
     imports_and_configs,
     summarize,
 )
@@ -445,7 +446,8 @@ class ProjectView:
         return self.adopt(cast(cst.Call, cst.parse_expression(f"{wraps.pop()}({parameter})")))
 
     def _names_of(self, module: ModuleSummary, path: str, function: str) -> set[str]:
-        """The dotted names under which `module` (at `path`) calls this module's `function`."""
+        """The dotted names under which `module` (at `path`) calls this module's `function`
+        (resolved here, not by `symbol`: the analysed module's own summary lists no functions)."""
         names: set[str] = set()
         for local, (target, imported, level) in module.imports.items():
             if imported == function:
@@ -745,7 +747,7 @@ def _argument_wraps(text: str) -> tuple[tuple[str, int, tuple[Optional[str], ...
                 continue
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                 value = node.value
-                callee = _ast_dotted(value.func) if isinstance(value, ast.Call) else None
+                callee = ast_dotted(value.func) if isinstance(value, ast.Call) else None
                 wrap = callee if callee is not None and callee.rpartition(".")[2] in WRAP_CALLEES else _PLAIN
                 assigned.setdefault(node.targets[0].id, []).append((node.lineno, wrap))
             elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For, ast.With)) and not _keeps_objects(node):
@@ -762,7 +764,7 @@ def _argument_wraps(text: str) -> tuple[tuple[str, int, tuple[Optional[str], ...
                     for name in ast.walk(target) if target is not None else ():
                         if isinstance(name, ast.Name):
                             assigned.setdefault(name.id, []).append((node.lineno, None))
-            if isinstance(node, ast.Call) and _ast_dotted(node.func) is not None:
+            if isinstance(node, ast.Call) and ast_dotted(node.func) is not None:
                 calls.append(node)
             stack.extend(ast.iter_child_nodes(node))
         for call in calls:
@@ -780,7 +782,7 @@ def _argument_wraps(text: str) -> tuple[tuple[str, int, tuple[Optional[str], ...
             if len(positional) != len(call.args):
                 positional = ()  # `f(*args)`: positions unknown
             keywords = {k.arg: holds(k.value) for k in call.keywords if k.arg is not None}
-            found.append((cast(str, _ast_dotted(call.func)), call.lineno, positional, keywords))
+            found.append((cast(str, ast_dotted(call.func)), call.lineno, positional, keywords))
     return tuple(found)
 
 
@@ -788,18 +790,7 @@ def _keeps_objects(node: ast.AST) -> bool:
     """`model, optimizer = amp.initialize(model, optimizer, ...)`: apex returns the objects
     it was given, patched in place; the names hold what they held."""
     value = node.value if isinstance(node, ast.Assign) else None
-    return isinstance(value, ast.Call) and (_ast_dotted(value.func) or "").endswith("amp.initialize")
-
-
-def _ast_dotted(node: ast.expr) -> Optional[str]:
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    parts.append(node.id)
-    return ".".join(reversed(parts))
+    return isinstance(value, ast.Call) and (ast_dotted(value.func) or "").endswith("amp.initialize")
 
 
 def _qualified_callee(module: ModuleSummary, callee: str) -> Optional[str]:

@@ -211,7 +211,8 @@ def _module_statement(summary: ModuleSummary, statement: ast.stmt, lines: list[s
                 rebound.add(node.id)
 
 
-def _dotted(node: ast.AST) -> Optional[str]:
+def ast_dotted(node: ast.AST) -> Optional[str]:
+    """The dotted name an `ast` expression spells (`torch.nn.parallel.DDP`), if any."""
     parts = []
     while type(node) is ast.Attribute:
         parts.append(node.attr)
@@ -230,7 +231,7 @@ def _function(name: str, node: ast.FunctionDef, lines: list[str]) -> FunctionSum
     for inner in _walk(node):
         kind = type(inner)
         if kind is ast.Call:
-            callee = _dotted(inner.func) or ""
+            callee = ast_dotted(inner.func) or ""
             tail = callee.rsplit(".", 1)[-1]
             if is_backward_call(inner.func):
                 effects.add(BACKWARD)
@@ -248,16 +249,16 @@ def _function(name: str, node: ast.FunctionDef, lines: list[str]) -> FunctionSum
             effects.add(SYNC_CONTROL)
         elif kind is ast.Assign and any(type(t) is ast.Attribute and t.attr == "grad" for t in inner.targets):
             effects.add(ZEROING)
-        elif kind is ast.BinOp and type(inner.op) is ast.Div and "loss" in (_dotted(inner.left) or "").lower():
+        elif kind is ast.BinOp and type(inner.op) is ast.Div and "loss" in (ast_dotted(inner.left) or "").lower():
             effects.add(LOSS_DIVISION)
-        elif kind is ast.AugAssign and type(inner.op) is ast.Div and "loss" in (_dotted(inner.target) or "").lower():
+        elif kind is ast.AugAssign and type(inner.op) is ast.Div and "loss" in (ast_dotted(inner.target) or "").lower():
             effects.add(LOSS_DIVISION)
     return FunctionSummary(name, first, node.end_lineno, lines, frozenset(effects))
 
 
 def _class(summary: ModuleSummary, node: ast.ClassDef, lines: list[str]) -> ClassSummary:
-    bases = tuple(_dotted(base) or "" for base in node.bases)
-    decorators = {(_dotted(d.func if type(d) is ast.Call else d) or "").rsplit(".", 1)[-1] for d in node.decorator_list}
+    bases = tuple(ast_dotted(base) or "" for base in node.bases)
+    decorators = {(ast_dotted(d.func if type(d) is ast.Call else d) or "").rsplit(".", 1)[-1] for d in node.decorator_list}
     record = "dataclass" in decorators or any(b.rsplit(".", 1)[-1] == "NamedTuple" for b in bases)
     attributes: dict[str, str] = {}
     wraps: dict[str, tuple[str, str]] = {}
@@ -280,7 +281,7 @@ def _class(summary: ModuleSummary, node: ast.ClassDef, lines: list[str]) -> Clas
             if statement.name in ("__init__", "setup", "__post_init__") and _may_hold(lines, statement, ("self",)):
                 for inner in _walk(statement):
                     if type(inner) is ast.Assign and len(inner.targets) == 1:
-                        target = _dotted(inner.targets[0]) or ""
+                        target = ast_dotted(inner.targets[0]) or ""
                         if target.startswith("self.") and target.count(".") == 1:
                             attribute = target[5:]
                             if attribute in attributes and attribute not in fields:
@@ -301,12 +302,12 @@ def _wrapped_attributes(method: ast.FunctionDef, lines: list[str], wraps: dict[s
     for inner in _walk(method):
         if type(inner) is not ast.Assign or len(inner.targets) != 1:
             continue
-        target = _dotted(inner.targets[0]) or ""
+        target = ast_dotted(inner.targets[0]) or ""
         if not target.startswith("self.") or target.count(".") != 1:
             continue
         value = inner.value
         arms = [value.body, value.orelse] if type(value) is ast.IfExp else [value]
-        if any(type(arm) is ast.Call and (_dotted(arm.func) or "").rsplit(".", 1)[-1] in WRAP_CALLEES for arm in arms):
+        if any(type(arm) is ast.Call and (ast_dotted(arm.func) or "").rsplit(".", 1)[-1] in WRAP_CALLEES for arm in arms):
             text = _expression(value, lines)
             if text is not None:
                 wraps.setdefault(target[5:], (method.name, text))
