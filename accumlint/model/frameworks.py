@@ -136,8 +136,11 @@ class Frameworks:
                     steps = project.adopt(cst.Integer(str(literal)))
             return AcceleratorInfo(scales=literal is None or literal > 1, steps=steps, sharded=sharded)
         plugin = options.get("gradient_accumulation_plugin")
-        if plugin is not None:
-            return AcceleratorInfo(scales=None, steps=self._plugin_steps(plugin), sharded=sharded)
+        if plugin is not None:  # `accelerator.backward` divides by the plugin's `num_steps` as by the keyword's
+            steps = self._plugin_steps(plugin)
+            literal = None if steps is None else int_value(steps)
+            scales = None if steps is None else literal is None or literal > 1
+            return AcceleratorInfo(scales=scales, steps=steps, sharded=sharded)
         configured = self._deepspeed_config_steps(sharded == "deepspeed")
         if configured is not None and self.facts.project is not None:
             steps = self.facts.project.adopt(cst.Integer(str(configured)))

@@ -85,6 +85,9 @@ class LossFlow:
     after: list[Scaling] = field(default_factory=list)
     target: Optional[cst.BaseExpression] = None
     entry_statement: Optional[Statement] = None
+    # the same backward's flow in the runs where a run-constant test's arm that rebinds the
+    # loss does not run (`if args.sequence_parallel_size > 1: loss = ...`): its other worlds
+    other_worlds: list["LossFlow"] = field(default_factory=list)
 
     @property
     def loss_terms(self) -> set[str]:
@@ -207,7 +210,13 @@ class LossReader:
         flow.target = target
         expr, scalings = split_scaling(target, event.statement)
         flow.scalings.extend(self._read_factor(scaling) for scaling in scalings)
+        at_backward = list(flow.scalings)
         self._trace(loop, event.statement, expr, flow, depth=0)
+        world_arm = self._world_arm_binding(loop, event.statement, expr)
+        if world_arm is not None:
+            other = LossFlow(backward=event, target=target, scalings=at_backward)
+            self._trace(loop, world_arm, expr, other, depth=0)
+            flow.other_worlds.append(other)
         if _seeds_gradient(event.role):
             flow.reduction = UNKNOWN  # `loss.backward(gradient=g)` weighs the loss by g: its scale is g's
         elif flow.reduction in (MEAN, UNKNOWN) and any(s.op == "mul" and _sample_count(s.factor) for s in flow.scalings):
@@ -279,6 +288,19 @@ class LossReader:
         flow.origin = expr
         flow.origin_statement = before
         flow.reduction = self.reduction(expr, loop.function, flow)
+
+    def _world_arm_binding(self, loop: TrainingLoop, before: Statement, expr: cst.BaseExpression) -> Optional[Statement]:
+        """The statement binding the backward's loss when it sits in an arm of a run-constant
+        test that the backward is not in (`if args.sequence_parallel_size > 1:` rebinding
+        `loss`): the runs where that arm does not run see the loss bound before it."""
+        name = dotted(expr)
+        if name is None or name.endswith("()"):
+            return None
+        definition = _last_definition(loop.statements, before, name)
+        if definition is None or definition[0].helper is not None:
+            return None
+        statement = definition[0]
+        return statement if set(statement.worlds) - set(before.worlds) else None
 
     def _read_factor(self, scaling: Scaling) -> Scaling:
         """`loss * self.loss_scale` where every binding of the factor is `1 / K`

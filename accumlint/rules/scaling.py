@@ -171,7 +171,7 @@ def token_mean_bias(window: Window) -> Iterable[Finding]:
     facts = window.facts
     if not window.accumulates or facts.window_token_normalization:
         return
-    token_flows = [flow for flow in window.flows if flow.reduction == TOKEN]
+    token_flows = [flow for main in window.flows for flow in (main, *main.other_worlds) if flow.reduction == TOKEN]
     if not token_flows or not facts.padding_evidence or window.rescales_gradients:
         return
     for flow in token_flows:
