@@ -545,6 +545,8 @@ class Window:
             return self.pieces_k
         if self.slices_k is not None:
             return self.slices_k
+        if self.accumulate_k is not None:
+            return self.accumulate_k  # a `% n` test under `accelerator.sync_gradients` counts optimizer steps
         for gate in self.loop.gates:
             if gate.k is not None:
                 return gate.k
