@@ -34,7 +34,7 @@ TOKEN: Final = "token"
 SUM: Final = "sum"
 UNKNOWN: Final = "unknown"
 # What a scaling does with its factor (see `Scaling`).
-ScalingOp = Literal["div", "mul", "inverse", "const", "amp"]
+ScalingOp = Literal["div", "mul", "inverse", "const", "count", "amp"]
 # Methods that keep a loss's scale (a mean over DataParallel's per-device copies, a cast).
 _VALUE_KEEPING_METHODS = frozenset({"mean", "float", "half", "bfloat16", "double", "squeeze", "contiguous"})
 _AUGMENTED_SCALINGS: dict[type, ScalingOp] = {cst.DivideAssign: "div", cst.MultiplyAssign: "mul"}  # `loss /= K`
@@ -58,7 +58,9 @@ class Scaling:
     """One scaling applied to the loss on its way to the backward.
 
     op: div (divided by factor), mul (multiplied by factor), inverse (divided by
-    `1 / factor`), const (multiplied by a constant weight, never K), amp (multiplied
+    `1 / factor`), const (multiplied by a constant weight, never K), count (multiplied
+    by a tensor's size along a dimension past the batch's, `targets.size(1)`: a whole
+    number, never 1/K), amp (multiplied
     by a mixed-precision loss scale, `loss * loss_scale`, which the gradients lose again
     before the step: no scaling of the loss's meaning),
     after: the scaling statement runs after the backward.
@@ -126,14 +128,12 @@ def split_scaling(expr: cst.BaseExpression, statement: Optional[Statement]) -> t
             elif _AMP_LOSS_SCALE.search(last_part(dotted(factor) or "")):
                 scalings.append(Scaling("amp", factor, expr, statement))
             else:
-                scalings.append(Scaling("mul", factor, expr, statement))
+                scalings.append(Scaling(_multiplier(factor), factor, expr, statement))
             expr = kept
         elif type(expr) is cst.Call and type(expr.func) is cst.Attribute and expr.func.attr.value in (
             "div", "div_", "mul", "mul_", "true_divide",
         ) and len(expr.args) == 1:
-            op: ScalingOp = "mul" if expr.func.attr.value.startswith("mul") else "div"
-            if op == "mul" and _is_constant(expr.args[0].value):
-                op = "const"
+            op: ScalingOp = _multiplier(expr.args[0].value) if expr.func.attr.value.startswith("mul") else "div"
             scalings.append(Scaling(op, expr.args[0].value, expr, statement))
             expr = expr.func.value
         else:
@@ -146,6 +146,32 @@ def _reciprocal(node: cst.BaseExpression) -> Optional[cst.BaseExpression]:
         if type(node.left) in (cst.Integer, cst.Float) and code(node.left) in ("1", "1.0", "1."):
             return node.right
     return None
+
+
+def _multiplier(factor: cst.BaseExpression) -> ScalingOp:
+    """What multiplying the loss by `factor` can be: a constant weight, a count along a
+    tensor's later dimension, or anything (`mul`: perhaps 1/K under another name)."""
+    if _is_constant(factor):
+        return "const"
+    return "count" if _dimension_size(factor) else "mul"
+
+
+def _dimension_size(node: cst.BaseExpression) -> bool:
+    """`x.size(d)` / `x.shape[d]` for a literal dimension past the first (`targets.size(1)`,
+    `logits.shape[-1]`): how many answers, classes or positions, a whole number. The first
+    dimension counts samples (`_sample_count`)."""
+    if type(node) is cst.Call and last_part(call_name(node) or "") == "size" and len(node.args) == 1:
+        dimension = node.args[0].value
+    elif type(node) is cst.Subscript and last_part(dotted(node.value) or "") == "shape" and len(node.slice) == 1 \
+            and type(node.slice[0].slice) is cst.Index:
+        dimension = node.slice[0].slice.value
+    else:
+        return False
+    value = int_value(dimension)
+    if value is None and type(dimension) is cst.UnaryOperation and type(dimension.operator) is cst.Minus:
+        value = int_value(dimension.expression)
+        value = None if value is None else -value
+    return value is not None and value != 0
 
 
 def _is_constant(node: cst.BaseExpression) -> bool:
@@ -257,8 +283,8 @@ class LossReader:
                 else:
                     assert type(small) is cst.AugAssign
                     op, factor = _AUGMENTED_SCALINGS.get(type(small.operator)), small.value
-                if op == "mul" and _is_constant(factor):
-                    op = "const"
+                if op == "mul":
+                    op = _multiplier(factor)
                 if op is not None:
                     inverse = _reciprocal(factor) if op == "div" else None
                     flow.scalings.append(self._read_factor(

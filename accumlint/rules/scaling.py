@@ -26,7 +26,7 @@ def missing_loss_scaling(window: Window) -> Iterable[Finding]:
     if window.rescales_gradients:
         return
     for flow in window.flows:
-        if any(s.op != "amp" for s in flow.scalings) or flow.after or flow.reduction not in (MEAN, TOKEN):
+        if any(s.op not in ("amp", "count") for s in flow.scalings) or flow.after or flow.reduction not in (MEAN, TOKEN):
             continue
         if window.framework_scales(flow) is not False:
             continue
