@@ -24,7 +24,7 @@ from accumlint.fix.guard import FixGuard, touches_only_edited_lines
 from accumlint.rules.catalog import RULES
 
 from namecheck import new_undefined_names
-from silence import assert_silent
+from silence import assert_silent, window_ks
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = sorted(p for p in (REPO / "fixtures").rglob("*.py") if not p.name.endswith(".fixed.py"))
@@ -54,6 +54,9 @@ def test_fixture_fixes_add_no_undefined_name_and_leave_nothing_to_fix(fixture: P
         unfixable = {d.code for d in before if d.fix is None}
         left = [d for d in analyze(fixed, _rel(fixture), OPTIONS) if d.fix is not None or d.code not in unfixable]
         assert not left, [(d.line, d.code) for d in left]
+        # (which counts only while the model still finds the loops the findings were on)
+        loops_before, loops_after = window_ks(original, _rel(fixture)), window_ks(fixed, _rel(fixture))
+        assert len(loops_after) == len(loops_before), f"training loops modelled: {loops_before} -> {loops_after}"
 
 
 def test_an_off_by_one_fix_that_would_leave_the_epoch_tail_erased_is_not_offered() -> None:

@@ -283,11 +283,16 @@ def test_fixture_fix(fixture: Path) -> None:
     again = fix_text(fixed, _rel(fixture), options, unsafe=True).text
     assert again == fixed, "a second fix_text on the fixed text changed it"
 
-    # Only explain-only rules remain.
+    # Only explain-only rules remain, on the loops the original's findings were on: a fix
+    # that hid a training loop from the model would leave nothing to find just as well.
     remaining = _found(fixed, fixture)
     fixable = [entry for entry in remaining if entry.code not in NO_FIX_CODES]
     assert not fixable, "fixable findings remain after the fix:\n" + "\n".join(
         _describe(fixable, fixed.splitlines())
+    )
+    loops_before, loops_after = window_ks(original, _rel(fixture)), window_ks(fixed, _rel(fixture))
+    assert len(loops_after) == len(loops_before), (
+        f"the model finds {len(loops_before)} training loops in the original and {len(loops_after)} in the fixed text"
     )
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from silence import assert_file_silent
+from silence import assert_file_silent, window_ks
 
 from accumlint.check.analysis import analyze, analyze_in_project
 from accumlint.cli import cli
@@ -49,6 +49,12 @@ def _write(path: Path, text: str) -> Path:
 
 def _codes(path: Path) -> list[tuple[int, str]]:
     return [(d.line, d.code) for d in analyze(path.read_text(encoding="utf-8"), str(path))]
+
+
+def _loop_modelled(path: Path) -> bool:
+    """Whether the model finds a training loop in the file (read in the project around it):
+    a silence on a loop it missed proves nothing."""
+    return bool(window_ks(path.read_text(encoding="utf-8"), str(path)))
 
 
 def _run(*args: str, cwd: Path) -> tuple[int, str]:
@@ -400,6 +406,7 @@ def test_an_unmarked_folder_is_not_joined_to_its_parent_by_an_import_it_resolves
     train = _write(tmp_path / "work" / "train.py", GATED_CALLER.format(module="steps"))
     code, output = _run("check", "--no-cache", "--exit-zero", str(train), cwd=tmp_path)
     assert _findings(output) == set(), output
+    assert _loop_modelled(train)
     code, output = _run("check", "--show-project", "--no-cache", "--exit-zero", str(train), cwd=tmp_path)
     assert "root: " + str(tmp_path / "work") in output, output
 
@@ -454,6 +461,7 @@ def test_an_unmarked_package_with_relative_imports_joins_its_parent(tmp_path: Pa
     main = root / "pre-train" / "main.py"
     code, alone = _run("check", "--no-cache", "--exit-zero", str(main), cwd=tmp_path)
     assert _findings(alone) == set(), alone
+    assert _loop_modelled(main)
 
 
 CLEARING_HELPER = "def clear(opt):\n    opt.zero_grad()\n"
@@ -500,6 +508,7 @@ def test_a_helper_module_that_only_zeroes_gets_its_finding_one_and_two_calls_dee
     _write(root / "train.py", CLEARING_LOOP.format(module="outer", name="prepare"))
     code, tree = _run("check", "--no-cache", "--exit-zero", *options, ".", cwd=root)
     assert _findings(tree) == set(), tree
+    assert _loop_modelled(root / "train.py")
 
 
 def test_the_prefilter_reads_the_project_of_the_checked_paths(tmp_path: Path) -> None:
@@ -553,6 +562,7 @@ def test_a_wrap_returned_in_a_tuple_two_calls_deep(tmp_path: Path, wrapped: str,
            "def setup(model, optimizer, rank):\n    return distribute(model.cuda(rank), optimizer, rank)\n")
     train = _write(root / "train.py", DDP_TUPLE_LOOP)
     assert {code for _, code in _codes(train)} == expected
+    assert _loop_modelled(train)
 
 
 # -- the importer scan: once per root and run (issues 22 and 24) -------------------------------

@@ -20,15 +20,20 @@ REMOVE: Final = "remove"
 BEFORE: Final = "before"
 AFTER: Final = "after"
 
+# The new code an edit holds: nodes, and for a replacement of a node that sits in a
+# sequence of statements also several nodes in a FlattenSentinel (a gate's `if` replaced
+# by its own body).
+NewCode = Union[cst.CSTNode, cst.FlattenSentinel[cst.CSTNode]]
+
 
 @dataclass(frozen=True, eq=False)
 class Edit:
     target: cst.CSTNode
     action: EditAction
-    nodes: tuple[cst.CSTNode, ...] = ()
+    nodes: tuple[NewCode, ...] = ()
 
 
-def replace(target: cst.CSTNode, node: cst.CSTNode) -> Edit:
+def replace(target: cst.CSTNode, node: NewCode) -> Edit:
     return Edit(target, REPLACE, (node,))
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, Union, cast
 
 import libcst as cst
 
@@ -59,7 +59,7 @@ class LoopSite:
         child: cst.CSTNode = self.node
         for ancestor in reversed(self.ancestors):
             if type(ancestor) in (cst.IndentedBlock, cst.Module):
-                body = list(ancestor.body)
+                body = list(cast("cst.IndentedBlock | cst.Module", ancestor).body)
                 index = next((i for i, s in enumerate(body) if s is child), None)
                 if index is not None:
                     found.extend(body[:index] if before else body[index + 1:])
@@ -598,9 +598,9 @@ _SEQUENCE_DISPLAYS = (cst.Tuple, cst.List)
 
 def _bind(facts: ModuleFacts, target: cst.BaseExpression, value: cst.BaseExpression, statement: cst.CSTNode) -> None:
     if type(target) in _SEQUENCE_DISPLAYS:
-        elements = [element.value for element in target.elements]
-        if type(value) in _SEQUENCE_DISPLAYS and len(value.elements) == len(elements):
-            for element, item in zip(elements, value.elements):
+        elements = [element.value for element in cast("cst.Tuple | cst.List", target).elements]
+        if type(value) in _SEQUENCE_DISPLAYS and len(items := cast("cst.Tuple | cst.List", value).elements) == len(elements):
+            for element, item in zip(elements, items):
                 _bind(facts, element, item.value, statement)
             return
         for index, element in enumerate(elements):
@@ -660,8 +660,9 @@ def import_bindings(node: Union[cst.Import, cst.ImportFrom]) -> list[ImportBindi
                 head = full.split(".")[0]
                 found.append(ImportBinding(head, head, None, 0, keeps_earlier=True))
         return found
+    node = cast(cst.ImportFrom, node)  # an `import` returned above
     base = dotted(node.module) if node.module is not None else ""
-    for alias in node.names:
+    for alias in cast("Sequence[cst.ImportAlias]", node.names):  # a star import returned first
         name = dotted(alias.name)
         if name is None:
             continue

@@ -11,7 +11,7 @@ the tree themselves.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Collection, Optional, Sequence, Union
+from typing import Any, Callable, Collection, Optional, Sequence, Union, cast
 
 import re
 
@@ -221,7 +221,7 @@ class _Walker:
             # `if gate: optimizer.step()` on one line: a synthetic line, never moved by fixes
             statements = [cst.SimpleStatementLine(body=suite.body)]
         else:
-            statements = suite.body
+            statements = cast("cst.IndentedBlock | cst.Module", suite).body
         context = dict(context)
         context["path"] = context["path"] + (suite,)
         reach = self._jump_reach(statements[-1] if statements else None, context)
@@ -232,7 +232,7 @@ class _Walker:
             continued = self._continue_gate(statement, statements[index + 1:], context["helper"] is not None)
             if continued is not None:
                 context.update(gate=continued, gate_if=statement, conditional=True)
-                escaped = (continued, statement)
+                escaped = (continued, cast(cst.If, statement))  # a `continue` gate is an `if`
                 continue
             self._statement(statement, context)
             if self._escaped is not None:
@@ -300,17 +300,20 @@ class _Walker:
     def _statement(self, statement: cst.BaseStatement, context: dict[str, Any]) -> None:
         kind = type(statement)  # exact types: LibCST's concrete nodes have no subclasses
         if kind is cst.SimpleStatementLine:
-            self._simple(statement, context)
+            self._simple(cast(cst.SimpleStatementLine, statement), context)
         elif kind is cst.If:
-            self._if(statement, context)
+            self._if(cast(cst.If, statement), context)
         elif kind is cst.With:
+            statement = cast(cst.With, statement)
             withs = context["withs"] + tuple(statement.items)
             self._context_helpers(statement, context)
             self._block(statement.body, **{**context, "withs": withs, "path": context["path"] + (statement,)})
         elif (kind is cst.For or kind is cst.While) and retry_loop(statement):
             # a retry loop runs its body once when it succeeds: its statements run once here
+            statement = cast(Loop, statement)
             self._block(statement.body, **{**context, "path": context["path"] + (statement,), "escapes": False})
         elif kind is cst.For or kind is cst.While:
+            statement = cast(Loop, statement)
             if self.own_level:
                 self.left_out = True
                 return
@@ -320,19 +323,21 @@ class _Walker:
             if statement.orelse is not None:
                 self._block(statement.orelse.body, **inner)
         elif kind is cst.Try or kind is cst.TryStar:
+            statement = cast("cst.Try | cst.TryStar", statement)
             inner = {**context, "path": context["path"] + (statement,), "escapes": False}
             attempt = {**inner, "arms": context["arms"] + ((id(statement), 0),)}
             self._block(statement.body, **attempt)
             for index, handler in enumerate(statement.handlers, start=1):
                 arms = context["arms"] + ((id(statement), index),)
-                self._block(handler.body, **{**inner, "conditional": True, "arms": arms})
+                body = cast("cst.ExceptHandler | cst.ExceptStarHandler", handler).body
+                self._block(body, **{**inner, "conditional": True, "arms": arms})
             if statement.orelse is not None:
                 self._block(statement.orelse.body, **attempt)
             if statement.finalbody is not None:
                 self._block(statement.finalbody.body, **inner)
         elif kind is cst.Match:
             inner = {**context, "conditional": True, "path": context["path"] + (statement,), "escapes": False}
-            for index, case in enumerate(statement.cases):
+            for index, case in enumerate(cast(cst.Match, statement).cases):
                 self._block(case.body, **{**inner, "arms": context["arms"] + ((id(statement), index),)})
 
     def _context_helpers(self, statement: cst.With, context: dict[str, Any]) -> None:
@@ -397,7 +402,8 @@ class _Walker:
                 if id(node) not in parts:
                     names.append(name)
                 if kind is cst.Attribute:
-                    parts.update((id(node.value), id(node.attr)))
+                    attribute = cast(cst.Attribute, node)
+                    parts.update((id(attribute.value), id(attribute.attr)))
             elif kind not in _CONSTANT_TEST_NODES:
                 return False
         varying = self._bound_in(self.root) | _parameters(self.root)  # a per-step function's arguments vary
@@ -508,12 +514,11 @@ class _Walker:
 
     def _remember(self, small: cst.BaseSmallStatement) -> None:
         """Track assignments (variable gates) and `+= 1` counters in iteration order."""
-        kind = type(small)
-        if kind is cst.Assign and len(small.targets) == 1:
+        if type(small) is cst.Assign and len(small.targets) == 1:
             name = dotted(small.targets[0].target)
             if name is not None:
                 self.assigned[name] = small.value
-        elif kind is cst.AugAssign and type(small.operator) is cst.AddAssign:
+        elif type(small) is cst.AugAssign and type(small.operator) is cst.AddAssign:
             name = dotted(small.target)
             if name is not None and int_value(small.value) == 1:
                 self.increments.setdefault(name, len(self.statements) - 1)
@@ -573,15 +578,15 @@ def _plain_values(node: cst.CSTNode) -> dict[str, list[Optional[cst.BaseExpressi
     found: dict[str, list[Optional[cst.BaseExpression]]] = {}
     for child in walk(node):
         kind = type(child)
-        if kind is cst.Assign and len(child.targets) == 1 and type(child.targets[0].target) is cst.Name:
+        if type(child) is cst.Assign and len(child.targets) == 1 and type(child.targets[0].target) is cst.Name:
             found.setdefault(child.targets[0].target.value, []).append(child.value)
             continue
         if kind is cst.Assign:
-            targets = [t.target for t in child.targets]
+            targets: list[cst.BaseExpression] = [t.target for t in cast(cst.Assign, child).targets]
         elif kind in (cst.AugAssign, cst.AnnAssign, cst.For):
-            targets = [child.target]
+            targets = [cast("cst.AugAssign | cst.AnnAssign | cst.For", child).target]
         elif kind is cst.AsName or kind is cst.NamedExpr:
-            targets = [child.name if kind is cst.AsName else child.target]
+            targets = [cast(cst.AsName, child).name if kind is cst.AsName else cast(cst.NamedExpr, child).target]
         else:
             continue
         for target in targets:
@@ -591,7 +596,7 @@ def _plain_values(node: cst.CSTNode) -> dict[str, list[Optional[cst.BaseExpressi
     return found
 
 
-def _parameters(function: cst.CSTNode) -> frozenset[str]:
+def _parameters(function: Optional[cst.CSTNode]) -> frozenset[str]:
     """A function's parameters but its receiver (`self`, `cls`); none for a loop."""
     if type(function) is not cst.FunctionDef:
         return frozenset()
@@ -614,7 +619,7 @@ def build_loops(
     batch)`: the loop over steps is in a caller or a framework), the function's body
     is the window. `made`, when given, receives every Statement the walks make,
     kept or not, for `release`."""
-    sites = {site.node: site for site in facts.loops}
+    sites = {cast(Loop, site.node): site for site in facts.loops}  # the module's loops (`facts._record_loop`)
     walks: dict[cst.CSTNode, tuple[LoopSite, list[Statement], dict[str, int]]] = {}
 
     def walked(site: LoopSite) -> list[Statement]:
@@ -640,7 +645,8 @@ def build_loops(
         inner_orders = [s.order for s in statements if inner in s.loops]
         return bool(inner_orders) and any(e.order > max(inner_orders) for e in direct(statements, "step"))
 
-    chosen: dict[cst.CSTNode, Optional[Loop]] = {}
+    chosen: dict[Union[Loop, Function], Optional[Loop]] = {}
+    node: Union[Loop, Function]
     for node, site in sites.items():
         if retry_loop(node) or not direct(own_level(site), "backward"):
             continue
@@ -769,7 +775,7 @@ def _parent_loop(site: LoopSite) -> Optional[Loop]:
         if type(node) is cst.FunctionDef:
             return None
         if type(node) in (cst.For, cst.While) and not retry_loop(node):
-            return node
+            return cast(Loop, node)
     return None
 
 
@@ -820,8 +826,8 @@ def _read_header(loop: TrainingLoop, facts: ModuleFacts) -> None:
     target, iterable = node.target, node.iter
     iterable = _enumerated(iterable, facts) or iterable
     if type(iterable) is cst.Call and last_part(call_name(iterable) or "") == "enumerate":
-        if type(target) in (cst.Tuple, cst.List) and target.elements:
-            loop.counter = dotted(target.elements[0].value)
+        if type(target) in (cst.Tuple, cst.List) and (elements := cast("cst.Tuple | cst.List", target).elements):
+            loop.counter = dotted(elements[0].value)
             start = keyword(iterable, "start")
             start_value = start.value if start is not None else positional(iterable, 1)
             loop.counter_base = 0 if start_value is None else int_value(start_value)
@@ -856,6 +862,7 @@ def _enumerated(iterable: cst.BaseExpression, facts: ModuleFacts) -> Optional[cs
     name = dotted(iterable)
     values = [b.value for b in facts.values_of(name) if b.index is None] if name is not None else [iterable]
     found: list[cst.Call] = []
+    option: Optional[cst.BaseExpression]  # unwrapped: a progress bar with no argument leaves none
     for value in values:
         for option in (value.body, value.orelse) if type(value) is cst.IfExp else (value,):
             option = unwrap_iterable(option)
@@ -888,7 +895,7 @@ def _read_derived_counters(loop: TrainingLoop) -> None:
     loop.derived_counters = frozenset(found)
 
 
-def _epoch_multiple(node: cst.BaseExpression, outer: set[str]) -> bool:
+def _epoch_multiple(node: cst.BaseExpression, outer: set[Optional[str]]) -> bool:
     if not (type(node) is cst.BinaryOperation and type(node.operator) is cst.Multiply):
         return False
     for factor in (node.left, node.right):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from typing import Final, Literal, Optional
+from typing import Final, Literal, Optional, cast
 
 import libcst as cst
 
@@ -269,7 +269,9 @@ class LossReader:
                 if scaled is not None:
                     # apex's `with amp.scale_loss(loss, optimizer) as scaled_loss:`
                     flow.scalings.append(Scaling("amp", scaled, scaled, before))
-                    self._trace(loop, before, positional(scaled, 0), flow, depth + 1)
+                    argument = positional(scaled, 0)
+                    assert argument is not None  # `_amp_scaled_loss` finds only a call with one
+                    self._trace(loop, before, argument, flow, depth + 1)
                     return
                 flow.origin, flow.origin_statement = expr, flow.origin_statement or before
                 flow.reduction = self.reduction(expr, loop.function, flow)
@@ -292,7 +294,8 @@ class LossReader:
                     ))
                 self._trace(loop, statement, expr, flow, depth + 1)
                 return
-            value = small.value
+            value = cast("cst.Assign | cst.AnnAssign", small).value  # `+=` and in-place scalings returned above
+            assert value is not None  # `_last_definition` skips an annotation without a value
             if type(small) is cst.Assign and type(small.targets[0].target) in (cst.Tuple, cst.List):
                 flow.origin, flow.origin_statement = value, statement
                 flow.reduction = self._unpacked(value, name, small.targets[0].target)
@@ -402,7 +405,7 @@ class LossReader:
             return False
         returns = [c for c in loop.statements if c.helper is helper and type(c.small) is cst.Return]
         for candidate in sorted(returns, key=lambda c: c.call_site is not call):
-            value = candidate.small.value
+            value = cast(cst.Return, candidate.small).value
             if value is None:
                 return False
             if type(value) is cst.Tuple and value.elements:
@@ -457,7 +460,7 @@ class LossReader:
         tail = last_part(name)
         if not name and type(call.func) is cst.Attribute:
             tail = call.func.attr.value  # `(losses * weights).mean()`: a method of a computed tensor
-        reduction = string_value(keyword(call, "reduction").value) if keyword(call, "reduction") else None
+        reduction = string_value(given.value) if (given := keyword(call, "reduction")) else None
         if reduction == "sum":
             return SUM
         if reduction is not None and reduction != "mean":
@@ -476,13 +479,14 @@ class LossReader:
         if callee is not None:
             for binding in self.facts.values_in(callee, function):
                 if self.objects.built_kind(binding.value, binding.index) == "loss":
-                    bound = keyword(binding.value, "reduction")
+                    constructor = cast(cst.Call, binding.value)  # `built_kind` knows only calls
+                    bound = keyword(constructor, "reduction")
                     kind = string_value(bound.value) if bound is not None else "mean"
                     if kind == "sum":
                         return SUM
                     if kind != "mean":
                         return UNKNOWN
-                    crossentropy = "CrossEntropy" in (call_name(binding.value) or "")
+                    crossentropy = "CrossEntropy" in (call_name(constructor) or "")
                     return TOKEN if crossentropy and _FLATTEN.search(code(call) + code(binding.value)) else MEAN
             if _CRITERION_NAME.match(last_part(callee)) and not self.facts.values_of(callee):
                 return MEAN
@@ -493,7 +497,8 @@ class LossReader:
         (nanoGPT). A model whose first result is the loss (`loss, loss_items =
         self.model(batch)`, the yolo / ultralytics convention) returns a loss scaled by
         its batch size, not a mean: unknown."""
-        first = target.elements[0].value if type(target) in (cst.Tuple, cst.List) and target.elements else None
+        display = cast("cst.Tuple | cst.List", target)  # read only when it is one
+        first = display.elements[0].value if type(target) in (cst.Tuple, cst.List) and display.elements else None
         if dotted(first) == name:
             return UNKNOWN
         if type(value) is cst.Call and "loss" in last_part(name).lower():
@@ -565,7 +570,7 @@ def _last_definition(statements: list[Statement], before: Statement, name: str
                 for target in small.targets:
                     if dotted(target.target) == name or _in_tuple(target.target, name):
                         found = (statement, small)
-            elif type(small) in (cst.AugAssign, cst.AnnAssign) and dotted(small.target) == name:
+            elif (type(small) is cst.AugAssign or type(small) is cst.AnnAssign) and dotted(small.target) == name:
                 if type(small) is cst.AnnAssign and small.value is None:
                     continue
                 found = (statement, small)
@@ -602,4 +607,5 @@ def _in_place_scaling(small: cst.BaseSmallStatement, name: str) -> Optional[tupl
 
 
 def _in_tuple(target: cst.BaseExpression, name: str) -> bool:
-    return type(target) in (cst.Tuple, cst.List) and any(dotted(e.value) == name for e in target.elements)
+    return type(target) in (cst.Tuple, cst.List) and any(
+        dotted(e.value) == name for e in cast("cst.Tuple | cst.List", target).elements)

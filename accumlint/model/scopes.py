@@ -23,7 +23,7 @@ from __future__ import annotations
 import builtins
 from collections import Counter
 from dataclasses import dataclass
-from typing import Iterable, Optional, Sequence, cast
+from typing import Iterable, NamedTuple, Optional, Sequence, Union, cast
 
 import libcst as cst
 
@@ -41,18 +41,19 @@ _ALWAYS_BOUND = frozenset(dir(builtins)) | {
 }
 _COMPREHENSIONS = frozenset({cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp})
 _LITERALS = frozenset({cst.SimpleString, cst.Integer, cst.Float, cst.Imaginary})
-_NOTHING: frozenset = frozenset()
+_NOTHING: frozenset[str] = frozenset()
 
 
 def target_names(target: cst.CSTNode) -> set[str]:
     """Names an assignment target binds (`a, (b, *c) = ...` -> a, b, c; `x.y = ...` -> none)."""
     kind = type(target)
     if kind is cst.Name:
-        return {target.value}
+        return {cast(cst.Name, target).value}
     if kind is cst.Tuple or kind is cst.List:
-        return {name for element in target.elements for name in target_names(element.value)}
+        elements = cast("cst.Tuple | cst.List", target).elements
+        return {name for element in elements for name in target_names(element.value)}
     if kind is cst.StarredElement:
-        return target_names(target.value)
+        return target_names(cast(cst.StarredElement, target).value)
     return set()
 
 
@@ -82,9 +83,9 @@ def chains_in_targets(node: cst.CSTNode) -> set[str]:
         kind = type(child)
         targets: list[cst.CSTNode] = []
         if kind is cst.AssignTarget or kind is cst.AugAssign or kind is cst.AnnAssign or kind is cst.For:
-            targets.append(child.target)
+            targets.append(cast("cst.AssignTarget | cst.AugAssign | cst.AnnAssign | cst.For", child).target)
         elif kind is cst.AsName or kind is cst.NamedExpr:
-            targets.append(child.name if kind is cst.AsName else child.target)
+            targets.append(cast(cst.AsName, child).name if kind is cst.AsName else cast(cst.NamedExpr, child).target)
         for target in targets:
             for part in walk(target):
                 if type(part) in (cst.Name, cst.Attribute):
@@ -124,24 +125,26 @@ def rebound_names(function: Function) -> set[str]:
     return set(_Scans().block(getattr(function.body, "body", ()))[0])
 
 
-def _reads(node: cst.CSTNode) -> tuple[list[str], frozenset]:
+def _reads(node: cst.CSTNode) -> tuple[list[str], frozenset[str]]:
     """(names an expression reads, in no particular order, comprehension and lambda
     variables excluded; names its walruses bind), without recursion: expressions
     can be very deep. A walrus's own target counts as read too."""
     found: list[str] = []
     walruses: set[str] = set()
-    stack: list[tuple[cst.CSTNode, frozenset]] = [(node, _NOTHING)]
+    stack: list[tuple[cst.CSTNode, frozenset[str]]] = [(node, _NOTHING)]
     while stack:
         current, local = stack.pop()
         kind = type(current)
         if kind is cst.Name:
-            if current.value not in local:
-                found.append(current.value)
+            name = cast(cst.Name, current).value
+            if name not in local:
+                found.append(name)
         elif kind is cst.Attribute or kind is cst.Arg:
-            stack.append((current.value, local))
+            stack.append((cast("cst.Attribute | cst.Arg", current).value, local))
         elif kind in _LITERALS:
             continue
         elif kind is cst.Lambda:
+            current = cast(cst.Lambda, current)
             params = _param_names(current.params)
             stack.extend((default, local) for default in _param_defaults(current.params))
             stack.append((current.body, local | params))
@@ -150,12 +153,12 @@ def _reads(node: cst.CSTNode) -> tuple[list[str], frozenset]:
             stack.extend((child, local | bound) for child in children(current))
         else:
             if kind is cst.NamedExpr:
-                walruses |= target_names(current.target)
+                walruses |= target_names(cast(cst.NamedExpr, current).target)
             stack.extend((child, local) for child in children(current))
     return found, frozenset(walruses) if walruses else _NOTHING
 
 
-def _param_names(params: cst.Parameters) -> frozenset:
+def _param_names(params: cst.Parameters) -> frozenset[str]:
     every = [*params.posonly_params, *params.params, *params.kwonly_params]
     if type(params.star_arg) is cst.Param:
         every.append(params.star_arg)
@@ -247,7 +250,7 @@ def same_before_loop(facts: ModuleFacts, statement: cst.CSTNode, loop: cst.CSTNo
         if other is function:
             continue
         declared = {item.name.value for node in walk(other.body) if type(node) in (cst.Global, cst.Nonlocal)
-                    for item in node.names}
+                    for item in cast("cst.Global | cst.Nonlocal", node).names}
         if declared & read:
             return False
         if owner is not None and facts.class_of.get(other) is owner and other.name.value != "__init__":
@@ -272,9 +275,9 @@ def _chains_bound(nodes: Iterable[cst.CSTNode]) -> Iterable[str]:
     for node in nodes:
         kind = type(node)
         if kind in (cst.AssignTarget, cst.AnnAssign, cst.AugAssign, cst.For, cst.CompFor, cst.NamedExpr, cst.Del):
-            yield from _target_chains(node.target)
+            yield from _target_chains(cast("_TargetHolder | cst.CompFor", node).target)
         elif kind is cst.AsName:  # `with ... as x`, `except E as x`, `import a as x`
-            yield from _target_chains(node.name)
+            yield from _target_chains(cast(cst.AsName, node).name)
         elif kind is cst.Import or kind is cst.ImportFrom:
             yield from _import_names(node)
 
@@ -283,10 +286,10 @@ def _target_chains(target: cst.CSTNode) -> Iterable[str]:
     """The names and attribute chains a target binds (`a, self.b = ...` -> a, self.b)."""
     kind = type(target)
     if kind is cst.Tuple or kind is cst.List:
-        for element in target.elements:
+        for element in cast("cst.Tuple | cst.List", target).elements:
             yield from _target_chains(element.value)
     elif kind is cst.StarredElement:
-        yield from _target_chains(target.value)
+        yield from _target_chains(cast(cst.StarredElement, target).value)
     else:
         chain = dotted(target)
         if chain is not None:
@@ -380,7 +383,7 @@ def argument_for(helper: Function, call: cst.Call, parameter: str) -> Optional[c
 # difference matters.
 
 
-def unbound_reads(module: cst.Module) -> Counter:
+def unbound_reads(module: cst.Module) -> Counter[tuple[str, str]]:
     """(scope, name) -> how many reads of `name` in that scope may run unbound."""
     return _Flow(_Scans()).module(module)
 
@@ -402,7 +405,7 @@ class ModuleReads:
         self.unbound = _Flow(scans, self._recorded).module(module)
         self._scans = _Scans(scans.memo, remember=False)
 
-    def of(self, edited: cst.Module) -> Counter:
+    def of(self, edited: cst.Module) -> Counter[tuple[str, str]]:
         """`unbound_reads(edited)`, for a module made from this one by edits."""
         return _Flow(self._scans, replay=self._recorded).module(edited)
 
@@ -432,7 +435,7 @@ class FunctionReads:
         self.unbound = Counter(walk.found)
         self._scans = _Scans(scans.memo, remember=False)
 
-    def of(self, edited: cst.FunctionDef) -> Counter:
+    def of(self, edited: cst.FunctionDef) -> Counter[tuple[str, str]]:
         """The unbound reads of the function's edited version (the same def, another body)."""
         walk = _Flow(self._scans, replay=self._recorded)
         walk.function(edited, self._outer)
@@ -454,7 +457,8 @@ def _has_star_import(module: cst.Module) -> bool:
         node = stack.pop()
         kind = type(node)
         if kind is cst.SimpleStatementLine or kind is cst.SimpleStatementSuite:
-            if any(_is_star_import(small) for small in node.body):
+            line = cast("cst.SimpleStatementLine | cst.SimpleStatementSuite", node)
+            if any(_is_star_import(small) for small in line.body):
                 return True
         elif kind in _STATEMENT_BLOCKS:
             stack.extend(child for child in children(node) if type(child) in _STATEMENT_BLOCKS
@@ -466,6 +470,8 @@ def _has_star_import(module: cst.Module) -> bool:
 _BLOCK_STATEMENTS = frozenset({cst.SimpleStatementLine, cst.If, cst.For, cst.While, cst.Try, cst.TryStar, cst.With, cst.Match})
 # (a comprehension's variables are its own; a walrus in it binds in the scope around it)
 _TARGET_HOLDERS = frozenset({cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For, cst.NamedExpr, cst.Del})
+# (the same node types, for the type check)
+_TargetHolder = Union[cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For, cst.NamedExpr, cst.Del]
 _MATCH_CAPTURES = frozenset({cst.MatchAs, cst.MatchStar})
 
 
@@ -475,10 +481,10 @@ class _Scans:
     whose own names it binds): what Python makes local to a function. With a memo, each
     statement's names are remembered by identity (they depend on nothing else)."""
 
-    memo: Optional[dict[int, tuple[frozenset, frozenset, cst.CSTNode]]] = None
+    memo: Optional[dict[int, tuple[frozenset[str], frozenset[str], cst.CSTNode]]] = None
     remember: bool = True  # False: only read the memo (an edited module's new nodes are not kept)
 
-    def block(self, body: Sequence[cst.CSTNode]) -> tuple[frozenset, frozenset]:
+    def block(self, body: Sequence[cst.CSTNode]) -> tuple[frozenset[str], frozenset[str]]:
         """(names bound anywhere in the block, names it declares `global` or `nonlocal`)."""
         names: set[str] = set()
         declared: set[str] = set()
@@ -488,7 +494,7 @@ class _Scans:
             declared |= found[1]
         return frozenset(names), frozenset(declared)
 
-    def statement(self, root: cst.CSTNode) -> tuple[frozenset, frozenset, cst.CSTNode]:
+    def statement(self, root: cst.CSTNode) -> tuple[frozenset[str], frozenset[str], cst.CSTNode]:
         """(names, declared, root) of one statement (or a match pattern)."""
         memo = self.memo
         if memo is not None:
@@ -504,10 +510,11 @@ class _Scans:
             if kind is cst.Name or kind in _LITERALS:
                 continue  # the commonest nodes; nothing in them binds
             if kind is cst.Attribute or kind is cst.Arg:
-                stack.append(node.value)  # the attribute's or keyword's own name binds nothing
+                # the attribute's or keyword's own name binds nothing
+                stack.append(cast("cst.Attribute | cst.Arg", node).value)
                 continue
             if kind is cst.FunctionDef or kind is cst.ClassDef:
-                names.add(node.name.value)
+                names.add(cast("cst.FunctionDef | cst.ClassDef", node).name.value)
                 continue
             if kind is cst.Lambda:
                 continue
@@ -517,17 +524,17 @@ class _Scans:
                 declared |= inner[1]
                 continue
             if kind in _TARGET_HOLDERS:
-                names |= target_names(node.target)
+                names |= target_names(cast(_TargetHolder, node).target)
             elif kind is cst.AsName:
-                names |= target_names(node.name)
+                names |= target_names(cast(cst.AsName, node).name)
             elif kind is cst.Import or kind is cst.ImportFrom:
                 names |= _import_names(node)
-            elif kind in _MATCH_CAPTURES and node.name is not None:
-                names.add(node.name.value)
-            elif kind is cst.MatchMapping and node.rest is not None:
-                names.add(node.rest.value)
+            elif kind in _MATCH_CAPTURES and (capture := cast("cst.MatchAs | cst.MatchStar", node).name) is not None:
+                names.add(capture.value)
+            elif kind is cst.MatchMapping and (rest := cast(cst.MatchMapping, node).rest) is not None:
+                names.add(rest.value)
             elif kind is cst.Global or kind is cst.Nonlocal:
-                declared |= {item.name.value for item in node.names}
+                declared |= {item.name.value for item in cast("cst.Global | cst.Nonlocal", node).names}
             stack.extend(children(node))
         found = (frozenset(names) if names else _NOTHING, frozenset(declared) if declared else _NOTHING, root)
         if memo is not None and self.remember:
@@ -544,18 +551,26 @@ class _Scope:
     other names resolve in the enclosing scopes (anywhere in them) or builtins."""
 
     key: str
-    locals: Optional[frozenset]  # None: module or class body (judged by flow alone)
-    enclosing: frozenset
+    locals: Optional[frozenset[str]]  # None: module or class body (judged by flow alone)
+    enclosing: frozenset[str]
 
 
-# What a statement's or a function's walk added to the recording, one plain tuple each
-# (there is one per statement): (node, scope, the names whose being bound it asked or
-# changed, each with whether it was bound before the statement; the names it left bound
-# or unbound otherwise than before, each with what it left; start and end of its unbound
-# reads in `found` and of its lookups in `queries`, how many star imports it holds).
-# Functions start from their parameters: they record no names.
-_Span = tuple
-_NODE, _SCOPE, _DEPENDS, _EFFECTS, _FOUND, _FOUND_END, _QUERIES, _QUERIES_END, _STARS = range(9)
+class _Span(NamedTuple):
+    """What a statement's or a function's walk added to the recording, a tuple each
+    (there is one per statement). Functions start from their parameters: they record
+    no names."""
+
+    node: cst.CSTNode
+    scope: _Scope
+    # the names whose being bound it asked or changed, each with whether it was bound before the statement
+    depends: tuple[tuple[str, bool], ...]
+    # the names it left bound or unbound otherwise than before, each with what it left
+    effects: tuple[tuple[str, bool], ...]
+    found: int  # start and end of its unbound reads in `found`
+    found_end: int
+    queries: int  # start and end of its lookups in `queries`
+    queries_end: int
+    stars: int  # how many star imports it holds
 
 
 class _Recording:
@@ -596,7 +611,7 @@ class _Flow:
         self._asked: Optional[list[str]] = [] if recording is not None else None  # names whose binding mattered
         self._fits: dict[tuple[int, int], tuple[_Scope, _Scope, Optional[bool]]] = {}
 
-    def module(self, module: cst.Module) -> Counter:
+    def module(self, module: cst.Module) -> Counter[tuple[str, str]]:
         top = _Scope("<module>", None, self.scans.block(module.body)[0])
         self.block(module.body, top)
         return Counter() if self.stars else Counter(self.found)
@@ -643,7 +658,7 @@ class _Flow:
 
     # -- reads
 
-    def reads(self, node: Optional[cst.CSTNode], scope: _Scope) -> frozenset:
+    def reads(self, node: Optional[cst.CSTNode], scope: _Scope) -> frozenset[str]:
         """Counts the reads of an expression; returns the names its walruses bind."""
         if node is None:
             return _NOTHING
@@ -669,10 +684,10 @@ class _Flow:
         """`x.y = ...` and `x[i] = ...` read `x` (and `i`); a plain name does not."""
         kind = type(target)
         if kind is cst.Tuple or kind is cst.List:
-            for element in target.elements:
+            for element in cast("cst.Tuple | cst.List", target).elements:
                 self.reads_of_target(element.value, scope)
         elif kind is cst.StarredElement:
-            self.reads_of_target(target.value, scope)
+            self.reads_of_target(cast(cst.StarredElement, target).value, scope)
         elif kind is not cst.Name:
             self.reads(target, scope)
 
@@ -696,9 +711,9 @@ class _Flow:
     def statement(self, node: cst.CSTNode, scope: _Scope) -> None:
         if self.replay is not None:
             span = self.replay.statements.get(id(node))
-            if span is not None and span[_NODE] is node and self._bound_as_before(span) and self._same(span, scope):
+            if span is not None and span.node is node and self._bound_as_before(span) and self._same(span, scope):
                 self._take(span)
-                for name, bound in span[_EFFECTS]:
+                for name, bound in span.effects:
                     self._set(name, bound)
                 return
         if self.recording is None:
@@ -714,22 +729,22 @@ class _Flow:
         names = self.bound
         depends = tuple((name, before.get(name, name in names)) for name in dict.fromkeys(self._asked[asked:]))
         effects = tuple((name, not was) for name, was in before.items() if (name in names) != was)
-        self.recording.statements[id(node)] = (
+        self.recording.statements[id(node)] = _Span(
             node, scope, depends, effects, found, len(self.found), queries, len(self.queries), self.stars - stars
         )
 
     def _bound_as_before(self, span: _Span) -> bool:
         names = self.bound
-        return all((name in names) == was for name, was in span[_DEPENDS])
+        return all((name in names) == was for name, was in span.depends)
 
     def _take(self, span: _Span) -> None:
         assert self.replay is not None  # asked only while replaying
-        self.found.extend(self.replay.found[span[_FOUND]:span[_FOUND_END]])
-        self.stars += span[_STARS]
+        self.found.extend(self.replay.found[span.found:span.found_end])
+        self.stars += span.stars
 
     def _same(self, span: _Span, scope: _Scope) -> bool:
         """Whether the walk that made `span` would go the same way in `scope`."""
-        old = span[_SCOPE]
+        old = span.scope
         pair = (id(old), id(scope))
         known = self._fits.get(pair)
         if known is None:
@@ -743,15 +758,16 @@ class _Flow:
         # the same names, but other enclosing ones: same where every lookup answers the same
         before, now = old.enclosing, scope.enclosing
         assert self.replay is not None  # asked only while replaying
-        lookups = self.replay.queries[span[_QUERIES]:span[_QUERIES_END]]
+        lookups = self.replay.queries[span.queries:span.queries_end]
         return all((name in before) == (name in now) for name in lookups)
 
     def _statement(self, node: cst.CSTNode, scope: _Scope) -> None:
         kind = type(node)
         if kind is cst.SimpleStatementLine:
-            for small in node.body:
+            for small in cast(cst.SimpleStatementLine, node).body:
                 self.small(small, scope)
         elif kind is cst.If:
+            node = cast(cst.If, node)
             then = self.branch(node.body, scope, self.reads(node.test, scope))
             if type(node.orelse) is cst.If:
                 mark = len(self._log)
@@ -761,23 +777,27 @@ class _Flow:
                 other = self.branch(node.orelse.body, scope) if node.orelse is not None else {}
             self._meet((then, other))
         elif kind is cst.For:
+            node = cast(cst.For, node)
             self.reads(node.iter, scope)
             self.reads_of_target(node.target, scope)
             self.branch(node.body, scope, target_names(node.target))
             if node.orelse is not None:
                 self.branch(node.orelse.body, scope)
         elif kind is cst.FunctionDef:
+            node = cast(cst.FunctionDef, node)
             for decorator in node.decorators:
                 self.reads(decorator.decorator, scope)
             for default in _param_defaults(node.params):
                 self.reads(default, scope)
-            self.function(cast(cst.FunctionDef, node), scope)
+            self.function(node, scope)
             self._set(node.name.value, True)
         elif kind is cst.While:
+            node = cast(cst.While, node)
             self.branch(node.body, scope, self.reads(node.test, scope))
             if node.orelse is not None:
                 self.branch(node.orelse.body, scope)
         elif kind is cst.Try or kind is cst.TryStar:
+            node = cast("cst.Try | cst.TryStar", node)
             mark = len(self._log)
             self.suite(node.body, scope)
             if node.orelse is not None:
@@ -791,6 +811,7 @@ class _Flow:
             if node.finalbody is not None:
                 self.suite(node.finalbody.body, scope)
         elif kind is cst.With:
+            node = cast(cst.With, node)
             for item in node.items:
                 self.reads(item.item, scope)
                 if item.asname is not None:
@@ -798,6 +819,7 @@ class _Flow:
                     self._bind(target_names(item.asname.name))
             self.suite(node.body, scope)
         elif kind is cst.Match:
+            node = cast(cst.Match, node)
             self.reads(node.subject, scope)
             for case in node.cases:
                 mark = len(self._log)
@@ -806,6 +828,7 @@ class _Flow:
                 self.suite(case.body, scope)
                 self._undo(mark)
         elif kind is cst.ClassDef:
+            node = cast(cst.ClassDef, node)
             for decorator in node.decorators:
                 self.reads(decorator.decorator, scope)
             for arg in (*node.bases, *node.keywords):
@@ -833,7 +856,7 @@ class _Flow:
         scope = _Scope(f"{outer.key}.{node.name.value}", frozenset(flowed), enclosing | declared_global)
         if self.replay is not None:
             span = self.replay.functions.get(id(node))
-            if span is not None and span[_NODE] is node and self._same(span, scope):
+            if span is not None and span.node is node and self._same(span, scope):
                 self._take(span)
                 return
         found, queries, stars = len(self.found), len(self.queries), self.stars
@@ -847,13 +870,14 @@ class _Flow:
         finally:
             self.bound, self._log, self._asked = around
         if self.recording is not None:
-            self.recording.functions[id(node)] = (
+            self.recording.functions[id(node)] = _Span(
                 node, scope, (), (), found, len(self.found), queries, len(self.queries), self.stars - stars
             )
 
     def small(self, node: cst.CSTNode, scope: _Scope) -> None:
         kind = type(node)
         if kind is cst.Assign:
+            node = cast(cst.Assign, node)
             walruses = self.reads(node.value, scope)
             names: set[str] = set()
             for target in node.targets:
@@ -864,10 +888,12 @@ class _Flow:
         elif kind is cst.Expr:
             self._bind(self.reads(node, scope))
         elif kind is cst.AugAssign:
+            node = cast(cst.AugAssign, node)
             self.reads(node.target, scope)
             self.reads(node.value, scope)
             self._bind(target_names(node.target))
         elif kind is cst.AnnAssign:
+            node = cast(cst.AnnAssign, node)
             self.reads(node.value, scope)
             self.reads_of_target(node.target, scope)
             if node.value is not None:
@@ -877,6 +903,7 @@ class _Flow:
                 self.stars += 1
             self._bind(_import_names(node))
         elif kind is cst.Del:
+            node = cast(cst.Del, node)
             self.reads_of_target(node.target, scope)
             for name in target_names(node.target):
                 self._set(name, False)
