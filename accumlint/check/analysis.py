@@ -200,7 +200,8 @@ def findings_from_importers(text: str, path: str, options: AnalysisOptions = Ana
     importers = candidate_importers(root, target, functions)
     if not importers:
         return ProjectAnalysis([], {key: fingerprint})
-    with overlaid(target, text):  # the importers read this module as `text` (an editor's, a fix not yet written)
+    # the importers read this module as `text` (an editor's, a fix not yet written), summarised once (`own`)
+    with overlaid(target, text, own.summary):
         found = _importers_findings(text, path, target, root, options, importers, importers_through(root, target, functions))
     found.reads[key] = fingerprint
     return found
