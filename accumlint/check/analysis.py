@@ -415,7 +415,9 @@ def lost_by_libcst(module: "cst.Module", text: str) -> Optional[str]:
     exactly; a final lone carriage return, which it drops (the fixer puts it back); None
     when it changes anything else (a form feed in an indentation, which it drops too):
     the fixer leaves such a file alone."""
-    code = module.code
+    from accumlint.model.names import module_text
+
+    code = module_text(module)
     if code == text:
         return ""
     if text.endswith("\r") and code == text[:-1]:
