@@ -9,7 +9,7 @@ import libcst as cst
 from libcst._nodes.base import CSTCodegenError
 import pytest
 
-from accumlint.model.names import code, string_value
+from accumlint.model.names import code, module_text, string_value
 from accumlint.model.tree import walk, walk_all
 
 REPO = Path(__file__).resolve().parent.parent
@@ -68,3 +68,33 @@ def test_the_text_of_every_node_is_what_libcst_generates_for_it(folder: str) -> 
             assert code(node) == expected, (path.name, type(node).__name__)
             compared += 1
     assert compared > 1000
+
+
+MODULE_TEXTS = [
+    "def f():\n\treturn 1\n",  # a tab indentation
+    "if x:\r\n   y = 1\r\n",  # CR LF newlines, three-space indentation
+    "x = a + \\\n    b\n",  # a backslash continuation
+    "def f(a,\n\tb):\n  return [a,\n b]\n",  # continuation lines indented otherwise
+    "x = 1\n\x0c\ny = 2",  # a form feed, no final newline
+    "\ufeffimport os\n",  # a byte-order mark
+]
+
+
+@pytest.mark.parametrize("text", MODULE_TEXTS)
+def test_a_module_is_written_back_as_libcst_writes_it(text: str) -> None:
+    """`module_text` generates a whole module without recording positions; the text is
+    `Module.code`'s, with the module's own indentation and newline."""
+    module = cst.parse_module(text)
+    assert module_text(module) == module.code
+
+
+def test_every_fixture_module_is_written_back_as_libcst_writes_it() -> None:
+    compared = 0
+    for path in sorted((REPO / "fixtures").rglob("*.py")):
+        try:
+            module = cst.parse_module(path.read_text(encoding="utf-8"))
+        except (cst.ParserSyntaxError, UnicodeDecodeError):
+            continue
+        assert module_text(module) == module.code, path.name
+        compared += 1
+    assert compared > 100

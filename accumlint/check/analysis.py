@@ -200,7 +200,8 @@ def findings_from_importers(text: str, path: str, options: AnalysisOptions = Ana
     importers = candidate_importers(root, target, functions)
     if not importers:
         return ProjectAnalysis([], {key: fingerprint})
-    with overlaid(target, text):  # the importers read this module as `text` (an editor's, a fix not yet written)
+    # the importers read this module as `text` (an editor's, a fix not yet written), summarised once (`own`)
+    with overlaid(target, text, own.summary):
         found = _importers_findings(text, path, target, root, options, importers, importers_through(root, target, functions))
     found.reads[key] = fingerprint
     return found
@@ -414,7 +415,9 @@ def lost_by_libcst(module: "cst.Module", text: str) -> Optional[str]:
     exactly; a final lone carriage return, which it drops (the fixer puts it back); None
     when it changes anything else (a form feed in an indentation, which it drops too):
     the fixer leaves such a file alone."""
-    code = module.code
+    from accumlint.model.names import module_text
+
+    code = module_text(module)
     if code == text:
         return ""
     if text.endswith("\r") and code == text[:-1]:

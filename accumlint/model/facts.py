@@ -119,6 +119,10 @@ class ModuleFacts:
     project: Optional["ProjectView"] = field(default=None, repr=False)
     _calls_of: dict[cst.CSTNode, list[cst.Call]] = field(default_factory=dict, repr=False)
     _called_methods: dict[int, Optional[Function]] = field(default_factory=dict, repr=False)
+    # name -> `instance_class(name)`, once the bindings are all known (`settled`): every call on
+    # an object asks it of its receiver, and a name not bound in the module asks the project
+    _instance_classes: dict[str, Optional[str]] = field(default_factory=dict, repr=False)
+    settled: bool = field(default=False, repr=False)  # `collect_facts` is done: no binding is added after
 
     @cached_property
     def rebinds_globals(self) -> bool:
@@ -285,6 +289,13 @@ class ModuleFacts:
         when every binding of the name is a call of that one class (a capitalised callee)."""
         if name is None or name == "self" or name.endswith("()"):
             return None
+        if not self.settled:
+            return self._instance_class(name)
+        if name not in self._instance_classes:
+            self._instance_classes[name] = self._instance_class(name)
+        return self._instance_classes[name]
+
+    def _instance_class(self, name: str) -> Optional[str]:
         owners = set()
         for binding in self.values_of(name):
             value = binding.value
@@ -424,6 +435,7 @@ def collect_facts(module: cst.Module, text: str, project: Optional["ProjectView"
         _trainer_accumulation_through_kwargs(facts)
     if project is not None:
         _through_project_helpers(facts, project)
+    facts.settled = True
     return facts
 
 

@@ -144,8 +144,8 @@ class _TextState(CodegenState or object):  # type: ignore[misc]  # built only wh
     a module's default indentation and newline, but no node's syntactic position is
     recorded, so the `with` each node opens for it costs no generator."""
 
-    def __init__(self) -> None:
-        super().__init__(default_indent=_EMPTY_MODULE.default_indent, default_newline=_EMPTY_MODULE.default_newline)
+    def __init__(self, indent: str = _EMPTY_MODULE.default_indent, newline: str = _EMPTY_MODULE.default_newline) -> None:
+        super().__init__(default_indent=indent, default_newline=newline)
 
     def record_syntactic_position(  # any context manager will do
         self, node: cst.CSTNode, *, start_node: Optional[cst.CSTNode] = None, end_node: Optional[cst.CSTNode] = None,
@@ -168,6 +168,17 @@ def code(node: cst.CSTNode) -> str:
     state = _TextState()
     generate(node, state)
     return "".join(state.tokens).strip()
+
+
+def module_text(module: cst.Module) -> str:
+    """`module.code`, what LibCST writes the module back as (with its own indentation and
+    newline), generated without recording each node's syntactic position: asked of a
+    whole module, whose every node `Module.code_for_node` opens a generator for."""
+    if CodegenState is None:  # LibCST's private state is not usable here (accumlint.compat.codegen)
+        return module.code
+    state = _TextState(module.default_indent, module.default_newline)
+    generate(module, state)
+    return "".join(state.tokens)
 
 
 def normalized(node: cst.CSTNode) -> str:

@@ -24,7 +24,7 @@ from accumlint.project.configs import ConfigError, ConfigFacts
 from accumlint.project.modules import INDEX, ProjectIndex, digest
 from accumlint.project.root import resolve_module, resolve_submodule
 from accumlint.model.facts import PLAIN_BASES
-from accumlint.model.tree import walk
+from accumlint.model.tree import children, walk
 from accumlint.project.summary import (
     SCHEDULER,
     STEP,
@@ -873,7 +873,8 @@ def _without_unwrapped_parameter(function: cst.FunctionDef,
 
 
 def _returns(function: cst.FunctionDef) -> list[cst.Return]:
-    """The function's own `return` statements (not those of nested functions)."""
+    """The function's own `return` statements (not those of nested functions). Its content
+    children only (`tree.children`): `CSTNode.children` copies each node it is asked of."""
     found: list[cst.Return] = []
     stack: list[cst.CSTNode] = [function.body]
     while stack:
@@ -883,5 +884,5 @@ def _returns(function: cst.FunctionDef) -> list[cst.Return]:
         if type(node) is cst.Return:
             found.append(node)
             continue
-        stack.extend(node.children)
+        stack.extend(children(node))
     return found

@@ -81,11 +81,15 @@ class ProjectIndex:
         return found
 
     @contextlib.contextmanager
-    def overlaid(self, path: str, text: str) -> Iterator[None]:
+    def overlaid(self, path: str, text: str, summary: Optional[ModuleSummary] = None) -> Iterator[None]:
         """Within the block, the module at `path` reads as `text` (the fixer's current text
-        of a file not yet written); after it, as its file on disk again."""
+        of a file not yet written); after it, as its file on disk again. `summary`, the
+        caller's summary of `text` at that path, spares summarising the text again."""
         key = os.path.abspath(path)
-        self._entries[key] = _Entry(_OVERLAID, digest(text.encode("utf-8", "surrogatepass")), summarize(key, text))
+        text_digest = digest(text.encode("utf-8", "surrogatepass"))
+        if summary is None or summary.path != key:
+            summary = summarize(key, text)
+        self._entries[key] = _Entry(_OVERLAID, text_digest, summary)
         try:
             yield
         finally:
@@ -104,9 +108,10 @@ def digest(data: bytes) -> str:
 INDEX = ProjectIndex()
 
 
-def overlaid(path: str, text: str) -> "contextlib.AbstractContextManager[None]":
-    """Other modules' views read the module at `path` as `text` within the block."""
-    return INDEX.overlaid(path, text)
+def overlaid(path: str, text: str, summary: Optional[ModuleSummary] = None) -> "contextlib.AbstractContextManager[None]":
+    """Other modules' views read the module at `path` as `text` within the block (`summary`:
+    the caller's summary of that text, if it has one)."""
+    return INDEX.overlaid(path, text, summary)
 
 
 def root_of(path: str) -> str:
