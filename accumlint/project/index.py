@@ -436,7 +436,7 @@ class ProjectView:
         for other, _ in found:
             entry = self.index.entry(other)
             if entry is None or entry.summary.error is not None:
-                continue
+                return None  # a module that may call it cannot be read: what it passes is unknown
             callees = self._names_of(entry.summary, other, function)
             if not callees:
                 continue  # it names another module's function of that name
@@ -446,9 +446,12 @@ class ProjectView:
             for call in entry.summary.passes():
                 if call.callee not in callees:
                     continue
-                if call.keywords.get(parameter) is None and position >= len(call.positional):
-                    return None  # by a keyword it does not bind, `*args`, or left to its default
-                passed = call.keywords.get(parameter) or call.positional[position]
+                if parameter in call.keywords:
+                    passed = call.keywords[parameter]
+                elif position < len(call.positional):
+                    passed = call.positional[position]
+                else:
+                    return None  # `*args`, `**options`, or left to its default: unknown
                 wrap = self._held_wrap(entry.summary, passed)
                 if wrap is None:
                     return None
