@@ -81,6 +81,8 @@ NO_TRAINING_LOOP = {
     "fixtures/projects/ddp_trainer_class_no_sync/main.py",
     "fixtures/projects/ddp_trainer_class_subclassed/distill.py",
     "fixtures/projects/ddp_trainer_class_subclassed/main.py",
+    "fixtures/projects/deepspeed_engine_by_caller/run.py",
+    "fixtures/projects/deepspeed_engine_by_caller_undivided/run.py",
     "fixtures/projects/ddp_wrap_helper_tuple/gpu.py",
     "fixtures/projects/fsdp_wrap_builder_local/builder.py",
     "fixtures/projects/fsdp_wrap_helper_tuple/gpu.py",

@@ -454,8 +454,8 @@ def _bound_by_callers(facts: ModuleFacts, project: "ProjectView") -> None:
     """`def train_one_epoch(model, loader, optimizer, ...)` holding a training loop, with
     `model` called there (`model(samples)`) and never rebound: when every project caller
     passes a data-parallel wrap (`model = DDP(model, ...)` in main.py, then
-    `train_one_epoch(model, ...)`), the parameter holds that wrap, a binding whose
-    statement is the function itself."""
+    `train_one_epoch(model, ...)`) or a DeepSpeed engine, the parameter holds it, a
+    binding whose statement is the function itself."""
     trains = {id(function) for site in facts.loops for function in site.ancestors if type(function) is cst.FunctionDef}
     for name, function in facts.functions.items():
         if id(function) not in trains or facts.class_of.get(function) is not None:
@@ -472,9 +472,9 @@ def _bound_by_callers(facts: ModuleFacts, project: "ProjectView") -> None:
                           if type(node.func) is cst.Name}
             if parameter not in called:
                 continue  # only a model the function calls (`model(x)`) is asked about
-            wrap = project.caller_wrap(name, parameter, position)
-            if wrap is not None:
-                facts.bindings.setdefault(parameter, []).append(Binding(parameter, wrap, None, function))
+            model = project.caller_model(name, parameter, position)
+            if model is not None:
+                facts.bindings.setdefault(parameter, []).append(Binding(parameter, model[0], model[1], function))
     for name, cls in facts.classes.items():
         if facts.parents.get(id(cls)) is facts.module and any(cls in site.ancestors for site in facts.loops) \
                 and not _called_here(facts, name):
@@ -506,9 +506,9 @@ def _attributes_bound_by_callers(facts: ModuleFacts, project: "ProjectView", nam
             bound = [b for b in facts.bindings.get(attribute, ()) if _class_of_node(facts, b.statement) is cls]
             if len(bound) != 1 or bound[0].value is not kept.value:
                 continue  # the class binds it elsewhere too (`self.model = DDP(self.model)`)
-            wrap = project.caller_wrap(name, parameter, position)
-            if wrap is not None:
-                facts.bindings[attribute].append(Binding(attribute, wrap, None, cls))
+            model = project.caller_model(name, parameter, position)
+            if model is not None:
+                facts.bindings[attribute].append(Binding(attribute, model[0], model[1], cls))
 
 
 def _called_here(facts: ModuleFacts, name: str) -> bool:

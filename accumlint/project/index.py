@@ -413,18 +413,20 @@ class ProjectView:
             return None
         return self._returned_call(owner, name, inner_index, depth + 1)
 
-    def caller_wrap(self, function: str, parameter: str, position: int) -> Optional[cst.Call]:
-        """The data-parallel wrap that every project caller of this module's top-level
-        `function` (a function, or a class whose `__init__` takes the parameter) passes as
-        its `parameter` (at `position`, or by keyword): the loop in engine.py's
-        `train_one_epoch(model, ...)`, called from main.py after `model =
-        DistributedDataParallel(model, ...)` (also under `if args.distributed:`, or through
-        a project helper that returns such a wrap, `model = wrap_ddp(model)`), trains a
-        wrapped model. Callers are every module that imports this one and names the
-        function, under any alias, inside a loop or not. The wrap is written with its
-        callee in full. None when a caller passes anything else (`model.module`, a plain
-        model, a name the caller does not bind), when callers wrap differently, when no
-        caller is found, or when the project was too large to read whole: unknown."""
+    def caller_model(self, function: str, parameter: str, position: int) -> Optional[tuple[cst.Call, Optional[int]]]:
+        """The model that every project caller of this module's top-level `function` (a
+        function, or a class whose `__init__` takes the parameter) passes as its
+        `parameter` (at `position`, or by keyword), when it is a data-parallel wrap or a
+        DeepSpeed engine: the loop in engine.py's `train_one_epoch(model, ...)`, called
+        from main.py after `model = DistributedDataParallel(model, ...)` (also under `if
+        args.distributed:`, or through a project helper that returns such a wrap, `model =
+        wrap_ddp(model)`), trains a wrapped model; after `engine, opt, _, _ =
+        deepspeed.initialize(...)`, an engine. Callers are every module that imports this
+        one and names the function, under any alias, inside a loop or not. The call is
+        written with its callee in full, with the element taken of what it returns (0 for
+        the engine). None when a caller passes anything else (`model.module`, a plain
+        model, a name the caller does not bind), when callers disagree, when no caller is
+        found, or when the project was too large to read whole: unknown."""
         from accumlint.project.importers import callers_of, dependency
 
         found = callers_of(self.root, self.path, function)
@@ -432,7 +434,7 @@ class ProjectView:
         self.reads[key] = fingerprint  # a module that starts (or stops) calling it changes the answer
         if found is None:
             return None
-        wraps: set[str] = set()
+        models: set[tuple[str, Optional[int]]] = set()
         for other, _ in found:
             entry = self.index.entry(other)
             if entry is None or entry.summary.error is not None:
@@ -452,38 +454,45 @@ class ProjectView:
                     passed = call.positional[position]
                 else:
                     return None  # `*args`, `**options`, or left to its default: unknown
-                wrap = self._held_wrap(entry.summary, passed)
-                if wrap is None:
+                model = self._held_model(entry.summary, passed)
+                if model is None:
                     return None
-                wraps.add(wrap)
-        if len(wraps) != 1:
+                models.add(model)
+        if len(models) != 1:
             return None
-        return self.adopt(cast(cst.Call, cst.parse_expression(f"{wraps.pop()}({parameter})")))
+        callee, index = models.pop()
+        return self.adopt(cast(cst.Call, cst.parse_expression(f"{callee}({parameter})"))), index
 
-    def _held_wrap(self, caller: ModuleSummary, held: Held) -> Optional[str]:
-        """The data-parallel wrap (its callee in full) that a name a caller passes holds in
-        some arm before the call (`Held`): a DDP/FSDP call of its own, or a call of a
-        project helper that returns one. None when it holds no wrap, or anything unknown,
-        or two different wraps."""
+    def _held_model(self, caller: ModuleSummary, held: Held) -> Optional[tuple[str, Optional[int]]]:
+        """The data-parallel wrap or DeepSpeed engine (its callee in full, the element taken
+        of what it returns) that a name a caller passes holds in some arm before the call
+        (`Held`): a DDP/FSDP call of its own, `deepspeed.initialize(...)`'s first element,
+        or a call of a project helper that returns a wrap. None when it holds none of
+        them, or anything unknown, or two different ones."""
         if held is None:
             return None
-        wraps: set[Optional[str]] = set()
+        models: set[Optional[tuple[str, Optional[int]]]] = set()
         for callee, index in held:
             if not callee:
                 continue  # a value that is no call: what it held before counts
+            full = _qualified_callee(caller, callee)
             if callee.rpartition(".")[2] in WRAP_CALLEES:
-                wraps.add(_qualified_callee(caller, callee) if index is None else None)
+                models.add((full, None) if full is not None and index is None else None)
+                continue
+            if full is not None and full.endswith("deepspeed.initialize"):
+                models.add((full, 0) if index == 0 else None)
                 continue
             if wraps_otherwise(callee):
-                return None  # `deepspeed.initialize(...)`, `accelerator.prepare(model)`: an engine, unknown here
+                return None  # `accelerator.prepare(model)`, `fabric.setup(model)`: unknown here
             returned = None
             if not callee.endswith("()") and not callee.startswith("self.") and callee.partition(".")[0] in caller.imports:
                 returned = self._returned_call(caller, callee, index, 1)
-            if returned is not None and (_dotted(returned.func) or "").rpartition(".")[2] in WRAP_CALLEES:
-                wraps.add(_dotted(returned.func))
+            wrap = _dotted(returned.func) if returned is not None else None
+            if wrap is not None and wrap.rpartition(".")[2] in WRAP_CALLEES:
+                models.add((wrap, None))
             elif index is not None:
                 return None  # an element of what another call returns (`model, opt = setup(...)`): unknown
-        return wraps.pop() if len(wraps) == 1 else None
+        return models.pop() if len(models) == 1 else None
 
     def _names_of(self, module: ModuleSummary, path: str, function: str) -> set[str]:
         """The dotted names under which `module` (at `path`) calls this module's `function`
