@@ -484,14 +484,17 @@ class ProjectView:
                 continue
             if wraps_otherwise(callee):
                 return None  # `accelerator.prepare(model)`, `fabric.setup(model)`: unknown here
-            returned = None
+            returned, builder = None, None
             if not callee.endswith("()") and not callee.startswith("self.") and callee.partition(".")[0] in caller.imports:
                 returned = self._returned_call(caller, callee, index, 1)
+                builder = self.symbol(caller, callee)
             wrap = _dotted(returned.func) if returned is not None else None
             if wrap is not None and wrap.rpartition(".")[2] in WRAP_CALLEES:
                 models.add((wrap, None))
-            elif index is not None:
-                return None  # an element of what another call returns (`model, opt = setup(...)`): unknown
+            elif index is not None and not (type(builder) is FunctionSummary and WRAP not in builder.effects):
+                # an element of what another call returns (`model, opt = setup(...)`): unknown, unless
+                # a project builder that wraps nothing made it (`model, criterion = build_model(args)`)
+                return None
         return models.pop() if len(models) == 1 else None
 
     def _names_of(self, module: ModuleSummary, path: str, function: str) -> set[str]:
