@@ -758,19 +758,111 @@ def test_in_a_check_run_an_importer_of_several_helper_modules_is_analysed_once(t
 
 @pytest.mark.parametrize("body, argument, holds", [
     ("model = build()\n    model = torch.nn.parallel.DistributedDataParallel(model)", "model",
-     "torch.nn.parallel.DistributedDataParallel"),
-    ("model = build()\n    if args.distributed:\n        model = DDP(model)", "model", "DDP"),
-    ("model = build()", "model", ""),
-    ("model = build()\n    model, opt, _, _ = deepspeed.initialize(model=model)\n    model = DDP(model)", "model", None),
+     (("build", None), ("torch.nn.parallel.DistributedDataParallel", None))),
+    ("model = build()\n    if args.distributed:\n        model = DDP(model)", "model", (("build", None), ("DDP", None))),
+    ("model = build()", "model", (("build", None),)),
+    ("model = net", "model", (("", None),)),
+    ("model = build()\n    model, opt, _, _ = deepspeed.initialize(model=model)\n    model = DDP(model)", "model",
+     (("build", None), ("deepspeed.initialize", 0), ("DDP", None))),
+    ("model, opt = setup_ddp(build(), opt)", "model", (("setup_ddp", 0),)),
     ("pass", "model", None),  # a parameter of the caller: unknown
-    ("model = build()\n    model, opt = amp.initialize(model, opt)\n    model = DDP(model)", "model", "DDP"),
-    ("model = DDP(build())", "model.module", ""),
-    ("model = build()\n    model = DDP(model)\n    model = build()", "model", "DDP"),  # a wrap in some arm before the call
+    ("for model in models:\n        pass", "model", None),
+    ("model = build()\n    model, opt = amp.initialize(model, opt)\n    model = DDP(model)", "model",
+     (("build", None), ("DDP", None))),
+    ("model = DDP(build())", "model.module", (("", None),)),
+    ("model = build()\n    model = DDP(model)\n    model = build()", "model", (("build", None), ("DDP", None))),
 ])
 def test_what_a_caller_passes_is_read_from_its_own_bindings_before_the_call(body: str, argument: str, holds) -> None:
-    from accumlint.project.index import _argument_wraps
+    from accumlint.project.summary import summarize
 
     text = f"def main(args, model=None):\n    {body}\n    train({argument})\n"
     last = text.count("\n")
-    (passed,) = [positional for callee, line, positional, _ in _argument_wraps(text) if callee == "train" and line == last]
-    assert passed == (holds,)
+    passes = summarize("main.py", text).passes()
+    (passed,) = [call.positional for call in passes if call.callee == "train" and call.line == last]
+    assert len(passed) == 1
+    assert (None if passed[0] is None else set(passed[0])) == (None if holds is None else set(holds))
+
+
+DDP_LOOP = '''import torch
+
+
+def fit(net, loader, opt, k):
+    opt.zero_grad()
+    for i, (x, y) in enumerate(loader):
+        loss = torch.nn.functional.cross_entropy(net(x), y) / k
+        loss.backward()
+        if (i + 1) % k == 0:
+            opt.step()
+            opt.zero_grad()
+'''
+DDP_CALLER = '''import torch
+from torch.nn.parallel import DistributedDataParallel
+{imports}
+
+
+def main(net, loader):
+    net = DistributedDataParallel(net)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    {call}
+'''
+
+
+def test_cache_rechecks_a_loop_module_when_a_caller_without_a_loop_appears(tmp_path: Path) -> None:
+    """The loop module's cached result read no file of a caller added later, one that holds
+    no loop: the callers it had are part of what the result depends on."""
+    root = tmp_path / "proj"
+    _write(root / "pyproject.toml", "")
+    _write(root / "loops.py", DDP_LOOP)
+    cache = tmp_path / "cache"
+    code, output = _run("check", "--cache-dir", str(cache), "loops.py", cwd=root)
+    assert code == 0, output
+    _write(root / "launch.py", DDP_CALLER.format(imports="from loops import fit as run", call="run(net, loader, opt, 4)"))
+    code, output = _run("check", "--cache-dir", str(cache), "loops.py", cwd=root)
+    assert code == 1 and "loops.py:8:9: GA401" in output, output
+    (root / "launch.py").unlink()
+    code, output = _run("check", "--cache-dir", str(cache), "loops.py", cwd=root)
+    assert code == 0, output
+
+
+@pytest.mark.parametrize("imports, call, found", [
+    ("from loops import fit as run", "run(net, loader, opt, 4)", True),
+    ("import loops as L", "L.fit(net, loader, opt, 4)", True),
+    ("from loops import fit", "fit(net=net, loader=loader, opt=opt, k=4)", True),
+    ("from loops import fit", "fit(net.module, loader, opt, 4)", False),  # the unwrapped module
+    ("from loops import fit", "fit(*[net, loader, opt, 4])", False),  # positions unknown
+    ("from loops import fit", "run = fit\n    run(net, loader, opt, 4)", False),  # named otherwise: callers unknown
+    ("from loops import fit", "pool.map(fit, [net])", False),  # handed on as a callback
+    ("from other import fit", "fit(net, loader, opt, 4)", False),  # another module's function of that name
+])
+def test_a_caller_of_the_loop_function_is_read_under_any_name(tmp_path: Path, imports: str, call: str, found: bool) -> None:
+    root = tmp_path / "proj"
+    _write(root / "pyproject.toml", "")
+    loops = _write(root / "loops.py", DDP_LOOP)
+    _write(root / "other.py", "def fit(*args, **kwargs):\n    pass\n")
+    _write(root / "launch.py", DDP_CALLER.format(imports=imports, call=call))
+    assert _codes(loops) == ([(8, "GA401")] if found else [])
+
+
+def test_the_loop_modules_own_call_of_its_function_leaves_the_callers_unknown(tmp_path: Path) -> None:
+    """A `main()` beside the loop that calls it with a plain model: what other modules pass
+    is not all that reaches the parameter."""
+    root = tmp_path / "proj"
+    _write(root / "pyproject.toml", "")
+    loops = _write(root / "loops.py", DDP_LOOP + "\n\ndef debug(net, loader, opt):\n    fit(net, loader, opt, 2)\n")
+    _write(root / "launch.py", DDP_CALLER.format(imports="from loops import fit", call="fit(net, loader, opt, 4)"))
+    assert _codes(loops) == []
+    _write(loops, DDP_LOOP)
+    assert _codes(loops) == [(8, "GA401")]
+
+
+def test_an_unreadable_module_that_may_call_the_loop_function_leaves_it_unknown(tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    _write(root / "pyproject.toml", "")
+    loops = _write(root / "loops.py", DDP_LOOP)
+    _write(root / "launch.py", DDP_CALLER.format(imports="from loops import fit", call="fit(net, loader, opt, 4)"))
+    assert _codes(loops) == [(8, "GA401")]
+    _write(root / "legacy.py", "from loops import fit\nprint 'fit', fit\n")
+    from accumlint.project import importers
+
+    importers.forget()  # the scan of the tree serves a few seconds outside a run
+    assert _codes(loops) == []

@@ -466,12 +466,14 @@ def _bound_by_callers(facts: ModuleFacts, project: "ProjectView") -> None:
     """`def train_one_epoch(model, loader, optimizer, ...)` holding a training loop, with
     `model` called there (`model(samples)`) and never rebound: when every project caller
     passes a data-parallel wrap (`model = DDP(model, ...)` in main.py, then
-    `train_one_epoch(model, ...)`), the parameter holds that wrap, a binding whose
-    statement is the function itself."""
+    `train_one_epoch(model, ...)`) or a DeepSpeed engine, the parameter holds it, a
+    binding whose statement is the function itself."""
     trains = {id(function) for site in facts.loops for function in site.ancestors if type(function) is cst.FunctionDef}
     for name, function in facts.functions.items():
         if id(function) not in trains or facts.class_of.get(function) is not None:
             continue
+        if _called_here(facts, name):
+            continue  # its own module calls it too: what it passes there is not asked here
         called: Optional[set[str]] = None
         for position, param in enumerate(function.params.params):
             parameter = param.name.value
@@ -482,9 +484,58 @@ def _bound_by_callers(facts: ModuleFacts, project: "ProjectView") -> None:
                           if type(node.func) is cst.Name}
             if parameter not in called:
                 continue  # only a model the function calls (`model(x)`) is asked about
-            wrap = project.caller_wrap(name, parameter, position)
-            if wrap is not None:
-                facts.bindings.setdefault(parameter, []).append(Binding(parameter, wrap, None, function))
+            model = project.caller_model(name, parameter, position)
+            if model is not None:
+                facts.bindings.setdefault(parameter, []).append(Binding(parameter, model[0], model[1], function))
+    for name, cls in facts.classes.items():
+        if facts.parents.get(id(cls)) is facts.module and any(cls in site.ancestors for site in facts.loops) \
+                and not _called_here(facts, name):
+            _attributes_bound_by_callers(facts, project, name, cls)
+
+
+def _attributes_bound_by_callers(facts: ModuleFacts, project: "ProjectView", name: str, cls: cst.ClassDef) -> None:
+    """`class Trainer:` whose `__init__(self, model, ...)` keeps `self.model = model` and
+    whose loop calls `self.model(...)`: when every project caller builds it with a
+    data-parallel wrap (`Trainer(model, ...)` or `Trainer(model=model, ...)` after `model =
+    DDP(model, ...)` in main.py), the attribute holds that wrap, a binding whose statement
+    is the class. An attribute the class binds anywhere else, or a parameter `__init__`
+    rebinds, stays as the module shows it."""
+    init = next((s for s in cls.body.body if type(s) is cst.FunctionDef and s.name.value == "__init__"), None)
+    if init is None or not init.params.params:
+        return
+    called = {dotted(node.func) for node in walk(cls.body) if type(node) is cst.Call}
+    for position, param in enumerate(init.params.params[1:]):
+        parameter = param.name.value
+        if any(facts.enclosing_function(b.statement) is init for b in facts.bindings.get(parameter, ())):
+            continue  # rebound in `__init__`: the caller's value is not what it keeps
+        for statement in init.body.body:
+            kept = statement.body[0] if type(statement) is cst.SimpleStatementLine and len(statement.body) == 1 else None
+            if type(kept) is not cst.Assign or len(kept.targets) != 1 or dotted(kept.value) != parameter:
+                continue
+            attribute = dotted(kept.targets[0].target)
+            if attribute is None or not attribute.startswith("self.") or attribute.count(".") != 1 or attribute not in called:
+                continue  # only a model the class calls (`self.model(x)`) is asked about
+            bound = [b for b in facts.bindings.get(attribute, ()) if _class_of_node(facts, b.statement) is cls]
+            if len(bound) != 1 or bound[0].value is not kept.value:
+                continue  # the class binds it elsewhere too (`self.model = DDP(self.model)`)
+            model = project.caller_model(name, parameter, position)
+            if model is not None:
+                facts.bindings[attribute].append(Binding(attribute, model[0], model[1], cls))
+
+
+def _called_here(facts: ModuleFacts, name: str) -> bool:
+    """Whether the module calls its own `name` (`train(model)` in its `main()`), or derives a
+    class from it: what reaches the parameter there is not what other modules pass."""
+    return any(type(call.func) is cst.Name and call.func.value == name for call in facts.calls) or any(
+        dotted(base.value) == name for cls in facts.classes.values() for base in cls.bases)
+
+
+def _class_of_node(facts: ModuleFacts, node: cst.CSTNode) -> Optional[cst.ClassDef]:
+    """The class whose method holds `node` (None: a module-level function or module level)."""
+    function = facts.enclosing_function(node)
+    while function is not None and function not in facts.class_of:
+        function = facts.enclosing_function(function)
+    return facts.class_of.get(function) if function is not None else None
 
 
 def _inherited_wraps(facts: ModuleFacts, project: "ProjectView") -> None:

@@ -40,7 +40,7 @@ class _Scan:
     """The project files read, and what is learnt of them as it is asked for (it goes with the scan)."""
 
     __slots__ = ("texts", "paths", "looped", "complete", "by_name", "mentions", "calls", "digests", "candidates",
-                 "memo", "all_index", "through")
+                 "memo", "all_index", "through", "callers")
 
     def __init__(self, texts: dict[str, str], complete: bool) -> None:
         self.texts = texts  # path -> text of every project file read
@@ -56,6 +56,7 @@ class _Scan:
         self.all_index: Optional[dict[str, list[str]]] = None  # module name -> every file whose import lines mention it (`_middles`)
         # (path, functions) -> loop file -> the module between: see `importers_through`
         self.through: dict[tuple[str, frozenset[str]], dict[str, str]] = {}
+        self.callers: dict[tuple[str, str], list[tuple[str, str]]] = {}  # see `callers_of`
 
 
 def _scan(root: str) -> _Scan:
@@ -161,6 +162,28 @@ def candidate_importers(root: str, path: str, functions: list[str]) -> list[tupl
     of `functions` in a loop: their import lines name its module and they call the
     function. Resolving their imports decides."""
     return _candidates(_scanned(root), path, functions) if functions else []
+
+
+def callers_of(root: str, path: str, function: str) -> Optional[list[tuple[str, str]]]:
+    """(path, text) of every project file, with a loop or not, that may call the module at
+    `path`'s `function`: its import lines name the module and its text names the function
+    (`from engine import train_one_epoch as fit`, `E.train_one_epoch(...)`, `main()` that
+    calls it once). Resolving their imports decides. None when the tree was too large to
+    read whole: a caller may be among the files not read."""
+    scan = _scanned(root)
+    return _callers(scan, path, function) if scan.complete else None
+
+
+def _callers(scan: _Scan, path: str, function: str) -> list[tuple[str, str]]:
+    found = scan.callers.get((path, function))
+    if found is None:
+        target = os.path.abspath(path)
+        mention = re.compile(rf"(?<!\w){re.escape(function)}(?!\w)")
+        found = scan.callers[(path, function)] = [
+            (other, scan.texts[other]) for other in _middles(scan, _stem(path))
+            if os.path.abspath(other) != target and function in scan.texts[other] and mention.search(scan.texts[other])
+        ]
+    return found
 
 
 def importers_through(root: str, path: str, functions: list[str]) -> dict[str, str]:
@@ -322,34 +345,52 @@ _CALL_AFTER = re.compile(r"\s*\(")
 IMPORTERS = "importers-of:"
 
 
-def dependency(root: str, path: str, functions: list[str]) -> tuple[str, str]:
+def dependency(root: str, path: str, functions: list[str], callers: bool = False) -> tuple[str, str]:
     """(key, fingerprint) of the importers a module's helpers have now: the files that
-    `candidate_importers` finds, with a hash of each one's text. A result cache stores it
-    beside the files the analysis read, so that a file that starts (or stops) importing
-    the module, which is none of those, makes the module's result stale (`unchanged`)."""
-    key = IMPORTERS + json.dumps([root, os.path.abspath(path), sorted(set(functions))])
-    return key, _fingerprint(root, path, functions)
+    `candidate_importers` finds (with `callers`, those `callers_of` finds for the one
+    function), with a hash of each one's text. A result cache stores it beside the files
+    the analysis read, so that a file that starts (or stops) importing the module, which
+    is none of those, makes the module's result stale (`unchanged`)."""
+    asked: list = [root, os.path.abspath(path), sorted(set(functions))]
+    if callers:
+        asked.append(_CALLERS)
+    return IMPORTERS + json.dumps(asked), _fingerprint(root, path, functions, callers)
+
+
+# The mark of a `dependency` on `callers_of`.
+_CALLERS = "callers"
 
 
 def unchanged(key: str, fingerprint: str) -> bool:
     """Whether a `dependency` still holds (False for a key it did not make)."""
     try:
-        root, path, functions = json.loads(key[len(IMPORTERS):])
+        asked = json.loads(key[len(IMPORTERS):])
     except (ValueError, TypeError):
         return False
-    if not key.startswith(IMPORTERS) or not (isinstance(root, str) and isinstance(path, str) and isinstance(functions, list)):
+    if not key.startswith(IMPORTERS) or not isinstance(asked, list) or len(asked) not in (3, 4):
         return False
-    return _fingerprint(root, path, [str(f) for f in functions]) == fingerprint
+    root, path, functions = asked[:3]
+    callers = asked[3:] == [_CALLERS]
+    if len(asked) == 4 and not callers:
+        return False
+    if not (isinstance(root, str) and isinstance(path, str) and isinstance(functions, list)):
+        return False
+    if callers and len(functions) != 1:
+        return False
+    return _fingerprint(root, path, [str(f) for f in functions], callers) == fingerprint
 
 
-def _fingerprint(root: str, path: str, functions: list[str]) -> str:
+def _fingerprint(root: str, path: str, functions: list[str], callers: bool = False) -> str:
     digest = hashlib.sha256()
     scan = _scanned(root)
-    for other, text in sorted(_candidates(scan, path, functions)):
+    found = _callers(scan, path, functions[0]) if callers else _candidates(scan, path, functions)
+    for other, text in sorted(found):
         text_digest = scan.digests.get(other)
         if text_digest is None:
             text_digest = scan.digests[other] = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
         digest.update(f"{other}\0{text_digest}\0".encode())
+    if callers and not scan.complete:
+        digest.update(b"incomplete")
     return digest.hexdigest()
 
 

@@ -34,8 +34,9 @@ from accumlint.project.summary import (
     ClassSummary,
     FunctionSummary,
     ModuleSummary,
-    ast_dotted,
+    Held,
     imports_and_configs,
+    wraps_otherwise,
     summarize,
 )
 
@@ -412,38 +413,89 @@ class ProjectView:
             return None
         return self._returned_call(owner, name, inner_index, depth + 1)
 
-    def caller_wrap(self, function: str, parameter: str, position: int) -> Optional[cst.Call]:
-        """The data-parallel wrap that every project caller of this module's top-level
-        `function` passes as its `parameter` (at `position`, or by keyword): the loop in
-        engine.py's `train_one_epoch(model, ...)`, called from main.py after `model =
-        DistributedDataParallel(model, ...)` (also under `if args.distributed:`), trains a
-        wrapped model. The wrap is written with its callee in full. None when a caller
-        passes anything else (`model.module`, a plain model, a name the caller does not
-        bind), when callers wrap differently, or when no caller is found: unknown."""
-        from accumlint.project.importers import candidate_importers
+    def caller_model(self, function: str, parameter: str, position: int) -> Optional[tuple[cst.Call, Optional[int]]]:
+        """The model that every project caller of this module's top-level `function` (a
+        function, or a class whose `__init__` takes the parameter) passes as its
+        `parameter` (at `position`, or by keyword), when it is a data-parallel wrap or a
+        DeepSpeed engine: the loop in engine.py's `train_one_epoch(model, ...)`, called
+        from main.py after `model = DistributedDataParallel(model, ...)` (also under `if
+        args.distributed:`, or through a project helper that returns such a wrap, `model =
+        wrap_ddp(model)`), trains a wrapped model; after `engine, opt, _, _ =
+        deepspeed.initialize(...)`, an engine. Callers are every module that imports this
+        one and names the function, under any alias, inside a loop or not. The call is
+        written with its callee in full, with the element taken of what it returns (0 for
+        the engine). None when a caller passes anything else (`model.module`, a plain
+        model, a name the caller does not bind), when callers disagree, when no caller is
+        found, or when the project was too large to read whole: unknown."""
+        from accumlint.project.importers import callers_of, dependency
 
-        wraps: set[str] = set()
-        for other, text in candidate_importers(self.root, self.path, [function]):
+        found = callers_of(self.root, self.path, function)
+        key, fingerprint = dependency(self.root, self.path, [function], callers=True)
+        self.reads[key] = fingerprint  # a module that starts (or stops) calling it changes the answer
+        if found is None:
+            return None
+        models: set[tuple[str, Optional[int]]] = set()
+        for other, _ in found:
             entry = self.index.entry(other)
             if entry is None or entry.summary.error is not None:
-                continue
+                return None  # a module that may call it cannot be read: what it passes is unknown
             callees = self._names_of(entry.summary, other, function)
             if not callees:
                 continue  # it names another module's function of that name
             self.reads[other] = entry.digest
-            for callee, _, positional, keywords in _argument_wraps(text):
-                if callee not in callees:
+            if callees & entry.summary.named_otherwise():
+                return None  # also named otherwise (a base class, a callback handed on): callers unknown
+            for call in entry.summary.passes():
+                if call.callee not in callees:
                     continue
-                passed = keywords.get(parameter, positional[position] if position < len(positional) else None)
-                if passed is None:
+                if parameter in call.keywords:
+                    passed = call.keywords[parameter]
+                elif position < len(call.positional):
+                    passed = call.positional[position]
+                else:
+                    return None  # `*args`, `**options`, or left to its default: unknown
+                model = self._held_model(entry.summary, passed)
+                if model is None:
                     return None
-                full = _qualified_callee(entry.summary, passed)
-                if full is None:
-                    return None
-                wraps.add(full)
-        if len(wraps) != 1:
+                models.add(model)
+        if len(models) != 1:
             return None
-        return self.adopt(cast(cst.Call, cst.parse_expression(f"{wraps.pop()}({parameter})")))
+        callee, index = models.pop()
+        return self.adopt(cast(cst.Call, cst.parse_expression(f"{callee}({parameter})"))), index
+
+    def _held_model(self, caller: ModuleSummary, held: Held) -> Optional[tuple[str, Optional[int]]]:
+        """The data-parallel wrap or DeepSpeed engine (its callee in full, the element taken
+        of what it returns) that a name a caller passes holds in some arm before the call
+        (`Held`): a DDP/FSDP call of its own, `deepspeed.initialize(...)`'s first element,
+        or a call of a project helper that returns a wrap. None when it holds none of
+        them, or anything unknown, or two different ones."""
+        if held is None:
+            return None
+        models: set[Optional[tuple[str, Optional[int]]]] = set()
+        for callee, index in held:
+            if not callee:
+                continue  # a value that is no call: what it held before counts
+            full = _qualified_callee(caller, callee)
+            if callee.rpartition(".")[2] in WRAP_CALLEES:
+                models.add((full, None) if full is not None and index is None else None)
+                continue
+            if full is not None and full.endswith("deepspeed.initialize"):
+                models.add((full, 0) if index == 0 else None)
+                continue
+            if wraps_otherwise(callee):
+                return None  # `accelerator.prepare(model)`, `fabric.setup(model)`: unknown here
+            returned, builder = None, None
+            if not callee.endswith("()") and not callee.startswith("self.") and callee.partition(".")[0] in caller.imports:
+                returned = self._returned_call(caller, callee, index, 1)
+                builder = self.symbol(caller, callee)
+            wrap = _dotted(returned.func) if returned is not None else None
+            if wrap is not None and wrap.rpartition(".")[2] in WRAP_CALLEES:
+                models.add((wrap, None))
+            elif index is not None and not (type(builder) is FunctionSummary and WRAP not in builder.effects):
+                # an element of what another call returns (`model, opt = setup(...)`): unknown, unless
+                # a project builder that wraps nothing made it (`model, criterion = build_model(args)`)
+                return None
+        return models.pop() if len(models) == 1 else None
 
     def _names_of(self, module: ModuleSummary, path: str, function: str) -> set[str]:
         """The dotted names under which `module` (at `path`) calls this module's `function`
@@ -718,79 +770,6 @@ def _literal(source: str) -> bool:
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return False
     return True
-
-
-# what a caller passes: the callee of the data-parallel wrap its name was bound to, or "" (plain)
-_PLAIN = ""
-
-
-@functools.lru_cache(maxsize=256)
-def _argument_wraps(text: str) -> tuple[tuple[str, int, tuple[Optional[str], ...], dict[str, Optional[str]]], ...]:
-    """Each call of a dotted name in a module's text (with its line), with what each argument holds as far
-    as the caller's own function (or module level) shows before the call: the callee of
-    the data-parallel wrap a passed name was bound to (`model = DDP(model, ...)`, in any
-    arm), `_PLAIN` for a name bound only to other values or an unwrapped `x.module`, None
-    for anything else (a parameter of the caller, an expression)."""
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return ()
-    found = []
-    scopes: list[ast.AST] = [tree] + [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
-    for scope in scopes:
-        assigned: dict[str, list[tuple[int, Optional[str]]]] = {}  # name -> (line, what it holds)
-        calls: list[ast.Call] = []
-        stack: list[ast.AST] = list(ast.iter_child_nodes(scope))
-        while stack:
-            node = stack.pop()
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-                continue
-            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-                value = node.value
-                callee = ast_dotted(value.func) if isinstance(value, ast.Call) else None
-                wrap = callee if callee is not None and callee.rpartition(".")[2] in WRAP_CALLEES else _PLAIN
-                assigned.setdefault(node.targets[0].id, []).append((node.lineno, wrap))
-            elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For, ast.With)) and not _keeps_objects(node):
-                # `model, optimizer, _, _ = deepspeed.initialize(...)`, `for model in ...`: an
-                # engine or anything else; what the name holds after it is unknown
-                targets: list[Optional[ast.expr]]
-                if isinstance(node, ast.Assign):
-                    targets = list(node.targets)
-                elif isinstance(node, ast.With):
-                    targets = [item.optional_vars for item in node.items]
-                else:
-                    targets = [node.target]
-                for target in targets:
-                    for name in ast.walk(target) if target is not None else ():
-                        if isinstance(name, ast.Name):
-                            assigned.setdefault(name.id, []).append((node.lineno, None))
-            if isinstance(node, ast.Call) and ast_dotted(node.func) is not None:
-                calls.append(node)
-            stack.extend(ast.iter_child_nodes(node))
-        for call in calls:
-            def holds(arg: ast.expr) -> Optional[str]:
-                if isinstance(arg, ast.Attribute) and arg.attr == "module":
-                    return _PLAIN
-                if not isinstance(arg, ast.Name):
-                    return None
-                before = [wrap for line, wrap in assigned.get(arg.id, ()) if line < call.lineno]
-                if not before or None in before:
-                    return None
-                return next((wrap for wrap in before if wrap), _PLAIN)
-
-            positional = tuple(holds(arg) for arg in call.args if not isinstance(arg, ast.Starred))
-            if len(positional) != len(call.args):
-                positional = ()  # `f(*args)`: positions unknown
-            keywords = {k.arg: holds(k.value) for k in call.keywords if k.arg is not None}
-            found.append((cast(str, ast_dotted(call.func)), call.lineno, positional, keywords))
-    return tuple(found)
-
-
-def _keeps_objects(node: ast.AST) -> bool:
-    """`model, optimizer = amp.initialize(model, optimizer, ...)`: apex returns the objects
-    it was given, patched in place; the names hold what they held."""
-    value = node.value if isinstance(node, ast.Assign) else None
-    return isinstance(value, ast.Call) and (ast_dotted(value.func) or "").endswith("amp.initialize")
 
 
 def _qualified_callee(module: ModuleSummary, callee: str) -> Optional[str]:

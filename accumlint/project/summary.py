@@ -114,6 +114,43 @@ class ModuleSummary:
     argparse_builders: frozenset[str] = frozenset()  # functions that build or parse the parser
     config_paths: tuple[str, ...] = ()  # string literals naming a .json / .yaml file
     error: Optional[str] = None  # the module could not be parsed: nothing is known of it
+    lines: list[str] = field(default_factory=list, repr=False)  # its text, for `passes`
+    _passes: Optional[tuple[tuple["Passed", ...], frozenset[str]]] = field(default=None, repr=False)
+
+    def passes(self) -> tuple["Passed", ...]:
+        """What each call of a dotted name in the module passes (`Passed`), read once per
+        summary, when a module asks what its callers pass: most modules are never asked."""
+        return self._calls()[0]
+
+    def named_otherwise(self) -> frozenset[str]:
+        """The dotted names the module's code reads other than as the callee of a call (a
+        base class, a callback handed on, `fit = engine.train`)."""
+        return self._calls()[1]
+
+    def _calls(self) -> tuple[tuple["Passed", ...], frozenset[str]]:
+        if self._passes is None:
+            self._passes = _passes("".join(self.lines)) if self.error is None else ((), frozenset())
+        return self._passes
+
+
+# What a name passed as an argument holds as far as the caller's own function (or module
+# level) shows before the call: the dotted callee of each call it was bound to (with the
+# element taken of a tuple-returning call: `model, opt = setup(model, opt)` gives
+# ("setup", 0)), ("", None) for a value that is no call (or an unwrapped `x.module`);
+# None for anything else (a parameter of the caller, a `for` target, an expression).
+Held = Optional[tuple[tuple[str, Optional[int]], ...]]
+HELD_PLAIN: tuple[tuple[str, Optional[int]], ...] = (("", None),)
+
+
+@dataclass(frozen=True)
+class Passed:
+    """One call of a dotted name: its callee as written, its line, and what each argument
+    holds (`Held`), by position (empty when a `*args` makes positions unknown) and keyword."""
+
+    callee: str
+    line: int
+    positional: tuple[Held, ...]
+    keywords: dict[str, Held]
 
 
 def imports_and_configs(path: str, text: str, module) -> ModuleSummary:
@@ -160,7 +197,88 @@ def summarize(path: str, text: str) -> ModuleSummary:
         summary.argparse_builders = frozenset(builders)
         summary.argparse_defaults = defaults
     summary.config_paths = tuple(sorted(set(CONFIG_LITERAL.findall(text))))
+    summary.lines = lines
     return summary
+
+
+def _passes(text: str) -> tuple[tuple[Passed, ...], frozenset[str]]:
+    """Each call of a dotted name in a module's text (`Passed`), with what each argument
+    holds before the call in the caller's own function (or at module level); and the
+    dotted names its code reads other than as a callee."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return (), frozenset()
+    callees = {id(node.func) for node in _walk(tree) if type(node) is ast.Call}
+    others = frozenset(name for node in _walk(tree) if type(node) in (ast.Name, ast.Attribute) and id(node) not in callees
+                       and (name := ast_dotted(node)) is not None)
+    found: list[Passed] = []
+    scopes: list[ast.AST] = [tree] + [n for n in _walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    for scope in scopes:
+        assigned: dict[str, list[tuple[int, Optional[tuple[str, Optional[int]]]]]] = {}  # name -> (line, what it holds)
+        calls: list[ast.Call] = []
+        stack: list[ast.AST] = list(ast.iter_child_nodes(scope))
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                continue
+            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor, ast.With,
+                                 ast.AsyncWith, ast.NamedExpr)):
+                for name, held in _bound_by(node):
+                    assigned.setdefault(name, []).append((node.lineno, held))
+            if isinstance(node, ast.Call) and ast_dotted(node.func) is not None:
+                calls.append(node)
+            stack.extend(ast.iter_child_nodes(node))
+        for call in calls:
+            def holds(arg: ast.expr) -> Held:
+                if isinstance(arg, ast.Attribute) and arg.attr == "module":
+                    return HELD_PLAIN
+                if not isinstance(arg, ast.Name):
+                    return None
+                before = [held for line, held in assigned.get(arg.id, ()) if line < call.lineno]
+                if not before or None in before:
+                    return None
+                return tuple(dict.fromkeys(held for held in before if held is not None))
+
+            positional = tuple(holds(arg) for arg in call.args if not isinstance(arg, ast.Starred))
+            if len(positional) != len(call.args):
+                positional = ()  # `f(*args)`: positions unknown
+            keywords = {k.arg: holds(k.value) for k in call.keywords if k.arg is not None}
+            found.append(Passed(ast_dotted(call.func) or "", call.lineno, positional, keywords))
+    return tuple(found), others
+
+
+def _bound_by(node: ast.AST) -> list[tuple[str, Optional[tuple[str, Optional[int]]]]]:
+    """The names a statement binds, with what each holds after it (see `Held`): the callee
+    of a call (`model = DDP(model)`, `model, opt = setup(model, opt)` with the element's
+    index), ("", None) for a value that is no call, None for what is unknown (a `for` or
+    `with` target, a starred or nested target). apex's `amp.initialize` returns the
+    objects it was given, patched in place: the names hold what they held (nothing bound)."""
+    value = getattr(node, "value", None)
+    callee = ast_dotted(value.func) if isinstance(value, ast.Call) else None
+    if isinstance(node, ast.Assign) and (callee or "").endswith("amp.initialize"):
+        return []
+    if isinstance(node, ast.Assign) and len(node.targets) == 1:
+        target = node.targets[0]
+        if isinstance(target, ast.Name):
+            return [(target.id, (callee, None) if callee is not None else ("", None))]
+        if isinstance(target, (ast.Tuple, ast.List)) and callee is not None and not any(
+                isinstance(e, ast.Starred) for e in target.elts):
+            bound: list[tuple[str, Optional[tuple[str, Optional[int]]]]] = []
+            for position, element in enumerate(target.elts):
+                if isinstance(element, ast.Name):
+                    bound.append((element.id, (callee, position)))
+                else:
+                    bound.extend((n.id, None) for n in _walk(element) if isinstance(n, ast.Name))
+            return bound
+    targets: list[Optional[ast.AST]]
+    if isinstance(node, ast.Assign):
+        targets = list(node.targets)
+    elif isinstance(node, (ast.With, ast.AsyncWith)):
+        targets = [item.optional_vars for item in node.items]
+    else:
+        targets = [getattr(node, "target", None)]
+    return [(n.id, None) for target in targets if target is not None for n in _walk(target) if isinstance(n, ast.Name)]
 
 
 def _expression(node: ast.AST, lines: list[str]) -> Optional[str]:
@@ -223,6 +341,12 @@ def ast_dotted(node: ast.AST) -> Optional[str]:
     return ".".join(reversed(parts))
 
 
+def wraps_otherwise(callee: str) -> bool:
+    """A call that hands back a distributed engine of its own rather than a DDP/FSDP module
+    (`deepspeed.initialize(...)`, `accelerator.prepare(model)`, `fabric.setup(model)`)."""
+    return "deepspeed.initialize" in callee or (callee.rpartition(".")[2] in _PREPARE and "." in callee)
+
+
 def _function(name: str, node: ast.FunctionDef, lines: list[str]) -> FunctionSummary:
     effects: set[str] = set()
     first = min([node.lineno] + [d.lineno for d in node.decorator_list])
@@ -239,7 +363,7 @@ def _function(name: str, node: ast.FunctionDef, lines: list[str]) -> FunctionSum
                 effects.add(STEP)
             elif tail == "zero_grad":
                 effects.add(ZEROING)
-            elif tail in WRAP_CALLEES or "deepspeed.initialize" in callee or (tail in _PREPARE and "." in callee):
+            elif tail in WRAP_CALLEES or wraps_otherwise(callee):
                 effects.add(WRAP)
             elif tail in _SYNC:
                 effects.add(SYNC_CONTROL)
