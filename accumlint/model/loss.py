@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from typing import Final, Literal, Optional
+from typing import Final, Literal, Optional, cast
 
 import libcst as cst
 
@@ -256,6 +256,10 @@ class LossReader:
                         Scaling("inverse" if inverse is not None else op, inverse or factor, small, statement, True)
                     ))
                 self._trace(loop, statement, expr, flow, depth + 1)
+                if type(small) is cst.AugAssign and type(small.operator) is cst.AddAssign and _empty_sum(flow.origin):
+                    # `loss = 0` then `loss += criterion(out, y)` per head: the loss is the sum of its terms
+                    flow.origin, flow.origin_statement = small.value, statement
+                    flow.reduction = self.reduction(small.value, loop.function, flow)
                 return
             value = small.value
             if type(small) is cst.Assign and type(small.targets[0].target) in (cst.Tuple, cst.List):
@@ -416,6 +420,11 @@ class LossReader:
             return UNKNOWN
         if tail in ("mean", "nanmean"):
             return MEAN
+        term = _summed_term(call)
+        if term is not None and not self.facts.values_of("sum"):
+            # builtin `sum(criterion(o, y) for o in outputs)`: a sum of per-head losses, each
+            # reduced as its own term is, not a sum over samples
+            return self.reduction(term, function, None, depth + 1)
         if tail in ("sum", "nansum"):
             return SUM
         token = tail == "cross_entropy" or "CrossEntropy" in tail or self.objects.kind_of(call.func) == "loss"
@@ -484,6 +493,19 @@ class LossReader:
         if self.lm_module is None:
             self.lm_module = bool(_LM_CLASS.search(self.facts.text))
         return self.lm_module
+
+
+def _empty_sum(node: Optional[cst.BaseExpression]) -> bool:
+    """`0` or `0.0`: where a loss summed term by term (`loss += ...`) starts."""
+    return type(node) in (cst.Integer, cst.Float) and float(cast("cst.Integer | cst.Float", node).value) == 0
+
+
+def _summed_term(call: cst.Call) -> Optional[cst.BaseExpression]:
+    """The element of the builtin `sum(<term> for ...)` / `sum([<term> for ...])`."""
+    if type(call.func) is not cst.Name or call.func.value != "sum" or not call.args or call.args[0].keyword is not None:
+        return None
+    argument = call.args[0].value
+    return argument.elt if type(argument) in (cst.GeneratorExp, cst.ListComp) else None
 
 
 def _amp_scaled_loss(statement: Statement, name: str) -> Optional[cst.Call]:
