@@ -257,9 +257,7 @@ class LossReader:
                     ))
                 self._trace(loop, statement, expr, flow, depth + 1)
                 if type(small) is cst.AugAssign and type(small.operator) is cst.AddAssign and _empty_sum(flow.origin):
-                    # `loss = 0` then `loss += criterion(out, y)` per head: the loss is the sum of its terms
-                    flow.origin, flow.origin_statement = small.value, statement
-                    flow.reduction = self.reduction(small.value, loop.function, flow)
+                    self._add_term(loop, statement, small.value, name, flow)
                 return
             value = small.value
             if type(small) is cst.Assign and type(small.targets[0].target) in (cst.Tuple, cst.List):
@@ -283,6 +281,21 @@ class LossReader:
         flow.origin = expr
         flow.origin_statement = before
         flow.reduction = self.reduction(expr, loop.function, flow)
+
+    def _add_term(self, loop: TrainingLoop, statement: Statement, term: cst.BaseExpression, name: str,
+                  flow: LossFlow) -> None:
+        """`loss = 0` then `loss += criterion(out, y)` per head: a loss summed term by term
+        is reduced as its terms are. The first term after the `0` sets the reduction; a later
+        one of another known kind makes it unknown, an unknown one leaves it (as a term
+        added to a known loss does). The origin stays the `0`: the terms are not one
+        expression whose names the backward's graph holds."""
+        kind = self.reduction(term, loop.function, flow)
+        previous = _last_definition(loop.statements, statement, name)
+        first = previous is not None and type(previous[1]) is cst.Assign and _empty_sum(previous[1].value)
+        if first:
+            flow.reduction, flow.origin_statement = kind, statement
+        elif kind != UNKNOWN and kind != flow.reduction:
+            flow.reduction = UNKNOWN
 
     def _read_factor(self, scaling: Scaling) -> Scaling:
         """`loss * self.loss_scale` where every binding of the factor is `1 / K`
