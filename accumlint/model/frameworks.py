@@ -192,11 +192,25 @@ class Frameworks:
     def accumulate_item(self, statement: "Statement") -> Optional[cst.Call]:
         """The innermost `accelerator.accumulate(...)` call whose `with` holds the statement."""
         for item in reversed(statement.withs):
-            value = item.item
-            if type(value) is cst.Call and type(value.func) is cst.Attribute:
-                if value.func.attr.value == "accumulate" and self.objects.kind_of(value.func.value) == "accelerator":
-                    return value
+            call = self.accumulate_of(item)
+            if call is not None:
+                return call
         return None
+
+    def accumulate_of(self, item: cst.WithItem) -> Optional[cst.Call]:
+        """The `accelerator.accumulate(...)` call a `with` item enters: written in the item,
+        or bound to a plain name first (`ctx = accelerator.accumulate(model)` then
+        `with ctx:`) when every binding of that name in the module is such a call."""
+        value = item.item
+        if type(value) is cst.Name:
+            bound = [b.value for b in self.facts.bindings.get(value.value, ()) if b.index is None]
+            calls = [v for v in bound if type(v) is cst.Call and self._is_accumulate(v)]
+            return calls[0] if calls and len(calls) == len(bound) else None
+        return value if type(value) is cst.Call and self._is_accumulate(value) else None
+
+    def _is_accumulate(self, call: cst.Call) -> bool:
+        return (type(call.func) is cst.Attribute and call.func.attr.value == "accumulate"
+                and self.objects.kind_of(call.func.value) == "accelerator")
 
     def accumulate_k(self, call: cst.Call) -> Optional[cst.BaseExpression]:
         """K of the Accelerator an `accumulate(...)` call belongs to (None: no K or unknown).

@@ -293,6 +293,8 @@ class LossReader:
                         Scaling("inverse" if inverse is not None else op, inverse or factor, small, statement, True)
                     ))
                 self._trace(loop, statement, expr, flow, depth + 1)
+                if type(small) is cst.AugAssign and type(small.operator) is cst.AddAssign and _empty_sum(flow.origin):
+                    self._add_term(loop, statement, small.value, name, flow)
                 return
             value = cast("cst.Assign | cst.AnnAssign", small).value  # `+=` and in-place scalings returned above
             assert value is not None  # `_last_definition` skips an annotation without a value
@@ -330,6 +332,21 @@ class LossReader:
             return None
         statement = definition[0]
         return statement if set(statement.worlds) - set(before.worlds) else None
+
+    def _add_term(self, loop: TrainingLoop, statement: Statement, term: cst.BaseExpression, name: str,
+                  flow: LossFlow) -> None:
+        """`loss = 0` then `loss += criterion(out, y)` per head: a loss summed term by term
+        is reduced as its terms are. The first term after the `0` sets the reduction; a later
+        one of another known kind makes it unknown, an unknown one leaves it (as a term
+        added to a known loss does). The origin stays the `0`: the terms are not one
+        expression whose names the backward's graph holds."""
+        kind = self.reduction(term, loop.function, flow)
+        previous = _last_definition(loop.statements, statement, name)
+        first = previous is not None and type(previous[1]) is cst.Assign and _empty_sum(previous[1].value)
+        if first:
+            flow.reduction, flow.origin_statement = kind, statement
+        elif kind != UNKNOWN and kind != flow.reduction:
+            flow.reduction = UNKNOWN
 
     def _read_factor(self, scaling: Scaling) -> Scaling:
         """`loss * self.loss_scale` where every binding of the factor is `1 / K`
@@ -467,6 +484,11 @@ class LossReader:
             return UNKNOWN
         if tail in ("mean", "nanmean"):
             return MEAN
+        term = _summed_term(call)
+        if term is not None and not self.facts.values_of("sum"):
+            # builtin `sum(criterion(o, y) for o in outputs)`: a sum of per-head losses, each
+            # reduced as its own term is, not a sum over samples
+            return self.reduction(term, function, None, depth + 1)
         if tail in ("sum", "nansum"):
             return SUM
         token = tail == "cross_entropy" or "CrossEntropy" in tail or self.objects.kind_of(call.func) == "loss"
@@ -537,6 +559,19 @@ class LossReader:
         if self.lm_module is None:
             self.lm_module = bool(_LM_CLASS.search(self.facts.text))
         return self.lm_module
+
+
+def _empty_sum(node: Optional[cst.BaseExpression]) -> bool:
+    """`0` or `0.0`: where a loss summed term by term (`loss += ...`) starts."""
+    return type(node) in (cst.Integer, cst.Float) and float(cast("cst.Integer | cst.Float", node).value) == 0
+
+
+def _summed_term(call: cst.Call) -> Optional[cst.BaseExpression]:
+    """The element of the builtin `sum(<term> for ...)` / `sum([<term> for ...])`."""
+    if type(call.func) is not cst.Name or call.func.value != "sum" or not call.args or call.args[0].keyword is not None:
+        return None
+    argument = call.args[0].value
+    return argument.elt if type(argument) in (cst.GeneratorExp, cst.ListComp) else None
 
 
 def _amp_scaled_loss(statement: Statement, name: str) -> Optional[cst.Call]:

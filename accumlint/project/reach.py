@@ -19,7 +19,7 @@ import stat
 import time
 
 from accumlint.project.modules import MAX_MODULE_BYTES, module_summary, root_of
-from accumlint.project.root import module_file, package_folder, resolve_module, search_folders
+from accumlint.project.root import module_file, own_package_folders, package_folder, resolve_module, search_folders
 from accumlint.project.summary import BACKWARD
 
 # `from a.b import c, d as e` (one line or in brackets) and `import a.b as c`
@@ -110,7 +110,7 @@ def _may_name_a_project_file(root: str, path: str, module: str, level: int) -> b
         if not head:
             return True
     else:
-        folders = search_folders(root, path)
+        folders = search_folders(root, path) + own_package_folders(root, path, head)
     return any(head in names or head + ".py" in names for names in map(_listing, folders))
 
 

@@ -256,6 +256,24 @@ def _search_folders(root: str, importer: str) -> tuple[str, ...]:
     return tuple(unique)
 
 
+def own_package_folders(root: str, importer: str, head: str) -> tuple[str, ...]:
+    """Where `head.x` is looked up when `head` is a package that holds the importer
+    (`training/loop.py` imports `training.scaler`): the folder above each enclosing folder
+    named `head`, inside the root. The script run beside that package puts that folder on
+    `sys.path` (`cd examples/image && python train.py`); a package of the same name
+    elsewhere is not what the import means."""
+    if not head.isidentifier():
+        return ()
+    found: list[str] = []
+    folder = os.path.dirname(os.path.abspath(importer))
+    while _inside(folder, root) and folder != root:
+        parent = os.path.dirname(folder)
+        if os.path.basename(folder) == head and _inside(parent, root):
+            found.append(parent)
+        folder = parent
+    return tuple(found)
+
+
 def may_name_module(root: str, importer: str, target: str, text: str) -> bool:
     """Whether an import of the module at `importer` (whose text is `text`) may resolve to the
     module file `target` (`resolve_module`, `resolve_submodule`); False only when none can,
@@ -315,7 +333,7 @@ def resolve_module(root: str, importer: str, module: str, level: int) -> Optiona
         return module_file(folder, parts)
     if not parts:
         return None
-    for folder in search_folders(root, importer):
+    for folder in search_folders(root, importer) + own_package_folders(root, importer, parts[0]):
         found = module_file(folder, parts)
         if found is not None:
             return found
@@ -340,7 +358,7 @@ def package_folder(root: str, importer: str, module: str, level: int) -> Optiona
             return None
         found = os.path.join(folder, *parts)
         return found if all(p.isidentifier() for p in parts) and os.path.isdir(found) else None
-    for folder in search_folders(root, importer):
+    for folder in search_folders(root, importer) + own_package_folders(root, importer, parts[0] if parts else ""):
         if is_package_folder(folder, parts):
             return os.path.join(folder, *parts)
     return None

@@ -48,17 +48,11 @@ def _accumulate_entries(window: Window) -> list[tuple[cst.Call, Statement]]:
     seen: set[int] = set()
     for statement in window.loop.statements:
         for item in statement.withs:
-            if id(item) not in seen and _accumulate(window, item.item):
+            call = window.objects.frameworks.accumulate_of(item)
+            if id(item) not in seen and call is not None:
                 seen.add(id(item))
-                entries.append((cast(cst.Call, item.item), statement))  # `_accumulate` saw a call
+                entries.append((call, statement))
     return entries
-
-
-def _accumulate(window: Window, node: cst.BaseExpression) -> bool:
-    return (
-        type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value == "accumulate"
-        and window.objects.kind_of(node.func.value) == "accelerator"
-    )
 
 
 def _models(entries: list[tuple[cst.Call, Statement]], owner: Optional[str]) -> list[str]:

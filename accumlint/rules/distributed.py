@@ -176,7 +176,7 @@ def manual_gate_in_framework_accumulate(window: Window) -> Iterable[Finding]:
         seen.add(id(gate_if))
         framework = "DeepSpeed's engine" if step.role.flavor == "engine" else "`accelerator.accumulate()`"
         edits: tuple[Edit, ...] = ()
-        accelerator = _accelerator_of(step)
+        accelerator = _accelerator_of(window, step)
         if accelerator is not None and type(gate_if) is cst.If and gate_if.test is gate.whole_test:
             # keep the block (it may count updates) but let accelerate say when a window closes
             edits = (replace(gate_if.test, cst.parse_expression(f"{accelerator}.sync_gradients")),)
@@ -194,12 +194,9 @@ def manual_gate_in_framework_accumulate(window: Window) -> Iterable[Finding]:
         )
 
 
-def _accelerator_of(step: Event) -> Optional[str]:
-    for item in step.statement.withs:
-        value = item.item
-        if type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value == "accumulate":
-            return dotted(value.func.value)
-    return None
+def _accelerator_of(window: Window, step: Event) -> Optional[str]:
+    call = window.accumulate_call(step.statement)
+    return dotted(call.func.value) if call is not None and type(call.func) is cst.Attribute else None
 
 
 SYNC_EVERY_MICRO_BATCH = Rule(
