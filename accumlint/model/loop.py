@@ -479,7 +479,7 @@ class _Walker:
         self.statements.append(record)
         for small in line.body:
             self._remember(small)
-            zeroing = self.objects.assignment_role(small, context["loops"])
+            zeroing = self.objects.assignment_role(small, context["loops"], context["path"])
             if zeroing is not None:
                 record.events.append(Event(zeroing, record))
         helpers: list[tuple[cst.Call, Function, bool]] = []
