@@ -459,13 +459,14 @@ def _gates_with_steps(window: Window) -> Iterator[tuple[Gate, Statement]]:
 def dropped_tail_window(window: Window) -> Iterable[Finding]:
     yield from _epoch_tail_erased(window)
     loop = window.loop
-    if loop.counter is None or loop.iterable is None or not _sized(window, loop.iterable):
+    if loop.iterable is None or not _sized(window, loop.iterable):
         return
     for gate, statement in _gates_with_steps(window):
         if gate.kind != "modulo" or gate.has_clause or statement.helper is not None:
             continue
         # the loop's own index, or a micro-batch counter reset when each epoch starts
-        own_counter = gate.counter == loop.counter
+        # (`for batch in loader:` with `steps += 1` counts like an index)
+        own_counter = loop.counter is not None and gate.counter == loop.counter
         if not own_counter and not (gate.counter and window.reset_on_epoch_start(gate.counter)):
             continue
         if not window.correct_boundary(gate, statement) or _flushes_after(window) or window.length_divisible(gate):
