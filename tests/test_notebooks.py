@@ -55,6 +55,28 @@ def test_virtual_module_masks_ipython_and_skips_other_cells():
     assert [cell.number for cell in document.cells] == [2, 4]
 
 
+def test_a_line_that_continues_open_python_is_no_magic():
+    """`%(...)` on the line after an open bracket, after a backslash, or inside a triple-quoted
+    string is Python (the `%` operator, text): kept; a magic after the statement closes is masked."""
+    cell = code([
+        "for i, (x, y) in enumerate(loader):\n",
+        "    print('epoch %d loss %.4f'\n",
+        "          %(i, loss))\n",
+        "    total = i \\\n",
+        "        %2\n",
+        '    note = """\n',
+        "%not a magic\n",
+        '"""  # closes the string; the ( in this comment opens nothing\n',
+        "%timeit total\n",
+        "!nvidia-smi\n",
+    ])
+    document = NotebookDocument.from_bytes("nb.ipynb", notebook(cell))
+    assert "          %(i, loss))" in document.text and "        %2" in document.text
+    assert "%not a magic" in document.text
+    assert "%timeit" not in document.text and "!nvidia-smi" not in document.text
+    compile(document.text, "nb", "exec")
+
+
 def test_locations_name_the_cell(project, fake_analysis):
     (project / "nb.ipynb").write_bytes(notebook(*CELLS))
     result = CliRunner().invoke(cli, ["check"])

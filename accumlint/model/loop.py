@@ -231,6 +231,10 @@ class _Walker:
         for index, statement in enumerate(statements):
             continued = self._continue_gate(statement, statements[index + 1:], context["helper"] is not None)
             if continued is not None:
+                if not self._bookkeeping_only(statement):
+                    # its body is the non-boundary arm; the rest of the block, the boundary's
+                    self._statement(statement, context)
+                    context.update(arms=context["arms"] + ((id(statement), 1),))
                 context.update(gate=continued, gate_if=statement, conditional=True)
                 escaped = (continued, cast(cst.If, statement))  # a `continue` gate is an `if`
                 continue
@@ -266,7 +270,9 @@ class _Walker:
         `if micro < K: continue` when it counts micro-batches (`_counts_micro_batches`),
         not `if i < resume_from: continue`, which skips the batches a resumed run has seen.
         In a helper the loop calls, `if step % K != 0: return` gates the rest of the helper
-        the same way (and no further: the caller's statements after the call still run)."""
+        the same way (and no further: the caller's statements after the call still run).
+        The lines before the `continue` may do the non-boundary micro-batch's work
+        (`with model.no_sync(): loss.backward()`), never a step or a zeroing."""
         if type(statement) is not cst.If or statement.orelse is not None:
             return None
         body = statement.body
@@ -278,7 +284,7 @@ class _Walker:
         jump = type(last.body[-1])
         if not (jump is cst.Continue or (in_helper and jump is cst.Return)):
             return None
-        if not all(self._bookkeeping(line) for line in [*body.body[:-1], last.with_changes(body=last.body[:-1])]):
+        if not all(self._no_update(line) for line in [*body.body[:-1], last.with_changes(body=last.body[:-1])]):
             return None
         gate = parse_gate(statement.test, self.assigned.get)
         if gate is None or gate.positive:
@@ -286,6 +292,24 @@ class _Walker:
         if gate.kind == "count" and not self._counts_micro_batches(gate, "\n".join(_code(s) for s in rest)):
             return None
         return gate
+
+    def _bookkeeping_only(self, statement: cst.If) -> bool:
+        """A continue gate's body that does nothing but bookkeeping before its jump."""
+        body = cast(cst.IndentedBlock, statement.body)
+        last = cast(cst.SimpleStatementLine, body.body[-1])
+        return all(self._bookkeeping(line) for line in [*body.body[:-1], last.with_changes(body=last.body[:-1])])
+
+    def _no_update(self, line: cst.BaseStatement) -> bool:
+        """A line (at any depth) with no optimizer step and no zeroing of its own."""
+        for node in walk(line):
+            if type(node) is cst.SimpleStatementLine and any(
+                    self.objects.assignment_role(small, ()) is not None for small in node.body):
+                return False
+            if type(node) is cst.Call:
+                role = self.objects.role(node, ())
+                if role is not None and role.kind in ("step", "zero"):
+                    return False
+        return True
 
     def _bookkeeping(self, line: cst.BaseStatement) -> bool:
         """A line before a gate's `continue` that plays no role in the window (`data_start =
@@ -485,7 +509,7 @@ class _Walker:
         self.statements.append(record)
         for small in line.body:
             self._remember(small)
-            zeroing = self.objects.assignment_role(small, context["loops"])
+            zeroing = self.objects.assignment_role(small, context["loops"], context["path"])
             if zeroing is not None:
                 record.events.append(Event(zeroing, record))
         helpers: list[tuple[cst.Call, Function, bool]] = []

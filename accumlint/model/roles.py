@@ -382,12 +382,15 @@ class Objects:
         loss = argument_for(method, call, parameter) if method is not None and parameter is not None else None
         return Role("backward", call, receiver, loss, "project") if loss is not None else None
 
-    def assignment_role(self, small: cst.BaseSmallStatement, loops: tuple[cst.CSTNode, ...]) -> Optional[Role]:
+    def assignment_role(self, small: cst.BaseSmallStatement, loops: tuple[cst.CSTNode, ...],
+                        path: tuple[cst.CSTNode, ...] = ()) -> Optional[Role]:
         """`p.grad = None` / `p.grad = torch.zeros_like(p)` over parameters is zeroing.
 
         `p` must be a parameter: the target of an enclosing loop over parameters
         (`for p in model.parameters():`), or named like one; `images.grad = None`
-        on an input (adversarial training) is no zeroing of the model."""
+        on an input (adversarial training) is no zeroing of the model. `path`: the
+        statements enclosing `small` as the loop walker entered them, which reach into
+        helpers of other modules, where this module's parent links do not."""
         if type(small) is not cst.Assign or len(small.targets) != 1:
             return None
         target = small.targets[0].target
@@ -400,14 +403,16 @@ class Objects:
         owner = dotted(target.value)
         if not zeroes or owner is None or not _is_parameter(owner, loops):
             return None
-        if self._selected_by_name(small, owner, loops):
+        if self._selected_by_name(small, owner, loops, path):
             return None
         return Role("zero", small, owner, target.value)
 
-    def _selected_by_name(self, small: cst.BaseSmallStatement, owner: str, loops: tuple[cst.CSTNode, ...]) -> bool:
+    def _selected_by_name(self, small: cst.BaseSmallStatement, owner: str, loops: tuple[cst.CSTNode, ...],
+                          path: tuple[cst.CSTNode, ...]) -> bool:
         """`for name, p in model.named_parameters(): if "prototypes" in name: p.grad = None`:
         the assignment clears the gradients of the parameters a test on their names picks
-        (freezing a head for some iterations), not the model's; no zeroing of the window."""
+        (freezing a head for some iterations), not the model's; no zeroing of the window.
+        The same in a helper of another module (DINO's `cancel_gradients_last_layer`)."""
         for loop in loops:
             if type(loop) is not cst.For or type(loop.target) is not cst.Tuple:
                 continue
@@ -415,13 +420,25 @@ class Objects:
             if owner not in names:
                 continue
             others = names - {owner, None}
-            parent = self.facts.parents.get(id(small))
-            while parent is not None and parent is not loop:
-                if type(parent) is cst.If and any(type(node) is cst.Name and node.value in others
-                                                  for node in walk(parent.test)):
-                    return True
-                parent = self.facts.parents.get(id(parent))
+            if any(type(test) is cst.Name and test.value in others
+                   for enclosing in self._enclosing_within(small, loop, path) if type(enclosing) is cst.If
+                   for test in walk(enclosing.test)):
+                return True
         return False
+
+    def _enclosing_within(self, small: cst.BaseSmallStatement, loop: cst.CSTNode,
+                          path: tuple[cst.CSTNode, ...]) -> tuple[cst.CSTNode, ...]:
+        """The statements between `loop` and `small`: from the walker's `path` when it holds
+        the loop, else from this module's parent links."""
+        if any(node is loop for node in path):
+            index = max(i for i, node in enumerate(path) if node is loop)
+            return path[index + 1:]
+        chain: list[cst.CSTNode] = []
+        parent = self.facts.parents.get(id(small))
+        while parent is not None and parent is not loop:
+            chain.append(parent)
+            parent = self.facts.parents.get(id(parent))
+        return tuple(chain)
 
     # -- object identity -------------------------------------------------------
     def is_copy(self, name: Optional[str], scope: Optional[cst.CSTNode] = None) -> bool:

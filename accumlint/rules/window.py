@@ -199,6 +199,14 @@ def step_every_micro_batch(window: Window) -> Iterable[Finding]:
         )
 
 
+def _helper_kinds(window: Window, statement: Statement) -> set[str]:
+    """The kinds of the events that the helpers a loop statement calls make there (what they
+    log aside: a message about the clipped norm goes along with the clip)."""
+    calls = {id(call) for call in window.facts.calls_in(statement.node)}
+    return {e.kind for s in window.loop.statements if s.helper is not None and id(s.call_site) in calls
+            for e in s.events if e.kind != "log"}
+
+
 def _gate_step_edits(window: Window, step: Event) -> tuple[Edit, ...]:
     loop = window.loop.node
     if type(loop) is not cst.For or not movable(step.statement):
@@ -207,10 +215,11 @@ def _gate_step_edits(window: Window, step: Event) -> tuple[Edit, ...]:
     last_backward = max((e.order for e in window.loop.backwards), default=-1)
     related: list[tuple[cst.CSTNode, bool]] = []  # (node to move, whether it only zeroes)
     for statement in window.loop.statements:
-        if statement.block[-1] is not block or statement.helper is not None or not statement.events:
+        if statement.block[-1] is not block or statement.helper is not None:
             continue
-        kinds = {e.kind for e in statement.events}
-        if not kinds <= {"step", "zero", "sched", "update", "unscale", "clip"} or not movable(statement):
+        # a call of a helper that does window work (a clip in `check_gradients(...)`) moves along
+        kinds = {e.kind for e in statement.events} or _helper_kinds(window, statement)
+        if not kinds or not kinds <= {"step", "zero", "sched", "update", "unscale", "clip"} or not movable(statement):
             continue
         if statement is step.statement or "zero" in kinds or statement.order > last_backward:
             related.append((statement.node, kinds == {"zero"}))
@@ -459,13 +468,14 @@ def _gates_with_steps(window: Window) -> Iterator[tuple[Gate, Statement]]:
 def dropped_tail_window(window: Window) -> Iterable[Finding]:
     yield from _epoch_tail_erased(window)
     loop = window.loop
-    if loop.counter is None or loop.iterable is None or not _sized(window, loop.iterable):
+    if loop.iterable is None or not _sized(window, loop.iterable):
         return
     for gate, statement in _gates_with_steps(window):
         if gate.kind != "modulo" or gate.has_clause or statement.helper is not None:
             continue
         # the loop's own index, or a micro-batch counter reset when each epoch starts
-        own_counter = gate.counter == loop.counter
+        # (`for batch in loader:` with `steps += 1` counts like an index)
+        own_counter = loop.counter is not None and gate.counter == loop.counter
         if not own_counter and not (gate.counter and window.reset_on_epoch_start(gate.counter)):
             continue
         if not window.correct_boundary(gate, statement) or _flushes_after(window) or window.length_divisible(gate):

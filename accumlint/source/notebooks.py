@@ -109,15 +109,63 @@ def _mask(cells: tuple[_Cell, ...]) -> tuple[str, list[int], list[int], list[str
         starts.append(len(lines) + 1)
         numbers.append(cell.number)
         continued = False
+        python = _Continuation()
         for index, line in enumerate(cell.text.split("\n")):
-            if continued or (index == 0 and line.lstrip().startswith("%%")) or _IPYTHON_LINE.match(line):
+            if continued or (not python.open and (
+                    (index == 0 and line.lstrip().startswith("%%")) or _IPYTHON_LINE.match(line))):
                 indent = line[: len(line) - len(line.lstrip())]
                 lines.append(indent + (_MAGIC_CONTINUED if continued else _MAGIC).format(len(magics)))
                 magics.append(line)
                 continued = line.endswith("\\")
             else:
                 lines.append(line)
+                python.read(line)
     return "\n".join(lines), starts, numbers, magics
+
+
+class _Continuation:
+    """Whether the Python read so far leaves a statement open (a bracket, a string, a
+    trailing backslash): the next line continues it, so `    %(epoch, loss))` there is
+    the `%` operator, not a magic."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.quote: Optional[str] = None  # the delimiter of a string left open by a line
+        self.backslash = False
+
+    @property
+    def open(self) -> bool:
+        return self.depth > 0 or self.quote is not None or self.backslash
+
+    def read(self, line: str) -> None:
+        index, size = 0, len(line)
+        comment = False
+        while index < size:
+            char = line[index]
+            if self.quote is not None:
+                if char == "\\":
+                    index += 2
+                    continue
+                if line.startswith(self.quote, index):
+                    index += len(self.quote)
+                    self.quote = None
+                    continue
+            elif char == "#":
+                comment = True
+                break
+            elif char in "\"'":
+                triple = char * 3
+                self.quote = triple if line.startswith(triple, index) else char
+                index += len(self.quote)
+                continue
+            elif char in "([{":
+                self.depth += 1
+            elif char in ")]}":
+                self.depth = max(self.depth - 1, 0)
+            index += 1
+        if self.quote is not None and len(self.quote) == 1:
+            self.quote = None if not line.endswith("\\") else self.quote  # an unterminated one-line string ends here
+        self.backslash = self.quote is None and not comment and line.endswith("\\")
 
 
 def _split_lines(text: str) -> list[str]:
