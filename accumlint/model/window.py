@@ -157,6 +157,52 @@ class Window:
         mine = normalized(zero.role.target)
         return mine in stepped and mine != normalized(step.role.target)
 
+    @cached_property
+    def separate_updates(self) -> frozenset[int]:
+        """The events (by id) of complete updates of another optimizer inside the iteration:
+        `opt_g.zero_grad()`, a backward, `opt_g.step()`, all on every iteration, while the
+        window's own optimizer steps under a gate (a GAN whose discriminator accumulates
+        while the generator updates on each batch, an actor stepping every batch beside an
+        accumulating critic). Those backwards and zeroings belong to their own one-batch
+        update, not to the window: no 1/K is owed and the zeroing erases nothing of it."""
+        gated = {normalized(e.role.target) for e in self.optimizer_steps if e.gate is not None and e.role.target is not None}
+        if not gated or self.loop.micro_loop is not None:
+            return frozenset()
+        found: set[int] = set()
+        for step in self.optimizer_steps:
+            own = self._separate_update(step, gated)
+            if own:
+                found |= own
+        window_backwards = [b for b in self.loop.backwards if id(b) not in found]
+        return frozenset(found) if window_backwards else frozenset()
+
+    @cached_property
+    def zeroings(self) -> list[Event]:
+        """The zeroings of the window's gradients: every zeroing of the iteration but those of
+        a separate update (`separate_updates`)."""
+        return [z for z in self.loop.of_kind("zero") if id(z) not in self.separate_updates]
+
+    def _separate_update(self, step: Event, gated: set[str]) -> set[int]:
+        """The ids of `step`, its zeroing and the backwards between them when the three make an
+        unconditional update of an optimizer that the window does not step under its gate."""
+        target = step.role.target
+        if target is None or step.gate is not None or step.statement.conditional or normalized(target) in gated:
+            return set()
+        if self.objects.kind_of(target) != "optimizer":
+            return set()
+        mine = normalized(target)
+        zeros = [z for z in self.loop.of_kind("zero") if z.role.target is not None and normalized(z.role.target) == mine
+                 and z.gate is None and not z.statement.conditional and z.precedes(step)]
+        if not zeros:
+            return set()
+        zero = zeros[-1]
+        between = [b for b in self.loop.backwards if zero.precedes(b) and b.precedes(step)]
+        if not between or any(b.gate is not None or b.statement.conditional for b in between):
+            return set()
+        if any(zero.precedes(e) and e.precedes(step) for e in self.optimizer_steps if e.gate is not None):
+            return set()  # the window's own step between them: the backwards may be the window's
+        return {id(step), id(zero), *(id(b) for b in between)}
+
     def _assigned_between(self, name: Optional[str], first: Statement, last: Statement) -> bool:
         """Whether a statement between the two (in order) binds `name`."""
         if name is None:
@@ -262,11 +308,14 @@ class Window:
                             return True
         return False
 
-    def mentions(self, name: str) -> bool:
+    def mentions(self, name: str, graph_only: bool = False) -> bool:
         """The iteration (its own code or a helper it walks) reads `name`: the wrapped model
-        a module builds is this loop's only when the loop uses it."""
+        a module builds is this loop's only when the loop uses it. With `graph_only`, only
+        statements that build a graph count (not those in a no-grad region)."""
         # the module's own code: a helper of another module names its own locals `model` too
         local = [s for s in self.loop.statements if s.helper is None or id(s.helper) in self.facts.parents]
+        if graph_only:
+            local = [s for s in local if not self.builds_no_graph(s)]
         nodes: list[cst.CSTNode] = [statement.node for statement in local]
         nodes += list({id(item): item for statement in local for item in statement.withs}.values())
         for top in nodes:
@@ -282,11 +331,13 @@ class Window:
 
     @cached_property
     def wrapped_model(self) -> Optional[str]:
-        """The wrapped model this loop trains: of the module's wrapped models, the first
-        whose forward the iteration runs outside a no-grad region (`self.student(x)`
+        """The wrapped model this loop trains: of the module's wrapped models (but those it
+        reads only in no-grad regions), the first whose forward the iteration runs outside a no-grad region (`self.student(x)`
         beside a teacher under `torch.no_grad()`), else the first it mentions, else the
         module's first."""
-        models = self.objects.wrapped_models
+        # a wrapped model the iteration reads only in no-grad regions (a DDP-wrapped teacher
+        # under `torch.no_grad()`) builds no graph there, so no backward of it all-reduces
+        models = [m for m in self.objects.wrapped_models if self.mentions(m, graph_only=True) or not self.mentions(m)]
         if len(models) < 2:
             return models[0] if models else None
         called = {dotted(node.func) for statement in self.loop.statements if not self.builds_no_graph(statement)
@@ -859,6 +910,9 @@ def build_window(loop: TrainingLoop, facts: ModuleFacts, objects: Objects, reade
                  accumulation_names: tuple[str, ...] = ()) -> Window:
     window = Window(loop, facts, objects, accumulation_names)
     window.flows = reader.flows(loop)
+    separate = window.separate_updates
+    if separate:
+        window.flows = [flow for flow in window.flows if id(flow.backward) not in separate]
     return window
 
 
