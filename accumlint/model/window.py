@@ -160,21 +160,20 @@ class Window:
     @cached_property
     def separate_updates(self) -> frozenset[int]:
         """The events (by id) of complete updates of another optimizer inside the iteration:
-        `opt_g.zero_grad()`, a backward, `opt_g.step()`, all on every iteration, while the
-        window's own optimizer steps under a gate (a GAN whose discriminator accumulates
-        while the generator updates on each batch, an actor stepping every batch beside an
-        accumulating critic). Those backwards and zeroings belong to their own one-batch
-        update, not to the window: no 1/K is owed and the zeroing erases nothing of it."""
-        gated = {normalized(e.role.target) for e in self.optimizer_steps if e.gate is not None and e.role.target is not None}
-        if not gated or self.loop.micro_loop is not None:
+        its zeroing, a backward and its step, under one and the same gate (none, or a gate of
+        their own), while another optimizer steps under a gate (a GAN whose discriminator
+        accumulates while the generator updates on each batch or every n batches, an
+        actor-critic whose critic updates on each batch beside an accumulating actor). Those
+        backwards and zeroings make their own update, not part of the window: no 1/K is owed
+        and the zeroing erases nothing of it."""
+        if self.loop.micro_loop is not None:
             return frozenset()
         found: set[int] = set()
         for step in self.optimizer_steps:
-            own = self._separate_update(step, gated)
-            if own:
-                found |= own
+            found |= self._separate_update(step)
+        window_steps = [e for e in self.optimizer_steps if id(e) not in found and e.gate is not None]
         window_backwards = [b for b in self.loop.backwards if id(b) not in found]
-        return frozenset(found) if window_backwards else frozenset()
+        return frozenset(found) if window_steps and window_backwards else frozenset()
 
     @cached_property
     def zeroings(self) -> list[Event]:
@@ -182,26 +181,53 @@ class Window:
         a separate update (`separate_updates`)."""
         return [z for z in self.loop.of_kind("zero") if id(z) not in self.separate_updates]
 
-    def _separate_update(self, step: Event, gated: set[str]) -> set[int]:
-        """The ids of `step`, its zeroing and the backwards between them when the three make an
-        unconditional update of an optimizer that the window does not step under its gate."""
+    def _separate_update(self, step: Event) -> set[int]:
+        """The ids of `step`, its zeroing and the backwards between them when the three make one
+        update of an optimizer that steps nowhere else in the iteration, all in the same block."""
         target = step.role.target
-        if target is None or step.gate is not None or step.statement.conditional or normalized(target) in gated:
-            return set()
-        if self.objects.kind_of(target) != "optimizer":
+        if target is None or self.objects.kind_of(target) != "optimizer":
             return set()
         mine = normalized(target)
-        zeros = [z for z in self.loop.of_kind("zero") if z.role.target is not None and normalized(z.role.target) == mine
-                 and z.gate is None and not z.statement.conditional and z.precedes(step)]
+        if any(e is not step and e.role.target is not None and normalized(e.role.target) == mine
+               for e in self.optimizer_steps):
+            return set()
+        zeroed = {mine, self._trained_model(target)}
+        zeros = [z for z in self.loop.of_kind("zero") if z.role.target is not None
+                 and normalized(z.role.target) in zeroed and self._same_block(z, step) and z.precedes(step)]
         if not zeros:
             return set()
         zero = zeros[-1]
         between = [b for b in self.loop.backwards if zero.precedes(b) and b.precedes(step)]
-        if not between or any(b.gate is not None or b.statement.conditional for b in between):
+        if not between or not all(self._same_block(b, step) for b in between):
             return set()
-        if any(zero.precedes(e) and e.precedes(step) for e in self.optimizer_steps if e.gate is not None):
-            return set()  # the window's own step between them: the backwards may be the window's
+        if any(zero.precedes(e) and e.precedes(step) for e in self.optimizer_steps if e is not step):
+            return set()  # another optimizer's step between them: the backwards may be its
         return {id(step), id(zero), *(id(b) for b in between)}
+
+    @staticmethod
+    def _same_block(event: Event, other: Event) -> bool:
+        """Both run under the same gate in the same block (both on every iteration, or both
+        in the body of one `if`)."""
+        mine, theirs = event.statement, other.statement
+        if mine.helper is not None or theirs.helper is not None:
+            return False
+        if mine.gate_if is None and theirs.gate_if is None:
+            return not (mine.conditional or theirs.conditional)
+        if mine.gate_if is not theirs.gate_if or len(mine.block) != len(theirs.block):
+            return False
+        return all(a is b for a, b in zip(mine.block, theirs.block))
+
+    def _trained_model(self, optimizer: cst.BaseExpression) -> Optional[str]:
+        """The model whose parameters an optimizer built in the module updates
+        (`optimizer_g = Adam(net_g.parameters(), ...)`: `net_g`), when it has one binding."""
+        bindings = self.facts.values_of(dotted(optimizer))
+        value = bindings[0].value if len(bindings) == 1 else None
+        if type(value) is not cst.Call:
+            return None
+        first = positional(value, 0)
+        if type(first) is cst.Call and type(first.func) is cst.Attribute and first.func.attr.value == "parameters":
+            return normalized(first.func.value)
+        return None
 
     def _assigned_between(self, name: Optional[str], first: Statement, last: Statement) -> bool:
         """Whether a statement between the two (in order) binds `name`."""
