@@ -229,8 +229,14 @@ class _Walker:
             context["jumps"] = context["jumps"] + ((suite, reach),)
         escaped: Optional[tuple[Gate, cst.If]] = None
         for index, statement in enumerate(statements):
-            continued = self._continue_gate(statement, statements[index + 1:], context["helper"] is not None)
-            if continued is not None:
+            found = self._continue_gate(statement, statements[index + 1:], context["helper"] is not None)
+            if found is not None:
+                continued, works = found
+                if works:
+                    # `if not boundary: <micro-batch work>; continue`: the body is the arm off
+                    # the boundary, the rest of the block the boundary's arm, as with `else:`
+                    self._statement(statement, context)
+                    context.update(arms=context["arms"] + ((id(statement), 1),))
                 context.update(gate=continued, gate_if=statement, conditional=True)
                 escaped = (continued, statement)
                 continue
@@ -261,12 +267,15 @@ class _Walker:
         return False
 
     def _continue_gate(self, statement: cst.BaseStatement, rest: Sequence[cst.BaseStatement],
-                       in_helper: bool = False) -> Optional[Gate]:
+                       in_helper: bool = False) -> Optional[tuple[Gate, bool]]:
         """`if (i + 1) % K != 0: continue` gates the rest of its block (`rest`); so does
         `if micro < K: continue` when it counts micro-batches (`_counts_micro_batches`),
         not `if i < resume_from: continue`, which skips the batches a resumed run has seen.
         In a helper the loop calls, `if step % K != 0: return` gates the rest of the helper
-        the same way (and no further: the caller's statements after the call still run)."""
+        the same way (and no further: the caller's statements after the call still run).
+        With the gate, whether the body does work before its jump (the micro-batch's
+        backward, under `no_sync()`): that body is then the arm off the boundary, and the
+        rest of the block the boundary's arm, as an `else:` would be."""
         if type(statement) is not cst.If or statement.orelse is not None:
             return None
         body = statement.body
@@ -278,14 +287,15 @@ class _Walker:
         jump = type(last.body[-1])
         if not (jump is cst.Continue or (in_helper and jump is cst.Return)):
             return None
-        if not all(self._bookkeeping(line) for line in [*body.body[:-1], last.with_changes(body=last.body[:-1])]):
+        works = not all(self._bookkeeping(line) for line in [*body.body[:-1], last.with_changes(body=last.body[:-1])])
+        if works and (len(last.body) != 1 or not rest):
             return None
         gate = parse_gate(statement.test, self.assigned.get)
         if gate is None or gate.positive:
             return None
         if gate.kind == "count" and not self._counts_micro_batches(gate, "\n".join(_code(s) for s in rest)):
             return None
-        return gate
+        return gate, works
 
     def _bookkeeping(self, line: cst.BaseStatement) -> bool:
         """A line before a gate's `continue` that plays no role in the window (`data_start =

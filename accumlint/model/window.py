@@ -701,9 +701,24 @@ class Window:
         k = self.k
         if k is not None and normalized(node) == normalized(k):
             return True
-        if k is not None and self.known_int(node) is not None and self.known_int(node) == self.known_int(k):
+        value = self.known_int(node)
+        if k is not None and value is not None and value == self.known_int(k):
+            return True
+        if value is not None and value > 1 and value == self.framework_k:
             return True
         return self.is_accumulation_name(node)
+
+    @cached_property
+    def framework_k(self) -> Optional[int]:
+        """K as the framework that closes the windows was given it, when known: the
+        `gradient_accumulation_steps` of the Accelerator whose `accumulate()` the loop enters,
+        or of the DeepSpeed JSON the module names for a loop that backpropagates through a
+        DeepSpeed engine (`loss / 4` is then a division by K)."""
+        if self.accumulate_k is not None:
+            return self.known_int(self.accumulate_k)
+        if any(b.role.flavor == "deepspeed" for b in self.loop.backwards):
+            return self.objects.frameworks.deepspeed_engine_steps()
+        return None
 
     def known_int(self, node: cst.BaseExpression) -> Optional[int]:
         """An integer literal, or a name the module (or the project, for a name the module does
