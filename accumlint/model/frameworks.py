@@ -163,6 +163,14 @@ class Frameworks:
                 return found.accumulation_steps
         return project.accelerate_deepspeed_accumulation()
 
+    def deepspeed_engine_steps(self) -> Optional[int]:
+        """K of a DeepSpeed engine: the `gradient_accumulation_steps` of the one DeepSpeed JSON
+        the module names (`deepspeed.initialize(..., config="ds_config.json")`, an argparse
+        `--deepspeed_config` default); None when there is none, several, or no K in it."""
+        project = self.facts.project
+        found = project.deepspeed_config() if project is not None else None
+        return found.accumulation_steps if found is not None else None
+
     def project_int(self, expr: cst.BaseExpression) -> Optional[int]:
         """An integer another project module gives a name (an imported constant, a config
         dataclass's default); None when unknown. An argparse default is not the run's
@@ -332,8 +340,37 @@ class Frameworks:
             info = self.accelerator(owner)
             return "sharded" if info is not None and info.sharded else "accelerate"
         if kind == "fabric":
+            if self._fabric_single_process(owner):
+                return None
             return "sharded" if self._fabric_shards(owner) else "fabric"
         return None
+
+    def _fabric_single_process(self, fabric: cst.BaseExpression) -> bool:
+        """A `Fabric` that runs one process on one device, so `fabric.setup` wraps nothing in
+        DDP: `devices=1` (or `[0]`) on one node, or `strategy="single_device"` / `"dp"`."""
+        bindings = [b.value for b in self.facts.values_of(dotted(fabric))]
+        if len(bindings) != 1 or type(bindings[0]) is not cst.Call or last_part(call_name(bindings[0]) or "") != "Fabric":
+            return False
+        call = bindings[0]
+        strategy = keyword(call, "strategy")
+        if strategy is not None:
+            named = string_value(strategy.value) if type(strategy.value) is cst.SimpleString else None
+            if named in ("single_device", "dp"):
+                return True
+            if named != "auto":
+                return False  # another strategy, or one unknown here
+        nodes = keyword(call, "num_nodes")
+        if nodes is not None and int_value(nodes.value) != 1:
+            return False
+        devices = keyword(call, "devices")
+        if devices is None:
+            return False
+        value = devices.value
+        if int_value(value) == 1:
+            return True
+        if type(value) is cst.SimpleString and string_value(value) == "1":
+            return True
+        return type(value) is cst.List and len(value.elements) == 1
 
     def _fabric_shards(self, fabric: cst.BaseExpression) -> bool:
         for binding in self.facts.values_of(dotted(fabric)):

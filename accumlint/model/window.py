@@ -157,6 +157,78 @@ class Window:
         mine = normalized(zero.role.target)
         return mine in stepped and mine != normalized(step.role.target)
 
+    @cached_property
+    def separate_updates(self) -> frozenset[int]:
+        """The events (by id) of complete updates of another optimizer inside the iteration:
+        its zeroing, a backward and its step, under one and the same gate (none, or a gate of
+        their own), while another optimizer steps under a gate (a GAN whose discriminator
+        accumulates while the generator updates on each batch or every n batches, an
+        actor-critic whose critic updates on each batch beside an accumulating actor). Those
+        backwards and zeroings make their own update, not part of the window: no 1/K is owed
+        and the zeroing erases nothing of it."""
+        if self.loop.micro_loop is not None:
+            return frozenset()
+        found: set[int] = set()
+        for step in self.optimizer_steps:
+            found |= self._separate_update(step)
+        window_steps = [e for e in self.optimizer_steps if id(e) not in found and e.gate is not None]
+        window_backwards = [b for b in self.loop.backwards if id(b) not in found]
+        return frozenset(found) if window_steps and window_backwards else frozenset()
+
+    @cached_property
+    def zeroings(self) -> list[Event]:
+        """The zeroings of the window's gradients: every zeroing of the iteration but those of
+        a separate update (`separate_updates`)."""
+        return [z for z in self.loop.of_kind("zero") if id(z) not in self.separate_updates]
+
+    def _separate_update(self, step: Event) -> set[int]:
+        """The ids of `step`, its zeroing and the backwards between them when the three make one
+        update of an optimizer that steps nowhere else in the iteration, all in the same block."""
+        target = step.role.target
+        if target is None or self.objects.kind_of(target) != "optimizer":
+            return set()
+        mine = normalized(target)
+        if any(e is not step and e.role.target is not None and normalized(e.role.target) == mine
+               for e in self.optimizer_steps):
+            return set()
+        zeroed = {mine, self._trained_model(target)}
+        zeros = [z for z in self.loop.of_kind("zero") if z.role.target is not None
+                 and normalized(z.role.target) in zeroed and self._same_block(z, step) and z.precedes(step)]
+        if not zeros:
+            return set()
+        zero = zeros[-1]
+        between = [b for b in self.loop.backwards if zero.precedes(b) and b.precedes(step)]
+        if not between or not all(self._same_block(b, step) for b in between):
+            return set()
+        if any(zero.precedes(e) and e.precedes(step) for e in self.optimizer_steps if e is not step):
+            return set()  # another optimizer's step between them: the backwards may be its
+        return {id(step), id(zero), *(id(b) for b in between)}
+
+    @staticmethod
+    def _same_block(event: Event, other: Event) -> bool:
+        """Both run under the same gate in the same block (both on every iteration, or both
+        in the body of one `if`)."""
+        mine, theirs = event.statement, other.statement
+        if mine.helper is not None or theirs.helper is not None:
+            return False
+        if mine.gate_if is None and theirs.gate_if is None:
+            return not (mine.conditional or theirs.conditional)
+        if mine.gate_if is not theirs.gate_if or len(mine.block) != len(theirs.block):
+            return False
+        return all(a is b for a, b in zip(mine.block, theirs.block))
+
+    def _trained_model(self, optimizer: cst.BaseExpression) -> Optional[str]:
+        """The model whose parameters an optimizer built in the module updates
+        (`optimizer_g = Adam(net_g.parameters(), ...)`: `net_g`), when it has one binding."""
+        bindings = self.facts.values_of(dotted(optimizer))
+        value = bindings[0].value if len(bindings) == 1 else None
+        if type(value) is not cst.Call:
+            return None
+        first = positional(value, 0)
+        if type(first) is cst.Call and type(first.func) is cst.Attribute and first.func.attr.value == "parameters":
+            return normalized(first.func.value)
+        return None
+
     def _assigned_between(self, name: Optional[str], first: Statement, last: Statement) -> bool:
         """Whether a statement between the two (in order) binds `name`."""
         if name is None:
@@ -262,11 +334,14 @@ class Window:
                             return True
         return False
 
-    def mentions(self, name: str) -> bool:
+    def mentions(self, name: str, graph_only: bool = False) -> bool:
         """The iteration (its own code or a helper it walks) reads `name`: the wrapped model
-        a module builds is this loop's only when the loop uses it."""
+        a module builds is this loop's only when the loop uses it. With `graph_only`, only
+        statements that build a graph count (not those in a no-grad region)."""
         # the module's own code: a helper of another module names its own locals `model` too
         local = [s for s in self.loop.statements if s.helper is None or id(s.helper) in self.facts.parents]
+        if graph_only:
+            local = [s for s in local if not self.builds_no_graph(s)]
         nodes: list[cst.CSTNode] = [statement.node for statement in local]
         nodes += list({id(item): item for statement in local for item in statement.withs}.values())
         for top in nodes:
@@ -282,11 +357,13 @@ class Window:
 
     @cached_property
     def wrapped_model(self) -> Optional[str]:
-        """The wrapped model this loop trains: of the module's wrapped models, the first
-        whose forward the iteration runs outside a no-grad region (`self.student(x)`
+        """The wrapped model this loop trains: of the module's wrapped models (but those it
+        reads only in no-grad regions), the first whose forward the iteration runs outside a no-grad region (`self.student(x)`
         beside a teacher under `torch.no_grad()`), else the first it mentions, else the
         module's first."""
-        models = self.objects.wrapped_models
+        # a wrapped model the iteration reads only in no-grad regions (a DDP-wrapped teacher
+        # under `torch.no_grad()`) builds no graph there, so no backward of it all-reduces
+        models = [m for m in self.objects.wrapped_models if self.mentions(m, graph_only=True) or not self.mentions(m)]
         if len(models) < 2:
             return models[0] if models else None
         called = {dotted(node.func) for statement in self.loop.statements if not self.builds_no_graph(statement)
@@ -626,9 +703,24 @@ class Window:
         k = self.k
         if k is not None and normalized(node) == normalized(k):
             return True
-        if k is not None and self.known_int(node) is not None and self.known_int(node) == self.known_int(k):
+        value = self.known_int(node)
+        if k is not None and value is not None and value == self.known_int(k):
+            return True
+        if value is not None and value > 1 and value == self.framework_k:
             return True
         return self.is_accumulation_name(node)
+
+    @cached_property
+    def framework_k(self) -> Optional[int]:
+        """K as the framework that closes the windows was given it, when known: the
+        `gradient_accumulation_steps` of the Accelerator whose `accumulate()` the loop enters,
+        or of the DeepSpeed JSON the module names for a loop that backpropagates through a
+        DeepSpeed engine (`loss / 4` is then a division by K)."""
+        if self.accumulate_k is not None:
+            return self.known_int(self.accumulate_k)
+        if any(b.role.flavor == "deepspeed" for b in self.loop.backwards):
+            return self.objects.frameworks.deepspeed_engine_steps()
+        return None
 
     def known_int(self, node: cst.BaseExpression) -> Optional[int]:
         """An integer literal, or a name the module (or the project, for a name the module does
@@ -861,6 +953,9 @@ def build_window(loop: TrainingLoop, facts: ModuleFacts, objects: Objects, reade
                  accumulation_names: tuple[str, ...] = ()) -> Window:
     window = Window(loop, facts, objects, accumulation_names)
     window.flows = reader.flows(loop)
+    separate = window.separate_updates
+    if separate:
+        window.flows = [flow for flow in window.flows if id(flow.backward) not in separate]
     return window
 
 

@@ -70,7 +70,7 @@ def zero_grad_every_micro_batch(window: Window) -> Iterable[Finding]:
     if not window.steps_once_per_window or steps_every_micro_batch(window) or not window.backward_per_micro_batch:
         return
     reported = {id(zero) for zero, _ in zeroing_before_step(window)}
-    for zero in window.loop.of_kind("zero"):
+    for zero in window.zeroings:
         if id(zero) in reported:
             continue
         if window.zeroes_on_window_entry(zero):
