@@ -231,7 +231,7 @@ class _Walker:
         for index, statement in enumerate(statements):
             continued = self._continue_gate(statement, statements[index + 1:], context["helper"] is not None)
             if continued is not None:
-                if not self._bookkeeping_only(statement):
+                if not self._bookkeeping_only(cast(cst.If, statement)):  # a `continue` gate is an `if`
                     # its body is the non-boundary arm; the rest of the block, the boundary's
                     self._statement(statement, context)
                     context.update(arms=context["arms"] + ((id(statement), 1),))

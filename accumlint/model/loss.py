@@ -571,7 +571,9 @@ def _summed_term(call: cst.Call) -> Optional[cst.BaseExpression]:
     if type(call.func) is not cst.Name or call.func.value != "sum" or not call.args or call.args[0].keyword is not None:
         return None
     argument = call.args[0].value
-    return argument.elt if type(argument) in (cst.GeneratorExp, cst.ListComp) else None
+    if type(argument) is cst.GeneratorExp or type(argument) is cst.ListComp:
+        return argument.elt
+    return None
 
 
 def _amp_scaled_loss(statement: Statement, name: str) -> Optional[cst.Call]:
