@@ -856,10 +856,14 @@ class Window:
     # -- boundary rescaling ------------------------------------------------------------
     @cached_property
     def rescales_gradients(self) -> bool:
-        """Gradients divided or multiplied at the boundary (torchtune, fairseq shapes)."""
+        """Gradients divided or multiplied at the boundary (torchtune, fairseq shapes):
+        `p.grad /= K`, `p.grad.div_(K)`, `p.grad.data = p.grad.data / K`,
+        `torch._foreach_div_(grads, K)`, a known rescaling method."""
         for statement in self.loop.statements:
             for small in statement.node.body:
                 if type(small) is cst.AugAssign and (dotted(small.target) or "").endswith("grad"):
+                    return True
+                if type(small) is cst.Assign and _rescales_grad(small):
                     return True
             for event_call in self.facts.calls_in(statement.node):
                 name = call_name(event_call) or ""
@@ -868,10 +872,26 @@ class Window:
                     return True
                 if tail in ("div_", "mul_") and ".grad" in name:
                     return True
+                if tail in ("_foreach_div_", "_foreach_mul_") and "grad" in code(event_call).lower():
+                    return True
         return False
 
 
 _NO_GRAD_CALLS = frozenset({"no_grad", "inference_mode"})
+
+
+def _rescales_grad(assign: cst.Assign) -> bool:
+    """`p.grad = p.grad / K` or `p.grad.data = p.grad.data * s`: a gradient rebound to itself
+    divided or multiplied."""
+    if len(assign.targets) != 1:
+        return False
+    target = dotted(assign.targets[0].target) or ""
+    value = assign.value
+    if not (target.endswith(".grad") or target.endswith(".grad.data")):
+        return False
+    if type(value) is not cst.BinaryOperation or type(value.operator) not in (cst.Divide, cst.Multiply):
+        return False
+    return dotted(value.left) == target or dotted(value.right) == target
 
 
 def _remainder_of(test: cst.BaseExpression, zero: bool) -> Optional[tuple[str, str]]:
