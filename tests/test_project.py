@@ -866,3 +866,53 @@ def test_an_unreadable_module_that_may_call_the_loop_function_leaves_it_unknown(
 
     importers.forget()  # the scan of the tree serves a few seconds outside a run
     assert _codes(loops) == []
+
+
+TRAINER = '''import torch
+
+
+class Trainer:
+    def __init__(self, model, opt, k=4):
+        self.model = model
+        self.opt = opt
+        self.k = k
+
+    def run(self, loader):
+        for i, (x, y) in enumerate(loader):
+            loss = torch.nn.functional.cross_entropy(self.model(x), y) / self.k
+            loss.backward()
+            if (i + 1) % self.k == 0:
+                self.opt.step()
+                self.opt.zero_grad()
+'''
+
+
+@pytest.mark.parametrize("call, other, found", [
+    ("Trainer(net, opt).run(loader)", "", True),
+    ("Trainer(model=net, opt=opt, k=8).run(loader)", "", True),
+    ("Trainer(net.module, opt).run(loader)", "", False),  # the unwrapped module
+    ("Trainer(opt=opt).run(loader)", "", False),  # the model left out: unknown
+    ("Trainer(net, opt).run(loader)", "class Quiet(Trainer):\n    pass\n", False),  # a subclass elsewhere: callers unknown
+    ("Trainer(net, opt).run(loader)", "def probe(net, opt, loader):\n    Trainer(net, opt).run(loader)\n", False),
+])
+def test_a_trainer_class_keeps_the_model_its_callers_build_it_with(tmp_path: Path, call: str, other: str, found: bool) -> None:
+    root = tmp_path / "proj"
+    _write(root / "pyproject.toml", "")
+    trainer = _write(root / "trainer.py", TRAINER)
+    _write(root / "main.py", "import torch\nfrom torch.nn.parallel import DistributedDataParallel\nfrom trainer import Trainer\n\n\n"
+           "def main(net, loader):\n    net = DistributedDataParallel(net)\n    opt = torch.optim.SGD(net.parameters(), lr=0.1)\n"
+           f"    {call}\n")
+    if other:
+        _write(root / "extra.py", f"from trainer import Trainer\n\n\n{other}")
+    assert _codes(trainer) == ([(13, "GA401")] if found else [])
+
+
+def test_a_trainer_class_that_binds_the_model_again_keeps_its_own_binding(tmp_path: Path) -> None:
+    """`self.model = model.cuda()` elsewhere in the class: what the caller passed is not all it holds."""
+    root = tmp_path / "proj"
+    _write(root / "pyproject.toml", "")
+    trainer = _write(root / "trainer.py", TRAINER.replace("        self.k = k\n", "        self.k = k\n\n    def to_gpu(self):\n"
+                                                         "        self.model = torch.compile(self.model)\n"))
+    _write(root / "main.py", "from torch.nn.parallel import DistributedDataParallel\nfrom trainer import Trainer\n\n\n"
+           "def main(net, opt, loader):\n    net = DistributedDataParallel(net)\n    Trainer(net, opt).run(loader)\n")
+    assert _codes(trainer) == []
