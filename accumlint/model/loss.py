@@ -319,6 +319,8 @@ class LossReader:
         flow.origin = expr
         flow.origin_statement = before
         flow.reduction = self.reduction(expr, loop.function, flow)
+        if depth < 8:
+            self._scaled_before_method(loop, before, expr, flow, depth)  # `loss.mean().backward()`
 
     def _world_arm_binding(self, loop: TrainingLoop, before: Statement, expr: cst.BaseExpression) -> Optional[Statement]:
         """The statement binding the backward's loss when it sits in an arm of a run-constant
@@ -391,8 +393,8 @@ class LossReader:
 
     def _scaled_before_method(self, loop: TrainingLoop, statement: Statement, inner: cst.BaseExpression,
                               flow: LossFlow, depth: int) -> None:
-        """`loss = loss / K` and then `if n_gpu > 1: loss = loss.mean()`: the method keeps the
-        division made before it. When the value the method is called on was scaled earlier in
+        """`loss = loss / K` and then `if n_gpu > 1: loss = loss.mean()` (or `loss.mean().backward()`):
+        the method keeps the division made before it. When the value the method is called on was scaled earlier in
         the iteration, the flow takes those scalings (its origin stays this call: its
         reduction is what the backward sees)."""
         if type(inner) is not cst.Call or type(inner.func) is not cst.Attribute or inner.args:

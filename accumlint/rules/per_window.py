@@ -8,7 +8,7 @@ import libcst as cst
 
 from accumlint.fix.edits import Edit, filled_statement, insert_after, insert_before, remove
 from accumlint.model.cadence import every_micro_batch
-from accumlint.model.loop import Event
+from accumlint.model.loop import Event, Statement
 from accumlint.model.names import code, last_part
 from accumlint.model.roles import RoleKind
 from accumlint.model.schedules import known_schedule, length_is_loop_budget, scheduler_constructors, sized_in_micro_batches
@@ -36,11 +36,33 @@ def _per_micro_batch(window: Window, kind: RoleKind) -> list[Event]:
 def _move(window: Window, event: Event, anchor: Optional[Event], *, before: bool) -> tuple[Edit, ...]:
     """Move the statement next to the window's step (inside `accumulate()`, under
     `if accelerator.sync_gradients:`)."""
-    if anchor is None or not movable_to(event.statement, anchor.statement) or leaves_world(event.statement, anchor.statement):
+    if anchor is None or not movable_to(event.statement, anchor.statement):
         return ()
     place = insert_before if before else insert_after
+    if leaves_world(event.statement, anchor.statement):
+        guard = _sole_guard(event.statement, anchor.statement)
+        if guard is None:
+            return ()
+        # `if max_norm > 0: clip_grad_norm_(...)`: the test moves with the clip, which keeps its world
+        return (remove(guard), place(anchor.statement.node, guard))
     moved = sync_gated(window, event, anchor) or event.statement.node
     return (remove(event.statement.node), place(anchor.statement.node, moved))
+
+
+def _sole_guard(statement: Statement, anchor: Statement) -> Optional[cst.If]:
+    """The `if` (no `else`) whose body is this statement alone, in a block that also holds the
+    anchor, so that the whole `if` can move next to the anchor."""
+    if len(statement.block) < 3 or statement.helper is not None:
+        return None
+    suite, guard, outer = statement.block[-1], statement.block[-2], statement.block[-3]
+    if type(guard) is not cst.If or guard.orelse is not None or type(suite) is not cst.IndentedBlock:
+        return None
+    if len(suite.body) != 1 or suite.body[0] is not statement.node:
+        return None
+    outside = {world for world in statement.worlds if world[0] != id(guard)}  # its worlds but the guard's own
+    if not any(block is outer for block in anchor.block) or not outside <= set(anchor.worlds):
+        return None
+    return guard
 
 
 def scheduler_every_micro_batch(window: Window) -> Iterable[Finding]:
