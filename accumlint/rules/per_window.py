@@ -41,8 +41,8 @@ def _move(window: Window, event: Event, anchor: Optional[Event], *, before: bool
     place = insert_before if before else insert_after
     if leaves_world(event.statement, anchor.statement):
         guard = _sole_guard(event.statement, anchor.statement)
-        if guard is None:
-            return ()
+        if guard is None or window.accumulate_call(event.statement) is not None:
+            return ()  # inside `accumulate()` the step's place runs on every micro-batch too
         # `if max_norm > 0: clip_grad_norm_(...)`: the test moves with the clip, which keeps its world
         return (remove(guard), place(anchor.statement.node, guard))
     moved = sync_gated(window, event, anchor) or event.statement.node
