@@ -625,7 +625,7 @@ class Window:
         if self.accumulate_k is not None:
             return self.accumulate_k  # a `% n` test under `accelerator.sync_gradients` counts optimizer steps
         for gate in self.loop.gates:
-            if gate.k is not None:
+            if gate.k is not None and self._gates_window_work(gate):
                 return gate.k
         for flow in self.flows:
             for scaling in flow.scalings:
@@ -636,6 +636,12 @@ class Window:
             if any(e.role.flavor == "lightning-auto" for e in self.loop.backwards):
                 return trainer_k  # the Trainer's `accumulate_grad_batches` (also through `**kwargs`)
         return None
+
+    def _gates_window_work(self, gate: Gate) -> bool:
+        """Something under the gate plays a role in the window (a zeroing, a backward, a clip...):
+        a `% n` test that only logs or saves (`if step % args.log_interval == 0: print(...)`)
+        counts optimizer steps or iterations, not the window's micro-batches."""
+        return any(e.kind != "log" for s in self.loop.statements if s.gate is gate for e in s.events)
 
     def k_in_scope(self, statement: Statement) -> Optional[cst.BaseExpression]:
         """K as the code at `statement` can spell it (None: not in scope there).
