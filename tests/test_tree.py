@@ -70,13 +70,15 @@ def _is_token(node: cst.CSTNode) -> bool:
     return isinstance(node, _TOKEN_TYPES)
 
 
-# What the fast walk leaves out: nodes that are nothing but tokens.
+# What the fast walk leaves out: nodes that are nothing but tokens. A bare `*` (ParamStar)
+# is not among them: it sits in `Parameters.star_arg`, a content field that may hold a
+# Param, and the walk yields it as a leaf (`LEAVES`).
 _TOKEN_TYPES = (
     cst.BaseParenthesizableWhitespace, cst.EmptyLine, cst.TrailingWhitespace, cst.Newline, cst.Comment,
     cst.Comma, cst.Dot, cst.Colon, cst.Semicolon, cst.AssignEqual, cst.LeftParen, cst.RightParen,
     cst.LeftSquareBracket, cst.RightSquareBracket, cst.LeftCurlyBrace, cst.RightCurlyBrace,
     cst.BaseBinaryOp, cst.BaseBooleanOp, cst.BaseCompOp, cst.BaseUnaryOp, cst.BaseAugOp,
-    cst.ImportStar, cst.Asynchronous, cst.ParamSlash, cst.ParamStar,
+    cst.ImportStar, cst.Asynchronous, cst.ParamSlash,
 )
 
 
