@@ -230,6 +230,9 @@ def _trace(facts: ModuleFacts, objects: Objects, expr: cst.BaseExpression, carri
     length = _loader_length(objects, expr)
     if length is not None:
         found.append((carrier, length))
+        # The loader's own binding sizes its batches, not their count: a
+        # `DataLoader(..., batch_size=total // K)` yields K times more micro-batches.
+        seen.add(dotted(positional(length, 0)) or "")
     if depth > 4:
         return None
     for name in referenced_names(expr):
