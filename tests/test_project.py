@@ -186,6 +186,19 @@ def test_broken_config_is_one_diagnostic_on_that_file(tmp_path: Path) -> None:
     assert "train.py:10:" in output  # the run goes on
 
 
+def test_empty_config_placeholder_is_no_diagnostic(tmp_path: Path) -> None:
+    """An empty JSON or YAML file named by the code (a placeholder that a preprocessing
+    script fills later) states nothing: no facts and no parse error."""
+    root = _project(tmp_path)
+    _write(root / "configs" / "config.json", "")
+    _write(root / "configs" / "model.yaml", "\n")
+    _write(root / "train.py", (root / "train.py").read_text()
+           + 'CONFIG = "configs/config.json"\nMODEL = "configs/model.yaml"\n')
+    code, output = _run("check", "--no-cache", ".", cwd=root)
+    assert "train.py:10:" in output  # the loop was checked
+    assert "configs/" not in output
+
+
 def test_config_facts(tmp_path: Path) -> None:
     from accumlint.project import view_for
 

@@ -54,6 +54,8 @@ def read_config(path: str) -> Union[ConfigFacts, ConfigError, None]:
             text = handle.read()
     except (OSError, UnicodeDecodeError):
         return None
+    if not text.strip():
+        return None  # an empty placeholder (a later step writes the real file) states nothing
     if path.endswith(".json"):
         try:
             data = json.loads(text)
