@@ -407,6 +407,10 @@ class LossReader:
         earlier = LossFlow(flow.backward)
         self._trace(loop, statement, inner.func.value, earlier, depth + 1)
         flow.scalings.extend(earlier.scalings)
+        if earlier.reduction == TOKEN:
+            # `loss = outputs.loss.mean()` (DataParallel's per-replica means): still a token mean
+            flow.reduction = TOKEN
+            flow.entry_statement = flow.entry_statement or earlier.entry_statement or earlier.origin_statement
 
     def _through_helper(self, loop: TrainingLoop, definition: tuple[Statement, cst.BaseSmallStatement], flow: LossFlow,
                         depth: int) -> bool:
