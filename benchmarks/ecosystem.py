@@ -132,15 +132,24 @@ def load_labels(path: Path = LABELS) -> list[Repository]:
 
 
 def compare(expected: Iterable[Finding], found: Iterable[Finding], doubtful: Iterable[Finding] = ()) -> Comparison:
-    """Match on (path, code, line); errors and doubtful findings are kept apart, never counted."""
+    """Match on (path, code, line); errors and doubtful findings are kept apart, never counted.
+
+    A key is one place: two findings of one code on one line (a scheduler's warmup and
+    total lengths written on the same line) count once, as the labels, keyed the same
+    way, do."""
     result = Comparison()
     wanted = {finding.key: finding for finding in expected}
     arguable = {finding.key: finding for finding in doubtful}
     seen: set[tuple[str, str, int]] = set()
+    reported: set[tuple[str, str, int]] = set()
     for finding in found:
         if finding.code in ERROR_CODES:
             result.errors.append(finding)
-        elif finding.key in arguable:
+            continue
+        if finding.key in reported:
+            continue
+        reported.add(finding.key)
+        if finding.key in arguable:
             result.doubtful.append(arguable[finding.key])
         elif finding.key in wanted and finding.key not in seen:
             seen.add(finding.key)

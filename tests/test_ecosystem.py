@@ -48,10 +48,15 @@ def test_compare_sorts_findings_into_matched_unexpected_missing_errors_and_doubt
     assert result.precision == 0.5 and result.recall == 0.5
 
 
-def test_a_duplicate_report_of_one_expected_finding_counts_once():
-    expected = [Finding("a.py", "GA101", 3)]
-    result = eco.compare(expected, [Finding("a.py", "GA101", 3), Finding("a.py", "GA101", 3)])
-    assert len(result.matched) == 1 and len(result.unexpected) == 1
+def test_findings_count_once_per_place_as_labels_do():
+    """Two findings of one code on one line (two length arguments written on one line)
+    are one place, matched or unexpected once, as a label file keyed the same way is."""
+    expected = [Finding("a.py", "GA305", 3)]
+    found = [Finding("a.py", "GA305", 3), Finding("a.py", "GA305", 3), Finding("a.py", "GA101", 9),
+             Finding("a.py", "GA101", 9)]
+    result = eco.compare(expected, found)
+    assert [f.key for f in result.matched] == [("a.py", "GA305", 3)]
+    assert [f.key for f in result.unexpected] == [("a.py", "GA101", 9)]
 
 
 def test_ratios_are_undefined_without_findings():
