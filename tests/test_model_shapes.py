@@ -178,6 +178,14 @@ def test_arms_of_one_branch_are_never_ordered() -> None:
 # -- counters and count gates --------------------------------------------------------
 
 
+
+def test_length_of_a_list_is_a_counter() -> None:
+    """`len(losses) % K == 0`, with one append per micro-batch, is a modulo gate on the
+    list's length; another call is no counter."""
+    gate = parse_gate(libcst.parse_expression("len(losses) % args.gradient_accumulation_steps == 0"), lambda n: None)
+    assert gate is not None and gate.kind == "modulo" and gate.counter == "len(losses)"
+    assert parse_gate(libcst.parse_expression("count(losses) % k == 0"), lambda n: None) is None
+
 def test_difference_count_gate_needs_the_remembered_step() -> None:
     gate = parse_gate(libcst.parse_expression("ni - last_opt_step >= accumulate"), lambda name: None)
     assert gate is not None and gate.kind == "count" and gate.counter == "ni" and gate.since == "last_opt_step"

@@ -150,7 +150,7 @@ def _modulo(
     if type(numerator) is cst.BinaryOperation and type(numerator.operator) is cst.Add:
         offset = int_value(numerator.right) or 0
         numerator = numerator.left
-    counter = dotted(numerator)
+    counter = _length_counter(numerator) or dotted(numerator)
     if counter is None or counter.endswith("()"):
         return None
     if zero_means_boundary:
@@ -162,6 +162,15 @@ def _modulo(
     if form is None:
         return None
     return Gate("modulo", test, True, counter=counter, k=k, form=form)
+
+
+def _length_counter(node: cst.BaseExpression) -> Optional[str]:
+    """`len(losses)` of a list the loop appends to once per micro-batch counts them, from 1
+    after the append: its text stands for the counter (no binding increments it)."""
+    if type(node) is not cst.Call or dotted(node.func) != "len" or len(node.args) != 1:
+        return None
+    name = dotted(node.args[0].value)
+    return None if name is None or name.endswith("()") else f"len({name})"
 
 
 def _is_k_minus_one(node: cst.BaseExpression, k: cst.BaseExpression) -> bool:
