@@ -257,6 +257,53 @@ class Window:
                     return True
         return any(mentions_sync_control(node) for node in [self.loop.node, *helpers.values()])
 
+    def may_hold_graph(self, at: Statement, name: str) -> bool:
+        """Whether `name` may hold a tensor with its autograd graph at `at`: its latest binding
+        before `at` is not a detached value (`.item()`, `float(...)`), nor a detached element
+        of what a project helper returns."""
+        latest = None
+        for statement in self.loop.statements:
+            if statement.order >= at.order:
+                break
+            for small in statement.node.body:
+                if type(small) is cst.Assign and any(dotted(t.target) == name for t in small.targets):
+                    latest = small.value
+        if type(latest) is cst.Call:
+            callee = last_part(dotted(latest.func) or "")
+            if callee in _DETACHING_METHODS:
+                return False
+        return not self._unpacked_detached(at, name)
+
+    def _unpacked_detached(self, at: Statement, name: str) -> bool:
+        """`loss, logits = self.train_batch(batch)` in the scope of `at`, where the project
+        helper returns `loss.item(), logits` (it zeroes, backpropagates and steps itself): the
+        name holds the helper's detached element, no graph."""
+        unpacked: Optional[tuple[cst.Call, int]] = None
+        for statement in self.loop.statements:
+            if statement.order >= at.order:
+                break
+            if statement.helper is not at.helper:
+                continue  # another function's scope: another variable of the same name
+            for small in statement.node.body:
+                if type(small) is not cst.Assign:
+                    continue
+                for target in small.targets:
+                    if dotted(target.target) == name:
+                        unpacked = None
+                    elif type(target.target) in (cst.Tuple, cst.List) and type(small.value) is cst.Call:
+                        elements = cast("cst.Tuple | cst.List", target.target).elements
+                        for index, element in enumerate(elements):
+                            if dotted(element.value) == name:
+                                unpacked = (small.value, index)
+        if unpacked is None:
+            return False
+        call, index = unpacked
+        helper = self.facts.helper(call, self.facts.enclosing_function(at.node))
+        if helper is None:
+            return False
+        returned = [node.value for node in walk(helper.body) if type(node) is cst.Return and node.value is not None]
+        return bool(returned) and all(_detached_element(value, index) for value in returned)
+
     def builds_no_graph(self, statement: Statement) -> bool:
         """The statement runs in a no-grad region: under `with torch.no_grad()`,
         `torch.inference_mode()` or `torch.set_grad_enabled(False)`, or in a function
@@ -986,3 +1033,15 @@ def build_window(loop: TrainingLoop, facts: ModuleFacts, objects: Objects, reade
 
 
 _NAMING = (cst.Name, cst.Attribute, cst.Subscript)
+_DETACHING_METHODS = frozenset({"item", "detach", "tolist", "cpu", "numpy", "float", "data"})
+
+
+def _detached_element(value: cst.BaseExpression, index: int) -> bool:
+    """Element `index` of a returned tuple is a detached value (`loss.item()`)."""
+    if type(value) not in (cst.Tuple, cst.List):
+        return False
+    elements = cast("cst.Tuple | cst.List", value).elements
+    if index >= len(elements) or type(elements[index]) is not cst.Element:
+        return False
+    element = elements[index].value
+    return type(element) is cst.Call and last_part(dotted(element.func) or "") in _DETACHING_METHODS

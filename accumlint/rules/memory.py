@@ -8,15 +8,11 @@ from typing import Iterable, Optional
 import libcst as cst
 
 from accumlint.fix.edits import filled_expression, parenthesized, replace
-from accumlint.model.loop import Statement
 from accumlint.model.loss import split_scaling
 from accumlint.model.names import code, dotted, keyword, last_part
 from accumlint.model.window import Window
 from accumlint.rules.base import Finding
 from accumlint.rules.catalog import Rule
-
-_DETACHING = {"item", "detach", "tolist", "cpu", "numpy", "float", "data"}
-
 
 def graph_kept_alive(window: Window) -> Iterable[Finding]:
     names = {flow.name for flow in window.flows if flow.name is not None and flow.reduction != "unknown" or
@@ -46,7 +42,7 @@ def graph_kept_alive(window: Window) -> Iterable[Finding]:
         if window.builds_no_graph(statement):
             continue  # `with torch.no_grad(): metrics += loss` keeps no graph
         name = dotted(split_scaling(added, None)[0])  # `loss * n_tokens` keeps `loss`'s graph
-        if name not in names or not _tensor_at(window, statement, name) or _backpropagated_later(window, holder):
+        if name not in names or not window.may_hold_graph(statement, name) or _backpropagated_later(window, holder):
             continue
         yield Finding(
             statement.node,
@@ -108,22 +104,6 @@ def _assigned_names(window: Window) -> dict[tuple[Optional[cst.FunctionDef], boo
                         if in_micro:
                             found.setdefault((statement.helper, True), set()).add(name)
     return found
-
-
-def _tensor_at(window: Window, at: Statement, name: str) -> bool:
-    """The name's latest binding before `at` is not a detached value (`.item()`, `float(...)`)."""
-    latest = None
-    for statement in window.loop.statements:
-        if statement.order >= at.order:
-            break
-        for small in statement.node.body:
-            if type(small) is cst.Assign and any(dotted(t.target) == name for t in small.targets):
-                latest = small.value
-    if type(latest) is cst.Call:
-        callee = last_part(dotted(latest.func) or "")
-        if callee in _DETACHING:
-            return False
-    return True
 
 
 def retain_graph_in_loop(window: Window) -> Iterable[Finding]:
