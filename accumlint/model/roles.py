@@ -168,7 +168,11 @@ class Objects:
         return kinds.pop() if len(kinds) == 1 else None
 
     def kind_of(self, expr: Optional[cst.BaseExpression]) -> Optional[ObjectKind]:
-        """The role of an object expression, from its bindings, else its name."""
+        """The role of an object expression, from its bindings, else its name
+        (`accelerator.unwrap_model(ema)` is `ema`)."""
+        if type(expr) is cst.Call and type(expr.func) is cst.Attribute and expr.func.attr.value == "unwrap_model" \
+                and len(expr.args) == 1 and self.kind_of(expr.func.value) == "accelerator":
+            expr = expr.args[0].value
         name = dotted(expr) if expr is not None else None
         if name is None:
             return None

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Callable, Iterator, Literal, Optional
+from typing import Callable, Iterator, Literal, Optional, cast
 
 import libcst as cst
 
 from accumlint.model import scopes
 from accumlint.model.facts import Function, ModuleFacts
-from accumlint.model.names import call_name, dotted, last_part, looks_like_batch_size, positional
+from accumlint.model.names import call_name, dotted, keyword, last_part, looks_like_batch_size, positional
 from accumlint.model.roles import Objects
 from accumlint.model.tree import children
 from accumlint.source.patterns import LazyPattern
@@ -79,8 +79,9 @@ def known_schedule(facts: ModuleFacts, call: cst.Call) -> bool:
         name not in facts.imports and name not in facts.functions)
 
 
-def length_arguments(call: cst.Call) -> list[cst.BaseExpression]:
-    """The arguments of a scheduler constructor that carry a length in steps."""
+def length_arguments(call: cst.Call, facts: Optional[ModuleFacts] = None) -> list[cst.BaseExpression]:
+    """The arguments of a scheduler constructor that carry a length in steps (with `facts`,
+    those of the schedulers a composed one names: `SequentialLR(opt, [warmup, decay], ...)`)."""
     found = [arg.value for arg in call.args if arg.keyword is not None and arg.keyword.value in LENGTH_KEYWORDS]
     tail = last_part(call_name(call) or "")
     positions: tuple[int, ...] = ()
@@ -96,11 +97,27 @@ def length_arguments(call: cst.Call) -> list[cst.BaseExpression]:
             found.append(value)
     if tail in _COMPOSED_SCHEDULERS:
         # `SequentialLR(opt, [LinearLR(..., total_iters=warmup), LinearLR(..., total_iters=decay)])`
-        for node in _expression_nodes(call):
-            if node is not call and type(node) is cst.Call:
-                found.extend(arg.value for arg in node.args
-                             if arg.keyword is not None and arg.keyword.value in LENGTH_KEYWORDS)
+        parts = [node for node in _expression_nodes(call) if node is not call and type(node) is cst.Call]
+        if facts is not None:
+            parts += _named_parts(facts, call, 0 if tail == "ChainedScheduler" else 1)
+        for part in parts:
+            found.extend(arg.value for arg in part.args
+                         if arg.keyword is not None and arg.keyword.value in LENGTH_KEYWORDS)
     return found
+
+
+def _named_parts(facts: ModuleFacts, call: cst.Call, position: int) -> list[cst.Call]:
+    """The constructor calls bound to the names a composed scheduler's list holds."""
+    listed = keyword(call, "schedulers")
+    schedulers = listed.value if listed is not None else positional(call, position)
+    if type(schedulers) not in (cst.List, cst.Tuple):
+        return []
+    parts = []
+    for element in cast("cst.List | cst.Tuple", schedulers).elements:
+        if type(element.value) is cst.Name:
+            parts += [b.value for b in facts.values_of(element.value.value)
+                      if type(b.value) is cst.Call and b.index is None]
+    return parts
 
 
 _COMPOSED_SCHEDULERS = frozenset({"SequentialLR", "ChainedScheduler"})
@@ -123,7 +140,7 @@ def sized_in_micro_batches(facts: ModuleFacts, objects: Objects, name: Optional[
     computed from `len(loader)` (times epochs) that nothing on the way divides by K."""
     from_loader = False
     for call in scheduler_constructors(facts, objects, name):
-        for argument in length_arguments(call):
+        for argument in length_arguments(call, facts):
             for node in _expression_nodes(argument):
                 if type(node) is cst.BinaryOperation and type(node.operator) is cst.Multiply:
                     if is_k(node.left) or is_k(node.right):
@@ -170,7 +187,7 @@ def length_is_loop_budget(facts: ModuleFacts, loop: cst.CSTNode, function: Optio
         if not scopes.passes(function, site, receiver):
             continue
         for call in constructors:
-            for argument in length_arguments(call):
+            for argument in length_arguments(call, facts):
                 parameter = scopes.parameter_receiving(function, site, argument)
                 if parameter is not None:
                     budgets.add(parameter)
@@ -318,7 +335,7 @@ def helper_built_lengths(facts: ModuleFacts, objects: Objects, name: Optional[st
         if helper is None:
             continue
         for constructor in _returned_schedulers(objects, helper):
-            for argument in length_arguments(constructor):
+            for argument in length_arguments(constructor, facts):
                 if any(type(node) is cst.BinaryOperation and type(node.operator) in (cst.Divide, cst.FloorDivide)
                        for node in _expression_nodes(argument)):
                     continue

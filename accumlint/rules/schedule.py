@@ -24,7 +24,7 @@ def schedule_counts_micro_batches(window: Window) -> Iterable[Finding]:
         if not _once_per_window(window, event):
             continue
         for constructor in scheduler_constructors(window.facts, window.objects, event.role.receiver):
-            for argument in length_arguments(constructor):
+            for argument in length_arguments(constructor, window.facts):
                 length = micro_batch_length(window.facts, window.objects, argument, window.is_k)
                 if length is None or not _iterated_per_micro_batch(window, length.length):
                     continue
