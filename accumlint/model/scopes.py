@@ -96,8 +96,8 @@ def chains_in_targets(node: cst.CSTNode) -> set[str]:
 
 
 def target_chains(target: cst.CSTNode) -> set[str]:
-    """The names and attribute chains one assignment target binds, as written
-    (`a, (self.b, *c) = ...` -> a, self.b, c; `x[i] = ...` -> none)."""
+    """The names and attribute chains one assignment target binds, as `dotted` writes
+    them (`a, (self.b, *c) = ...` -> a, self.b, c; `x[i] = ...` -> x[])."""
     return set(_target_chains(target))
 
 
