@@ -16,6 +16,7 @@ import pytest
 from fake_analysis import patch_in_workers
 from samples import UNSCALED_LOOP as TRAIN
 from samples import UNSCALED_LOOP_AT_MODULE_LEVEL
+from sampling import in_sample
 from click.testing import CliRunner
 
 from accumlint.cli import cli
@@ -668,27 +669,32 @@ def test_a_check_writes_the_module_back_only_for_a_text_that_may_not_round_trip(
     odd = TRAIN.replace("import torch\n", "import torch\n\f\n")
     assert analysis.analyze(odd, "train.py")[0].fix is not None and written == [odd]
 
-    # what the screen passes, LibCST writes back exactly: the fixtures, each changed at random
-    fixtures = Path(__file__).resolve().parent.parent / "fixtures" / "check"
-    texts = [p.read_text(encoding="utf-8") for p in sorted(fixtures.rglob("*.py"))][:40]
+    # what the screen passes, LibCST writes back exactly: about one fixture in fifteen (each in
+    # or out by its own path, tests/sampling.py), each changed at random 80 times by a random
+    # generator of its own, so that a new fixture changes no other fixture's draws
+    repo = Path(__file__).resolve().parent.parent
+    paths = [p for p in sorted((repo / "fixtures" / "check").rglob("*.py")) if in_sample(p.relative_to(repo).as_posix(), 15)]
     pieces = ["\f", "\r", "\r\n", "\\\n", " \\\n", "\n  \n", "\n\n  # c\n", "\t", " ", "\n", "# c\n", "\x00"]
-    rng = random.Random(3)
+    assert len(paths) >= 30
     passed = 0
-    for index in range(4000):
-        text = texts[index % len(texts)]
-        for _ in range(2):
-            at = rng.randrange(len(text) + 1)
-            text = text[:at] + rng.choice(pieces) + text[at:]
-        if rng.random() < 0.3:
-            text = text.rstrip("\n") + rng.choice(["", "  ", "\n  ", "\n\n  # c", "\n\n\t\n", "\n# c\n"])
-        try:
-            compile(text, "t.py", "exec")
-            module = libcst.parse_module(text)
-        except (SyntaxError, ValueError, libcst.ParserSyntaxError):
-            continue
-        if not analysis.may_not_round_trip(text):
-            passed += 1
-            assert module.code == text, repr(text)
+    for path in paths:
+        original = path.read_text(encoding="utf-8")
+        rng = random.Random(path.relative_to(repo).as_posix())
+        for _ in range(80):
+            text = original
+            for _ in range(2):
+                at = rng.randrange(len(text) + 1)
+                text = text[:at] + rng.choice(pieces) + text[at:]
+            if rng.random() < 0.3:
+                text = text.rstrip("\n") + rng.choice(["", "  ", "\n  ", "\n\n  # c", "\n\n\t\n", "\n# c\n"])
+            try:
+                compile(text, "t.py", "exec")
+                module = libcst.parse_module(text)
+            except (SyntaxError, ValueError, libcst.ParserSyntaxError):
+                continue
+            if not analysis.may_not_round_trip(text):
+                passed += 1
+                assert module.code == text, repr(text)
     assert passed >= 40
 
 

@@ -294,7 +294,7 @@ def test_a_loop_whose_backward_runs_in_a_helper_elsewhere_passes_the_gate(tmp_pa
     assert not loop_reaches_project_backward(str(root / "train.py"), text)
 
 
-# -- fixes across files (issue 22, item 4) -------------------------------------------------------
+# -- fixes across files --------------------------------------------------------------------------
 
 def test_a_fix_found_by_a_loop_elsewhere_lands_in_the_helpers_file(tmp_path: Path) -> None:
     """`--fix` writes the helper module (through the guard and the atomic write), never the
@@ -737,7 +737,7 @@ def test_the_result_cache_keeps_apart_the_projects_a_file_was_checked_in(tmp_pat
 
 def test_in_a_check_run_an_importer_of_several_helper_modules_is_analysed_once(tmp_path: Path, monkeypatch) -> None:
     """A loop calling helpers of two modules: checking both modules analyses the loop's
-    module once in a run (issue 24), with the findings each gets outside a run."""
+    module once in a run, with the findings each gets outside a run."""
     from accumlint.check import analysis
     from accumlint.project import importers
 

@@ -233,3 +233,23 @@ def test_a_function_that_binds_a_name_reads_its_own_bindings_of_it() -> None:
     # a function that does not bind the name reads every binding (the module's among them)
     assert len(values("evaluate")) == 3
     assert len(values(None)) == 3
+
+
+def _target(statement: str) -> cst.BaseAssignTargetExpression:
+    small = cst.parse_statement(statement)
+    assert type(small) is cst.SimpleStatementLine and type(small.body[0]) is cst.Assign
+    return small.body[0].targets[0].target
+
+
+@pytest.mark.parametrize(
+    "statement, bound",
+    [
+        ("a, (self.b, *c) = f()", {"a", "self.b", "c"}),
+        ("[loss, aux] = model(x)", {"loss", "aux"}),
+        ("self.loss = 0", {"self.loss"}),
+        ("losses[i] = loss", {"losses[]"}),  # an item of the list, as `dotted` writes it
+        ("x, (y + 1).z = g()", {"x"}),  # no chain names the second target
+    ],
+)
+def test_target_chains_are_what_one_assignment_target_binds(statement: str, bound: set[str]) -> None:
+    assert scopes.target_chains(_target(statement)) == bound

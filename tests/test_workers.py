@@ -312,7 +312,8 @@ def test_a_spawned_worker_that_cannot_load_its_function_fails_each_item_saying_s
     module = types.ModuleType("accumlint_test_not_on_disk")
     exec("import os\ndef work(item):\n    return os.getpid()\n", module.__dict__)
     monkeypatch.setitem(sys.modules, module.__name__, module)
-    results = dict(WorkerPool(1, module.work, 10.0).map(["a", "b"]))
+    with WorkerPool(1, module.work, 10.0) as pool:  # closed: no listening thread outlives the test
+        results = dict(pool.map(["a", "b"]))
     assert all(isinstance(outcome, Failure) and "cannot load its function" in outcome.message
                and "accumlint_test_not_on_disk" in outcome.message for outcome in results.values())
 

@@ -6,6 +6,7 @@ is missing or is not what the speed-up expects (a new LibCST, another Python),
 accumlint takes the public path instead, which gives the same findings and
 fixes, only slower. `ACCUMLINT_NO_SPEEDUPS=1` takes the public path for all of
 them (benchmarks/compare_speedups.py checks that the output is byte-identical).
+What each one saves is measured in README, "Speed", not here.
 
 Two kinds of reach:
 
@@ -14,13 +15,13 @@ Read-only, on whatever accumlint parsed (active wherever accumlint runs):
 - `codegen`: LibCST's `libcst._nodes.internal.CodegenState` and the nodes'
   `_codegen`, subclassed to generate a node's text without recording positions
   (`model.names.code`) and to find the positions of the few reported nodes in
-  one lean pass (`model.positions`). Why: `PositionProvider` costs more than
-  twice the parse. Fallback: `Module.code_for_node`, and `MetadataWrapper` with
+  one lean pass (`model.positions`). Why: `PositionProvider` builds a position
+  for every node of the module. Fallback: `Module.code_for_node`, and `MetadataWrapper` with
   `PositionProvider` / `WhitespaceInclusivePositionProvider`.
 - `compile_budget`: `sys._getframe` (how deep the stack is) and CPython's
   compiler recursion scale (COMPILER_STACK_FRAME_SCALE, three levels a frame,
   probed): a `compile` under a lowered recursion limit bounds a file's nesting
-  (`source.gate`'s shortcut, a third of stage two). Fallback: stage two in
+  (`source.gate`'s shortcut, cheaper than stage two). Fallback: stage two in
   full (`ast.parse`, `nesting`, `compile` of the tree).
 
 Process-wide (they change LibCST's classes, `dataclasses` or the collector
@@ -30,20 +31,21 @@ the editor server:
 
 - `node_init`: LibCST's node classes get an `__init__` that stores fields
   through the slots' descriptors, using `dataclasses._HAS_DEFAULT_FACTORY`.
-  Why: a twentieth of a parse. Fallback: LibCST's own `__init__`.
+  Why: a parse builds every node through it. Fallback: LibCST's own `__init__`.
 - `validation`: `CSTNode.__post_init__` (LibCST's validating hook) is swapped
-  for a no-op while the parser builds a tree. Why: a sixth of a parse on
-  loop-dense code. Fallback: `libcst.parse_module` as is.
+  for a no-op while the parser builds a tree. Why: a tree the parser built
+  is valid by construction. Fallback: `libcst.parse_module` as is.
 - `generated_code`: the `exec` that `dataclasses` calls (a module global it
   looks up) is replaced while LibCST is imported, to reuse the compiled code of
   the methods it writes; it reads its caller through `sys._getframe`. Why:
-  half of `import libcst`. Fallback: `dataclasses` compiles as usual.
+  compiling them is most of `import libcst`. Fallback: `dataclasses` compiles as usual.
 - `collector`: the cyclic garbage collector paused while a tree is built, and
-  what the analysis imports frozen (`gc.freeze`). Why: a tenth of a parse, 4 %
-  of a one-file check. Fallback: the collector runs as usual.
+  what the analysis imports frozen (`gc.freeze`). Why: a tree is freed by
+  reference counting, yet building one sets off collection after collection.
+  Fallback: the collector runs as usual.
 - `quick_exit`: the command's process ends with `atexit._run_exitfuncs()` then
-  `os._exit`, skipping the interpreter's teardown. Why: a tenth of a one-file
-  check. Only from the console entry point, and never under a tracer, a
+  `os._exit`, skipping the interpreter's teardown. Why: a process that ends
+  need not free every object one by one. Only from the console entry point, and never under a tracer, a
   profiler or a `sys.monitoring` tool, nor when `__main__` is someone else's
   (`python -m cProfile -m accumlint.cli` writes its profile). Fallback:
   `sys.exit`.

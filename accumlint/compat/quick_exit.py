@@ -1,7 +1,7 @@
 """Ending accumlint's own command at once, without the interpreter's teardown.
 
-The interpreter's normal exit frees every module and object one by one, about
-a tenth of a one-file check's instructions, for a process that is ending
+The interpreter's normal exit frees every module and object one by one
+(README, "Speed", gives its share of a check), for a process that is ending
 anyway (a pre-commit hook pays it on every commit). `exit_now` runs the exit
 handlers (`atexit._run_exitfuncs`, private) and ends the process with
 `os._exit`. It declines (returns, and the caller exits as usual) where that

@@ -6,7 +6,7 @@ parentheses, required whitespace, valid identifiers...). Those checks guard
 trees that people build by hand; a tree the parser has just produced from a
 text is valid by construction (the text round-trips, and accumlint only parses
 texts CPython already compiled, `accumlint.source.gate`). On loop-dense code the
-checks are about a sixth of the parse.
+checks are a large share of the parse (README, "Speed").
 
 So `unvalidated_parse` runs with that hook switched off, for the parsing thread
 only, and only while `libcst.parse_module` runs: nodes the fixer builds later,
@@ -15,7 +15,7 @@ parsing thread is the only one (a check's worker always is), the hook is a
 plain no-op for the parse, and the installed node constructors
 (`accumlint.compat.node_init`) do not even call it: no other thread exists to
 build a node, and the parse starts none (asking which thread builds each node
-costs 2.5 % of the parse).
+would cost a share of the parse of its own).
 
 The hook is LibCST's private API, and swapping it changes a class for the whole
 process: `SKIPS_VALIDATION` is False, and the parse is LibCST's plain one, when

@@ -90,6 +90,9 @@ class LossFlow:
     # the same backward's flow in the runs where a run-constant test's arm that rebinds the
     # loss does not run (`if args.sequence_parallel_size > 1: loss = ...`): its other worlds
     other_worlds: list["LossFlow"] = field(default_factory=list)
+    # the statement that last binds the backward's loss earlier in the iteration, in the
+    # backward's scope (the trace's first step), when there is one
+    binding: Optional[Statement] = None
 
     @property
     def loss_terms(self) -> set[str]:
@@ -238,8 +241,11 @@ class LossReader:
         flow.scalings.extend(self._read_factor(scaling) for scaling in scalings)
         at_backward = list(flow.scalings)
         self._trace(loop, event.statement, expr, flow, depth=0)
-        world_arm = self._world_arm_binding(loop, event.statement, expr)
-        if world_arm is not None:
+        world_arm = flow.binding
+        if world_arm is not None and world_arm.helper is None and set(world_arm.worlds) - set(event.statement.worlds):
+            # the loss is bound in an arm of a run-constant test that the backward is not in
+            # (`if args.sequence_parallel_size > 1:` rebinding `loss`): the runs where that
+            # arm does not run see the loss bound before it
             other = LossFlow(backward=event, target=target, scalings=at_backward)
             self._trace(loop, world_arm, expr, other, depth=0)
             flow.other_worlds.append(other)
@@ -258,6 +264,8 @@ class LossReader:
         if name is not None and not name.endswith("()") and depth < 8:
             flow.name = flow.name or name
             definition = _last_definition(loop.statements, before, name)
+            if depth == 0 and definition is not None:
+                flow.binding = definition[0]
             if definition is not None and definition[0].helper is None:
                 helper_result = self._through_helper(loop, definition, flow, depth)
                 if helper_result:
@@ -321,19 +329,6 @@ class LossReader:
         flow.reduction = self.reduction(expr, loop.function, flow)
         if depth < 8:
             self._scaled_before_method(loop, before, expr, flow, depth)  # `loss.mean().backward()`
-
-    def _world_arm_binding(self, loop: TrainingLoop, before: Statement, expr: cst.BaseExpression) -> Optional[Statement]:
-        """The statement binding the backward's loss when it sits in an arm of a run-constant
-        test that the backward is not in (`if args.sequence_parallel_size > 1:` rebinding
-        `loss`): the runs where that arm does not run see the loss bound before it."""
-        name = dotted(expr)
-        if name is None or name.endswith("()"):
-            return None
-        definition = _last_definition(loop.statements, before, name)
-        if definition is None or definition[0].helper is not None:
-            return None
-        statement = definition[0]
-        return statement if set(statement.worlds) - set(before.worlds) else None
 
     def _add_term(self, loop: TrainingLoop, statement: Statement, term: cst.BaseExpression, name: str,
                   flow: LossFlow) -> None:

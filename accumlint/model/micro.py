@@ -21,6 +21,7 @@ from accumlint.model.facts import Loop
 from accumlint.model.loop import Event, Statement
 from accumlint.model.loss import UNKNOWN
 from accumlint.model.names import call_name, code, dotted, last_part, positional
+from accumlint.model.scopes import target_chains
 from accumlint.model.tree import walk
 from accumlint.model.window import Window
 from accumlint.source.patterns import LazyPattern
@@ -71,7 +72,7 @@ def _last_assignment(window: Window, before: Statement, name: str) -> Optional[S
         for small in statement.node.body:
             if type(small) is cst.AugAssign and dotted(small.target) == name:
                 found = None if type(small.operator) not in (cst.DivideAssign, cst.MultiplyAssign) else found
-            elif type(small) is cst.Assign and any(_binds(t.target, name) for t in small.targets):
+            elif type(small) is cst.Assign and any(name in target_chains(t.target) for t in small.targets):
                 found = None if _adds_to_itself(small.value, name) else statement
     return found
 
@@ -83,12 +84,6 @@ def _adds_to_itself(value: cst.BaseExpression, name: str) -> bool:
         and any(dotted(side) == name for side in walk(node))
         for node in walk(value)
     )
-
-
-def _binds(target: cst.BaseExpression, name: str) -> bool:
-    if type(target) is cst.Tuple or type(target) is cst.List:
-        return any(dotted(element.value) == name for element in target.elements)
-    return dotted(target) == name
 
 
 def _micro_step_loop(window: Window, loop: Loop, definition: Statement) -> bool:

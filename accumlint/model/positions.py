@@ -2,8 +2,8 @@
 
 LibCST's `PositionProvider` builds a `CodeRange` for every node of the module
 through a generator-based context manager per node, and splits every token
-with a regular expression: on loop-dense code it costs more than twice the
-parse. Only the nodes of the findings need a position, so this pass keeps
+with a regular expression: on loop-dense code it costs more than the parse
+itself (README, "Speed"). Only the nodes of the findings need a position, so this pass keeps
 plain tuples while it generates the code, without storing the tokens, and
 builds `CodeRange`s for the requested nodes only. The positions are LibCST's
 own syntactic ones, or its whitespace-inclusive ones (what the fixer needs to

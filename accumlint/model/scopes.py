@@ -4,7 +4,7 @@ The one model of Python's scopes that the loop model, the rules and the fix
 guard ask (LibCST's `ScopeProvider` would answer too, at several times the
 cost of the parse the checker is measured against):
 
-- what code binds and reads: `target_names`, `free_names`, `parameters`,
+- what code binds and reads: `target_names`, `target_chains`, `free_names`, `parameters`,
   `module_names`, `local_names`;
 - whether code of the loop, as the loop spells it, can be written at another
   place of the module (`in_scope`: K copied out of the loop), or run once
@@ -93,6 +93,12 @@ def chains_in_targets(node: cst.CSTNode) -> set[str]:
                     if name is not None:
                         found.add(name)
     return found
+
+
+def target_chains(target: cst.CSTNode) -> set[str]:
+    """The names and attribute chains one assignment target binds, as `dotted` writes
+    them (`a, (self.b, *c) = ...` -> a, self.b, c; `x[i] = ...` -> x[])."""
+    return set(_target_chains(target))
 
 
 def parameters(function: Function) -> list[str]:

@@ -10,6 +10,7 @@ from accumlint.fix.edits import Edit, filled_expression, insert_after, insert_be
 from accumlint.model.gates import Gate
 from accumlint.model.loop import Event
 from accumlint.model.names import code, dotted
+from accumlint.model.scopes import chains_in_targets
 from accumlint.model.window import Window
 from accumlint.model.tree import walk
 from accumlint.rules.base import Finding, contains
@@ -112,17 +113,7 @@ def _rebinds(statements: Sequence[cst.CSTNode], boundary: cst.BaseExpression) ->
     """A name the boundary test reads is (re)bound inside the loop body: the copied test
     would read it at the wrong time."""
     names = {node.value for node in walk(boundary) if type(node) is cst.Name}
-    for statement in statements:
-        for node in walk(statement):
-            if type(node) in (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For, cst.WithItem):
-                target = (cast("cst.AssignTarget | cst.AugAssign | cst.AnnAssign | cst.For", node).target
-                          if type(node) is not cst.WithItem else node.asname)
-                bound = {n.value for n in walk(target) if type(n) is cst.Name} if target is not None else set()
-                if bound & names:
-                    return True
-            if type(node) is cst.NamedExpr and dotted(node.target) in names:
-                return True
-    return False
+    return any(names & chains_in_targets(statement) for statement in statements)
 
 
 def _negated(test: cst.BaseExpression) -> cst.BaseExpression:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable, Optional, Sequence, cast
+from typing import Iterable, Optional, cast
 
 import libcst as cst
 
@@ -12,7 +12,7 @@ from accumlint.model.frameworks import SyncControl
 from accumlint.model.gates import parse_gate
 from accumlint.model.loop import Statement
 from accumlint.model.names import code, dotted, int_value, normalized
-from accumlint.model.scopes import free_names
+from accumlint.model.scopes import chains_in_targets, free_names
 from accumlint.model.tree import walk
 from accumlint.model.window import Window
 from accumlint.rules.base import Finding, movable
@@ -132,15 +132,7 @@ def _assigned_between(flag: Statement, anchor: cst.CSTNode) -> bool:
     body: list[cst.CSTNode] = list(block.body)
     start, end = body.index(anchor), body.index(flag.node)
     read = free_names(cast(cst.Assign, flag.small).value)
-    for statement in body[start:end]:
-        for node in walk(statement):
-            if type(node) in (cst.Assign, cst.AugAssign, cst.AnnAssign):
-                targets: Sequence[cst.AssignTarget | cst.AugAssign | cst.AnnAssign] = (
-                    node.targets if type(node) is cst.Assign else [cast("cst.AugAssign | cst.AnnAssign", node)])
-                for target in targets:
-                    if free_names(target.target) & read:
-                        return True
-    return False
+    return any(chains_in_targets(statement) & read for statement in body[start:end])
 
 
 def _wrong_condition(window: Window, control: SyncControl) -> Iterable[Finding]:
