@@ -982,6 +982,11 @@ def build_window(loop: TrainingLoop, facts: ModuleFacts, objects: Objects, reade
     separate = window.separate_updates
     if separate:
         window.flows = [flow for flow in window.flows if id(flow.backward) not in separate]
+    micro = loop.micro_loop
+    if micro is not None and any(loop.in_micro_loop(flow.backward.statement) for flow in window.flows):
+        # a backward beside the micro-step loop runs once per window (a loss over the whole
+        # batch): it owes no 1/K, and the window's scaling is read from the micro-batches'
+        window.flows = [flow for flow in window.flows if loop.in_micro_loop(flow.backward.statement)]
     return window
 
 
