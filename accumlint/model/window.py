@@ -255,6 +255,14 @@ class Window:
                 elif model is not None and any(dotted(arg.value) == model for arg in call.args):
                     # `with misc.ddp_sync(ddp, last):` from another module: it may be one; unknown
                     return True
+        # `for _ in accumulate_contexts(K, ddps):`: a generator that yields each micro-batch
+        # inside `no_sync()` but the last one
+        micro = self.loop.micro_loop
+        if type(micro) is cst.For:
+            for call in self.facts.calls_in(micro.iter):
+                helper = self.facts.helper(call, self.loop.function)
+                if helper is not None:
+                    helpers.setdefault(id(helper), helper)
         return any(mentions_sync_control(node) for node in [self.loop.node, *helpers.values()])
 
     def builds_no_graph(self, statement: Statement) -> bool:
