@@ -440,6 +440,8 @@ class _Walker:
             prefixes = [".".join(pieces[: index + 1]) for index in range(len(pieces))]
             if any(prefix in varying and not self._constant_alias(prefix, helper, depth) for prefix in prefixes):
                 return False
+            if any(chain.startswith(name + ".") for chain in varying):
+                return False  # `cfg.fp16 = False` in the loop changes what `if cfg:` may see
         return True
 
     def _constant_alias(self, name: str, helper: Optional[Function], depth: int) -> bool:
