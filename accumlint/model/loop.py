@@ -690,7 +690,8 @@ def build_loops(
         if not direct(statements, "step") and parent is not None and parent in sites:
             around = walked(sites[parent])
             if steps_after(around, node) and (not direct(around, "backward") or micro_batches(node)):
-                chosen.setdefault(parent, node)
+                if chosen.get(parent) is None:  # the parent, walked first for its own backward
+                    chosen[parent] = node
                 continue
         function = site.function
         if not direct(statements, "step") and parent is None and function is not None:
