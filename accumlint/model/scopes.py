@@ -93,7 +93,7 @@ def chains_in_targets(node: cst.CSTNode) -> set[str]:
                 targets.extend(element.value for element in cast("cst.Tuple | cst.List", target).elements)
                 continue
             while type(target) is cst.Subscript:
-                target = cast(cst.Subscript, target).value
+                target = target.value
             name = dotted(target) if type(target) in (cst.Name, cst.Attribute) else None
             if name is not None:
                 found.add(name)
