@@ -674,11 +674,18 @@ def build_loops(
         inner_orders = [s.order for s in statements if inner in s.loops]
         return bool(inner_orders) and any(e.order > max(inner_orders) for e in direct(statements, "step"))
 
-    def micro_batches(inner: Loop) -> bool:
-        """An inner loop that visibly walks one step's micro-batches: a backward of the
-        enclosing loop or function outside it (a loss over the whole batch, `contrastive.backward()`
-        after the loop) adds to the same window rather than making an update of its own."""
-        return _walks_micro_batches(inner, accumulation_names)
+    def micro_batches(inner: Loop, around: list[Statement]) -> bool:
+        """An inner loop that visibly walks one step's micro-batches, beside which the enclosing
+        loop or function runs backwards of its own in the same iteration (a loss over the whole
+        batch, `contrastive.backward()` after the loop): they add to the same window. A backward
+        in another arm than the inner loop (`if accum_freq == 1: loss.backward(); step` / `else:`
+        the micro-step loop) is another world's update: the enclosing loop stays the window."""
+        if not _walks_micro_batches(inner, accumulation_names):
+            return False
+        first = next((s for s in around if inner in s.loops), None)
+        return first is not None and all(
+            not s.single_micro_batch and not s.exclusive_with(first)
+            for s in around if not s.loops and any(e.kind == "backward" for e in s.events))
 
     chosen: dict[Union[Loop, Function], Optional[Loop]] = {}
     node: Union[Loop, Function]
@@ -689,14 +696,14 @@ def build_loops(
         parent = _parent_loop(site)
         if not direct(statements, "step") and parent is not None and parent in sites:
             around = walked(sites[parent])
-            if steps_after(around, node) and (not direct(around, "backward") or micro_batches(node)):
+            if steps_after(around, node) and (not direct(around, "backward") or micro_batches(node, around)):
                 if chosen.get(parent) is None:  # the parent, walked first for its own backward
                     chosen[parent] = node
                 continue
         function = site.function
         if not direct(statements, "step") and parent is None and function is not None:
             around = walked(LoopSite(function, site.ancestors[: site.ancestors.index(function) + 1]))
-            if steps_after(around, node) and (not direct(around, "backward") or micro_batches(node)):
+            if steps_after(around, node) and (not direct(around, "backward") or micro_batches(node, around)):
                 chosen.setdefault(function, node)
                 continue
             if (not direct(around, "step") and _walks_micro_batches(node, accumulation_names)
