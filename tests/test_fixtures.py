@@ -57,6 +57,7 @@ NO_TRAINING_LOOP = {
     # A project's modules beside its training script.
     "fixtures/projects/schedule_built_elsewhere_divided/utils/lr.py",
     "fixtures/projects/criterion_class_elsewhere/losses.py",
+    "fixtures/projects/iterable_dataset_elsewhere/episodes.py",
     "fixtures/projects/circular_import/pkg/__init__.py",
     "fixtures/projects/circular_import/pkg/hooks.py",
     "fixtures/projects/ddp_wrap_builder_local/builder.py",

@@ -117,10 +117,16 @@ def test_subscript_and_attribute_targets_bind_no_name_in_scope_questions() -> No
 
 def test_what_code_binds_as_chains_and_what_its_targets_may_rebind() -> None:
     """`chains_bound` gives each target as written (a counter moved by unpacking counts);
-    `chains_in_targets` also gives the parts of a target, erring toward "may vary"."""
+    `chains_in_targets` gives the chain each target writes (a subscript target writes its
+    container), not the objects the chain starts from: `self.global_step += 1` leaves
+    `self.args` as it was."""
     statement = cst.parse_module("step, self.seen[i] = step + 1, True\n").body[0]
     assert scopes.chains_bound(statement) == {"step", "self.seen[]"}
-    assert scopes.chains_in_targets(statement) == {"step", "self.seen", "self", "seen", "i"}
+    assert scopes.chains_in_targets(statement) == {"step", "self.seen"}
+    counter = cst.parse_module("self.global_step += 1\n").body[0]
+    assert scopes.chains_in_targets(counter) == {"self.global_step"}
+    item = cst.parse_module("self.layers[0].scale = 1\n").body[0]
+    assert scopes.chains_in_targets(item) == {"self.layers[].scale"}
     plain = cst.parse_module("total = step * 2\n").body[0]
     assert scopes.chains_bound(plain) == scopes.chains_in_targets(plain) == {"total"}
     read_only = cst.parse_module("log(step, self.seen[i])\n").body[0]

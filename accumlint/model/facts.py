@@ -378,6 +378,17 @@ class ModuleFacts:
     def class_bases(self, owner: cst.ClassDef) -> list[str]:
         return [self.qualified(dotted(base.value)) or "" for base in owner.bases]
 
+    def bases_of(self, name: Optional[str]) -> list[str]:
+        """The bases of the class a name calls (`RLDSDataset` in `RLDSDataset(root, ...)`):
+        a class of this module, or one of another project module as that module writes them.
+        Empty when unknown."""
+        if name is None:
+            return []
+        local = self.classes.get(last_part(name))
+        if local is not None:
+            return self.class_bases(local)
+        return list(self.project.class_bases(name)) if self.project is not None else []
+
 
 # The methods of a project object read from its class, not from its name (see `object_method`).
 _OBJECT_METHODS = frozenset({"step", "zero_grad"})

@@ -41,6 +41,8 @@ class Statement:
     block: tuple[cst.CSTNode, ...]
     call_site: Optional[cst.Call] = None
     helper: Optional[Function] = None
+    # every helper on the way from the loop to the statement, outermost first (`helper` is the last)
+    callers: tuple[Function, ...] = ()
     arms: tuple[tuple[int, int], ...] = ()
     # the arms of run-constant tests (`if args.fp16:`) the statement sits in: each arm is a world
     worlds: tuple[tuple[int, int], ...] = ()
@@ -438,6 +440,8 @@ class _Walker:
             prefixes = [".".join(pieces[: index + 1]) for index in range(len(pieces))]
             if any(prefix in varying and not self._constant_alias(prefix, helper, depth) for prefix in prefixes):
                 return False
+            if any(chain.startswith(name + ".") for chain in varying):
+                return False  # `cfg.fp16 = False` in the loop changes what `if cfg:` may see
         return True
 
     def _constant_alias(self, name: str, helper: Optional[Function], depth: int) -> bool:
@@ -500,6 +504,7 @@ class _Walker:
             withs=context["withs"],
             block=context["path"],
             helper=context["helper"],
+            callers=tuple(function for function, _ in context["frames"]),
             call_site=context.get("call_site"),
             arms=context["arms"],
             worlds=context["worlds"],
@@ -669,6 +674,19 @@ def build_loops(
         inner_orders = [s.order for s in statements if inner in s.loops]
         return bool(inner_orders) and any(e.order > max(inner_orders) for e in direct(statements, "step"))
 
+    def micro_batches(inner: Loop, around: list[Statement]) -> bool:
+        """An inner loop that visibly walks one step's micro-batches, beside which the enclosing
+        loop or function runs backwards of its own in the same iteration (a loss over the whole
+        batch, `contrastive.backward()` after the loop): they add to the same window. A backward
+        in another arm than the inner loop (`if accum_freq == 1: loss.backward(); step` / `else:`
+        the micro-step loop) is another world's update: the enclosing loop stays the window."""
+        if not _walks_micro_batches(inner, accumulation_names):
+            return False
+        first = next((s for s in around if inner in s.loops), None)
+        return first is not None and all(
+            not s.single_micro_batch and not s.exclusive_with(first)
+            for s in around if not s.loops and any(e.kind == "backward" for e in s.events))
+
     chosen: dict[Union[Loop, Function], Optional[Loop]] = {}
     node: Union[Loop, Function]
     for node, site in sites.items():
@@ -678,13 +696,14 @@ def build_loops(
         parent = _parent_loop(site)
         if not direct(statements, "step") and parent is not None and parent in sites:
             around = walked(sites[parent])
-            if steps_after(around, node) and not direct(around, "backward"):
-                chosen.setdefault(parent, node)
+            if steps_after(around, node) and (not direct(around, "backward") or micro_batches(node, around)):
+                if chosen.get(parent) is None:  # the parent, walked first for its own backward
+                    chosen[parent] = node
                 continue
         function = site.function
         if not direct(statements, "step") and parent is None and function is not None:
             around = walked(LoopSite(function, site.ancestors[: site.ancestors.index(function) + 1]))
-            if steps_after(around, node) and not direct(around, "backward"):
+            if steps_after(around, node) and (not direct(around, "backward") or micro_batches(node, around)):
                 chosen.setdefault(function, node)
                 continue
             if (not direct(around, "step") and _walks_micro_batches(node, accumulation_names)
@@ -698,8 +717,11 @@ def build_loops(
         site, statements, increments = walks[node]
         nested_training = {other for other in chosen if other is not node}
         # the arm of a test on K that runs with K == 1 is a plain loop: no window there
+        # a helper that is a window of its own (a per-step function with a micro-step loop) is
+        # not part of the loop that calls it, as an inner training loop is not
         kept = [s for s in statements
-                if not s.single_micro_batch and not any(loop in nested_training for loop in s.loops)]
+                if not s.single_micro_batch and not any(loop in nested_training for loop in s.loops)
+                and not any(caller in nested_training for caller in s.callers)]
         _drop_update_gates(kept)
         for world in _worlds(kept):
             loop = TrainingLoop(site=site, statements=world, micro_loop=micro, increments=increments)

@@ -24,7 +24,7 @@ _SCHEDULER_NAME = LazyPattern(r"sched|lr_?scheduler|warmup", re.IGNORECASE)
 _SCALER_NAME = LazyPattern(r"(^|_)(grad_?)?scaler($|_)|^scaler", re.IGNORECASE)
 _ACCUMULATION_NAME = LazyPattern(
     r"accum|grad_acc|gradient_acc|update_freq|micro_steps|micro_batches|n_micro|num_micro"
-    r"|microbatches|accumulate|gas$|^gas",
+    r"|microbatches|accumulate|gas$|^gas|(^|_)acc_steps?$",
     re.IGNORECASE,
 )
 _TOKEN_COUNT_NAME = LazyPattern(r"token|tok|count|num_items|n_items|ntok", re.IGNORECASE)

@@ -73,11 +73,12 @@ def chains_bound(node: cst.CSTNode) -> set[str]:
 
 
 def chains_in_targets(node: cst.CSTNode) -> set[str]:
-    """Every name and attribute chain written inside a binding target under `node`
-    (assignment and loop targets, `as` names, walruses), the bases of attribute targets
-    and the indices of subscript targets included (`x.y[i] = ...` -> x.y, x, y, i): what
-    the code may rebind, erring toward "rebound", for questions where "may vary" is the
-    safe answer (is a test the same for the whole run?)."""
+    """Every name and attribute chain that a binding target under `node` writes
+    (assignment and loop targets, `as` names, walruses): the target itself, and the
+    container whose item a subscript target writes (`x.y[i] = ...` -> x.y). What the code
+    may rebind, for questions where "may vary" is the safe answer (is a test the same for
+    the whole run?): `self.global_step += 1` writes `self.global_step`, not `self` nor
+    `self.args`."""
     found: set[str] = set()
     for child in walk(node):
         kind = type(child)
@@ -86,12 +87,19 @@ def chains_in_targets(node: cst.CSTNode) -> set[str]:
             targets.append(cast("cst.AssignTarget | cst.AugAssign | cst.AnnAssign | cst.For", child).target)
         elif kind is cst.AsName or kind is cst.NamedExpr:
             targets.append(cast(cst.AsName, child).name if kind is cst.AsName else cast(cst.NamedExpr, child).target)
-        for target in targets:
-            for part in walk(target):
-                if type(part) in (cst.Name, cst.Attribute):
-                    name = dotted(part)
-                    if name is not None:
-                        found.add(name)
+        while targets:
+            target = targets.pop()
+            if type(target) in (cst.Tuple, cst.List):
+                targets.extend(element.value for element in cast("cst.Tuple | cst.List", target).elements)
+                continue
+            while type(target) is cst.Subscript:
+                target = target.value
+            name = dotted(target) if type(target) in (cst.Name, cst.Attribute) else None
+            if name is not None:
+                found.add(name)
+            else:  # a target whose chain cannot be read (`f().x = ...`): every name in it
+                found.update(n for part in walk(target) if type(part) in (cst.Name, cst.Attribute)
+                             and (n := dotted(part)) is not None)
     return found
 
 

@@ -255,6 +255,14 @@ class Window:
                 elif model is not None and any(dotted(arg.value) == model for arg in call.args):
                     # `with misc.ddp_sync(ddp, last):` from another module: it may be one; unknown
                     return True
+        # `for _ in accumulate_contexts(K, ddps):`: a generator that yields each micro-batch
+        # inside `no_sync()` but the last one
+        micro = self.loop.micro_loop
+        if type(micro) is cst.For:
+            for call in self.facts.calls_in(micro.iter):
+                helper = self.facts.helper(call, self.loop.function)
+                if helper is not None:
+                    helpers.setdefault(id(helper), helper)
         return any(mentions_sync_control(node) for node in [self.loop.node, *helpers.values()])
 
     def may_hold_graph(self, at: Statement, name: str) -> bool:
@@ -1029,6 +1037,11 @@ def build_window(loop: TrainingLoop, facts: ModuleFacts, objects: Objects, reade
     separate = window.separate_updates
     if separate:
         window.flows = [flow for flow in window.flows if id(flow.backward) not in separate]
+    micro = loop.micro_loop
+    if micro is not None and any(loop.in_micro_loop(flow.backward.statement) for flow in window.flows):
+        # a backward beside the micro-step loop runs once per window (a loss over the whole
+        # batch): it owes no 1/K, and the window's scaling is read from the micro-batches'
+        window.flows = [flow for flow in window.flows if loop.in_micro_loop(flow.backward.statement)]
     return window
 
 

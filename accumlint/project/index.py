@@ -245,6 +245,14 @@ class ProjectView:
             return False
         return self.symbol(self._home_of_class(found), f"{found.name}.__getattr__") is None
 
+    def class_bases(self, owner: str) -> tuple[str, ...]:
+        """The bases of `owner` (as the loop's module names it), a project class of another
+        module, as its own module writes them (`("IterableDataset",)`); empty when unknown."""
+        if owner.endswith("()") or owner.partition(".")[0] not in self.summary.imports:
+            return ()
+        found = self.symbol(self.summary, owner)
+        return found.bases if type(found) is ClassSummary else ()
+
     def method_steps(self, owner: str, name: str) -> bool:
         """Whether that method, or a method of its class it calls (`self.name(...)`), steps
         an optimizer."""

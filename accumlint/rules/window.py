@@ -575,9 +575,7 @@ def _iterable_dataset(window: Window, loader: cst.Call) -> bool:
     for binding in window.facts.values_of(dotted(dataset_expr)):
         texts.append(code(binding.value))
         if type(binding.value) is cst.Call:
-            owner = window.facts.classes.get(last_part(dotted(binding.value.func) or ""))
-            if owner is not None:
-                texts.append(" ".join(window.facts.class_bases(owner)))
+            texts.append(" ".join(window.facts.bases_of(dotted(binding.value.func))))
     return any(re.search(r"Iterable|Stream|streaming\s*=\s*True|IterDataPipe", t) for t in texts)
 
 
