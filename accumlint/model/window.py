@@ -263,6 +263,10 @@ class Window:
                 helper = self.facts.helper(call, self.loop.function)
                 if helper is not None:
                     helpers.setdefault(id(helper), helper)
+                elif model is not None and any(dotted(arg.value) == model for arg in call.args):
+                    # `for ctx in model_forward_contexts(accelerator, model, K):` from another
+                    # package, each entered around a micro-batch: it may be one; unknown
+                    return True
         return any(mentions_sync_control(node) for node in [self.loop.node, *helpers.values()])
 
     def may_hold_graph(self, at: Statement, name: str) -> bool:
