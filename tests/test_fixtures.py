@@ -57,6 +57,10 @@ NO_TRAINING_LOOP = {
     # A project's modules beside its training script.
     "fixtures/projects/schedule_built_elsewhere_divided/utils/lr.py",
     "fixtures/projects/criterion_class_elsewhere/losses.py",
+    "fixtures/projects/backward_helper_two_deep/micro.py",
+    "fixtures/projects/backward_helper_two_deep_divided/amp_backward.py",
+    "fixtures/projects/backward_helper_two_deep_divided/micro.py",
+    "fixtures/projects/object_backward_method_divided/learner.py",
     "fixtures/projects/circular_import/pkg/__init__.py",
     "fixtures/projects/circular_import/pkg/hooks.py",
     "fixtures/projects/ddp_wrap_builder_local/builder.py",

@@ -347,6 +347,22 @@ class ModuleFacts:
             return None
         return self.called_method(call)
 
+    def backward_method(self, call: cst.Call) -> Optional[Function]:
+        """`learner.backward_batch(x, y)` on an object of a plain project class (`project_object`)
+        whose method, read, runs a backward itself: the method runs in the loop like a helper
+        function (SPEC section 2, methods followed two calls deep). None for any other call,
+        and for methods that backpropagate nothing (a logger's, a meter's)."""
+        func = call.func
+        if type(func) is not cst.Attribute or func.attr.value in _OBJECT_METHODS:
+            return None
+        if not self.project_object(dotted(func.value)):
+            return None
+        method = self.called_method(call)
+        if method is None or not any(type(node) is cst.Call and type(node.func) is cst.Attribute
+                                     and node.func.attr.value in _BACKWARD_METHODS for node in walk(method.body)):
+            return None
+        return method
+
     def project_object(self, name: Optional[str]) -> bool:
         """Every binding of `name` builds an object of one project class (of this module or
         another) that derives from nothing but `object` and forwards no attribute
@@ -381,6 +397,8 @@ class ModuleFacts:
 
 # The methods of a project object read from its class, not from its name (see `object_method`).
 _OBJECT_METHODS = frozenset({"step", "zero_grad"})
+# The method calls that make an object's method a backward helper (see `backward_method`).
+_BACKWARD_METHODS = frozenset({"backward", "manual_backward"})
 # Bases that add no behaviour of a library class: a class deriving from them alone is plain.
 PLAIN_BASES = frozenset({"object", "ABC", "abc.ABC"})
 
