@@ -57,6 +57,11 @@ NO_TRAINING_LOOP = {
     # A project's modules beside its training script.
     "fixtures/projects/schedule_built_elsewhere_divided/utils/lr.py",
     "fixtures/projects/criterion_class_elsewhere/losses.py",
+    "fixtures/projects/ddp_builder_returns_local/distributed.py",
+    "fixtures/projects/ddp_builder_returns_local_no_sync/distributed.py",
+    "fixtures/projects/fsdp_builder_returns_local/distributed.py",
+    "fixtures/projects/kwargs_dict_call_without_k/run_settings.py",
+    "fixtures/projects/kwargs_dict_call_with_k/run_settings.py",
     "fixtures/projects/backward_helper_two_deep/micro.py",
     "fixtures/projects/backward_helper_two_deep_divided/amp_backward.py",
     "fixtures/projects/backward_helper_two_deep_divided/micro.py",
