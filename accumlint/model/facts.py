@@ -358,9 +358,13 @@ class ModuleFacts:
         if not self.project_object(dotted(func.value)):
             return None
         method = self.called_method(call)
-        if method is None or not any(type(node) is cst.Call and type(node.func) is cst.Attribute
-                                     and node.func.attr.value in _BACKWARD_METHODS for node in walk(method.body)):
+        if method is None:
             return None
+        methods = {node.func.attr.value for node in walk(method.body)
+                   if type(node) is cst.Call and type(node.func) is cst.Attribute}
+        names = {node.value for node in walk(method.body) if type(node) is cst.Name}
+        if not methods & _BACKWARD_METHODS or methods & _UPDATE_METHODS or names & _OWN_MODEL_NAMES:
+            return None  # a whole update of its own (an inner adaptation of a copied model): not the window's
         return method
 
     def project_object(self, name: Optional[str]) -> bool:
@@ -399,6 +403,10 @@ class ModuleFacts:
 _OBJECT_METHODS = frozenset({"step", "zero_grad"})
 # The method calls that make an object's method a backward helper (see `backward_method`).
 _BACKWARD_METHODS = frozenset({"backward", "manual_backward"})
+# What makes such a method an update of its own rather than the window's backward: it steps or
+# zeroes, or backpropagates through a copy of the model or an optimizer it builds.
+_UPDATE_METHODS = frozenset({"step", "zero_grad", "deepcopy", "clone_module"})
+_OWN_MODEL_NAMES = frozenset({"deepcopy", "optim", "SGD", "Adam", "AdamW"})
 # Bases that add no behaviour of a library class: a class deriving from them alone is plain.
 PLAIN_BASES = frozenset({"object", "ABC", "abc.ABC"})
 
