@@ -57,6 +57,7 @@ NO_TRAINING_LOOP = {
     # A project's modules beside its training script.
     "fixtures/projects/schedule_built_elsewhere_divided/utils/lr.py",
     "fixtures/projects/criterion_class_elsewhere/losses.py",
+    "fixtures/projects/function_adapts_copy_elsewhere/inner_loop.py",
     "fixtures/projects/ddp_builder_returns_local/distributed.py",
     "fixtures/projects/ddp_builder_returns_local_no_sync/distributed.py",
     "fixtures/projects/fsdp_builder_returns_local/distributed.py",

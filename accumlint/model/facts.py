@@ -251,7 +251,7 @@ class ModuleFacts:
         if self.project is not None:
             home = self.project.home_of_call(call)
             if home is not None:  # a call in another module's helper: resolved there
-                return self.project.function(dotted(func), within=home)
+                return _unless_own_update(self.project.function(dotted(func), within=home))
         if type(func) is cst.Name:
             target = self.local_function(call, func.value) or self.functions.get(func.value)
         elif type(func) is cst.Attribute and dotted(func.value) == "self":
@@ -259,7 +259,7 @@ class ModuleFacts:
         else:
             target = None
         if target is None and self.project is not None:
-            target = self.project.function(dotted(func))
+            target = _unless_own_update(self.project.function(dotted(func)))
         return None if target is caller else target
 
     def local_function(self, call: cst.Call, name: str) -> Optional[Function]:
@@ -282,7 +282,7 @@ class ModuleFacts:
         deep from the loop (same-module functions are followed one call deep only)."""
         if self.project is None:
             return None
-        return self.project.function(dotted(call.func), within=helper)
+        return _unless_own_update(self.project.function(dotted(call.func), within=helper))
 
     def instance_class(self, name: Optional[str]) -> Optional[str]:
         """The class an object was built from (`self.trainer = Trainer(...)` -> "Trainer"),
@@ -360,9 +360,7 @@ class ModuleFacts:
         method = self.called_method(call)
         if method is None:
             return None
-        methods = {node.func.attr.value for node in walk(method.body)
-                   if type(node) is cst.Call and type(node.func) is cst.Attribute}
-        names = {node.value for node in walk(method.body) if type(node) is cst.Name}
+        methods, names = _called_and_named(method)
         if not methods & _BACKWARD_METHODS or methods & _UPDATE_METHODS or names & _OWN_MODEL_NAMES:
             return None  # a whole update of its own (an inner adaptation of a copied model): not the window's
         return method
@@ -399,6 +397,27 @@ class ModuleFacts:
         return [self.qualified(dotted(base.value)) or "" for base in owner.bases]
 
 
+def _called_and_named(function: Function) -> tuple[set[str], set[str]]:
+    """The attribute names a function's body calls (`x.step()`: "step") and the plain names it reads."""
+    methods = {node.func.attr.value for node in walk(function.body)
+               if type(node) is cst.Call and type(node.func) is cst.Attribute}
+    return methods, {node.value for node in walk(function.body) if type(node) is cst.Name}
+
+
+def _unless_own_update(function: Optional[Function]) -> Optional[Function]:
+    """A project function of another module, unless it updates a copy of the model with an
+    optimizer of its own (`fast = copy.deepcopy(model)`, an optimizer over it, its backward and
+    step: a per-task adaptation): that update is not the window's, and the copy's identity is
+    not readable from the loop's module (SPEC section 2, *Object identity*)."""
+    if function is None:
+        return None
+    methods, names = _called_and_named(function)
+    copies = (methods | names) & _COPYING_CALLS
+    return None if copies and methods & {"step", "zero_grad"} else function
+
+
+# Calls that copy a model (`copy.deepcopy(model)`, learn2learn's `clone_module`, `maml.clone()`).
+_COPYING_CALLS = frozenset({"deepcopy", "clone_module"})
 # The methods of a project object read from its class, not from its name (see `object_method`).
 _OBJECT_METHODS = frozenset({"step", "zero_grad"})
 # The method calls that make an object's method a backward helper (see `backward_method`).
