@@ -251,7 +251,7 @@ class ModuleFacts:
         if self.project is not None:
             home = self.project.home_of_call(call)
             if home is not None:  # a call in another module's helper: resolved there
-                return self.project.function(dotted(func), within=home)
+                return _unless_own_update(self.project.function(dotted(func), within=home))
         if type(func) is cst.Name:
             target = self.local_function(call, func.value) or self.functions.get(func.value)
         elif type(func) is cst.Attribute and dotted(func.value) == "self":
@@ -259,7 +259,7 @@ class ModuleFacts:
         else:
             target = None
         if target is None and self.project is not None:
-            target = self.project.function(dotted(func))
+            target = _unless_own_update(self.project.function(dotted(func)))
         return None if target is caller else target
 
     def local_function(self, call: cst.Call, name: str) -> Optional[Function]:
@@ -282,7 +282,7 @@ class ModuleFacts:
         deep from the loop (same-module functions are followed one call deep only)."""
         if self.project is None:
             return None
-        return self.project.function(dotted(call.func), within=helper)
+        return _unless_own_update(self.project.function(dotted(call.func), within=helper))
 
     def instance_class(self, name: Optional[str]) -> Optional[str]:
         """The class an object was built from (`self.trainer = Trainer(...)` -> "Trainer"),
@@ -347,6 +347,24 @@ class ModuleFacts:
             return None
         return self.called_method(call)
 
+    def backward_method(self, call: cst.Call) -> Optional[Function]:
+        """`learner.backward_batch(x, y)` on an object of a plain project class (`project_object`)
+        whose method, read, runs a backward itself: the method runs in the loop like a helper
+        function (SPEC section 2, methods followed two calls deep). None for any other call,
+        and for methods that backpropagate nothing (a logger's, a meter's)."""
+        func = call.func
+        if type(func) is not cst.Attribute or func.attr.value in _OBJECT_METHODS:
+            return None
+        if not self.project_object(dotted(func.value)):
+            return None
+        method = self.called_method(call)
+        if method is None:
+            return None
+        methods, names = _called_and_named(method)
+        if not methods & _BACKWARD_METHODS or methods & _UPDATE_METHODS or names & _OWN_MODEL_NAMES:
+            return None  # a whole update of its own (an inner adaptation of a copied model): not the window's
+        return method
+
     def project_object(self, name: Optional[str]) -> bool:
         """Every binding of `name` builds an object of one project class (of this module or
         another) that derives from nothing but `object` and forwards no attribute
@@ -390,8 +408,35 @@ class ModuleFacts:
         return list(self.project.class_bases(name)) if self.project is not None else []
 
 
+def _called_and_named(function: Function) -> tuple[set[str], set[str]]:
+    """The attribute names a function's body calls (`x.step()`: "step") and the plain names it reads."""
+    methods = {node.func.attr.value for node in walk(function.body)
+               if type(node) is cst.Call and type(node.func) is cst.Attribute}
+    return methods, {node.value for node in walk(function.body) if type(node) is cst.Name}
+
+
+def _unless_own_update(function: Optional[Function]) -> Optional[Function]:
+    """A project function of another module, unless it updates a copy of the model with an
+    optimizer of its own (`fast = copy.deepcopy(model)`, an optimizer over it, its backward and
+    step: a per-task adaptation): that update is not the window's, and the copy's identity is
+    not readable from the loop's module (SPEC section 2, *Object identity*)."""
+    if function is None:
+        return None
+    methods, names = _called_and_named(function)
+    copies = (methods | names) & _COPYING_CALLS
+    return None if copies and methods & {"step", "zero_grad"} else function
+
+
+# Calls that copy a model (`copy.deepcopy(model)`, learn2learn's `clone_module`, `maml.clone()`).
+_COPYING_CALLS = frozenset({"deepcopy", "clone_module"})
 # The methods of a project object read from its class, not from its name (see `object_method`).
 _OBJECT_METHODS = frozenset({"step", "zero_grad"})
+# The method calls that make an object's method a backward helper (see `backward_method`).
+_BACKWARD_METHODS = frozenset({"backward", "manual_backward"})
+# What makes such a method an update of its own rather than the window's backward: it steps or
+# zeroes, or backpropagates through a copy of the model or an optimizer it builds.
+_UPDATE_METHODS = frozenset({"step", "zero_grad", "deepcopy", "clone_module"})
+_OWN_MODEL_NAMES = frozenset({"deepcopy", "optim", "SGD", "Adam", "AdamW"})
 # Bases that add no behaviour of a library class: a class deriving from them alone is plain.
 PLAIN_BASES = frozenset({"object", "ABC", "abc.ABC"})
 

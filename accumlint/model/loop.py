@@ -534,7 +534,7 @@ class _Walker:
             helper = self.facts.helper(call, self.function) if within is None else self.facts.nested_helper(call, within)
             if helper is None and within is None:
                 # `ed_optimizer.step(loss, ...)` on a plain project object: its method runs here
-                helper = self.facts.object_method(call)
+                helper = self.facts.object_method(call) or self.facts.backward_method(call)
             if helper is not None:
                 helpers.append((call, helper, False))
         for call, helper, backward_at_call in helpers:

@@ -372,7 +372,9 @@ class LossReader:
         the loop calls (`ed_optimizer.step(loss / K, i)`, `Objects._step`): the loss is the
         argument its call passes, and the flow goes on there, with the scalings written in it."""
         helper, call = before.helper, before.call_site
-        if helper is None or call is None or self.facts.object_method(call) is not helper:
+        if helper is None or call is None or helper not in (
+                self.facts.object_method(call), self.facts.backward_method(call),
+                self.facts.helper(call, self.facts.enclosing_function(call))):
             return False
         if name not in all_parameters(helper):
             return False
@@ -511,7 +513,10 @@ class LossReader:
                         return UNKNOWN
                     crossentropy = "CrossEntropy" in (call_name(constructor) or "")
                     return TOKEN if crossentropy and _FLATTEN.search(code(call) + code(binding.value)) else MEAN
-            if _CRITERION_NAME.match(last_part(callee)) and not self.facts.values_of(callee):
+            # a criterion named so and bound nowhere (a parameter); one imported is another
+            # module's function: its reduction is unknown unless the project reads it (above)
+            if (_CRITERION_NAME.match(last_part(callee)) and not self.facts.values_of(callee)
+                    and callee.partition(".")[0] not in self.facts.imports):
                 return MEAN
         return UNKNOWN
 

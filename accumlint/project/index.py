@@ -372,13 +372,14 @@ class ProjectView:
             return None
         owner = self._owner(found)
         through = not found.effects & {WRAP, SCHEDULER}
-        if owner is None or (through and (depth >= MAX_DEPTH or not _RETURNS_A_CALL.search(found.source))):
+        if owner is None or (through and (depth >= MAX_DEPTH or not (
+                _RETURNS_A_CALL.search(found.source) or _calls_a_builder(owner, found)))):
             return None  # most functions return no call at all: nothing to parse
         node, values = _returned_values(found.source)
         if node is None:
             return None
         if through:
-            return self._returned_through(owner, list(values), index, depth)
+            return self._returned_through(owner, [_bound_call(node, v) for v in values], index, depth)
         returned = list(values)
         if index is not None:
             tuples = [v for v in returned if type(v) is cst.Tuple and len(v.elements) > index]
@@ -772,9 +773,31 @@ class ProjectView:
 
 
 def _literal(source: str) -> bool:
-    """A value written as a Python literal (numbers, strings, containers of them)."""
+    """A value written as a Python literal (numbers, strings, containers of them), or a
+    `dict(key=literal, ...)` call (a `**kwargs` dict written with keywords): a value that
+    means the same read from any module."""
     try:
         ast.literal_eval(source)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return _keyword_dict(source)
+    return True
+
+
+def _keyword_dict(source: str) -> bool:
+    """`dict(mixed_precision="bf16", gradient_accumulation_steps=4)`: only keywords, each a literal."""
+    if not source.startswith("dict("):
+        return False
+    try:
+        call = ast.parse(source, mode="eval").body
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return False
+    if type(call) is not ast.Call or type(call.func) is not ast.Name or call.func.id != "dict" or call.args:
+        return False
+    try:
+        for keyword in call.keywords:
+            if keyword.arg is None:
+                return False
+            ast.literal_eval(keyword.value)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return False
     return True
@@ -845,6 +868,42 @@ def _through_wrapped_local(function: cst.FunctionDef, value: Optional[cst.BaseEx
             if type(bound) is cst.Call and (_dotted(bound.func) or "").rpartition(".")[2] in WRAP_CALLEES:
                 wraps.append(bound)
     return wraps or [value]
+
+
+def _calls_a_builder(module: ModuleSummary, function: FunctionSummary) -> bool:
+    """Whether the function's source calls a function of its own module that wraps a model
+    or builds a scheduler (`model = _wrap(net)` then `return model, opt`)."""
+    return any(f"{name}(" in function.source for name, other in module.functions.items()
+               if "." not in name and other is not function and other.effects & {WRAP, SCHEDULER})
+
+
+def _bound_call(function: cst.FunctionDef, value: Optional[cst.BaseExpression]) -> Optional[cst.BaseExpression]:
+    """A returned value, or the elements of a returned tuple, with each local name bound once
+    in the function to a call replaced by that call (`model = _wrap(net)` ... `return model,
+    opt`); a name bound otherwise or more than once is returned as it is."""
+    if type(value) is cst.Tuple:
+        return value.with_changes(elements=[e.with_changes(value=_bound_call(function, e.value)) for e in value.elements])
+    if type(value) is not cst.Name:
+        return value
+    bound = [node for node in walk(function.body)
+             if type(node) in (cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For, cst.With, cst.NamedExpr)
+             and value.value in {n.value for n in walk(node) if type(n) is cst.Name}
+             and any(_dotted(t) == value.value for t in _targets(node))]
+    if len(bound) != 1 or type(bound[0]) is not cst.Assign or type(bound[0].value) is not cst.Call:
+        return value
+    return bound[0].value
+
+
+def _targets(node: cst.CSTNode) -> list[cst.BaseExpression]:
+    """What a binding statement binds, as written (tuple targets spelled out one level)."""
+    if type(node) is cst.Assign:
+        found = [t.target for t in node.targets]
+    elif type(node) is cst.With:
+        found = [item.asname.name for item in node.items if item.asname is not None]
+    else:
+        target = getattr(node, "target", None)
+        found = [target] if target is not None else []
+    return [e.value for t in found if isinstance(t, (cst.Tuple, cst.List)) for e in t.elements] + found
 
 
 def _without_unwrapped_parameter(function: cst.FunctionDef,
