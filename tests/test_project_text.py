@@ -130,3 +130,80 @@ def test_joining_reads_listings_as_the_files_stand(tmp_path: Path) -> None:
     project_root.forget_joins()
     assert joined_ancestor(str(top / "segment")) == str(top / "segment")
     project_root.forget_joins()
+
+
+# Definitions the gate's project clause asks about: each name with what `summarize` says of it.
+DEFINITIONS = '''import torch
+
+
+def backward_step(loss, k):
+    (loss / k).backward()
+
+
+def backward_step(loss, k):  # redefined: the last definition is the module's
+    return loss
+
+
+class Scaler:
+    def __call__(self, loss, optimizer):
+        loss.backward()
+        optimizer.step()
+
+
+class Scaler:  # a second class of the name: its methods join the first's
+    def reset(self):
+        pass
+
+
+class Meter:
+    def update(self, loss):
+        loss.backward()
+
+
+async def stream_backward(loss):
+    loss.backward()
+
+
+def \\
+        continued(loss):
+    torch.autograd.backward(loss)
+
+
+if torch.cuda.is_available():
+    def guarded(loss):
+        loss.backward()
+'''
+NAMES = ("backward_step", "Scaler", "Meter", "stream_backward", "continued", "guarded", "absent", "torch")
+
+
+def _summarized_effects(text: str, name: str):
+    summary = summarize("m.py", text)
+    if summary.error is not None:
+        return None
+    function = summary.functions.get(name) or summary.functions.get(f"{name}.__call__")
+    return function.effects if function is not None else None
+
+
+@pytest.mark.parametrize("text", [DEFINITIONS, DEFINITIONS.replace("__call__", "run"),
+                                  DEFINITIONS + "def broken(:\n", "def \uff53tep(loss):\n    loss.backward()\n"])
+def test_one_definition_has_the_effects_its_module_summary_gives(text: str) -> None:
+    from accumlint.project.summary import definition_effects
+
+    answers = {name: definition_effects(text, name) for name in NAMES + ("step",)}
+    assert answers == {name: _summarized_effects(text, name) for name in NAMES + ("step",)}
+    if "broken" not in text and "__call__" in text:
+        assert answers["Scaler"] and answers["continued"] and answers["backward_step"] == frozenset()
+
+
+def test_one_definition_on_real_modules() -> None:
+    from accumlint.project.summary import definition_effects
+
+    asked = 0
+    for path in _python_files()[::7]:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        tree = ast.parse(text)
+        names = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))}
+        for name in sorted(names)[:12] + ["absent_name"]:
+            assert definition_effects(text, name) == _summarized_effects(text, name), (path, name)
+            asked += 1
+    assert asked > 200

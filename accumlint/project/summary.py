@@ -201,6 +201,34 @@ def summarize(path: str, text: str) -> ModuleSummary:
     return summary
 
 
+def definition_effects(text: str, name: str) -> Optional[frozenset[str]]:
+    """The effects `summarize` gives the module's top-level function `name`, else the
+    `__call__` of its class `name` (what an object of it runs when called); None when the
+    module defines neither or does not parse. Only that definition is walked: the gate's
+    project clause asks it of large modules (a framework's) whose other definitions it
+    never needs. An ASCII text that spells neither a `def` of the name nor `__call__` (most
+    classes define no `__call__`) defines neither: it is not parsed. (A backslash may continue
+    the `def` line before the name; another text may spell an identifier otherwise, which
+    Python normalises, NFKC.)"""
+    if text.isascii() and "__call__" not in text and re.search(rf"\bdef[\s\\]+{re.escape(name)}\b", text) is None:
+        return None
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    function: Optional[ast.FunctionDef] = None
+    call: Optional[ast.FunctionDef] = None
+    for statement in tree.body:  # the last definition of a name is the summary's, as there
+        if type(statement) is ast.FunctionDef and statement.name == name:
+            function = statement
+        elif type(statement) is ast.ClassDef and statement.name == name:
+            for inner in statement.body:
+                if type(inner) is ast.FunctionDef and inner.name == "__call__":
+                    call = inner
+    chosen = function or call
+    return _function(name, chosen, text.splitlines(keepends=True)).effects if chosen is not None else None
+
+
 def _passes(text: str) -> tuple[tuple[Passed, ...], frozenset[str]]:
     """Each call of a dotted name in a module's text (`Passed`), with what each argument
     holds before the call in the caller's own function (or at module level); and the
