@@ -207,3 +207,44 @@ def test_one_definition_on_real_modules() -> None:
             assert definition_effects(text, name) == _summarized_effects(text, name), (path, name)
             asked += 1
     assert asked > 200
+
+
+@pytest.mark.parametrize("text", TRICKY_IMPORTS + [DEFINITIONS, "import a.b as c, d\nfrom .. import *\nfrom .x import (y as z,\n w)\n",
+                                                   "def broken(:\n    import os\n"])
+def test_imports_alone_are_the_summary_imports(text: str) -> None:
+    from accumlint.project.summary import imports_only
+
+    summary = summarize("m.py", text)
+    assert imports_only(text) == (summary.imports if summary.error is None else None)
+
+
+def test_imports_alone_on_real_modules() -> None:
+    from accumlint.project.summary import imports_only
+
+    for path in _python_files()[::5]:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        assert imports_only(text) == summarize(str(path), text).imports, path
+
+
+def test_index_answers_from_a_summary_it_holds_and_sees_a_file_change(tmp_path: Path) -> None:
+    """`ProjectIndex.effects` and `.imports` read the file when the index holds no summary
+    of it, use the summary it holds, and read the file again once it changes."""
+    import os
+
+    from accumlint.project.modules import ProjectIndex
+
+    module = tmp_path / "steps.py"
+    module.write_text("import os\n\ndef step(loss):\n    loss.backward()\n")
+    index = ProjectIndex()
+    assert index.effects(str(module), "step", "backward(") == frozenset({"backward"})
+    assert index.imports(str(module)) == {"os": ("os", None, 0)}
+    assert index.effects(str(module), "step", "zero_grad(") is None  # the text lacks the word
+    module.write_text("import json\n\ndef step(loss):\n    return loss\n# backward(\n")
+    os.utime(module, ns=(1, 1))  # another stamp, whatever the clock's resolution
+    assert index.effects(str(module), "step", "backward(") == frozenset()
+    assert index.imports(str(module)) == {"json": ("json", None, 0)}
+    entry = index.entry(str(module))
+    assert entry is not None
+    entry.summary.imports["held"] = ("held", None, 0)  # the summary held is what is answered
+    assert "held" in (index.imports(str(module)) or {})
+    assert index.imports(str(tmp_path / "absent.py")) is None

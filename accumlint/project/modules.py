@@ -14,11 +14,11 @@ import hashlib
 import os
 import stat
 from dataclasses import dataclass
-from typing import Iterator, Optional, Union
+from typing import Callable, Iterator, Optional, TypeVar, Union
 
 from accumlint.project.configs import ConfigError, ConfigFacts, read_config
 from accumlint.project.root import checked_parent, find_root
-from accumlint.project.summary import ModuleSummary, definition_effects, summarize
+from accumlint.project.summary import ModuleSummary, definition_effects, imports_only, summarize
 
 # A module larger than this is generated code: nothing is read from it.
 MAX_MODULE_BYTES = 2_000_000
@@ -45,6 +45,8 @@ class ProjectIndex:
         self._lacking: dict[tuple[str, str], tuple[int, int]] = {}
         # (path, name, word) -> the stamp of the text read and `effects`' answer for it
         self._effects: dict[tuple[str, str, str], tuple[tuple[int, int], Optional[frozenset[str]]]] = {}
+        # path -> the stamp of the text read and `imports`' answer for it
+        self._imports: dict[str, tuple[tuple[int, int], Optional[dict[str, tuple[str, Optional[str], int]]]]] = {}
 
     def root_of(self, path: str) -> str:
         folder = os.path.dirname(os.path.abspath(path))
@@ -82,17 +84,26 @@ class ProjectIndex:
             return found
         if mentioning is not None and self._lacking.get((path, mentioning)) == stamp:
             return None
-        try:
-            with open(path, "rb") as handle:
-                data = handle.read()
-        except OSError:
+        data = _read(path)
+        if data is None:
             return None
         if mentioning is not None and mentioning.encode() not in data:
             self._lacking[(path, mentioning)] = stamp
             return None
-        text = data.decode("utf-8", errors="replace").lstrip("\ufeff")
-        found = self._entries[path] = _Entry(stamp, digest(data), summarize(path, text))
+        found = self._entries[path] = _Entry(stamp, digest(data), summarize(path, _text(data)))
         return found
+
+    def imports(self, path: str) -> Optional[dict[str, tuple[str, Optional[str], int]]]:
+        """The module's imports as its summary entry holds them (`entry(path)`), without
+        summarising the rest of it when the index does not hold its summary yet
+        (`summary.imports_only`); None where `entry` gives no summary, or one with an error."""
+        held = self._held(path)
+        if held is None:
+            return None
+        stamp, found = held
+        if found is not None:
+            return found.summary.imports if found.summary.error is None else None
+        return _kept(self._imports, path, stamp, path, lambda data: imports_only(_text(data)))
 
     def effects(self, path: str, name: str, mentioning: str) -> Optional[frozenset[str]]:
         """What `entry(path, mentioning)` would say of the effects of the module's top-level
@@ -108,20 +119,8 @@ class ProjectIndex:
                 return None
             function = found.summary.functions.get(name) or found.summary.functions.get(f"{name}.__call__")
             return function.effects if function is not None else None
-        key = (path, name, mentioning)
-        known = self._effects.get(key)
-        if known is not None and known[0] == stamp:
-            return known[1]
-        try:
-            with open(path, "rb") as handle:
-                data = handle.read()
-        except OSError:
-            return None
-        effects = None
-        if mentioning.encode() in data:
-            effects = definition_effects(data.decode("utf-8", errors="replace").lstrip("\ufeff"), name)
-        self._effects[key] = (stamp, effects)
-        return effects
+        return _kept(self._effects, (path, name, mentioning), stamp, path,
+                     lambda data: definition_effects(_text(data), name) if mentioning.encode() in data else None)
 
     @contextlib.contextmanager
     def overlaid(self, path: str, text: str, summary: Optional[ModuleSummary] = None) -> Iterator[None]:
@@ -142,6 +141,37 @@ class ProjectIndex:
         if path not in self._configs:
             self._configs[path] = read_config(path)
         return self._configs[path]
+
+
+_Key = TypeVar("_Key")
+_Answer = TypeVar("_Answer")
+
+
+def _kept(cache: dict[_Key, tuple[tuple[int, int], Optional[_Answer]]], key: _Key, stamp: tuple[int, int], path: str,
+          answer: Callable[[bytes], Optional[_Answer]]) -> Optional[_Answer]:
+    """`answer` of the file's bytes, kept in `cache` under `key` while the file has `stamp`
+    (None, not kept, when it cannot be read)."""
+    known = cache.get(key)
+    if known is not None and known[0] == stamp:
+        return known[1]
+    data = _read(path)
+    if data is None:
+        return None
+    cache[key] = (stamp, answer(data))
+    return cache[key][1]
+
+
+def _text(data: bytes) -> str:
+    """A module's text as the index reads it."""
+    return data.decode("utf-8", errors="replace").lstrip("\ufeff")
+
+
+def _read(path: str) -> Optional[bytes]:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except OSError:
+        return None
 
 
 def digest(data: bytes) -> str:

@@ -321,20 +321,45 @@ def _expression(node: ast.AST, lines: list[str]) -> Optional[str]:
     return "(" + head + "".join(lines[first + 1:last]) + tail + ")"
 
 
-def _module_statement(summary: ModuleSummary, statement: ast.stmt, lines: list[str], rebound: set[str]) -> None:
+def imports_only(text: str) -> Optional[dict[str, tuple[str, Optional[str], int]]]:
+    """The imports `summarize` records of a module's text (its top-level import statements),
+    without the rest of the summary; None when the text does not parse (`summarize` then
+    knows nothing of it either). Whether a module imports another is asked of more
+    modules than are then analysed."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    imports: dict[str, tuple[str, Optional[str], int]] = {}
+    for statement in tree.body:
+        _import_statement(imports, statement)
+    return imports
+
+
+def _import_statement(imports: dict[str, tuple[str, Optional[str], int]], statement: ast.stmt) -> bool:
+    """Record what a top-level `import` or `from ... import` binds; False for another statement."""
     kind = type(statement)
     if kind is ast.Import:
         for alias in statement.names:
             if alias.asname:
-                summary.imports[alias.asname] = (alias.name, None, 0)
+                imports[alias.asname] = (alias.name, None, 0)
             else:
                 head = alias.name.split(".")[0]
-                summary.imports.setdefault(head, (head, None, 0))
+                imports.setdefault(head, (head, None, 0))
     elif kind is ast.ImportFrom:
         for alias in statement.names:
             if alias.name != "*":
-                summary.imports[alias.asname or alias.name] = (statement.module or "", alias.name, statement.level or 0)
-    elif kind is ast.FunctionDef:
+                imports[alias.asname or alias.name] = (statement.module or "", alias.name, statement.level or 0)
+    else:
+        return False
+    return True
+
+
+def _module_statement(summary: ModuleSummary, statement: ast.stmt, lines: list[str], rebound: set[str]) -> None:
+    kind = type(statement)
+    if _import_statement(summary.imports, statement):
+        return
+    if kind is ast.FunctionDef:
         summary.functions[statement.name] = _function(statement.name, statement, lines)
     elif kind is ast.ClassDef:
         summary.classes[statement.name] = _class(summary, statement, lines)
