@@ -936,6 +936,29 @@ def _zeroing_helper_project(root: Path) -> Path:
     return helper
 
 
+def test_a_helper_module_asked_by_a_relative_path_is_summarised_once(tmp_path: Path, monkeypatch) -> None:
+    """The module asked about is summarised once for the search of its importers and for the
+    importers' reading of it (`overlaid`), whether its path is given relative or not."""
+    from accumlint.check import analysis
+    from accumlint.project import importers, index, modules
+
+    helper = _zeroing_helper_project(tmp_path / "proj")
+    summarised: list[str] = []
+    for home in (index, modules):
+        real = home.summarize
+        monkeypatch.setattr(home, "summarize", lambda path, text, real=real: summarised.append(path) or real(path, text))
+    for relative in (False, True):
+        importers.forget()
+        index._LAST_TEXT.clear()
+        summarised.clear()
+        if relative:
+            monkeypatch.chdir(tmp_path)
+        asked = str(helper.relative_to(tmp_path)) if relative else str(helper)
+        found = analysis.findings_from_importers(helper.read_text(), asked)
+        assert [(d.line, d.code) for d in found.diagnostics] == [(2, "GA101")]
+        assert [os.path.abspath(p) for p in summarised].count(str(helper)) == 1, summarised
+
+
 def test_an_importer_of_another_module_of_the_name_is_not_summarised(tmp_path: Path) -> None:
     """A loop module found by its text (it names `steps` and calls `backward_step`) whose import
     resolves to another module: its imports are read, never its whole summary."""

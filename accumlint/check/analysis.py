@@ -190,7 +190,7 @@ def findings_from_importers(text: str, path: str, options: AnalysisOptions = Ana
     key, fingerprint = dependency(root, target, names)  # a new importer makes a cached result stale
     if not candidate_importers(root, target, names):
         return ProjectAnalysis([], {key: fingerprint})
-    own = view_for(path, text)
+    own = view_for(target, text)  # summarised at the path `overlaid` keeps it under, which then reuses it
     if own is None:
         return ProjectAnalysis([], {key: fingerprint})
     # its top-level functions, and its classes whose own methods hold a role (an object's `step`)
