@@ -929,3 +929,62 @@ def test_a_trainer_class_that_binds_the_model_again_keeps_its_own_binding(tmp_pa
     _write(root / "main.py", "from torch.nn.parallel import DistributedDataParallel\nfrom trainer import Trainer\n\n\n"
            "def main(net, opt, loader):\n    net = DistributedDataParallel(net)\n    Trainer(net, opt).run(loader)\n")
     assert _codes(trainer) == []
+
+
+def _zeroing_helper_project(root: Path) -> Path:
+    """A zeroing helper called from a gated loop of another module (a GA101 on the helper's
+    line), and a loop module that calls a function of the same name from another package."""
+    _write(root / "pyproject.toml", "")
+    helper = _write(root / "steps.py", "def backward_step(loss, optimizer, accum_steps):\n    optimizer.zero_grad()\n"
+                    "    (loss / accum_steps).backward()\n")
+    loop = ("import torch\nfrom {module} import backward_step\n\n\n"
+            "def train(model, loader, k=4):\n    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+            "    for i, (x, y) in enumerate(loader):\n        loss = torch.nn.functional.mse_loss(model(x), y)\n"
+            "        backward_step(loss, optimizer, k)\n        if (i + 1) % k == 0 or i + 1 == len(loader):\n"
+            "            optimizer.step()\n            optimizer.zero_grad()\n")
+    _write(root / "train.py", loop.format(module="steps"))
+    _write(root / "other" / "steps.py", "def backward_step(loss, optimizer, accum_steps):\n    loss.backward()\n")
+    _write(root / "other" / "__init__.py", "")
+    _write(root / "tools" / "train_other.py", loop.format(module="other.steps"))
+    return helper
+
+
+def test_a_helper_module_asked_by_a_relative_path_is_summarised_once(tmp_path: Path, monkeypatch) -> None:
+    """The module asked about is summarised once for the search of its importers and for the
+    importers' reading of it (`overlaid`), whether its path is given relative or not."""
+    from accumlint.check import analysis
+    from accumlint.project import importers, index, modules
+
+    helper = _zeroing_helper_project(tmp_path / "proj")
+    summarised: list[str] = []
+    for home in (index, modules):
+        real = home.summarize
+        monkeypatch.setattr(home, "summarize", lambda path, text, real=real: summarised.append(path) or real(path, text))
+    for relative in (False, True):
+        importers.forget()
+        index._LAST_TEXT.clear()
+        summarised.clear()
+        if relative:
+            monkeypatch.chdir(tmp_path)
+        asked = str(helper.relative_to(tmp_path)) if relative else str(helper)
+        found = analysis.findings_from_importers(helper.read_text(), asked)
+        assert [(d.line, d.code) for d in found.diagnostics] == [(2, "GA101")]
+        assert [os.path.abspath(p) for p in summarised].count(str(helper)) == 1, summarised
+
+
+def test_an_importer_of_another_module_of_the_name_is_not_summarised(tmp_path: Path) -> None:
+    """A loop module found by its text (it names `steps` and calls `backward_step`) whose import
+    resolves to another module: its imports are read, never its whole summary."""
+    from accumlint.check import analysis
+    from accumlint.project import importers
+    from accumlint.project.modules import INDEX
+
+    root = tmp_path / "proj"
+    helper = _zeroing_helper_project(root)
+    importers.forget()
+    found = analysis.findings_from_importers(helper.read_text(), str(helper))
+    assert [(d.line, d.code) for d in found.diagnostics] == [(2, "GA101")]
+    assert str(root / "train.py") in INDEX._entries  # analysed: summarised
+    assert str(root / "tools" / "train_other.py") not in INDEX._entries
+    assert INDEX.imports(str(root / "tools" / "train_other.py")) == {
+        "torch": ("torch", None, 0), "backward_step": ("other.steps", "backward_step", 0)}

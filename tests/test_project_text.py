@@ -130,3 +130,121 @@ def test_joining_reads_listings_as_the_files_stand(tmp_path: Path) -> None:
     project_root.forget_joins()
     assert joined_ancestor(str(top / "segment")) == str(top / "segment")
     project_root.forget_joins()
+
+
+# Definitions the gate's project clause asks about: each name with what `summarize` says of it.
+DEFINITIONS = '''import torch
+
+
+def backward_step(loss, k):
+    (loss / k).backward()
+
+
+def backward_step(loss, k):  # redefined: the last definition is the module's
+    return loss
+
+
+class Scaler:
+    def __call__(self, loss, optimizer):
+        loss.backward()
+        optimizer.step()
+
+
+class Scaler:  # a second class of the name: its methods join the first's
+    def reset(self):
+        pass
+
+
+class Meter:
+    def update(self, loss):
+        loss.backward()
+
+
+async def stream_backward(loss):
+    loss.backward()
+
+
+def \\
+        continued(loss):
+    torch.autograd.backward(loss)
+
+
+if torch.cuda.is_available():
+    def guarded(loss):
+        loss.backward()
+'''
+NAMES = ("backward_step", "Scaler", "Meter", "stream_backward", "continued", "guarded", "absent", "torch")
+
+
+def _summarized_effects(text: str, name: str):
+    summary = summarize("m.py", text)
+    if summary.error is not None:
+        return None
+    function = summary.functions.get(name) or summary.functions.get(f"{name}.__call__")
+    return function.effects if function is not None else None
+
+
+@pytest.mark.parametrize("text", [DEFINITIONS, DEFINITIONS.replace("__call__", "run"),
+                                  DEFINITIONS + "def broken(:\n", "def \uff53tep(loss):\n    loss.backward()\n"])
+def test_one_definition_has_the_effects_its_module_summary_gives(text: str) -> None:
+    from accumlint.project.summary import definition_effects
+
+    answers = {name: definition_effects(text, name) for name in NAMES + ("step",)}
+    assert answers == {name: _summarized_effects(text, name) for name in NAMES + ("step",)}
+    if "broken" not in text and "__call__" in text:
+        assert answers["Scaler"] and answers["continued"] and answers["backward_step"] == frozenset()
+
+
+def test_one_definition_on_real_modules() -> None:
+    from accumlint.project.summary import definition_effects
+
+    asked = 0
+    for path in _python_files()[::7]:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        tree = ast.parse(text)
+        names = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))}
+        for name in sorted(names)[:12] + ["absent_name"]:
+            assert definition_effects(text, name) == _summarized_effects(text, name), (path, name)
+            asked += 1
+    assert asked > 200
+
+
+@pytest.mark.parametrize("text", TRICKY_IMPORTS + [DEFINITIONS, "import a.b as c, d\nfrom .. import *\nfrom .x import (y as z,\n w)\n",
+                                                   "def broken(:\n    import os\n"])
+def test_imports_alone_are_the_summary_imports(text: str) -> None:
+    from accumlint.project.summary import imports_only
+
+    summary = summarize("m.py", text)
+    assert imports_only(text) == (summary.imports if summary.error is None else None)
+
+
+def test_imports_alone_on_real_modules() -> None:
+    from accumlint.project.summary import imports_only
+
+    for path in _python_files()[::5]:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        assert imports_only(text) == summarize(str(path), text).imports, path
+
+
+def test_index_answers_from_a_summary_it_holds_and_sees_a_file_change(tmp_path: Path) -> None:
+    """`ProjectIndex.effects` and `.imports` read the file when the index holds no summary
+    of it, use the summary it holds, and read the file again once it changes."""
+    import os
+
+    from accumlint.project.modules import ProjectIndex
+
+    module = tmp_path / "steps.py"
+    module.write_text("import os\n\ndef step(loss):\n    loss.backward()\n")
+    index = ProjectIndex()
+    assert index.effects(str(module), "step", "backward(") == frozenset({"backward"})
+    assert index.imports(str(module)) == {"os": ("os", None, 0)}
+    assert index.effects(str(module), "step", "zero_grad(") is None  # the text lacks the word
+    module.write_text("import json\n\ndef step(loss):\n    return loss\n# backward(\n")
+    os.utime(module, ns=(1, 1))  # another stamp, whatever the clock's resolution
+    assert index.effects(str(module), "step", "backward(") == frozenset()
+    assert index.imports(str(module)) == {"json": ("json", None, 0)}
+    entry = index.entry(str(module))
+    assert entry is not None
+    entry.summary.imports["held"] = ("held", None, 0)  # the summary held is what is answered
+    assert "held" in (index.imports(str(module)) or {})
+    assert index.imports(str(tmp_path / "absent.py")) is None

@@ -190,7 +190,7 @@ def findings_from_importers(text: str, path: str, options: AnalysisOptions = Ana
     key, fingerprint = dependency(root, target, names)  # a new importer makes a cached result stale
     if not candidate_importers(root, target, names):
         return ProjectAnalysis([], {key: fingerprint})
-    own = view_for(path, text)
+    own = view_for(target, text)  # summarised at the path `overlaid` keeps it under, which then reuses it
     if own is None:
         return ProjectAnalysis([], {key: fingerprint})
     # its top-level functions, and its classes whose own methods hold a role (an object's `step`)
@@ -272,6 +272,7 @@ def _importers_findings(text: str, path: str, target: str, root: str, options: A
 
     from accumlint.project import view_for_file
     from accumlint.project.importers import run_memo
+    from accumlint.project.index import imports_module
     from accumlint.project.modules import root_of
     from accumlint.project.root import may_name_module
     from accumlint.rules.catalog import rule
@@ -286,13 +287,15 @@ def _importers_findings(text: str, path: str, target: str, root: str, options: A
         named = target if middle is None else os.path.abspath(middle)
         if not may_name_module(root_of(other), other, named, other_text):
             continue  # its imports cannot name this module: spare reading its summary
-        if middle is not None and not _imports_module(view_for_file(middle), target):
+        if middle is not None and not imports_module(middle, target):
             continue
         remembered: Union[_ImporterAnalysis, None, bool] = memo.get((other, options), False) if memo is not None else False
         analysis: Optional[_ImporterAnalysis]
         if remembered is False:
+            if not imports_module(other, named):  # its imports first: most importers found by their text import another module
+                continue
             view = view_for_file(other)
-            if view is None or not _imports_module(view, named):
+            if view is None:
                 continue
             analysis = _importer_analysis(other, other_text, view, options)
             if memo is not None:

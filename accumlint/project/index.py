@@ -695,17 +695,7 @@ class ProjectView:
 
     def imported_modules(self) -> list[str]:
         """The project modules the module's imports name (what a check may read of them)."""
-        found: set[str] = set()
-        for target, imported, level in self.summary.imports.values():
-            module = resolve_module(self.root, self.path, target, level)
-            if module is None and imported is not None:
-                module = resolve_submodule(self.root, self.path, target, level, imported)
-            elif imported is not None:
-                sub = resolve_submodule(self.root, self.path, target, level, imported)
-                found.update([sub] if sub is not None else [])
-            if module is not None and os.path.abspath(module) != self.path:
-                found.add(module)
-        return sorted(found)
+        return imported_modules(self.root, self.path, self.summary.imports)
 
     # -- configuration files ---------------------------------------------------------------
     def configs(self) -> tuple[list[ConfigFacts], list[ConfigError]]:
@@ -770,6 +760,32 @@ class ProjectView:
     def lightning_accumulation(self) -> Optional[int]:
         found = {c.accumulation_steps for c in self.configs()[0] if c.kind == "lightning"}
         return found.pop() if len(found) == 1 else None
+
+
+def imported_modules(root: str, path: str, imports: dict[str, tuple[str, Optional[str], int]]) -> list[str]:
+    """The project modules that the imports (`ModuleSummary.imports`) of the module at `path`
+    (absolute) name, in the project rooted at `root`, sorted."""
+    found: set[str] = set()
+    for target, imported, level in imports.values():
+        module = resolve_module(root, path, target, level)
+        if module is None and imported is not None:
+            module = resolve_submodule(root, path, target, level, imported)
+        elif imported is not None:
+            sub = resolve_submodule(root, path, target, level, imported)
+            found.update([sub] if sub is not None else [])
+        if module is not None and os.path.abspath(module) != path:
+            found.add(module)
+    return sorted(found)
+
+
+def imports_module(path: str, target: str) -> bool:
+    """Whether the module at `path` imports the project module at `target` (absolute), as the
+    imports of its view (`view_for_file(path).imported_modules()`) say; read without
+    summarising the module (`ProjectIndex.imports`): most modules asked are not analysed."""
+    imports = INDEX.imports(path)
+    if imports is None:
+        return False
+    return target in {os.path.abspath(m) for m in imported_modules(INDEX.root_of(path), os.path.abspath(path), imports)}
 
 
 def _literal(source: str) -> bool:

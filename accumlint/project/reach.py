@@ -7,8 +7,8 @@ includes the project functions it calls) is a training loop all the same, and
 its own statements (a zeroing on every micro-batch) are its module's findings.
 This is the gate's project clause: cheap text tests first (a loop, an import
 of a name the module calls), then the resolved module's text (`backward` in
-it), and only then its summary (`ast`) says whether that function runs a
-backward. The standard library and torch's sources rarely get past the text.
+it), and only then that function's definition, read with `ast`, says whether it
+runs a backward (the module's other definitions are not summarised). The standard library and torch's sources rarely get past the text.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import re
 import stat
 import time
 
-from accumlint.project.modules import MAX_MODULE_BYTES, module_summary, root_of
+from accumlint.project.modules import MAX_MODULE_BYTES, definition_effects_of, root_of
 from accumlint.project.root import module_file, own_package_folders, package_folder, resolve_module, search_folders
 from accumlint.project.summary import BACKWARD
 
@@ -170,11 +170,8 @@ def _runs_backward(module_path: str, name: str) -> bool:
     of it is called (`loss_scaler = Scaler()` ... `loss_scaler(loss, optimizer)`)."""
     if name not in _backward_functions(module_path):
         return False
-    summary = module_summary(module_path, hint="backward(")
-    if summary is None:
-        return False
-    function = summary.functions.get(name) or summary.functions.get(f"{name}.__call__")
-    return function is not None and BACKWARD in function.effects
+    effects = definition_effects_of(module_path, name, hint="backward(")
+    return effects is not None and BACKWARD in effects
 
 
 # path -> (size, modification time) and the names of its top-level functions (and classes) whose text holds `backward(`

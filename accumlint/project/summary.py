@@ -201,6 +201,34 @@ def summarize(path: str, text: str) -> ModuleSummary:
     return summary
 
 
+def definition_effects(text: str, name: str) -> Optional[frozenset[str]]:
+    """The effects `summarize` gives the module's top-level function `name`, else the
+    `__call__` of its class `name` (what an object of it runs when called); None when the
+    module defines neither or does not parse. Only that definition is walked: the gate's
+    project clause asks it of large modules (a framework's) whose other definitions it
+    never needs. An ASCII text that spells neither a `def` of the name nor `__call__` (most
+    classes define no `__call__`) defines neither: it is not parsed. (A backslash may continue
+    the `def` line before the name; another text may spell an identifier otherwise, which
+    Python normalises, NFKC.)"""
+    if text.isascii() and "__call__" not in text and re.search(rf"\bdef[\s\\]+{re.escape(name)}\b", text) is None:
+        return None
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    function: Optional[ast.FunctionDef] = None
+    call: Optional[ast.FunctionDef] = None
+    for statement in tree.body:  # the last definition of a name is the summary's, as there
+        if type(statement) is ast.FunctionDef and statement.name == name:
+            function = statement
+        elif type(statement) is ast.ClassDef and statement.name == name:
+            for inner in statement.body:
+                if type(inner) is ast.FunctionDef and inner.name == "__call__":
+                    call = inner
+    chosen = function or call
+    return _function(name, chosen, text.splitlines(keepends=True)).effects if chosen is not None else None
+
+
 def _passes(text: str) -> tuple[tuple[Passed, ...], frozenset[str]]:
     """Each call of a dotted name in a module's text (`Passed`), with what each argument
     holds before the call in the caller's own function (or at module level); and the
@@ -293,20 +321,45 @@ def _expression(node: ast.AST, lines: list[str]) -> Optional[str]:
     return "(" + head + "".join(lines[first + 1:last]) + tail + ")"
 
 
-def _module_statement(summary: ModuleSummary, statement: ast.stmt, lines: list[str], rebound: set[str]) -> None:
+def imports_only(text: str) -> Optional[dict[str, tuple[str, Optional[str], int]]]:
+    """The imports `summarize` records of a module's text (its top-level import statements),
+    without the rest of the summary; None when the text does not parse (`summarize` then
+    knows nothing of it either). Whether a module imports another is asked of more
+    modules than are then analysed."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    imports: dict[str, tuple[str, Optional[str], int]] = {}
+    for statement in tree.body:
+        _import_statement(imports, statement)
+    return imports
+
+
+def _import_statement(imports: dict[str, tuple[str, Optional[str], int]], statement: ast.stmt) -> bool:
+    """Record what a top-level `import` or `from ... import` binds; False for another statement."""
     kind = type(statement)
     if kind is ast.Import:
         for alias in statement.names:
             if alias.asname:
-                summary.imports[alias.asname] = (alias.name, None, 0)
+                imports[alias.asname] = (alias.name, None, 0)
             else:
                 head = alias.name.split(".")[0]
-                summary.imports.setdefault(head, (head, None, 0))
+                imports.setdefault(head, (head, None, 0))
     elif kind is ast.ImportFrom:
         for alias in statement.names:
             if alias.name != "*":
-                summary.imports[alias.asname or alias.name] = (statement.module or "", alias.name, statement.level or 0)
-    elif kind is ast.FunctionDef:
+                imports[alias.asname or alias.name] = (statement.module or "", alias.name, statement.level or 0)
+    else:
+        return False
+    return True
+
+
+def _module_statement(summary: ModuleSummary, statement: ast.stmt, lines: list[str], rebound: set[str]) -> None:
+    kind = type(statement)
+    if _import_statement(summary.imports, statement):
+        return
+    if kind is ast.FunctionDef:
         summary.functions[statement.name] = _function(statement.name, statement, lines)
     elif kind is ast.ClassDef:
         summary.classes[statement.name] = _class(summary, statement, lines)
