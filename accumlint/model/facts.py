@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, Union, cast
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, TypeVar, Union, cast
 
 import libcst as cst
 
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 Loop = Union[cst.For, cst.While]
 Function = cst.FunctionDef
+Answer = TypeVar("Answer")
 
 
 @dataclass(frozen=True, eq=False)
@@ -123,6 +124,8 @@ class ModuleFacts:
     # an object asks it of its receiver, and a name not bound in the module asks the project
     _instance_classes: dict[str, Optional[str]] = field(default_factory=dict, repr=False)
     settled: bool = field(default=False, repr=False)  # `collect_facts` is done: no binding is added after
+    # (question, id(node)) -> (node, answer): `once`
+    _answers: dict[tuple[Callable[..., Any], int], tuple[cst.CSTNode, Any]] = field(default_factory=dict, repr=False)
 
     @cached_property
     def rebinds_globals(self) -> bool:
@@ -143,6 +146,18 @@ class ModuleFacts:
         if found is None:
             found = self._calls_of[statement] = calls_in(statement)
         return found
+
+    def once(self, question: Callable[[cst.CSTNode], Answer], node: cst.CSTNode) -> Answer:
+        """`question(node)`, asked once per module, for a question whose answer depends on
+        the node's subtree alone (the names a loop body binds): every walk of a loop, of
+        the loops around it and of the helpers it calls asks again about the same nodes.
+        The entry keeps the node, so its id is not reused while the module is analysed.
+        The answer is shared: callers do not change it."""
+        key = (question, id(node))
+        known = self._answers.get(key)
+        if known is None:
+            known = self._answers[key] = (node, question(node))
+        return cast(Answer, known[1])
 
     # -- names -------------------------------------------------------------
     def qualified(self, name: Optional[str]) -> Optional[str]:

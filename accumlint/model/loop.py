@@ -203,8 +203,6 @@ class _Walker:
         self.own_level = own_level
         self.left_out = False
         self.root: Optional[cst.CSTNode] = None
-        self._bound: dict[int, set[str]] = {}
-        self._values: dict[int, dict[str, list[Optional[cst.BaseExpression]]]] = {}
         self._escaped: Optional[tuple[Gate, cst.If]] = None  # a `continue` gate leaving its block
 
     def walk(self, body: cst.BaseSuite, root: Optional[cst.CSTNode] = None) -> list[Statement]:
@@ -456,19 +454,13 @@ class _Walker:
         `name = value`, None for any other binding (a loop target, `+=`, `as`)."""
         if node is None:
             return {}
-        found = self._values.get(id(node))
-        if found is None:
-            found = self._values[id(node)] = _plain_values(node)
-        return found
+        return self.facts.once(_plain_values, node)
 
     def _bound_in(self, node: Optional[cst.CSTNode]) -> set[str]:
         """Names a loop or helper body binds (assignments, loop targets, `with ... as`)."""
         if node is None:
             return set()
-        found = self._bound.get(id(node))
-        if found is None:
-            found = self._bound[id(node)] = scopes.chains_in_targets(node)
-        return found
+        return self.facts.once(scopes.chains_in_targets, node)
 
     def _is_accumulation_count(self, node: cst.BaseExpression) -> bool:
         name = dotted(node)
