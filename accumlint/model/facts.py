@@ -126,6 +126,9 @@ class ModuleFacts:
     settled: bool = field(default=False, repr=False)  # `collect_facts` is done: no binding is added after
     # (question, id(node)) -> (node, answer): `once`
     _answers: dict[tuple[Callable[..., Any], int], tuple[cst.CSTNode, Any]] = field(default_factory=dict, repr=False)
+    # (id(call), id(caller), which) -> (call, caller, function): `helper` (0), `nested_helper` (1)
+    _helpers: dict[tuple[int, int, int], tuple[cst.Call, Optional[Function], Optional[Function]]] = field(
+        default_factory=dict, repr=False)
 
     @cached_property
     def rebinds_globals(self) -> bool:
@@ -261,7 +264,20 @@ class ModuleFacts:
         return found
 
     def helper(self, call: cst.Call, caller: Optional[Function]) -> Optional[Function]:
-        """The same-module function or method a call runs (`train_step(b)`, `self.train_step(b)`)."""
+        """The same-module function or method a call runs (`train_step(b)`, `self.train_step(b)`).
+
+        Once the facts are settled, asked once per call and caller: the walks of a loop's
+        own level, of its whole body and of the loops around it, and the window's and the
+        loss reader's questions, ask again about the same calls."""
+        if not self.settled:
+            return self._helper(call, caller)
+        key = (id(call), id(caller), 0)
+        known = self._helpers.get(key)
+        if known is None:
+            known = self._helpers[key] = (call, caller, self._helper(call, caller))
+        return known[2]
+
+    def _helper(self, call: cst.Call, caller: Optional[Function]) -> Optional[Function]:
         func = call.func
         if self.project is not None:
             home = self.project.home_of_call(call)
@@ -294,10 +310,15 @@ class ModuleFacts:
 
     def nested_helper(self, call: cst.Call, helper: Function) -> Optional[Function]:
         """A project function of another module that a helper's call runs: the second call
-        deep from the loop (same-module functions are followed one call deep only)."""
+        deep from the loop (same-module functions are followed one call deep only); once
+        per call and helper, as `helper`."""
         if self.project is None:
             return None
-        return self.project.function(dotted(call.func), within=helper)
+        key = (id(call), id(helper), 1)
+        known = self._helpers.get(key)
+        if known is None:
+            known = self._helpers[key] = (call, helper, self.project.function(dotted(call.func), within=helper))
+        return known[2]
 
     def instance_class(self, name: Optional[str]) -> Optional[str]:
         """The class an object was built from (`self.trainer = Trainer(...)` -> "Trainer"),
