@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, Union, cast
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, TypeVar, Union, cast
 
 import libcst as cst
 
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 Loop = Union[cst.For, cst.While]
 Function = cst.FunctionDef
+Answer = TypeVar("Answer")
 
 
 @dataclass(frozen=True, eq=False)
@@ -123,6 +124,11 @@ class ModuleFacts:
     # an object asks it of its receiver, and a name not bound in the module asks the project
     _instance_classes: dict[str, Optional[str]] = field(default_factory=dict, repr=False)
     settled: bool = field(default=False, repr=False)  # `collect_facts` is done: no binding is added after
+    # (question, id(node)) -> (node, answer): `once`
+    _answers: dict[tuple[Callable[..., Any], int], tuple[cst.CSTNode, Any]] = field(default_factory=dict, repr=False)
+    # (id(call), id(caller), which) -> (call, caller, function): `helper` (0), `nested_helper` (1)
+    _helpers: dict[tuple[int, int, int], tuple[cst.Call, Optional[Function], Optional[Function]]] = field(
+        default_factory=dict, repr=False)
 
     @cached_property
     def rebinds_globals(self) -> bool:
@@ -143,6 +149,18 @@ class ModuleFacts:
         if found is None:
             found = self._calls_of[statement] = calls_in(statement)
         return found
+
+    def once(self, question: Callable[[cst.CSTNode], Answer], node: cst.CSTNode) -> Answer:
+        """`question(node)`, asked once per module, for a question whose answer depends on
+        the node's subtree alone (the names a loop body binds): every walk of a loop, of
+        the loops around it and of the helpers it calls asks again about the same nodes.
+        The entry keeps the node, so its id is not reused while the module is analysed.
+        The answer is shared: callers do not change it."""
+        key = (question, id(node))
+        known = self._answers.get(key)
+        if known is None:
+            known = self._answers[key] = (node, question(node))
+        return cast(Answer, known[1])
 
     # -- names -------------------------------------------------------------
     def qualified(self, name: Optional[str]) -> Optional[str]:
@@ -246,7 +264,20 @@ class ModuleFacts:
         return found
 
     def helper(self, call: cst.Call, caller: Optional[Function]) -> Optional[Function]:
-        """The same-module function or method a call runs (`train_step(b)`, `self.train_step(b)`)."""
+        """The same-module function or method a call runs (`train_step(b)`, `self.train_step(b)`).
+
+        Once the facts are settled, asked once per call and caller: the walks of a loop's
+        own level, of its whole body and of the loops around it, and the window's and the
+        loss reader's questions, ask again about the same calls."""
+        if not self.settled:
+            return self._helper(call, caller)
+        key = (id(call), id(caller), 0)
+        known = self._helpers.get(key)
+        if known is None:
+            known = self._helpers[key] = (call, caller, self._helper(call, caller))
+        return known[2]
+
+    def _helper(self, call: cst.Call, caller: Optional[Function]) -> Optional[Function]:
         func = call.func
         if self.project is not None:
             home = self.project.home_of_call(call)
@@ -279,10 +310,16 @@ class ModuleFacts:
 
     def nested_helper(self, call: cst.Call, helper: Function) -> Optional[Function]:
         """A project function of another module that a helper's call runs: the second call
-        deep from the loop (same-module functions are followed one call deep only)."""
+        deep from the loop (same-module functions are followed one call deep only); once
+        per call and helper, as `helper`."""
         if self.project is None:
             return None
-        return _unless_own_update(self.project.function(dotted(call.func), within=helper))
+        key = (id(call), id(helper), 1)
+        known = self._helpers.get(key)
+        if known is None:
+            found = _unless_own_update(self.project.function(dotted(call.func), within=helper))
+            known = self._helpers[key] = (call, helper, found)
+        return known[2]
 
     def instance_class(self, name: Optional[str]) -> Optional[str]:
         """The class an object was built from (`self.trainer = Trainer(...)` -> "Trainer"),

@@ -191,9 +191,12 @@ class _Walker:
     """Walks one loop body into Statements (iteration order, gates, contexts)."""
 
     def __init__(self, facts: ModuleFacts, objects: Objects, function: Optional[Function],
-                 accumulation_names: tuple[str, ...] = (), *, own_level: bool = False,
+                 accumulation_names: tuple[str, ...] = (), *, own_level: bool = False, probe: bool = False,
                  made: Optional[list[Statement]] = None) -> None:
         self.made = made  # where every walk puts the statements it made (for `release`)
+        # `probe`: only the events matter (does the loop run a backward?), not where they run:
+        # an `if` is entered without reading its test (`_if`)
+        self.probe = probe
         self.facts = facts
         self.accumulation_names = accumulation_names
         self.objects = objects
@@ -201,12 +204,8 @@ class _Walker:
         self.statements: list[Statement] = []
         self.assigned: dict[str, cst.BaseExpression] = {}
         self.increments: dict[str, int] = {}
-        # `own_level`: inner loops are left out, and `left_out` says whether there was one
-        self.own_level = own_level
-        self.left_out = False
+        self.own_level = own_level  # inner loops are left out
         self.root: Optional[cst.CSTNode] = None
-        self._bound: dict[int, set[str]] = {}
-        self._values: dict[int, dict[str, list[Optional[cst.BaseExpression]]]] = {}
         self._escaped: Optional[tuple[Gate, cst.If]] = None  # a `continue` gate leaving its block
 
     def walk(self, body: cst.BaseSuite, root: Optional[cst.CSTNode] = None) -> list[Statement]:
@@ -341,7 +340,6 @@ class _Walker:
         elif kind is cst.For or kind is cst.While:
             statement = cast(Loop, statement)
             if self.own_level:
-                self.left_out = True
                 return
             inner = {**context, "loops": context["loops"] + (statement,), "path": context["path"] + (statement,),
                      "escapes": False}  # a `continue` there continues that loop
@@ -379,6 +377,16 @@ class _Walker:
                     self._block(helper.body, **_entered(context, helper, call, backward_at_call=False))
 
     def _if(self, statement: cst.If, context: dict[str, Any]) -> None:
+        if self.probe:
+            # whether a test is a window gate, a test on K or a run constant changes where its
+            # arms' statements run, never which calls they make
+            inside = {**context, "path": context["path"] + (statement,), "escapes": False}
+            self._block(statement.body, **inside)
+            if type(statement.orelse) is cst.If:
+                self._if(statement.orelse, inside)
+            elif statement.orelse is not None:
+                self._block(statement.orelse.body, **inside)
+            return
         test, frames = _through_parameters(statement.test, context["frames"])
         gate = parse_gate(test, lambda name: _argument(name, frames) if _is_parameter(name, frames)
                           else self.assigned.get(name))
@@ -460,19 +468,13 @@ class _Walker:
         `name = value`, None for any other binding (a loop target, `+=`, `as`)."""
         if node is None:
             return {}
-        found = self._values.get(id(node))
-        if found is None:
-            found = self._values[id(node)] = _plain_values(node)
-        return found
+        return self.facts.once(_plain_values, node)
 
     def _bound_in(self, node: Optional[cst.CSTNode]) -> set[str]:
         """Names a loop or helper body binds (assignments, loop targets, `with ... as`)."""
         if node is None:
             return set()
-        found = self._bound.get(id(node))
-        if found is None:
-            found = self._bound[id(node)] = scopes.chains_in_targets(node)
-        return found
+        return self.facts.once(scopes.chains_in_targets, node)
 
     def _is_accumulation_count(self, node: cst.BaseExpression) -> bool:
         name = dotted(node)
@@ -658,14 +660,13 @@ def build_loops(
             walks[site.node] = (site, walker.walk(site.node.body, site.node), walker.increments)
         return walks[site.node][1]
 
-    def own_level(site: LoopSite) -> list[Statement]:
-        """What runs in the loop itself: all `direct` needs. An outer loop (over epochs)
-        often runs no backward of its own, and its inner loops need not be walked for it."""
-        walker = _Walker(facts, objects, site.function, accumulation_names, own_level=True, made=made)
-        statements = walker.walk(site.node.body, site.node)
-        if not walker.left_out:  # no inner loop: the whole walk
-            walks[site.node] = (site, statements, walker.increments)
-        return statements
+    def runs_backward(site: LoopSite) -> bool:
+        """Whether the loop itself (its inner loops left out) runs a backward. An outer loop
+        (over epochs) often runs none of its own, and its inner loops need not be walked
+        for it; most loops of a module (evaluation, data preparation) run none at all, and
+        for them the walk reads no test (`_Walker.probe`): the few that do are walked in full."""
+        walker = _Walker(facts, objects, site.function, accumulation_names, own_level=True, probe=True, made=made)
+        return bool(direct(walker.walk(site.node.body, site.node), "backward"))
 
     def direct(statements: list[Statement], kind: RoleKind) -> list[Event]:
         return [e for s in statements if not s.loops for e in s.events if e.kind == kind]
@@ -690,7 +691,7 @@ def build_loops(
     chosen: dict[Union[Loop, Function], Optional[Loop]] = {}
     node: Union[Loop, Function]
     for node, site in sites.items():
-        if retry_loop(node) or not direct(own_level(site), "backward"):
+        if retry_loop(node) or not runs_backward(site):
             continue
         statements = walked(site)
         parent = _parent_loop(site)

@@ -113,6 +113,8 @@ class Objects:
         self.optimizer_names = optimizer_names
         self._cache: dict[str, Optional[ObjectKind]] = {}
         self._asking: set[int] = set()  # calls whose returns are being read
+        # (id(call), ids of the loops around it) -> (the call, its role): `role`, once per question
+        self._roles: dict[tuple[int, ...], tuple[cst.Call, Optional[Role]]] = {}
 
     # -- what a binding's value built ---------------------------------------
     def built_kind(self, value: cst.BaseExpression, index: Optional[int]) -> Optional[ObjectKind]:
@@ -329,7 +331,19 @@ class Objects:
 
     # -- what a call does ---------------------------------------------------------
     def role(self, call: cst.Call, loops: tuple[cst.CSTNode, ...] = ()) -> Optional[Role]:
-        """What a call does; `loops` are the loops around it (`for p in params:`)."""
+        """What a call does; `loops` are the loops around it (`for p in params:`).
+
+        Asked once per call and loops: the walk of a loop's own level, the walk of its
+        whole body, the enclosing loops' walks, every loop that calls a helper, and the
+        window questions ask again about the same calls. The entry keeps the call, so
+        its id is not reused while the module is analysed."""
+        key = (id(call), *map(id, loops))
+        known = self._roles.get(key)
+        if known is None:
+            known = self._roles[key] = (call, self._role(call, loops))
+        return known[1]
+
+    def _role(self, call: cst.Call, loops: tuple[cst.CSTNode, ...]) -> Optional[Role]:
         func = call.func
         if type(func) is cst.Name:
             if func.value in _CLIP_FUNCTIONS and self.facts.qualified(func.value) != func.value:
