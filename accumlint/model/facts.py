@@ -222,11 +222,14 @@ class ModuleFacts:
             parent = self.parents.get(id(parent))
         return parent
 
-    def returned(self, call: cst.Call) -> list[cst.BaseExpression]:
+    def returned(self, call: cst.Call, index: Optional[int] = None) -> list[cst.BaseExpression]:
         """What a call of a module function (`wrap(model)`) or of a method of the caller's
         own class (`self.model_to_device(net)`) returns: the values of its `return`
         statements, a returned local name read through its bindings in that function.
-        Empty for anything else (other classes, other modules, builtins)."""
+        With `index`, the element at that position of each returned tuple
+        (`model, optimizer = setup(args)` with `return model, optimizer`); a return of
+        anything else adds nothing. Empty for anything else (other classes, other
+        modules, builtins)."""
         func = call.func
         function = self.functions.get(func.value) if type(func) is cst.Name else None
         if function is None and type(func) is cst.Attribute and dotted(func.value) == "self":
@@ -236,7 +239,11 @@ class ModuleFacts:
         found: list[cst.BaseExpression] = []
         for node in walk(function.body):
             if type(node) is cst.Return and node.value is not None:
-                value = node.value
+                value: Optional[cst.BaseExpression] = node.value
+                if index is not None:
+                    value = _element(node.value, index)
+                if value is None:
+                    continue
                 if type(value) is cst.Name:
                     local = [b.value for b in self.bindings.get(value.value, ())
                              if b.index is None and self.enclosing_function(b.statement) is function]
@@ -674,6 +681,16 @@ def _bind(facts: ModuleFacts, target: cst.BaseExpression, value: cst.BaseExpress
     name = dotted(target)
     if name is not None:
         facts.bindings.setdefault(name, []).append(Binding(name, value, None, statement))
+
+
+def _element(value: cst.BaseExpression, index: int) -> Optional[cst.BaseExpression]:
+    """The element at `index` of a tuple or list display with no starred element, else None."""
+    if type(value) not in _SEQUENCE_DISPLAYS:
+        return None
+    elements = cast("cst.Tuple | cst.List", value).elements
+    if index >= len(elements) or any(type(e) is cst.StarredElement for e in elements):
+        return None
+    return elements[index].value
 
 
 def _record_import(facts: ModuleFacts, node: Union[cst.Import, cst.ImportFrom]) -> None:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Iterable, Literal, Optional
 
 import libcst as cst
 
-from accumlint.model.facts import ModuleFacts
+from accumlint.model.facts import Binding, ModuleFacts
 from accumlint.model.tree import walk
 from accumlint.model.kwargs import keywords
 from accumlint.model.names import call_name, dotted, int_value, keyword, last_part, string_value
@@ -259,7 +259,7 @@ class Frameworks:
             return "sharded"
         found: Optional[ParallelKind] = None
         for binding in self.facts.values_of(model):
-            kind = self._wrap_of(binding.value)
+            kind = self._wrap_of(binding.value, index=binding.index)
             if kind == "sharded":
                 return kind
             found = found or kind
@@ -312,18 +312,39 @@ class Frameworks:
                 return True
         return False
 
-    def wrap_of(self, value: cst.BaseExpression) -> Optional[ParallelKind]:
-        """How one bound value wraps a model (see `parallel_kind`), or None."""
-        return self._wrap_of(value)
+    def binding_wrap(self, binding: Binding, depth: int = 0) -> Optional[ParallelKind]:
+        """How one binding wraps a model: its value (the element it takes of an unpacking),
+        or, for an attribute bound from a local name (`self.model = model` after
+        `model = DDP(model)` in the same method), that name's bindings in that function
+        when those that wrap agree."""
+        value = binding.value
+        kind = self._wrap_of(value, index=binding.index)
+        if kind is not None or binding.index is not None or type(value) is not cst.Name or depth > 2:
+            return kind
+        function = self.facts.enclosing_function(binding.statement)
+        if function is None:
+            return None
+        name = value.value
+        local = [b for b in self.facts.bindings.get(name, ()) if b.statement is not binding.statement
+                 and self.facts.enclosing_function(b.statement) is function]
+        kinds = {self.binding_wrap(b, depth + 1) for b in local} - {None}
+        return kinds.pop() if len(kinds) == 1 else None
 
-    def _wrap_of(self, value: cst.BaseExpression, depth: int = 0) -> Optional[ParallelKind]:
+    def wrap_of(self, value: cst.BaseExpression, index: Optional[int] = None) -> Optional[ParallelKind]:
+        """How one bound value (element `index` of it, for an unpacking) wraps a model (see
+        `parallel_kind`), or None."""
+        return self._wrap_of(value, index=index)
+
+    def _wrap_of(self, value: cst.BaseExpression, depth: int = 0, index: Optional[int] = None) -> Optional[ParallelKind]:
         if type(value) is cst.IfExp:  # `DDP(model) if distributed else model`: the wrapping arm
             kinds = [self._wrap_of(arm, depth) for arm in (value.body, value.orelse)]
             return "sharded" if "sharded" in kinds else next((k for k in kinds if k is not None), None)
         if type(value) is not cst.Call:
             return None
-        if depth < 2:  # `model = wrap(model)` with `return DDP(model, ...)` in a module function
-            returned_kinds = {self._wrap_of(returned, depth + 1) for returned in self.facts.returned(value)} - {None}
+        if depth < 2:  # `model = wrap(model)` with `return DDP(model, ...)` in a module function,
+            # `model, opt = setup(args)` with `return model, opt` (the element at the same place)
+            returned = self.facts.returned(value, index)
+            returned_kinds = {self._wrap_of(item, depth + 1) for item in returned} - {None}
             if len(returned_kinds) == 1:
                 return returned_kinds.pop()
         name = self.facts.qualified(call_name(value)) or ""

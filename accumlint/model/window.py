@@ -38,6 +38,7 @@ from accumlint.model.roles import Objects
 from accumlint.model.tree import walk
 from accumlint.source.patterns import LazyPattern
 
+_ITERABLE_DATASET = LazyPattern(r"Iterable|Stream|streaming\s*=\s*True|IterDataPipe")
 _MODEL_NAME = LazyPattern(r"model|net|module|policy|unet|transformer|encoder|decoder", re.IGNORECASE)
 
 _RESCALE_CALLS = {"scale_grads", "scale_gradients", "multiply_grads", "rescale_gradients", "scale_grad", "_scale_grads"}
@@ -275,6 +276,47 @@ class Window:
         statements = {id(small) for s in self.loop.statements for small in s.node.body}
         return any(id(binding.statement) in statements for binding in self.facts.bindings.get(name, ()))
 
+    def sized(self, iterable: cst.BaseExpression) -> bool:
+        """Whether the loop's iterable has a known length (GA107's sized iterable): a list or
+        tuple, a name whose `len()` the module takes, or a `DataLoader(...)` over a dataset
+        that is not iterable-style, built in the module or returned by a module function
+        (`train_loader = get_loader(...)` with `return DataLoader(...)`)."""
+        if type(iterable) in (cst.List, cst.Tuple, cst.ListComp):
+            return True
+        name = dotted(iterable)
+        if name is None:
+            return False
+        if name in self.facts.len_arguments:
+            return True
+        for binding in self.facts.values_of(name):
+            value = binding.value
+            if type(value) in (cst.List, cst.Tuple, cst.ListComp):
+                return True
+            if type(value) is not cst.Call or binding.index is not None:
+                continue
+            for loader in [value, *self.facts.returned(value)]:
+                if type(loader) is cst.Call and last_part(dotted(loader.func) or "") == "DataLoader":
+                    return not self._iterable_dataset(loader)
+        return False
+
+    def _iterable_dataset(self, loader: cst.Call) -> bool:
+        """The loader's dataset may be iterable-style (no length), or is not given."""
+        dataset = keyword(loader, "dataset")
+        dataset_expr = dataset.value if dataset is not None else positional(loader, 0)
+        if dataset_expr is None:
+            return True
+        texts = [code(dataset_expr)]
+        built: list[cst.BaseExpression] = [dataset_expr]
+        for binding in self.facts.values_of(dotted(dataset_expr)):
+            texts.append(code(binding.value))
+            built.append(binding.value)
+        for value in built:
+            if type(value) is cst.Call:
+                owner = self.facts.classes.get(last_part(dotted(value.func) or ""))
+                if owner is not None:
+                    texts.append(" ".join(self.facts.class_bases(owner)))
+        return any(_ITERABLE_DATASET.search(t) for t in texts)
+
     def wraps_here(self, name: str) -> bool:
         """A `self.` attribute wrapped for data parallelism is this loop's when a binding that
         wraps it sits in the loop's own class or a class it derives from in this module (an
@@ -294,7 +336,7 @@ class Window:
                 for base in self.facts.class_bases(self.facts.classes[cls]):
                     family.setdefault(base.split(".")[-1], level)
         for binding in self.facts.bindings.get(name, ()):
-            if self.objects.frameworks.wrap_of(binding.value) is None:
+            if self.objects.frameworks.binding_wrap(binding) is None:
                 continue  # `self.model = net`: not the wrap
             method: Optional[cst.FunctionDef] = None
             # a wrap inherited from another module's base class stands for the subclass itself
@@ -317,7 +359,7 @@ class Window:
         if function is None or name in scopes.all_parameters(function):
             return False
         local = [b for b in self.facts.bindings.get(name, ()) if self.facts.enclosing_function(b.statement) is function]
-        return bool(local) and all(self.objects.frameworks.wrap_of(b.value) is None for b in local)
+        return bool(local) and all(self.objects.frameworks.binding_wrap(b) is None for b in local)
 
     def _overridden(self, method: Optional[cst.FunctionDef], family: dict[str, int], level: int) -> bool:
         """A base class's method that a class nearer the loop's redefines never runs for the

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Iterable, Iterator, Optional, cast
 
 import libcst as cst
@@ -468,7 +467,7 @@ def _gates_with_steps(window: Window) -> Iterator[tuple[Gate, Statement]]:
 def dropped_tail_window(window: Window) -> Iterable[Finding]:
     yield from _epoch_tail_erased(window)
     loop = window.loop
-    if loop.iterable is None or not _sized(window, loop.iterable):
+    if loop.iterable is None or not window.sized(loop.iterable):
         return
     for gate, statement in _gates_with_steps(window):
         if gate.kind != "modulo" or gate.has_clause or statement.helper is not None:
@@ -545,40 +544,6 @@ def _counts_across_epochs(window: Window, gate: Gate, statement: Statement) -> b
         return False
     incremented = window.loop.statements[increment] if increment < len(window.loop.statements) else None
     return incremented is not None and incremented.gate is None and not incremented.conditional
-
-
-def _sized(window: Window, iterable: cst.BaseExpression) -> bool:
-    if type(iterable) in (cst.List, cst.Tuple, cst.ListComp):
-        return True
-    name = dotted(iterable)
-    if name is None:
-        return False
-    if name in window.facts.len_arguments:
-        return True
-    for binding in window.facts.values_of(name):
-        value = binding.value
-        if type(value) in (cst.List, cst.Tuple, cst.ListComp):
-            return True
-        if type(value) is cst.Call and binding.index is None and last_part(dotted(value.func) or "") == "DataLoader":
-            return not _iterable_dataset(window, value)
-    return False
-
-
-def _iterable_dataset(window: Window, loader: cst.Call) -> bool:
-    from accumlint.model.names import keyword, positional
-
-    dataset = keyword(loader, "dataset")
-    dataset_expr = dataset.value if dataset is not None else positional(loader, 0)
-    if dataset_expr is None:
-        return True
-    texts = [code(dataset_expr)]
-    for binding in window.facts.values_of(dotted(dataset_expr)):
-        texts.append(code(binding.value))
-        if type(binding.value) is cst.Call:
-            owner = window.facts.classes.get(last_part(dotted(binding.value.func) or ""))
-            if owner is not None:
-                texts.append(" ".join(window.facts.class_bases(owner)))
-    return any(re.search(r"Iterable|Stream|streaming\s*=\s*True|IterDataPipe", t) for t in texts)
 
 
 def _flushes_after(window: Window) -> bool:
