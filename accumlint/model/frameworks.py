@@ -314,20 +314,22 @@ class Frameworks:
 
     def binding_wrap(self, binding: Binding, depth: int = 0) -> Optional[ParallelKind]:
         """How one binding wraps a model: its value (the element it takes of an unpacking),
-        or, for an attribute bound from a local name (`self.model = model` after
-        `model = DDP(model)` in the same method), that name's bindings in that function
-        when those that wrap agree."""
+        or, for a name or attribute bound from a plain name (`self.model = model` after
+        `model = DDP(model)` in the same method, `model = net` after `net = DDP(net)` at
+        module level), the wraps of that name bound before it in the same scope, when
+        they agree. A name bound before the wrap (`model_without_ddp = model`) is not it."""
         value = binding.value
         kind = self._wrap_of(value, index=binding.index)
         if kind is not None or binding.index is not None or type(value) is not cst.Name or depth > 2:
             return kind
-        function = self.facts.enclosing_function(binding.statement)
-        if function is None:
+        scope = self.facts.enclosing_function(binding.statement)
+        wraps = [(b, k) for b in self.facts.bindings.get(value.value, ())
+                 if b.statement is not binding.statement and self.facts.enclosing_function(b.statement) is scope
+                 and (k := self.binding_wrap(b, depth + 1)) is not None]
+        if not wraps:
             return None
-        name = value.value
-        local = [b for b in self.facts.bindings.get(name, ()) if b.statement is not binding.statement
-                 and self.facts.enclosing_function(b.statement) is function]
-        kinds = {self.binding_wrap(b, depth + 1) for b in local} - {None}
+        earlier = _statements_before(scope.body if scope is not None else self.facts.module, binding.statement)
+        kinds = {k for b, k in wraps if id(b.statement) in earlier}
         return kinds.pop() if len(kinds) == 1 else None
 
     def wrap_of(self, value: cst.BaseExpression, index: Optional[int] = None) -> Optional[ParallelKind]:
@@ -434,6 +436,16 @@ class Frameworks:
                 if control is not None:
                     found.append(control)
         return found
+
+
+def _statements_before(scope: cst.CSTNode, statement: cst.CSTNode) -> set[int]:
+    """The ids of the nodes of `scope` that come before `statement` in the source."""
+    found: set[int] = set()
+    for node in walk(scope):
+        if node is statement:
+            break
+        found.add(id(node))
+    return found
 
 
 def mentions_sync_control(node: cst.CSTNode) -> bool:

@@ -272,7 +272,7 @@ class Objects:
             return False
         if self.built_kind(value, binding.index) == "ddp" or self._wraps_in_an_arm(value):
             return True
-        if type(value) is cst.Name and name.startswith("self."):
+        if type(value) is cst.Name:
             # `self.model = model` after the method's own `model = DDP(model)`
             return self.frameworks.binding_wrap(binding) is not None
         if not (type(value) is cst.Call and type(value.func) is cst.Attribute):

@@ -880,6 +880,16 @@ class Window:
     def off_by_one(self, gate: Gate, statement: Statement) -> bool:
         return gate.form == ZERO and self.counter_base(gate, statement) == 0
 
+    def counts_before(self, gate: Gate, statement: Statement) -> bool:
+        """A count gate's counter (`n += 1`, then `if n == K:`) is incremented on every
+        micro-batch, before the gated `statement`, in the loop's own code."""
+        index = self.loop.increments.get(gate.counter or "")
+        if index is None or index >= len(self.loop.statements):
+            return False
+        increment = self.loop.statements[index]
+        return (increment.helper is None and increment.gate is None and not increment.conditional
+                and increment.order < statement.order)
+
     def correct_boundary(self, gate: Gate, statement: Statement) -> bool:
         base = self.counter_base(gate, statement)
         return (gate.form == PLUS_ONE and base == 0) or (gate.form == ZERO and base == 1)

@@ -470,18 +470,24 @@ def dropped_tail_window(window: Window) -> Iterable[Finding]:
     if loop.iterable is None or not window.sized(loop.iterable):
         return
     for gate, statement in _gates_with_steps(window):
-        if gate.kind != "modulo" or gate.has_clause or statement.helper is not None:
+        if gate.kind not in ("modulo", "count") or gate.has_clause or statement.helper is not None:
             continue
         # the loop's own index, or a micro-batch counter reset when each epoch starts
         # (`for batch in loader:` with `steps += 1` counts like an index)
         own_counter = loop.counter is not None and gate.counter == loop.counter
         if not own_counter and not (gate.counter and window.reset_on_epoch_start(gate.counter)):
             continue
-        if not window.correct_boundary(gate, statement) or _flushes_after(window) or window.length_divisible(gate):
+        if gate.kind == "count":
+            # `n == K` over a count of micro-batches that starts again with each epoch
+            if own_counter or gate.since is not None or not window.counts_before(gate, statement):
+                continue
+        elif not window.correct_boundary(gate, statement):
+            continue
+        if _flushes_after(window) or window.length_divisible(gate):
             continue
         iterable = code(loop.iterable)
         edits: tuple[Edit, ...] = ()
-        if type(gate.test) is cst.Comparison and own_counter:
+        if type(gate.test) is cst.Comparison and own_counter and gate.kind == "modulo":
             positive = type(gate.test.comparisons[0].operator) is cst.Equal
             numerator = f"({loop.counter} + 1)" if loop.counter_base == 0 else loop.counter
             clause = f"{numerator} == len(__iterable__)" if positive else f"{numerator} != len(__iterable__)"
