@@ -256,7 +256,18 @@ class Window:
                 elif model is not None and any(dotted(arg.value) == model for arg in call.args):
                     # `with misc.ddp_sync(ddp, last):` from another module: it may be one; unknown
                     return True
+            if self._bound_to_sync_control(item):
+                return True
         return any(mentions_sync_control(node) for node in [self.loop.node, *helpers.values()])
+
+    def _bound_to_sync_control(self, item: cst.CSTNode) -> bool:
+        """`with sync_ctx():` (or `with sync_ctx:`) on a name the loop's function binds to a
+        sync control before the loop (`sync_ctx = model.no_sync if ddp else nullcontext`)."""
+        expr = item.item if type(item) is cst.WithItem else item
+        name = dotted(expr.func) if type(expr) is cst.Call and not expr.args else dotted(expr)
+        if name is None or "." in name or name.endswith("()"):
+            return False
+        return any(mentions_sync_control(b.value) for b in self.facts.values_in(name, self.loop.function))
 
     def builds_no_graph(self, statement: Statement) -> bool:
         """The statement runs in a no-grad region: under `with torch.no_grad()`,
@@ -446,7 +457,15 @@ class Window:
         return None
 
     def _unwraps(self, alias: str, name: str) -> bool:
-        """Every binding of `alias` reads `name.module` (also in an arm of `a if c else b`)."""
+        """Every binding of `alias` reads `name.module` (also in an arm of `a if c else b`),
+        or `alias` is the module that the wrap bound to `name` wraps (`ddp_model = DDP(model)`)."""
+        for binding in self.facts.bindings.get(name, ()):
+            value = binding.value
+            if type(value) is cst.Call and binding.index is None and self.objects.frameworks.wrap_of(value) is not None:
+                wrapped = keyword(value, "module")
+                wrapped_value = wrapped.value if wrapped is not None else positional(value, 0)
+                if wrapped_value is not None and dotted(wrapped_value) == alias:
+                    return True
         bindings = self.facts.bindings.get(alias, ())
         inner = f"{name}.module"
         return bool(bindings) and all(
