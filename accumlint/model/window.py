@@ -299,14 +299,18 @@ class Window:
             return False
         if name in self.facts.len_arguments:
             return True
-        for binding in self.facts.values_of(name):
+        for binding in self.facts.values_in(name, self.loop.function):
             value = binding.value
             if type(value) in (cst.List, cst.Tuple, cst.ListComp):
                 return True
             if type(value) is not cst.Call or binding.index is not None:
                 continue
-            for loader in [value, *self.facts.returned(value)]:
-                if type(loader) is cst.Call and last_part(dotted(loader.func) or "") == "DataLoader":
+            # a module function's loader counts when all it may return is one (not when it
+            # wraps it: `dataloader = PrefetchLoader(dataloader)`)
+            returned = self.facts.returned(value)
+            loaders = returned if returned and all(_is_dataloader(r) for r in returned) else [value]
+            for loader in loaders:
+                if type(loader) is cst.Call and _is_dataloader(loader):
                     return not self._iterable_dataset(loader)
         return False
 
@@ -998,6 +1002,10 @@ def _raises(body: cst.BaseSuite) -> bool:
     statements = getattr(body, "body", ())
     last = statements[-1] if statements else None
     return type(last) is cst.SimpleStatementLine and any(type(small) is cst.Raise for small in last.body)
+
+
+def _is_dataloader(node: cst.BaseExpression) -> bool:
+    return type(node) is cst.Call and last_part(dotted(node.func) or "") == "DataLoader"
 
 
 def _disables_grad(node: cst.BaseExpression) -> bool:
