@@ -299,7 +299,7 @@ class Window:
             return False
         if name in self.facts.len_arguments:
             return True
-        for binding in self.facts.values_in(name, self.loop.function):
+        for binding in self.facts.values_of(name):
             value = binding.value
             if type(value) in (cst.List, cst.Tuple, cst.ListComp):
                 return True
