@@ -10,6 +10,7 @@ evidence some rules need (padding, `-100` labels).
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, TypeVar, Union, cast
@@ -110,6 +111,7 @@ class ModuleFacts:
     nested: dict[tuple[Function, str], Function] = field(default_factory=dict)
     loops: list[LoopSite] = field(default_factory=list)
     len_arguments: set[str] = field(default_factory=set)
+    name_counts: Optional["Counter[str]"] = None  # see `_names`
     calls: list[cst.Call] = field(default_factory=list)
     trainer_accumulation: Optional[cst.BaseExpression] = None
     window_token_normalization: bool = False
@@ -240,11 +242,14 @@ class ModuleFacts:
             parent = self.parents.get(id(parent))
         return parent
 
-    def returned(self, call: cst.Call) -> list[cst.BaseExpression]:
+    def returned(self, call: cst.Call, index: Optional[int] = None) -> list[cst.BaseExpression]:
         """What a call of a module function (`wrap(model)`) or of a method of the caller's
         own class (`self.model_to_device(net)`) returns: the values of its `return`
         statements, a returned local name read through its bindings in that function.
-        Empty for anything else (other classes, other modules, builtins)."""
+        With `index`, the element at that position of each returned tuple
+        (`model, optimizer = setup(args)` with `return model, optimizer`); a return of
+        anything else adds nothing. Empty for anything else (other classes, other
+        modules, builtins)."""
         func = call.func
         function = self.functions.get(func.value) if type(func) is cst.Name else None
         if function is None and type(func) is cst.Attribute and dotted(func.value) == "self":
@@ -254,7 +259,11 @@ class ModuleFacts:
         found: list[cst.BaseExpression] = []
         for node in walk(function.body):
             if type(node) is cst.Return and node.value is not None:
-                value = node.value
+                value: Optional[cst.BaseExpression] = node.value
+                if index is not None:
+                    value = _element(node.value, index)
+                if value is None:
+                    continue
                 if type(value) is cst.Name:
                     local = [b.value for b in self.bindings.get(value.value, ())
                              if b.index is None and self.enclosing_function(b.statement) is function]
@@ -526,6 +535,7 @@ def collect_facts(module: cst.Module, text: str, project: Optional["ProjectView"
                     push(value)
     if facts.trainer_accumulation is None:
         _trainer_accumulation_through_kwargs(facts)
+    _bound_by_own_callers(facts)
     if project is not None:
         _through_project_helpers(facts, project)
     facts.settled = True
@@ -614,6 +624,115 @@ def _attributes_bound_by_callers(facts: ModuleFacts, project: "ProjectView", nam
             model = project.caller_model(name, parameter, position)
             if model is not None:
                 facts.bindings[attribute].append(Binding(attribute, model[0], model[1], cls))
+
+
+_DATA_PARALLEL = frozenset({"DistributedDataParallel", "DDP", "FullyShardedDataParallel", "FSDP"})
+
+
+def _bound_by_own_callers(facts: ModuleFacts) -> None:
+    """`_bound_by_callers` within the module: a function holding a training loop that the
+    module calls by name only (`run_epoch(net=model, ...)` after `model = DDP(model, ...)`
+    in `main()`), or a class whose `__init__` keeps a parameter as `self.model` that the
+    class calls (`Trainer(model, ...)`), receives the data-parallel wrap each call
+    passes: the wrap's bindings become the parameter's (the attribute's), with the function
+    (the class) as their statement. Unknown, and left as the module shows it, when a call
+    passes anything else (a name its scope binds to no wrap, an expression, `*args`, a
+    default) or when the module names the function otherwise (a callback, a comment)."""
+    trains = {id(node) for site in facts.loops for node in site.ancestors if type(node) in (cst.FunctionDef, cst.ClassDef)}
+    for name, function in facts.functions.items():
+        if id(function) in trains and facts.class_of.get(function) is None:
+            for position, param in _parameters(function, skip_self=False):
+                parameter = param.name.value
+                if _rebound_in(facts, parameter, function) or parameter not in _called_names(facts, function.body):
+                    continue
+                wraps = _passed_wraps(facts, name, parameter, position)
+                for wrap in wraps if wraps and any(w.target != parameter for w in wraps) else ():
+                    facts.bindings.setdefault(parameter, []).append(Binding(parameter, wrap.value, wrap.index, function))
+    for name, cls in facts.classes.items():
+        init = next((s for s in cls.body.body if type(s) is cst.FunctionDef and s.name.value == "__init__"), None)
+        if id(cls) not in trains or init is None:
+            continue
+        called = {dotted(node.func) for node in walk(cls.body) if type(node) is cst.Call}
+        for position, param in _parameters(init, skip_self=True):
+            parameter = param.name.value
+            if _rebound_in(facts, parameter, init):
+                continue
+            for attribute in _kept_as(init, parameter):
+                bound = [b for b in facts.bindings.get(attribute, ()) if _class_of_node(facts, b.statement) is cls]
+                if attribute not in called or len(bound) != 1:
+                    continue  # a model the class calls, bound nowhere else in the class
+                for wrap in _passed_wraps(facts, name, parameter, position) or ():
+                    facts.bindings[attribute].append(Binding(attribute, wrap.value, wrap.index, cls))
+
+
+def _parameters(function: cst.FunctionDef, skip_self: bool) -> list[tuple[Optional[int], cst.Param]]:
+    """The function's parameters with their positions (None: keyword-only)."""
+    positional = list(function.params.posonly_params) + list(function.params.params)
+    if skip_self:
+        positional = positional[1:]
+    return [*enumerate(positional), *((None, p) for p in function.params.kwonly_params)]
+
+
+def _rebound_in(facts: ModuleFacts, name: str, function: cst.FunctionDef) -> bool:
+    return any(facts.enclosing_function(b.statement) is function for b in facts.bindings.get(name, ()))
+
+
+def _called_names(facts: ModuleFacts, body: cst.CSTNode) -> set[str]:
+    return {node.func.value for node in facts.calls_in(body) if type(node.func) is cst.Name}
+
+
+def _kept_as(init: cst.FunctionDef, parameter: str) -> list[str]:
+    """The `self.x` attributes `__init__` assigns the parameter to (`self.model = model`)."""
+    kept = []
+    for statement in init.body.body:
+        small = statement.body[0] if type(statement) is cst.SimpleStatementLine and len(statement.body) == 1 else None
+        if type(small) is cst.Assign and len(small.targets) == 1 and dotted(small.value) == parameter:
+            attribute = dotted(small.targets[0].target)
+            if attribute is not None and attribute.startswith("self.") and attribute.count(".") == 1:
+                kept.append(attribute)
+    return kept
+
+
+def _passed_wraps(facts: ModuleFacts, callee: str, parameter: str, position: Optional[int]) -> Optional[list[Binding]]:
+    """The data-parallel wraps that every call of the module's `callee` passes as
+    `parameter` (at `position`, or by keyword): for each call, the bindings of the name it
+    passes, in the call's own scope, that wrap (`DDP(...)`, also in an arm of `a if c else
+    b`). None when any call passes something else or the module names `callee` otherwise."""
+    calls = [c for c in facts.calls if type(c.func) is cst.Name and c.func.value == callee]
+    if not calls or _names(facts)[callee] != len(calls) + 1:
+        return None  # named otherwise too (a callback, a base class): callers unknown
+    found: list[Binding] = []
+    for call in calls:
+        if any(arg.star for arg in call.args):
+            return None
+        passed = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == parameter), None)
+        given = [a.value for a in call.args if a.keyword is None]
+        if passed is None and position is not None and position < len(given):
+            passed = given[position]
+        if type(passed) is not cst.Name:
+            return None
+        scope = facts.enclosing_function(call)
+        wraps = [b for b in facts.bindings.get(passed.value, ()) if b.index is None
+                 and facts.enclosing_function(b.statement) is scope and _wraps_directly(facts, b.value)]
+        if not wraps:
+            return None
+        found.extend(wraps)
+    return found
+
+
+def _names(facts: ModuleFacts) -> "Counter[str]":
+    """How often each identifier occurs as a name node in the module (definitions, calls,
+    references, attribute names), counted once per module."""
+    if facts.name_counts is None:
+        facts.name_counts = Counter(n.value for n in walk(facts.module) if type(n) is cst.Name)
+    return facts.name_counts
+
+
+def _wraps_directly(facts: ModuleFacts, value: cst.BaseExpression) -> bool:
+    """`DDP(model, ...)` / `FullyShardedDataParallel(...)`, or either in an arm of `a if c else b`."""
+    if type(value) is cst.IfExp:
+        return _wraps_directly(facts, value.body) or _wraps_directly(facts, value.orelse)
+    return type(value) is cst.Call and last_part(facts.qualified(call_name(value)) or "") in _DATA_PARALLEL
 
 
 def _called_here(facts: ModuleFacts, name: str) -> bool:
@@ -767,6 +886,16 @@ def _bind(facts: ModuleFacts, target: cst.BaseExpression, value: cst.BaseExpress
     name = dotted(target)
     if name is not None:
         facts.bindings.setdefault(name, []).append(Binding(name, value, None, statement))
+
+
+def _element(value: cst.BaseExpression, index: int) -> Optional[cst.BaseExpression]:
+    """The element at `index` of a tuple or list display with no starred element, else None."""
+    if type(value) not in _SEQUENCE_DISPLAYS:
+        return None
+    elements = cast("cst.Tuple | cst.List", value).elements
+    if index >= len(elements) or any(type(e) is cst.StarredElement for e in elements):
+        return None
+    return elements[index].value
 
 
 def _record_import(facts: ModuleFacts, node: Union[cst.Import, cst.ImportFrom]) -> None:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Iterable, Literal, Optional
 
 import libcst as cst
 
-from accumlint.model.facts import ModuleFacts
+from accumlint.model.facts import Binding, ModuleFacts
 from accumlint.model.tree import walk
 from accumlint.model.kwargs import keywords
 from accumlint.model.names import call_name, dotted, int_value, keyword, last_part, string_value
@@ -259,7 +259,7 @@ class Frameworks:
             return "sharded"
         found: Optional[ParallelKind] = None
         for binding in self.facts.values_of(model):
-            kind = self._wrap_of(binding.value)
+            kind = self._wrap_of(binding.value, index=binding.index)
             if kind == "sharded":
                 return kind
             found = found or kind
@@ -312,18 +312,41 @@ class Frameworks:
                 return True
         return False
 
-    def wrap_of(self, value: cst.BaseExpression) -> Optional[ParallelKind]:
-        """How one bound value wraps a model (see `parallel_kind`), or None."""
-        return self._wrap_of(value)
+    def binding_wrap(self, binding: Binding, depth: int = 0) -> Optional[ParallelKind]:
+        """How one binding wraps a model: its value (the element it takes of an unpacking),
+        or, for a name or attribute bound from a plain name (`self.model = model` after
+        `model = DDP(model)` in the same method, `model = net` after `net = DDP(net)` at
+        module level), the wraps of that name bound before it in the same scope, when
+        they agree. A name bound before the wrap (`model_without_ddp = model`) is not it."""
+        value = binding.value
+        kind = self._wrap_of(value, index=binding.index)
+        if kind is not None or binding.index is not None or type(value) is not cst.Name or depth > 2:
+            return kind
+        scope = self.facts.enclosing_function(binding.statement)
+        wraps = [(b, k) for b in self.facts.bindings.get(value.value, ())
+                 if b.statement is not binding.statement and self.facts.enclosing_function(b.statement) is scope
+                 and (k := self.binding_wrap(b, depth + 1)) is not None]
+        if not wraps:
+            return None
+        earlier = _statements_before(scope.body if scope is not None else self.facts.module, binding.statement)
+        kinds = {k for b, k in wraps if id(b.statement) in earlier}
+        return kinds.pop() if len(kinds) == 1 else None
 
-    def _wrap_of(self, value: cst.BaseExpression, depth: int = 0) -> Optional[ParallelKind]:
+    def wrap_of(self, value: cst.BaseExpression, index: Optional[int] = None) -> Optional[ParallelKind]:
+        """How one bound value (element `index` of it, for an unpacking) wraps a model (see
+        `parallel_kind`), or None."""
+        return self._wrap_of(value, index=index)
+
+    def _wrap_of(self, value: cst.BaseExpression, depth: int = 0, index: Optional[int] = None) -> Optional[ParallelKind]:
         if type(value) is cst.IfExp:  # `DDP(model) if distributed else model`: the wrapping arm
             kinds = [self._wrap_of(arm, depth) for arm in (value.body, value.orelse)]
             return "sharded" if "sharded" in kinds else next((k for k in kinds if k is not None), None)
         if type(value) is not cst.Call:
             return None
-        if depth < 2:  # `model = wrap(model)` with `return DDP(model, ...)` in a module function
-            returned_kinds = {self._wrap_of(returned, depth + 1) for returned in self.facts.returned(value)} - {None}
+        if depth < 2:  # `model = wrap(model)` with `return DDP(model, ...)` in a module function,
+            # `model, opt = setup(args)` with `return model, opt` (the element at the same place)
+            returned = self.facts.returned(value, index)
+            returned_kinds = {self._wrap_of(item, depth + 1) for item in returned} - {None}
             if len(returned_kinds) == 1:
                 return returned_kinds.pop()
         name = self.facts.qualified(call_name(value)) or ""
@@ -413,6 +436,16 @@ class Frameworks:
                 if control is not None:
                     found.append(control)
         return found
+
+
+def _statements_before(scope: cst.CSTNode, statement: cst.CSTNode) -> set[int]:
+    """The ids of the nodes of `scope` that come before `statement` in the source."""
+    found: set[int] = set()
+    for node in walk(scope):
+        if node is statement:
+            break
+        found.add(id(node))
+    return found
 
 
 def mentions_sync_control(node: cst.CSTNode) -> bool:

@@ -20,7 +20,7 @@ import libcst as cst
 from accumlint.model import scopes
 from accumlint.model.facts import Function, Loop, LoopSite, ModuleFacts, ancestors
 from accumlint.model.gates import Gate, parse_gate, single_micro_batch_arm
-from accumlint.model.names import call_name, code as _code, dotted, int_value, keyword, last_part, looks_like_accumulation, positional
+from accumlint.model.names import call_name, code as _code, dotted, int_value, keyword, last_part, looks_like_accumulation, positional, string_value
 from accumlint.model.roles import Objects, Role, RoleKind
 from accumlint.model.tree import children, walk
 
@@ -811,7 +811,13 @@ def _drop_update_gates(statements: list[Statement]) -> None:
                         for o in others)
             for s in others
         )
-        if "backward" in under and "step" in under and not other_arm:
+        # a step under the gate before any backward of its own there steps what the
+        # iterations accumulated (a GAN's discriminator, then the generator's whole update)
+        closes_window = any(
+            any(e.kind == "step" for e in s.events)
+            and not any(o.order <= s.order and any(e.kind == "backward" for e in o.events) for o in gated)
+            for s in gated)
+        if "backward" in under and "step" in under and not other_arm and not closes_window:
             for statement in statements:
                 if statement.gate is gate:
                     statement.gate = None
@@ -986,7 +992,18 @@ def _lightning_steps(facts: ModuleFacts, objects: Objects, skip: Collection[cst.
             for statement in statements:
                 small = statement.small
                 if statement.helper is None and type(small) is cst.Return and small.value is not None:
-                    role = Role("backward", small.value, "trainer", small.value, "lightning-auto")
+                    loss = _returned_loss(small.value)
+                    role = Role("backward", loss, "trainer", loss, "lightning-auto")
                     statement.events.append(Event(role, statement))
             found.append(loop)
     return found
+
+
+def _returned_loss(value: cst.BaseExpression) -> cst.BaseExpression:
+    """What Lightning backpropagates of a `training_step`'s return: the value itself, or its
+    `"loss"` entry when it returns a dict literal (`{"loss": loss, "log": logs}`)."""
+    if type(value) is cst.Dict:
+        for element in value.elements:
+            if type(element) is cst.DictElement and string_value(element.key) == "loss":
+                return element.value
+    return value

@@ -99,6 +99,16 @@ class Role:
     closure: Optional[cst.BaseExpression] = None
 
     @property
+    def backpropagates_here(self) -> bool:
+        """A backward the loop itself runs on this process's loss, so that a DDP wrap
+        all-reduces the gradients it produces: a tensor's `backward()`,
+        `torch.autograd.backward`, accelerate's and Fabric's. Not DeepSpeed's or
+        Lightning's, whose engines own the sync, nor a project object's method
+        (`loss_scaler(loss, optimizer, update_grad=...)`), which reads as the object's
+        own update (rules/GA401.md, Known limits)."""
+        return self.kind == "backward" and self.flavor in ("tensor", "autograd", "accelerate", "fabric")
+
+    @property
     def closure_step(self) -> bool:
         """`optimizer.step(closure)`: the closure's zeroing and backward run inside the
         step, so the step is a whole update, neither before nor after a backward of the loop."""
@@ -127,7 +137,7 @@ class Objects:
         if index is not None:
             if name.endswith("deepspeed.initialize") or tail == "initialize" and "deepspeed" in name:
                 return _DEEPSPEED_RETURNS.get(index)
-            return None
+            return self._returned_kind(value, index)
         if name.startswith("torch.optim.lr_scheduler") or (tail.startswith("get_") and "schedule" in tail):
             return "scheduler"
         if name.startswith("torch.optim.") and tail[:1].isupper() or _OPTIMIZER_CLASSES.match(tail):
@@ -156,15 +166,16 @@ class Objects:
             return "loss"
         return self._returned_kind(value)
 
-    def _returned_kind(self, call: cst.Call) -> Optional[ObjectKind]:
-        """What a module function returns (`model = wrap(model)` with `return DDP(...)`), when
-        the returns that build something agree (`return model` unwrapped on one process is
-        read as the bindings of a name are); each call is asked once per question."""
+    def _returned_kind(self, call: cst.Call, index: Optional[int] = None) -> Optional[ObjectKind]:
+        """What a module function returns (`model = wrap(model)` with `return DDP(...)`), or the
+        element `index` of the tuple it returns (`model, opt = setup(args)`), when the returns
+        that build something agree (`return model` unwrapped on one process is read as the
+        bindings of a name are); each call is asked once per question."""
         if id(call) in self._asking:
             return None
         self._asking.add(id(call))
         try:
-            kinds = {self.built_kind(value, None) for value in self.facts.returned(call)} - {None}
+            kinds = {self.built_kind(value, None) for value in self.facts.returned(call, index)} - {None}
         finally:
             self._asking.discard(id(call))
         return kinds.pop() if len(kinds) == 1 else None
@@ -267,6 +278,9 @@ class Objects:
             return False
         if self.built_kind(value, binding.index) == "ddp" or self._wraps_in_an_arm(value):
             return True
+        if type(value) is cst.Name:
+            # `self.model = model` after the method's own `model = DDP(model)`
+            return self.frameworks.binding_wrap(binding) is not None
         if not (type(value) is cst.Call and type(value.func) is cst.Attribute):
             return False
         if value.func.attr.value not in _PREPARING:

@@ -38,6 +38,7 @@ from accumlint.model.roles import Objects
 from accumlint.model.tree import walk
 from accumlint.source.patterns import LazyPattern
 
+_ITERABLE_DATASET = LazyPattern(r"Iterable|Stream|streaming\s*=\s*True|IterDataPipe")
 _MODEL_NAME = LazyPattern(r"model|net|module|policy|unet|transformer|encoder|decoder", re.IGNORECASE)
 
 _RESCALE_CALLS = {"scale_grads", "scale_gradients", "multiply_grads", "rescale_gradients", "scale_grad", "_scale_grads"}
@@ -255,6 +256,8 @@ class Window:
                 elif model is not None and any(dotted(arg.value) == model for arg in call.args):
                     # `with misc.ddp_sync(ddp, last):` from another module: it may be one; unknown
                     return True
+            if self._bound_to_sync_control(item):
+                return True
         # `for _ in accumulate_contexts(K, ddps):`: a generator that yields each micro-batch
         # inside `no_sync()` but the last one
         micro = self.loop.micro_loop
@@ -316,6 +319,15 @@ class Window:
         returned = [node.value for node in walk(helper.body) if type(node) is cst.Return and node.value is not None]
         return bool(returned) and all(_detached_element(value, index) for value in returned)
 
+    def _bound_to_sync_control(self, item: cst.CSTNode) -> bool:
+        """`with sync_ctx():` (or `with sync_ctx:`) on a name the loop's function binds to a
+        sync control before the loop (`sync_ctx = model.no_sync if ddp else nullcontext`)."""
+        expr = item.item if type(item) is cst.WithItem else item
+        name = dotted(expr.func) if type(expr) is cst.Call and not expr.args else dotted(expr)
+        if name is None or "." in name or name.endswith("()"):
+            return False
+        return any(mentions_sync_control(b.value) for b in self.facts.values_in(name, self.loop.function))
+
     def builds_no_graph(self, statement: Statement) -> bool:
         """The statement runs in a no-grad region: under `with torch.no_grad()`,
         `torch.inference_mode()` or `torch.set_grad_enabled(False)`, or in a function
@@ -333,6 +345,49 @@ class Window:
             return False
         statements = {id(small) for s in self.loop.statements for small in s.node.body}
         return any(id(binding.statement) in statements for binding in self.facts.bindings.get(name, ()))
+
+    def sized(self, iterable: cst.BaseExpression) -> bool:
+        """Whether the loop's iterable has a known length (GA107's sized iterable): a list or
+        tuple, a name whose `len()` the module takes, or a `DataLoader(...)` over a dataset
+        that is not iterable-style, built in the module or returned by a module function
+        (`train_loader = get_loader(...)` with `return DataLoader(...)`)."""
+        if type(iterable) in (cst.List, cst.Tuple, cst.ListComp):
+            return True
+        name = dotted(iterable)
+        if name is None:
+            return False
+        if name in self.facts.len_arguments:
+            return True
+        for binding in self.facts.values_of(name):
+            value = binding.value
+            if type(value) in (cst.List, cst.Tuple, cst.ListComp):
+                return True
+            if type(value) is not cst.Call or binding.index is not None:
+                continue
+            # a module function's loader counts when all it may return is one (not when it
+            # wraps it: `dataloader = PrefetchLoader(dataloader)`)
+            returned = self.facts.returned(value)
+            loaders = returned if returned and all(_is_dataloader(r) for r in returned) else [value]
+            for loader in loaders:
+                if type(loader) is cst.Call and _is_dataloader(loader):
+                    return not self._iterable_dataset(loader)
+        return False
+
+    def _iterable_dataset(self, loader: cst.Call) -> bool:
+        """The loader's dataset may be iterable-style (no length), or is not given."""
+        dataset = keyword(loader, "dataset")
+        dataset_expr = dataset.value if dataset is not None else positional(loader, 0)
+        if dataset_expr is None:
+            return True
+        texts = [code(dataset_expr)]
+        built: list[cst.BaseExpression] = [dataset_expr]
+        for binding in self.facts.values_of(dotted(dataset_expr)):
+            texts.append(code(binding.value))
+            built.append(binding.value)
+        for value in built:
+            if type(value) is cst.Call:
+                texts.append(" ".join(self.facts.bases_of(dotted(value.func))))
+        return any(_ITERABLE_DATASET.search(t) for t in texts)
 
     def wraps_here(self, name: str) -> bool:
         """A `self.` attribute wrapped for data parallelism is this loop's when a binding that
@@ -353,7 +408,7 @@ class Window:
                 for base in self.facts.class_bases(self.facts.classes[cls]):
                     family.setdefault(base.split(".")[-1], level)
         for binding in self.facts.bindings.get(name, ()):
-            if self.objects.frameworks.wrap_of(binding.value) is None:
+            if self.objects.frameworks.binding_wrap(binding) is None:
                 continue  # `self.model = net`: not the wrap
             method: Optional[cst.FunctionDef] = None
             # a wrap inherited from another module's base class stands for the subclass itself
@@ -376,7 +431,7 @@ class Window:
         if function is None or name in scopes.all_parameters(function):
             return False
         local = [b for b in self.facts.bindings.get(name, ()) if self.facts.enclosing_function(b.statement) is function]
-        return bool(local) and all(self.objects.frameworks.wrap_of(b.value) is None for b in local)
+        return bool(local) and all(self.objects.frameworks.binding_wrap(b) is None for b in local)
 
     def _overridden(self, method: Optional[cst.FunctionDef], family: dict[str, int], level: int) -> bool:
         """A base class's method that a class nearer the loop's redefines never runs for the
@@ -463,7 +518,15 @@ class Window:
         return None
 
     def _unwraps(self, alias: str, name: str) -> bool:
-        """Every binding of `alias` reads `name.module` (also in an arm of `a if c else b`)."""
+        """Every binding of `alias` reads `name.module` (also in an arm of `a if c else b`),
+        or `alias` is the module that the wrap bound to `name` wraps (`ddp_model = DDP(model)`)."""
+        for binding in self.facts.bindings.get(name, ()):
+            value = binding.value
+            if type(value) is cst.Call and binding.index is None and self.objects.frameworks.wrap_of(value) is not None:
+                wrapped = keyword(value, "module")
+                wrapped_value = wrapped.value if wrapped is not None else positional(value, 0)
+                if wrapped_value is not None and dotted(wrapped_value) == alias:
+                    return True
         bindings = self.facts.bindings.get(alias, ())
         inner = f"{name}.module"
         return bool(bindings) and all(
@@ -897,6 +960,16 @@ class Window:
     def off_by_one(self, gate: Gate, statement: Statement) -> bool:
         return gate.form == ZERO and self.counter_base(gate, statement) == 0
 
+    def counts_before(self, gate: Gate, statement: Statement) -> bool:
+        """A count gate's counter (`n += 1`, then `if n == K:`) is incremented on every
+        micro-batch, before the gated `statement`, in the loop's own code."""
+        index = self.loop.increments.get(gate.counter or "")
+        if index is None or index >= len(self.loop.statements):
+            return False
+        increment = self.loop.statements[index]
+        return (increment.helper is None and increment.gate is None and not increment.conditional
+                and increment.order < statement.order)
+
     def correct_boundary(self, gate: Gate, statement: Statement) -> bool:
         base = self.counter_base(gate, statement)
         return (gate.form == PLUS_ONE and base == 0) or (gate.form == ZERO and base == 1)
@@ -986,6 +1059,10 @@ def _raises(body: cst.BaseSuite) -> bool:
     statements = getattr(body, "body", ())
     last = statements[-1] if statements else None
     return type(last) is cst.SimpleStatementLine and any(type(small) is cst.Raise for small in last.body)
+
+
+def _is_dataloader(node: cst.BaseExpression) -> bool:
+    return type(node) is cst.Call and last_part(dotted(node.func) or "") == "DataLoader"
 
 
 def _disables_grad(node: cst.BaseExpression) -> bool:

@@ -29,7 +29,7 @@ def sync_every_micro_batch(window: Window) -> Iterable[Finding]:
     if not window.wraps_here(model) or window.bypasses_wrap(model) or not window.loop.backwards:
         return
     backward = window.loop.backwards[0]
-    if backward.role.flavor not in ("tensor", "accelerate", "fabric"):
+    if not backward.role.backpropagates_here:
         return
     # a model kept in a dict or list (`models[]`) is named by its container; no edit can name it
     edits = _sync_edits(window, model, kind) if not model.endswith("[]") else ()

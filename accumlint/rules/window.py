@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Iterable, Iterator, Optional, cast
 
 import libcst as cst
@@ -468,21 +467,27 @@ def _gates_with_steps(window: Window) -> Iterator[tuple[Gate, Statement]]:
 def dropped_tail_window(window: Window) -> Iterable[Finding]:
     yield from _epoch_tail_erased(window)
     loop = window.loop
-    if loop.iterable is None or not _sized(window, loop.iterable):
+    if loop.iterable is None or not window.sized(loop.iterable):
         return
     for gate, statement in _gates_with_steps(window):
-        if gate.kind != "modulo" or gate.has_clause or statement.helper is not None:
+        if gate.kind not in ("modulo", "count") or gate.has_clause or statement.helper is not None:
             continue
         # the loop's own index, or a micro-batch counter reset when each epoch starts
         # (`for batch in loader:` with `steps += 1` counts like an index)
         own_counter = loop.counter is not None and gate.counter == loop.counter
         if not own_counter and not (gate.counter and window.reset_on_epoch_start(gate.counter)):
             continue
-        if not window.correct_boundary(gate, statement) or _flushes_after(window) or window.length_divisible(gate):
+        if gate.kind == "count":
+            # `n == K` over a count of micro-batches that starts again with each epoch
+            if own_counter or gate.since is not None or not window.counts_before(gate, statement):
+                continue
+        elif not window.correct_boundary(gate, statement):
+            continue
+        if _flushes_after(window) or window.length_divisible(gate):
             continue
         iterable = code(loop.iterable)
         edits: tuple[Edit, ...] = ()
-        if type(gate.test) is cst.Comparison and own_counter:
+        if type(gate.test) is cst.Comparison and own_counter and gate.kind == "modulo":
             positive = type(gate.test.comparisons[0].operator) is cst.Equal
             numerator = f"({loop.counter} + 1)" if loop.counter_base == 0 else loop.counter
             clause = f"{numerator} == len(__iterable__)" if positive else f"{numerator} != len(__iterable__)"
@@ -545,38 +550,6 @@ def _counts_across_epochs(window: Window, gate: Gate, statement: Statement) -> b
         return False
     incremented = window.loop.statements[increment] if increment < len(window.loop.statements) else None
     return incremented is not None and incremented.gate is None and not incremented.conditional
-
-
-def _sized(window: Window, iterable: cst.BaseExpression) -> bool:
-    if type(iterable) in (cst.List, cst.Tuple, cst.ListComp):
-        return True
-    name = dotted(iterable)
-    if name is None:
-        return False
-    if name in window.facts.len_arguments:
-        return True
-    for binding in window.facts.values_of(name):
-        value = binding.value
-        if type(value) in (cst.List, cst.Tuple, cst.ListComp):
-            return True
-        if type(value) is cst.Call and binding.index is None and last_part(dotted(value.func) or "") == "DataLoader":
-            return not _iterable_dataset(window, value)
-    return False
-
-
-def _iterable_dataset(window: Window, loader: cst.Call) -> bool:
-    from accumlint.model.names import keyword, positional
-
-    dataset = keyword(loader, "dataset")
-    dataset_expr = dataset.value if dataset is not None else positional(loader, 0)
-    if dataset_expr is None:
-        return True
-    texts = [code(dataset_expr)]
-    for binding in window.facts.values_of(dotted(dataset_expr)):
-        texts.append(code(binding.value))
-        if type(binding.value) is cst.Call:
-            texts.append(" ".join(window.facts.bases_of(dotted(binding.value.func))))
-    return any(re.search(r"Iterable|Stream|streaming\s*=\s*True|IterDataPipe", t) for t in texts)
 
 
 def _flushes_after(window: Window) -> bool:

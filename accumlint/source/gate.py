@@ -230,6 +230,7 @@ def holds_training_code(tree: ast.Module, text: str) -> bool:
     if any(_accumulate_context(path) for line in lines.mentions("accumulate") for path in lines.paths(line)):
         return True  # `with accelerator.accumulate(model):`
     backward_functions: set[str] = set()
+    callable_classes: list[ast.ClassDef] = []
     for line in sorted({line for method in backward.BACKWARD.methods for line in lines.mentions(method)}):
         for path in lines.paths(line):
             for call_path in _backward_calls(path, line):
@@ -238,7 +239,18 @@ def holds_training_code(tree: ast.Module, text: str) -> bool:
                 function = _innermost_function(call_path)
                 if function is not None:
                     backward_functions.add(function.name)
+                    if function.name == "__call__":
+                        callable_classes.extend(n for n in call_path if type(n) is ast.ClassDef)
+    if any(_used_elsewhere(lines, cls) for cls in callable_classes):
+        return True  # `loss_scaler(loss, optimizer)`: an object whose `__call__` backpropagates
     return lines.referenced_in_loop(_reaching(lines, backward_functions))  # a helper a loop calls
+
+
+def _used_elsewhere(lines: "_Lines", cls: ast.ClassDef) -> bool:
+    """Whether the module mentions the class outside its own definition (builds an object
+    of it, which a loop may call under any name)."""
+    end = cls.end_lineno or cls.lineno
+    return any(not cls.lineno <= line <= end for line in lines.mentions(cls.name))
 
 
 def _reaching(lines: "_Lines", backward_functions: set[str]) -> set[str]:
