@@ -12,7 +12,7 @@ from accumlint.model.tree import walk
 from accumlint.model.gates import Gate
 from accumlint.model.loop import Event, Statement
 from accumlint.model.micro import lost_micro_losses
-from accumlint.model.names import code, dotted, int_value, last_part, normalized
+from accumlint.model.names import code, dotted, int_value, normalized
 from accumlint.model.scopes import same_before_loop
 from accumlint.model.window import Window
 from accumlint.source.patterns import LazyPattern
