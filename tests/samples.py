@@ -21,7 +21,9 @@ UNSCALED_LOOP = "import torch\n\ndef train(model, loader, optimizer, criterion, 
     _UNSCALED_BODY, "    "
 )
 
-# That loop at module level, every name it reads bound before it.
+# That loop at module level, every name it reads bound before it (the criterion built
+# here: one imported from an unknown module has an unknown reduction).
 UNSCALED_LOOP_AT_MODULE_LEVEL = (
-    "import torch\n\nfrom project import criterion, loader, model, optimizer\n\naccum_steps = 4\n" + _UNSCALED_BODY
+    "import torch\n\nfrom project import loader, model, optimizer\n\n"
+    "criterion = torch.nn.CrossEntropyLoss()\naccum_steps = 4\n" + _UNSCALED_BODY
 )
