@@ -247,13 +247,17 @@ class Window:
         """The loop (or a helper it calls) decides somewhere when gradients all-reduce."""
         helpers = {id(s.helper): s.helper for s in self.loop.statements if s.helper is not None}
         model = self.wrapped_model
+
+        def hands_model(call: cst.Call) -> bool:
+            return model is not None and any(dotted(arg.value) == model for arg in call.args)
+
         for item in {id(i): i for s in self.loop.statements for i in s.withs}.values():
             # `with self.sync_context(boundary):`: a helper that returns the context
             for call in self.facts.calls_in(item):
                 helper = self.facts.helper(call, self.loop.function)
                 if helper is not None:
                     helpers.setdefault(id(helper), helper)
-                elif model is not None and any(dotted(arg.value) == model for arg in call.args):
+                elif hands_model(call):
                     # `with misc.ddp_sync(ddp, last):` from another module: it may be one; unknown
                     return True
             if self._bound_to_sync_control(item):
@@ -266,7 +270,7 @@ class Window:
                 helper = self.facts.helper(call, self.loop.function)
                 if helper is not None:
                     helpers.setdefault(id(helper), helper)
-                elif model is not None and any(dotted(arg.value) == model for arg in call.args):
+                elif hands_model(call):
                     # `for ctx in model_forward_contexts(accelerator, model, K):` from another
                     # package, each entered around a micro-batch: it may be one; unknown
                     return True
@@ -274,50 +278,33 @@ class Window:
 
     def may_hold_graph(self, at: Statement, name: str) -> bool:
         """Whether `name` may hold a tensor with its autograd graph at `at`: its latest binding
-        before `at` is not a detached value (`.item()`, `float(...)`), nor a detached element
-        of what a project helper returns."""
-        latest = None
-        for statement in self.loop.statements:
-            if statement.order >= at.order:
-                break
-            for small in statement.node.body:
-                if type(small) is cst.Assign and any(dotted(t.target) == name for t in small.targets):
-                    latest = small.value
-        if type(latest) is cst.Call:
-            callee = last_part(dotted(latest.func) or "")
-            if callee in _DETACHING_METHODS:
-                return False
-        return not self._unpacked_detached(at, name)
-
-    def _unpacked_detached(self, at: Statement, name: str) -> bool:
-        """`loss, logits = self.train_batch(batch)` in the scope of `at`, where the project
-        helper returns `loss.item(), logits` (it zeroes, backpropagates and steps itself): the
-        name holds the helper's detached element, no graph."""
+        before `at` is not a detached value (`.item()`, `float(...)`), nor, in `at`'s own
+        scope, a detached element of what a module function returns (`loss, logits =
+        self.train_batch(batch)` with `return loss.item(), logits`)."""
+        latest: Optional[cst.BaseExpression] = None
         unpacked: Optional[tuple[cst.Call, int]] = None
         for statement in self.loop.statements:
             if statement.order >= at.order:
                 break
-            if statement.helper is not at.helper:
-                continue  # another function's scope: another variable of the same name
+            own_scope = statement.helper is at.helper  # another function's name is another variable
             for small in statement.node.body:
                 if type(small) is not cst.Assign:
                     continue
                 for target in small.targets:
                     if dotted(target.target) == name:
-                        unpacked = None
-                    elif type(target.target) in (cst.Tuple, cst.List) and type(small.value) is cst.Call:
+                        latest = small.value
+                        unpacked = None if own_scope else unpacked
+                    elif own_scope and type(target.target) in (cst.Tuple, cst.List) and type(small.value) is cst.Call:
                         elements = cast("cst.Tuple | cst.List", target.target).elements
                         for index, element in enumerate(elements):
                             if dotted(element.value) == name:
                                 unpacked = (small.value, index)
+        if type(latest) is cst.Call and last_part(dotted(latest.func) or "") in _DETACHING_METHODS:
+            return False
         if unpacked is None:
-            return False
-        call, index = unpacked
-        helper = self.facts.helper(call, self.facts.enclosing_function(at.node))
-        if helper is None:
-            return False
-        returned = [node.value for node in walk(helper.body) if type(node) is cst.Return and node.value is not None]
-        return bool(returned) and all(_detached_element(value, index) for value in returned)
+            return True
+        returned = self.facts.returned(unpacked[0])
+        return not (returned and all(_detached_element(value, unpacked[1]) for value in returned))
 
     def _bound_to_sync_control(self, item: cst.CSTNode) -> bool:
         """`with sync_ctx():` (or `with sync_ctx:`) on a name the loop's function binds to a
