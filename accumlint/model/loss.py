@@ -46,6 +46,7 @@ _LOSS_FUNCTIONS = LazyPattern(
     r"|multi_margin_loss|hinge_embedding_loss|cosine_embedding_loss|margin_ranking_loss"
     r"|poisson_nll_loss|gaussian_nll_loss|triplet_margin_loss|ctc_loss|\w+_loss)$"
 )
+_LOSS_FUNCTION_NAME = LazyPattern(r"loss|criterion", re.IGNORECASE)
 _CRITERION_NAME = LazyPattern(r"^(criterion|criteria|loss_fn|loss_func|loss_function|lossfn|loss_fct|loss_fcn|compute_loss|loss_module)$")
 _MODEL_NAME = LazyPattern(r"model|^net$|^netG$|^netD$|^raw_model$|^module$", re.IGNORECASE)
 _LM_CLASS = LazyPattern(r"For(CausalLM|ConditionalGeneration|MaskedLM|Seq2SeqLM)\b|AutoModelForSeq2SeqLM|GPT2LMHeadModel")
@@ -467,7 +468,7 @@ class LossReader:
         if (type(expr) is cst.Attribute and expr.attr.value == "loss") or (
                 type(expr) is cst.Subscript and string_value(_subscript_index(expr)) == "loss"):
             # a Hugging Face model's `outputs.loss` is a mean; a project model's is unknown
-            if not self._hugging_face_module():
+            if not self._hugging_face_module() or self._from_loss_function(expr.value, function):
                 return UNKNOWN
             return TOKEN if self._language_model() else MEAN
         if type(expr) is not cst.Call:
@@ -560,6 +561,17 @@ class LossReader:
         """The module imports a Hugging Face library (transformers, peft, trl, accelerate),
         so a model's `outputs.loss` is theirs."""
         return any(full.split(".")[0] in _HUGGING_FACE_PACKAGES for full in self.facts.imports.values())
+
+    def _from_loss_function(self, holder: cst.BaseExpression, function: Optional[Function]) -> bool:
+        """`terms = diffusion.training_losses(model, x, t)` then `terms["loss"]`: the dict a loss
+        function returns, not a model's outputs (every binding of the holder calls a function
+        named for losses)."""
+        name = dotted(holder)
+        bindings = self.facts.values_in(name, function) if name is not None else []
+        return bool(bindings) and all(
+            type(b.value) is cst.Call and b.index is None
+            and _LOSS_FUNCTION_NAME.search(last_part(call_name(b.value) or "")) is not None
+            for b in bindings)
 
     def _language_model(self) -> bool:
         if self.lm_module is None:
