@@ -291,18 +291,19 @@ class Window:
                 if type(small) is not cst.Assign:
                     continue
                 for target in small.targets:
-                    if dotted(target.target) == name:
+                    if dotted(target.target) == name and own_scope:
                         latest = small.value
-                        unpacked = None if own_scope else unpacked
+                        unpacked = None
                     elif own_scope and type(target.target) in (cst.Tuple, cst.List) and type(small.value) is cst.Call:
                         elements = cast("cst.Tuple | cst.List", target.target).elements
                         for index, element in enumerate(elements):
                             if dotted(element.value) == name:
                                 unpacked = (small.value, index)
-        if type(latest) is cst.Call and last_part(dotted(latest.func) or "") in _DETACHING_METHODS:
+        if latest is not None and _detached(latest):
             return False
         if unpacked is None:
-            return True
+            returned = self.facts.returned(latest) if type(latest) is cst.Call else []
+            return not (returned and all(_detached(value) for value in returned))
         returned = self.facts.returned(unpacked[0])
         return not (returned and all(_detached_element(value, unpacked[1]) for value in returned))
 
@@ -913,9 +914,12 @@ class Window:
         return any(b.gate is None for b in self.loop.backwards)
 
     def runs_every_micro_batch(self, statement: Statement) -> bool:
-        """The statement runs on each micro-batch: in the micro loop, or ungated at all."""
+        """The statement runs on each micro-batch: in the micro loop and not under a test
+        inside it (`if micro == 0: zero_grad()` opens the window, `if micro == K - 1:
+        clip(...)` closes it: what such a test selects is unknown, and unknown is silent),
+        or ungated at all."""
         if self.loop.micro_loop is not None:
-            return self.loop.in_micro_loop(statement)
+            return self.loop.in_micro_loop(statement) and not _tested_within(statement, self.loop.micro_loop)
         return statement.gate is None and not statement.conditional
 
     # -- counters -------------------------------------------------------------------
@@ -1117,6 +1121,47 @@ _NAMING = (cst.Name, cst.Attribute, cst.Subscript)
 _DETACHING_METHODS = frozenset({"item", "detach", "tolist", "cpu", "numpy", "float", "data"})
 
 
+def _tested_within(statement: Statement, loop: cst.CSTNode) -> bool:
+    """Between `loop` and the statement lies a test: an `if` or `match` arm, or an
+    `except`, `else` or `finally` block of a `try` (its body runs unconditionally)."""
+    path = list(statement.block)
+    if loop not in path:
+        return statement.gate is not None
+    inside = path[path.index(loop) + 1:]
+    for index, node in enumerate(inside):
+        following = inside[index + 1] if index + 1 < len(inside) else None
+        if type(node) in (cst.If, cst.Match):
+            return True
+        if type(node) in (cst.Try, cst.TryStar) and following is not cast("cst.Try | cst.TryStar", node).body:
+            return True
+    return False
+
+
+def _detached(value: cst.BaseExpression) -> bool:
+    """A value that holds no autograd graph: a detaching call (`loss.item()`, `float(loss)`,
+    `loss.detach()`), or arithmetic of one with numbers or non-loss names (`loss.item() * K`,
+    `float(loss) / n`)."""
+    if type(value) is cst.Call:
+        return last_part(dotted(value.func) or "") in _DETACHING_METHODS
+    if type(value) is cst.UnaryOperation:
+        return _detached(value.expression)
+    if type(value) is cst.BinaryOperation:
+        left, right = value.left, value.right
+        return (_detached(left) and _scalar_operand(right)) or (_detached(right) and _scalar_operand(left))
+    return False
+
+
+def _scalar_operand(value: cst.BaseExpression) -> bool:
+    """An operand that adds no graph beside a detached value: a number, a detached value, or a
+    name that does not name a loss (`K`, `args.accum_steps`, `x.size(0)`)."""
+    if type(value) in (cst.Integer, cst.Float) or _detached(value):
+        return True
+    if type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in ("size", "numel"):
+        return True
+    name = dotted(value)
+    return name is not None and "loss" not in last_part(name).lower()
+
+
 def _detached_element(value: cst.BaseExpression, index: int) -> bool:
     """Element `index` of a returned tuple is a detached value (`loss.item()`)."""
     if type(value) not in (cst.Tuple, cst.List):
@@ -1124,5 +1169,4 @@ def _detached_element(value: cst.BaseExpression, index: int) -> bool:
     elements = cast("cst.Tuple | cst.List", value).elements
     if index >= len(elements) or type(elements[index]) is not cst.Element:
         return False
-    element = elements[index].value
-    return type(element) is cst.Call and last_part(dotted(element.func) or "") in _DETACHING_METHODS
+    return _detached(elements[index].value)
