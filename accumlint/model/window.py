@@ -951,6 +951,26 @@ class Window:
     def off_by_one(self, gate: Gate, statement: Statement) -> bool:
         return gate.form == ZERO and self.counter_base(gate, statement) == 0
 
+    @cached_property
+    def flushes_after_loop(self) -> bool:
+        """An optimizer step follows the loop in its function: it applies the partial window
+        the loop ends with."""
+        for statement in self.loop.site.siblings(before=False):
+            for node in walk(statement):
+                if type(node) is cst.Call:
+                    role = self.objects.role(node)
+                    if role is not None and role.kind == "step":
+                        return True
+        return False
+
+    def opens_next_window(self, step: Event) -> bool:
+        """A gated step that runs before the iteration's backward on each window's first
+        micro-batch (`if i > 0 and i % K == 0:` over a 0-based index) applies the K
+        micro-batches before it: it closes the previous window as the next one opens, and
+        the step after the loop closes the last one. That order is correct."""
+        gate = step.gate
+        return gate is not None and self.off_by_one(gate, step.statement) and self.flushes_after_loop
+
     def counts_before(self, gate: Gate, statement: Statement) -> bool:
         """A count gate's counter (`n += 1`, then `if n == K:`) is incremented on every
         micro-batch, before the gated `statement`, in the loop's own code."""
