@@ -182,9 +182,37 @@ class TrainingLoop:
         inner = event.statement.loops[-1] if self.in_inner_loop(event.statement) else self.site.node
         if type(inner) is not cst.For:
             return False
-        targets = {node.value for node in walk(inner.target) if type(node) is cst.Name}
         used = {node.value for node in walk(event.role.call) if type(node) is cst.Name}
-        return bool(targets & used)
+        return bool(_target_names(inner) & used) or self._loss_of_shared_forward(event, used)
+
+    def _loss_of_shared_forward(self, event: "Event", used: set[str]) -> bool:
+        """The backward's loss is computed in its own loop (an inner or micro-step `for`)
+        from that loop's target and from a value the iteration made before that loop
+        (`feats = backbone(x)`, then `for head, t in zip(heads, targets): loss =
+        crit(head(feats), t)`): every backward of that loop goes through `feats`'s graph."""
+        loop = event.statement.loops[-1] if event.statement.loops else None
+        if type(loop) is not cst.For:
+            return False
+        order = event.statement.order
+        reads = {node.value for s in self.statements if loop in s.loops and s.order <= order
+                 for small in s.node.body if type(small) is cst.Assign and _binds_any(small, used)
+                 for node in walk(small.value) if type(node) is cst.Name}
+        made_before = {name for s in self.statements if loop not in s.loops and s.order < order
+                       for small in s.node.body if type(small) is cst.Assign
+                       for name in _bound_names(small)}
+        return bool(reads & _target_names(loop)) and bool(reads & made_before)
+
+
+def _target_names(loop: cst.For) -> set[str]:
+    return {node.value for node in walk(loop.target) if type(node) is cst.Name}
+
+
+def _bound_names(assign: cst.Assign) -> set[str]:
+    return {t.target.value for t in assign.targets if type(t.target) is cst.Name}
+
+
+def _binds_any(assign: cst.Assign, names: set[str]) -> bool:
+    return bool(_bound_names(assign) & names)
 
 
 class _Walker:
