@@ -40,6 +40,7 @@ from accumlint.source.patterns import LazyPattern
 
 _ITERABLE_DATASET = LazyPattern(r"Iterable|Stream|streaming\s*=\s*True|IterDataPipe")
 _MODEL_NAME = LazyPattern(r"model|net|module|policy|unet|transformer|encoder|decoder", re.IGNORECASE)
+_TASK_COUNT = LazyPattern(r"task|domain|dataset|lang", re.IGNORECASE)
 
 _RESCALE_CALLS = {"scale_grads", "scale_gradients", "multiply_grads", "rescale_gradients", "scale_grad", "_scale_grads"}
 
@@ -674,10 +675,18 @@ class Window:
 
     @cached_property
     def micro_k(self) -> Optional[cst.BaseExpression]:
+        """K of a `for _ in range(K)` micro-step loop. None when the bound counts tasks
+        (`range(n_tasks)`, `range(len(task_loaders))`): a loop that backpropagates one loss
+        per task optimises the sum of the tasks' losses, a choice, not a window of K
+        micro-batches owed a 1/K."""
         micro = self.loop.micro_loop
         if type(micro) is cst.For and type(micro.iter) is cst.Call:
             if last_part(call_name(micro.iter) or "") == "range" and positional(micro.iter, 1) is None:
-                return positional(micro.iter, 0)
+                bound = positional(micro.iter, 0)
+                if bound is not None and any(_TASK_COUNT.search(last_part(dotted(node) or ""))
+                                             for node in walk(bound) if type(node) in (cst.Name, cst.Attribute)):
+                    return None
+                return bound
         return None
 
     @cached_property
