@@ -186,13 +186,17 @@ class TrainingLoop:
         return bool(_target_names(inner) & used) or self._loss_of_shared_forward(event, used)
 
     def _loss_of_shared_forward(self, event: "Event", used: set[str]) -> bool:
-        """The backward's loss is computed in its own loop (an inner or micro-step `for`)
-        from that loop's target and from a value the iteration made before that loop
+        """The backward's loss is its own loop's item (an inner or micro-step `for loss in
+        losses:` over the losses of one forward, as gradient surgery does), or that loop
+        computes it from its target and from a value the iteration made before the loop
         (`feats = backbone(x)`, then `for head, t in zip(heads, targets): loss =
-        crit(head(feats), t)`): every backward of that loop goes through `feats`'s graph."""
+        crit(head(feats), t)`): every backward of that loop goes through the same graph."""
         loop = event.statement.loops[-1] if event.statement.loops else None
         if type(loop) is not cst.For:
             return False
+        target = event.role.target
+        if target is not None and _loss_name(target) in _target_names(loop):
+            return True
         order = event.statement.order
         reads = {node.value for s in self.statements if loop in s.loops and s.order <= order
                  for small in s.node.body if type(small) is cst.Assign and _binds_any(small, used)
@@ -201,6 +205,19 @@ class TrainingLoop:
                        for small in s.node.body if type(small) is cst.Assign
                        for name in _bound_names(small)}
         return bool(reads & _target_names(loop)) and bool(reads & made_before)
+
+
+def _loss_name(expr: cst.BaseExpression) -> Optional[str]:
+    """The name a backward's loss expression scales: `loss` in `loss`, `loss / K`,
+    `scaler.scale(loss)`."""
+    while True:
+        if type(expr) is cst.BinaryOperation and type(expr.operator) in (cst.Divide, cst.Multiply):
+            expr = expr.left
+        elif type(expr) is cst.Call and type(expr.func) is cst.Attribute and expr.func.attr.value == "scale" \
+                and expr.args:
+            expr = expr.args[0].value
+        else:
+            return dotted(expr)
 
 
 def _target_names(loop: cst.For) -> set[str]:

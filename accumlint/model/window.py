@@ -961,6 +961,25 @@ class Window:
         return gate.form == ZERO and self.counter_base(gate, statement) == 0
 
     @cached_property
+    def sets_gradients(self) -> bool:
+        """The iteration writes the gradients the step applies itself (`p.grad = merged[i]`,
+        `p.grad.copy_(noised)`), from what it harvested after each backward: per-sample
+        clipping, gradient surgery across tasks. A zeroing between those backwards erases
+        nothing the step uses."""
+        for statement in self.loop.statements:
+            if any(e.kind == "zero" for e in statement.events):
+                continue
+            for node in walk(statement.node):
+                if type(node) is cst.AssignTarget and type(node.target) is cst.Attribute \
+                        and node.target.attr.value == "grad":
+                    return True
+                if type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value == "copy_" \
+                        and last_part(dotted(node.func.value) or "") in ("grad", "data") \
+                        and ".grad" in (dotted(node.func.value) or ""):
+                    return True
+        return False
+
+    @cached_property
     def flushes_after_loop(self) -> bool:
         """An optimizer step follows the loop in its function: it applies the partial window
         the loop ends with."""

@@ -68,6 +68,8 @@ def zeroing_before_step(window: Window) -> list[tuple[Event, Event]]:
 def zero_grad_every_micro_batch(window: Window) -> Iterable[Finding]:
     if not window.steps_once_per_window or steps_every_micro_batch(window) or not window.backward_per_micro_batch:
         return
+    if window.sets_gradients:
+        return
     reported = {id(zero) for zero, _ in zeroing_before_step(window)}
     for zero in window.zeroings:
         if id(zero) in reported:
