@@ -469,7 +469,8 @@ class _Walker:
         """A test whose value cannot change between iterations (`args.fp16`, `scaler is not
         None`, `args.max_grad_norm > 0`, `rank == 0`): it reads only names and attributes
         that the loop (and the helper being walked) never binds, or binds only to such a
-        value (`max_norm = cfg.max_grad_norm` in the body), and calls nothing."""
+        value (`max_norm = cfg.max_grad_norm` in the body), and calls nothing (nor reads a
+        property of its class)."""
         names: list[str] = []
         parts: set[int] = set()  # the pieces of a dotted name (`cfg`, `max_norm` in `cfg.max_norm`)
         for node in walk(test):
@@ -490,6 +491,8 @@ class _Walker:
             varying = varying | self._bound_in(helper) | _parameters(helper)
         for name in names:
             pieces = name.split(".")
+            if len(pieces) > 1 and pieces[0] == "self" and self.facts.method(helper or self.function, pieces[1]):
+                return False  # `if self.at_boundary:`: a property of the class, computed on each read
             prefixes = [".".join(pieces[: index + 1]) for index in range(len(pieces))]
             if any(prefix in varying and not self._constant_alias(prefix, helper, depth) for prefix in prefixes):
                 return False
