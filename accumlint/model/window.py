@@ -40,7 +40,7 @@ from accumlint.source.patterns import LazyPattern
 
 _ITERABLE_DATASET = LazyPattern(r"Iterable|Stream|streaming\s*=\s*True|IterDataPipe")
 _MODEL_NAME = LazyPattern(r"model|net|module|policy|unet|transformer|encoder|decoder", re.IGNORECASE)
-_TASK_COUNT = LazyPattern(r"task|domain|dataset|lang", re.IGNORECASE)
+_TASK_COUNT = LazyPattern(r"task|domain|datasets|lang", re.IGNORECASE)  # not `len(train_dataset) // bs`
 
 _RESCALE_CALLS = {"scale_grads", "scale_gradients", "multiply_grads", "rescale_gradients", "scale_grad", "_scale_grads"}
 
@@ -982,8 +982,8 @@ class Window:
                 continue
             for node in walk(statement.node):
                 if type(node) is cst.AssignTarget and type(node.target) is cst.Attribute \
-                        and node.target.attr.value == "grad":
-                    return True
+                        and node.target.attr.value == "grad" and not _reads(statement.small, dotted(node.target)):
+                    return True  # not `p.grad = p.grad.clamp(-1, 1)`, which edits the window's own gradient
                 if type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value == "copy_" \
                         and last_part(dotted(node.func.value) or "") in ("grad", "data") \
                         and ".grad" in (dotted(node.func.value) or ""):
@@ -1243,6 +1243,13 @@ def build_window(loop: TrainingLoop, facts: ModuleFacts, objects: Objects, reade
 
 _NAMING = (cst.Name, cst.Attribute, cst.Subscript)
 _DETACHING_METHODS = frozenset({"item", "detach", "tolist", "cpu", "numpy", "float", "data"})
+
+
+def _reads(small: cst.BaseSmallStatement, name: Optional[str]) -> bool:
+    """The assignment's value reads `name` (`p.grad` in `p.grad = p.grad / n`)."""
+    if type(small) is not cst.Assign or name is None:
+        return False
+    return any(dotted(node) == name for node in walk(small.value) if type(node) is cst.Attribute)
 
 
 def _tested_within(statement: Statement, loop: cst.CSTNode) -> bool:
