@@ -182,9 +182,54 @@ class TrainingLoop:
         inner = event.statement.loops[-1] if self.in_inner_loop(event.statement) else self.site.node
         if type(inner) is not cst.For:
             return False
-        targets = {node.value for node in walk(inner.target) if type(node) is cst.Name}
         used = {node.value for node in walk(event.role.call) if type(node) is cst.Name}
-        return bool(targets & used)
+        return bool(_target_names(inner) & used) or self._loss_of_shared_forward(event, used)
+
+    def _loss_of_shared_forward(self, event: "Event", used: set[str]) -> bool:
+        """The backward's loss is its own loop's item (an inner or micro-step `for loss in
+        losses:` over the losses of one forward, as gradient surgery does), or that loop
+        computes it from its target and from a value the iteration made before the loop
+        (`feats = backbone(x)`, then `for head, t in zip(heads, targets): loss =
+        crit(head(feats), t)`): every backward of that loop goes through the same graph."""
+        loop = event.statement.loops[-1] if event.statement.loops else None
+        if type(loop) is not cst.For:
+            return False
+        target = event.role.target
+        if target is not None and _loss_name(target) in _target_names(loop):
+            return True
+        order = event.statement.order
+        reads = {node.value for s in self.statements if loop in s.loops and s.order <= order
+                 for small in s.node.body if type(small) is cst.Assign and _binds_any(small, used)
+                 for node in walk(small.value) if type(node) is cst.Name}
+        made_before = {name for s in self.statements if loop not in s.loops and s.order < order
+                       for small in s.node.body if type(small) is cst.Assign
+                       for name in _bound_names(small)}
+        return bool(reads & _target_names(loop)) and bool(reads & made_before)
+
+
+def _loss_name(expr: cst.BaseExpression) -> Optional[str]:
+    """The name a backward's loss expression scales: `loss` in `loss`, `loss / K`,
+    `scaler.scale(loss)`."""
+    while True:
+        if type(expr) is cst.BinaryOperation and type(expr.operator) in (cst.Divide, cst.Multiply):
+            expr = expr.left
+        elif type(expr) is cst.Call and type(expr.func) is cst.Attribute and expr.func.attr.value == "scale" \
+                and expr.args:
+            expr = expr.args[0].value
+        else:
+            return dotted(expr)
+
+
+def _target_names(loop: cst.For) -> set[str]:
+    return {node.value for node in walk(loop.target) if type(node) is cst.Name}
+
+
+def _bound_names(assign: cst.Assign) -> set[str]:
+    return {t.target.value for t in assign.targets if type(t.target) is cst.Name}
+
+
+def _binds_any(assign: cst.Assign, names: set[str]) -> bool:
+    return bool(_bound_names(assign) & names)
 
 
 class _Walker:
@@ -439,7 +484,8 @@ class _Walker:
         """A test whose value cannot change between iterations (`args.fp16`, `scaler is not
         None`, `args.max_grad_norm > 0`, `rank == 0`): it reads only names and attributes
         that the loop (and the helper being walked) never binds, or binds only to such a
-        value (`max_norm = cfg.max_grad_norm` in the body), and calls nothing."""
+        value (`max_norm = cfg.max_grad_norm` in the body), and calls nothing (nor reads a
+        property of its class)."""
         names: list[str] = []
         parts: set[int] = set()  # the pieces of a dotted name (`cfg`, `max_norm` in `cfg.max_norm`)
         for node in walk(test):
@@ -460,6 +506,8 @@ class _Walker:
             varying = varying | self._bound_in(helper) | _parameters(helper)
         for name in names:
             pieces = name.split(".")
+            if len(pieces) > 1 and pieces[0] == "self" and self.facts.method(helper or self.function, pieces[1]):
+                return False  # `if self.at_boundary:`: a property of the class, computed on each read
             prefixes = [".".join(pieces[: index + 1]) for index in range(len(pieces))]
             if any(prefix in varying and not self._constant_alias(prefix, helper, depth) for prefix in prefixes):
                 return False

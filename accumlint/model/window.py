@@ -40,6 +40,7 @@ from accumlint.source.patterns import LazyPattern
 
 _ITERABLE_DATASET = LazyPattern(r"Iterable|Stream|streaming\s*=\s*True|IterDataPipe")
 _MODEL_NAME = LazyPattern(r"model|net|module|policy|unet|transformer|encoder|decoder", re.IGNORECASE)
+_TASK_COUNT = LazyPattern(r"task|domain|datasets|lang", re.IGNORECASE)  # not `len(train_dataset) // bs`
 
 _RESCALE_CALLS = {"scale_grads", "scale_gradients", "multiply_grads", "rescale_gradients", "scale_grad", "_scale_grads"}
 
@@ -291,18 +292,19 @@ class Window:
                 if type(small) is not cst.Assign:
                     continue
                 for target in small.targets:
-                    if dotted(target.target) == name:
+                    if dotted(target.target) == name and own_scope:
                         latest = small.value
-                        unpacked = None if own_scope else unpacked
+                        unpacked = None
                     elif own_scope and type(target.target) in (cst.Tuple, cst.List) and type(small.value) is cst.Call:
                         elements = cast("cst.Tuple | cst.List", target.target).elements
                         for index, element in enumerate(elements):
                             if dotted(element.value) == name:
                                 unpacked = (small.value, index)
-        if type(latest) is cst.Call and last_part(dotted(latest.func) or "") in _DETACHING_METHODS:
+        if latest is not None and _detached(latest):
             return False
         if unpacked is None:
-            return True
+            returned = self.facts.returned(latest) if type(latest) is cst.Call else []
+            return not (returned and all(_detached(value) for value in returned))
         returned = self.facts.returned(unpacked[0])
         return not (returned and all(_detached_element(value, unpacked[1]) for value in returned))
 
@@ -673,10 +675,18 @@ class Window:
 
     @cached_property
     def micro_k(self) -> Optional[cst.BaseExpression]:
+        """K of a `for _ in range(K)` micro-step loop. None when the bound counts tasks
+        (`range(n_tasks)`, `range(len(task_loaders))`): a loop that backpropagates one loss
+        per task optimises the sum of the tasks' losses, a choice, not a window of K
+        micro-batches owed a 1/K."""
         micro = self.loop.micro_loop
         if type(micro) is cst.For and type(micro.iter) is cst.Call:
             if last_part(call_name(micro.iter) or "") == "range" and positional(micro.iter, 1) is None:
-                return positional(micro.iter, 0)
+                bound = positional(micro.iter, 0)
+                if bound is not None and any(_TASK_COUNT.search(last_part(dotted(node) or ""))
+                                             for node in walk(bound) if type(node) in (cst.Name, cst.Attribute)):
+                    return None
+                return bound
         return None
 
     @cached_property
@@ -918,9 +928,12 @@ class Window:
         return any(b.gate is None for b in self.loop.backwards)
 
     def runs_every_micro_batch(self, statement: Statement) -> bool:
-        """The statement runs on each micro-batch: in the micro loop, or ungated at all."""
+        """The statement runs on each micro-batch: in the micro loop and not under a test
+        inside it (`if micro == 0: zero_grad()` opens the window, `if micro == K - 1:
+        clip(...)` closes it: what such a test selects is unknown, and unknown is silent),
+        or ungated at all."""
         if self.loop.micro_loop is not None:
-            return self.loop.in_micro_loop(statement)
+            return self.loop.in_micro_loop(statement) and not _tested_within(statement, self.loop.micro_loop)
         return statement.gate is None and not statement.conditional
 
     # -- counters -------------------------------------------------------------------
@@ -965,6 +978,45 @@ class Window:
 
     def off_by_one(self, gate: Gate, statement: Statement) -> bool:
         return gate.form == ZERO and self.counter_base(gate, statement) == 0
+
+    @cached_property
+    def sets_gradients(self) -> bool:
+        """The iteration writes the gradients the step applies itself (`p.grad = merged[i]`,
+        `p.grad.copy_(noised)`), from what it harvested after each backward: per-sample
+        clipping, gradient surgery across tasks. A zeroing between those backwards erases
+        nothing the step uses."""
+        for statement in self.loop.statements:
+            if any(e.kind == "zero" for e in statement.events):
+                continue
+            for node in walk(statement.node):
+                if type(node) is cst.AssignTarget and type(node.target) is cst.Attribute \
+                        and node.target.attr.value == "grad" and not _reads(statement.small, dotted(node.target)):
+                    return True  # not `p.grad = p.grad.clamp(-1, 1)`, which edits the window's own gradient
+                if type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value == "copy_" \
+                        and last_part(dotted(node.func.value) or "") in ("grad", "data") \
+                        and ".grad" in (dotted(node.func.value) or ""):
+                    return True
+        return False
+
+    @cached_property
+    def flushes_after_loop(self) -> bool:
+        """An optimizer step follows the loop in its function: it applies the partial window
+        the loop ends with."""
+        for statement in self.loop.site.siblings(before=False):
+            for node in walk(statement):
+                if type(node) is cst.Call:
+                    role = self.objects.role(node)
+                    if role is not None and role.kind == "step":
+                        return True
+        return False
+
+    def opens_next_window(self, step: Event) -> bool:
+        """A gated step that runs before the iteration's backward on each window's first
+        micro-batch (`if i > 0 and i % K == 0:` over a 0-based index) applies the K
+        micro-batches before it: it closes the previous window as the next one opens, and
+        the step after the loop closes the last one. That order is correct."""
+        gate = step.gate
+        return gate is not None and self.off_by_one(gate, step.statement) and self.flushes_after_loop
 
     def counts_before(self, gate: Gate, statement: Statement) -> bool:
         """A count gate's counter (`n += 1`, then `if n == K:`) is incremented on every
@@ -1201,6 +1253,54 @@ _NAMING = (cst.Name, cst.Attribute, cst.Subscript)
 _DETACHING_METHODS = frozenset({"item", "detach", "tolist", "cpu", "numpy", "float", "data"})
 
 
+def _reads(small: cst.BaseSmallStatement, name: Optional[str]) -> bool:
+    """The assignment's value reads `name` (`p.grad` in `p.grad = p.grad / n`)."""
+    if type(small) is not cst.Assign or name is None:
+        return False
+    return any(dotted(node) == name for node in walk(small.value) if type(node) is cst.Attribute)
+
+
+def _tested_within(statement: Statement, loop: cst.CSTNode) -> bool:
+    """Between `loop` and the statement lies a test: an `if` or `match` arm, or an
+    `except`, `else` or `finally` block of a `try` (its body runs unconditionally)."""
+    path = list(statement.block)
+    if loop not in path:
+        return statement.gate is not None
+    inside = path[path.index(loop) + 1:]
+    for index, node in enumerate(inside):
+        following = inside[index + 1] if index + 1 < len(inside) else None
+        if type(node) in (cst.If, cst.Match):
+            return True
+        if type(node) in (cst.Try, cst.TryStar) and following is not cast("cst.Try | cst.TryStar", node).body:
+            return True
+    return False
+
+
+def _detached(value: cst.BaseExpression) -> bool:
+    """A value that holds no autograd graph: a detaching call (`loss.item()`, `float(loss)`,
+    `loss.detach()`), or arithmetic of one with numbers or non-loss names (`loss.item() * K`,
+    `float(loss) / n`)."""
+    if type(value) is cst.Call:
+        return last_part(dotted(value.func) or "") in _DETACHING_METHODS
+    if type(value) is cst.UnaryOperation:
+        return _detached(value.expression)
+    if type(value) is cst.BinaryOperation:
+        left, right = value.left, value.right
+        return (_detached(left) and _scalar_operand(right)) or (_detached(right) and _scalar_operand(left))
+    return False
+
+
+def _scalar_operand(value: cst.BaseExpression) -> bool:
+    """An operand that adds no graph beside a detached value: a number, a detached value, or a
+    name that does not name a loss (`K`, `args.accum_steps`, `x.size(0)`)."""
+    if type(value) in (cst.Integer, cst.Float) or _detached(value):
+        return True
+    if type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in ("size", "numel"):
+        return True
+    name = dotted(value)
+    return name is not None and "loss" not in last_part(name).lower()
+
+
 def _detached_element(value: cst.BaseExpression, index: int) -> bool:
     """Element `index` of a returned tuple is a detached value (`loss.item()`)."""
     if type(value) not in (cst.Tuple, cst.List):
@@ -1208,5 +1308,4 @@ def _detached_element(value: cst.BaseExpression, index: int) -> bool:
     elements = cast("cst.Tuple | cst.List", value).elements
     if index >= len(elements) or type(elements[index]) is not cst.Element:
         return False
-    element = elements[index].value
-    return type(element) is cst.Call and last_part(dotted(element.func) or "") in _DETACHING_METHODS
+    return _detached(elements[index].value)
