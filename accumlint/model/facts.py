@@ -242,6 +242,23 @@ class ModuleFacts:
             parent = self.parents.get(id(parent))
         return parent
 
+    def own_calls(self, function: Function) -> Optional[list[cst.Call]]:
+        """Every call of `function` in the module: by its name for a function
+        (`train(model, loader, criterion)`), as `self.name(...)` from its own class for a
+        method. None when the module names it otherwise too (a callback handed on, a
+        method of that name in another class, an override): its callers are then unknown."""
+        name = function.name.value
+        owner = self.class_of.get(function)
+        if owner is None:
+            calls = [c for c in self.calls if type(c.func) is cst.Name and c.func.value == name]
+        else:
+            calls = [c for c in self.calls if type(c.func) is cst.Attribute and c.func.attr.value == name
+                     and type(c.func.value) is cst.Name and c.func.value.value == "self"
+                     and (caller := self.enclosing_function(c)) is not None and self.class_of.get(caller) is owner]
+        if _names(self)[name] != len(calls) + 1:
+            return None
+        return calls
+
     def returned(self, call: cst.Call, index: Optional[int] = None) -> list[cst.BaseExpression]:
         """What a call of a module function (`wrap(model)`) or of a method of the caller's
         own class (`self.model_to_device(net)`) returns: the values of its `return`

@@ -504,20 +504,77 @@ class LossReader:
         if callee is not None:
             for binding in self.facts.values_in(callee, function):
                 if self.objects.built_kind(binding.value, binding.index) == "loss":
-                    constructor = cast(cst.Call, binding.value)  # `built_kind` knows only calls
-                    bound = keyword(constructor, "reduction")
-                    kind = string_value(bound.value) if bound is not None else "mean"
-                    if kind == "sum":
-                        return SUM
-                    if kind != "mean":
-                        return UNKNOWN
-                    crossentropy = "CrossEntropy" in (call_name(constructor) or "")
-                    return TOKEN if crossentropy and _FLATTEN.search(code(call) + code(binding.value)) else MEAN
-            # a criterion named so and bound nowhere (a parameter); one imported is another
-            # module's function: its reduction is unknown unless the project reads it (above)
+                    return self._built_loss(call, cast(cst.Call, binding.value))  # `built_kind` knows only calls
+            # a criterion named so and bound nowhere; one imported is another module's
+            # function: its reduction is unknown unless the project reads it (above)
             if (_CRITERION_NAME.match(last_part(callee)) and not self.facts.values_of(callee)
                     and callee.partition(".")[0] not in self.facts.imports):
-                return MEAN
+                return self._passed_criterion(call, callee, depth)
+        return UNKNOWN
+
+    def _built_loss(self, call: cst.Call, constructor: cst.Call) -> Reduction:
+        """The reduction of `call`, a call of the loss object `constructor` builds
+        (`nn.CrossEntropyLoss(ignore_index=-100)`): its `reduction=` keyword, mean by
+        default; a token mean for a cross-entropy over flattened tokens."""
+        bound = keyword(constructor, "reduction")
+        kind = string_value(bound.value) if bound is not None else "mean"
+        if kind == "sum":
+            return SUM
+        if kind != "mean":
+            return UNKNOWN
+        crossentropy = "CrossEntropy" in (call_name(constructor) or "")
+        return TOKEN if crossentropy and _FLATTEN.search(code(call) + code(constructor)) else MEAN
+
+    def _passed_criterion(self, call: cst.Call, callee: str, depth: int) -> Reduction:
+        """`def train(model, loader, criterion, ...)` calling its parameter `criterion(out, y)`:
+        the criterion is whatever the function's callers pass, so it is reduced as every
+        caller in the module passes it (`train(model, loader, nn.CrossEntropyLoss(), ...)`,
+        or a name the caller binds to a loss object, or a `torch.nn.functional` loss), when
+        they all agree. Unknown when no caller is found (another module's, a framework's),
+        when the module names the function otherwise (a callback), or when any caller
+        passes something else or nothing (the default). A criterion named so that is no
+        parameter of a function of this module (an attribute bound nowhere here, a call
+        read from another project module) is read as a mean-reduced loss."""
+        function = self.facts.enclosing_function(call)
+        if function is None or callee not in all_parameters(function):
+            return MEAN
+        return self._passed_criterion_of(call, function, callee, depth)
+
+    def _passed_criterion_of(self, call: cst.Call, function: Function, parameter: str, depth: int) -> Reduction:
+        """`_passed_criterion` for the criterion `function` receives as `parameter`."""
+        calls = self.facts.own_calls(function) if depth <= 4 else None
+        if not calls:
+            return UNKNOWN
+        kinds: set[Reduction] = set()
+        for site in calls:
+            argument = argument_for(function, site, parameter)
+            if argument is None:
+                return UNKNOWN
+            kinds.add(self._criterion_object(call, argument, self.facts.enclosing_function(site), depth + 1))
+        return kinds.pop() if len(kinds) == 1 else UNKNOWN
+
+    def _criterion_object(self, call: cst.Call, argument: cst.BaseExpression, caller: Optional[Function],
+                          depth: int) -> Reduction:
+        """How `call` reduces when the criterion it calls is `argument`, as `caller` passes it:
+        a loss object built there (or by the name's bindings in the caller's scope), a
+        `torch.nn.functional` loss, or the caller's own parameter, passed on by its callers."""
+        if type(argument) is cst.Call:
+            return self._built_loss(call, argument) if self.objects.built_kind(argument, None) == "loss" else UNKNOWN
+        name = dotted(argument)
+        if name is None:
+            return UNKNOWN
+        qualified = self.facts.qualified(name) or ""
+        if qualified.startswith("torch.nn.functional.") and _LOSS_FUNCTIONS.match(last_part(qualified)):
+            token = last_part(qualified) == "cross_entropy"
+            return TOKEN if token and _FLATTEN.search(code(call)) else MEAN
+        bindings = [b for b in self.facts.values_in(name, caller)
+                    if caller is None or self.facts.enclosing_function(b.statement) in (caller, None)]
+        if bindings:
+            kinds = {self._built_loss(call, cast(cst.Call, b.value))
+                     if self.objects.built_kind(b.value, b.index) == "loss" else UNKNOWN for b in bindings}
+            return kinds.pop() if len(kinds) == 1 else UNKNOWN
+        if caller is not None and name in all_parameters(caller):
+            return self._passed_criterion_of(call, caller, name, depth)
         return UNKNOWN
 
     def _unpacked(self, value: cst.BaseExpression, name: str, target: cst.BaseExpression) -> Reduction:
