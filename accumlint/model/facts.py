@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, TypeVar, Un
 
 import libcst as cst
 
-from accumlint.model.names import call_name, dotted, last_part
+from accumlint.model.names import call_name, dotted, last_part, positional
 from accumlint.model.tree import ABSENT, KNOWN_CONTENT_FIELDS, LEAVES, SEQUENCES, calls_in, content_fields, record_parents, walk
 from accumlint.source.patterns import LazyPattern
 
@@ -217,8 +217,11 @@ class ModuleFacts:
         one it inherits from a base class of this module (`class EnergyTrainer(BaseTrainer)`
         calling `self._backward(loss)`), nearest first."""
         owner = self.class_of.get(function) if function is not None else None
-        if owner is None:
-            return None
+        return self.class_method(owner, name) if owner is not None else None
+
+    def class_method(self, owner: cst.ClassDef, name: str) -> Optional[Function]:
+        """The method `name` a class of this module defines or inherits from a base class of
+        this module, nearest first."""
         seen: set[int] = set()
         pending: list[cst.ClassDef] = [owner]
         while pending:
@@ -383,6 +386,46 @@ class ModuleFacts:
                     return statement
             return None
         return self.project.method(owner, method) if self.project is not None else None
+
+    def forward_of(self, call: cst.Call) -> Optional[Function]:
+        """The `forward` that calling a model object runs (`self.model(input_ids,
+        labels=labels)`, `model(x, y)`): the object is built from one project class
+        (`Classifier(cfg)`, `Ner.from_pretrained(path)`), at most also rebound to itself moved
+        or wrapped (`model.to(device)`, `DDP(model)`, `nn.DataParallel(model)`, whose forward
+        is the module's), and that class (or a base class of this module) defines `forward`.
+        None when anything else binds the object or the class is not the project's."""
+        name = dotted(call.func)
+        if name is None or name == "self" or name.endswith("()"):
+            return None
+        owners = set()
+        for binding in self.values_of(name):
+            value = binding.value
+            while type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in _MOVES \
+                    and type(value.func.value) is cst.Call:
+                value = value.func.value  # `Classifier(cfg).cuda()`: the object the constructor built
+            if type(value) is not cst.Call:
+                return None
+            callee = dotted(value.func) or ""
+            tail = last_part(callee)
+            if binding.index is not None:
+                if tail in _PREPARES and dotted(positional(value, binding.index)) == name:
+                    continue  # `model, optimizer = amp.initialize(model, optimizer)`: the same module, wrapped
+                return None
+            first = positional(value, 0)
+            if tail in _MODEL_WRAPS and dotted(first) == name or tail in _MOVES and dotted(value.func) == f"{name}.{tail}":
+                continue  # `model = DDP(model)`, `model = model.to(device)`: the same module's forward
+            if tail == "from_pretrained":
+                callee = callee.rpartition(".")[0]
+            if not last_part(callee)[:1].isupper():
+                return None
+            owners.add(callee)
+        if len(owners) != 1:
+            return None
+        owner = owners.pop()
+        local = self.classes.get(owner)
+        if local is None:
+            return self.project.method(owner, "forward") if self.project is not None else None
+        return self.class_method(local, "forward")
 
     def called_method(self, call: cst.Call) -> Optional[Function]:
         """The method of a project class that a call on one of its objects runs:
@@ -644,6 +687,9 @@ def _attributes_bound_by_callers(facts: ModuleFacts, project: "ProjectView", nam
 
 
 _DATA_PARALLEL = frozenset({"DistributedDataParallel", "DDP", "FullyShardedDataParallel", "FSDP"})
+_MODEL_WRAPS = _DATA_PARALLEL | {"DataParallel"}  # wraps whose forward runs the module's (`forward_of`)
+_PREPARES = frozenset({"initialize", "prepare", "setup"})  # return each object given, wrapped, in its place
+_MOVES = frozenset({"to", "cuda", "half", "float", "bfloat16", "double"})  # methods returning the module itself
 
 
 def _bound_by_own_callers(facts: ModuleFacts) -> None:

@@ -500,6 +500,9 @@ class LossReader:
         helper = self.facts.helper(call, function)
         if helper is not None:
             return self._returned(helper, depth)
+        forward = self.facts.forward_of(call)
+        if forward is not None:
+            return self._forward_returned(forward, depth)  # `loss = self.model(input_ids, labels=labels)`
         callee = dotted(call.func)
         if callee is not None:
             for binding in self.facts.values_in(callee, function):
@@ -593,25 +596,33 @@ class LossReader:
         return UNKNOWN
 
     def _returned(self, helper: Function, depth: int) -> Reduction:
-        """The reduction of what a same-module helper returns."""
-        from accumlint.model.tree import walk
+        """The reduction of what a same-module helper returns (its first `return`)."""
+        value = next((v for v in _returned_values(helper)), None)
+        return UNKNOWN if value is None else self._returned_value(helper, value, depth)
 
-        for node in walk(helper.body):
-            if type(node) is cst.Return and node.value is not None:
-                value = node.value
-                if type(value) is cst.Tuple and value.elements:
-                    value = value.elements[0].value
-                inner, scalings = split_scaling(value, None)
-                if scalings:
-                    return UNKNOWN
-                name = dotted(inner)
-                if name is not None and not name.endswith("()"):
-                    for inner_node in walk(helper.body):
-                        if type(inner_node) is cst.Assign and dotted(inner_node.targets[0].target) == name:
-                            return self.reduction(inner_node.value, helper, None, depth + 1)
-                    return UNKNOWN
-                return self.reduction(inner, helper, None, depth + 1)
-        return UNKNOWN
+    def _forward_returned(self, forward: Function, depth: int) -> Reduction:
+        """The reduction of the loss a model's `forward` returns when it is given its labels.
+        Its returns of a loss (a name holding "loss", or an expression) count and must agree;
+        a return of another name (`return logits` when no labels were given) is the
+        inference path, whose output no backward runs on. None left: unknown."""
+        kinds = {self._returned_value(forward, value, depth) for value in _returned_values(forward)
+                 if (name := dotted(value)) is None or "loss" in last_part(name).lower()}
+        return kinds.pop() if len(kinds) == 1 else UNKNOWN
+
+    def _returned_value(self, helper: Function, value: cst.BaseExpression, depth: int) -> Reduction:
+        """The reduction of `value`, returned by `helper`: a name is read at its first
+        assignment in the helper to something else than `None` (`loss = None` before the
+        labels are checked binds no loss)."""
+        inner, scalings = split_scaling(value, None)
+        if scalings:
+            return UNKNOWN
+        name = dotted(inner)
+        if name is not None and not name.endswith("()"):
+            for node in walk(helper.body):
+                if type(node) is cst.Assign and dotted(node.targets[0].target) == name and code(node.value) != "None":
+                    return self.reduction(node.value, helper, None, depth + 1)
+            return UNKNOWN
+        return self.reduction(inner, helper, None, depth + 1)
 
     def _hugging_face_module(self) -> bool:
         """The module imports a Hugging Face library (transformers, peft, trl, accelerate),
@@ -622,6 +633,18 @@ class LossReader:
         if self.lm_module is None:
             self.lm_module = bool(_LM_CLASS.search(self.facts.text))
         return self.lm_module
+
+
+def _returned_values(function: Function) -> list[cst.BaseExpression]:
+    """What each `return` of the function returns, the first element of a tuple."""
+    values = []
+    for node in walk(function.body):
+        if type(node) is cst.Return and node.value is not None:
+            value = node.value
+            if type(value) is cst.Tuple and value.elements:
+                value = value.elements[0].value
+            values.append(value)
+    return values
 
 
 def _empty_sum(node: Optional[cst.BaseExpression]) -> bool:
