@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, TypeVar, Un
 
 import libcst as cst
 
-from accumlint.model.names import call_name, dotted, last_part, positional
+from accumlint.model.names import call_name, code, dotted, last_part, positional, string_value
 from accumlint.model.tree import ABSENT, KNOWN_CONTENT_FIELDS, LEAVES, SEQUENCES, calls_in, content_fields, record_parents, walk
 from accumlint.source.patterns import LazyPattern
 
@@ -427,6 +427,51 @@ class ModuleFacts:
             return self.project.method(owner, "forward") if self.project is not None else None
         return self.class_method(local, "forward")
 
+    def generator_field(self, node: cst.Subscript) -> Optional[tuple[cst.BaseExpression, Function, cst.Call]]:
+        """What `meta["grad_accum_index"]` holds when `meta` is a target of the loop around it
+        (`for meta, batch in batches:`) and the loop runs over a generator of this module
+        (`batches = iter_micro_batches(loader, grad_accum_steps=K)`) whose one `yield`
+        hands over, at that position, a dict literal bound once: that key's value there
+        (`counter % grad_accum_steps`), with the generator and its call. Only a value over a counter the
+        generator increments by one in the loop that yields (`counter += 1`) is read:
+        it then changes with each micro-batch the generator hands over. None otherwise."""
+        name, key = dotted(node.value), string_value(node.slice[0].slice.value) if len(node.slice) == 1 \
+            and type(node.slice[0].slice) is cst.Index else None
+        if name is None or "." in name or key is None:
+            return None
+        loop = next((a for a in reversed(ancestors(self.parents, node)) if type(a) is cst.For
+                     and type(a.target) in (cst.Tuple, cst.List)), None)
+        if loop is None:
+            return None
+        targets = [dotted(e.value) for e in cast("cst.Tuple | cst.List", loop.target).elements]
+        if targets.count(name) != 1:
+            return None
+        call: cst.BaseExpression = loop.iter
+        function = self.enclosing_function(loop)
+        if type(call) is cst.Name:
+            bound = self.values_in(call.value, function)
+            call = bound[0].value if len(bound) == 1 and bound[0].index is None else call
+        if type(call) is not cst.Call or type(call.func) is not cst.Name:
+            return None
+        generator = self.functions.get(call.func.value)
+        if generator is None or self.local_function(call, call.func.value) is not None:
+            return None
+        yields = [n for n in walk(generator.body) if type(n) is cst.Yield and self.enclosing_function(n) is generator]
+        if len(yields) != 1 or type(yields[0].value) is not cst.Tuple:
+            return None
+        elements = yields[0].value.elements
+        if len(elements) != len(targets):
+            return None
+        held = dotted(elements[targets.index(name)].value)
+        literals = [b.value for b in self.bindings.get(held or "", ()) if self.enclosing_function(b.statement) is generator]
+        if held is None or len(literals) != 1 or type(literals[0]) is not cst.Dict:
+            return None
+        value = next((e.value for e in literals[0].elements
+                      if type(e) is cst.DictElement and string_value(e.key) == key), None)
+        if value is None or not _counts_yields(self, generator, yields[0], value):
+            return None
+        return value, generator, call
+
     def called_method(self, call: cst.Call) -> Optional[Function]:
         """The method of a project class that a call on one of its objects runs:
         `obj.name(...)` runs `name`, `obj(...)` (or `self.obj(...)`) runs `__call__`."""
@@ -512,6 +557,29 @@ class ModuleFacts:
         if local is not None:
             return self.class_bases(local)
         return list(self.project.class_bases(name)) if self.project is not None else []
+
+
+def _counts_yields(facts: ModuleFacts, generator: Function, produced: cst.Yield, value: cst.BaseExpression) -> bool:
+    """`value` is `counter % K` (or `(counter + 1) % K`) of a counter the generator
+    increments by one, once, in the loop that yields, and binds nowhere else in that loop."""
+    if type(value) is not cst.BinaryOperation or type(value.operator) is not cst.Modulo:
+        return False
+    counter = value.left
+    if type(counter) is cst.BinaryOperation and type(counter.operator) is cst.Add:
+        counter = counter.left
+    name = dotted(counter)
+    if type(counter) is not cst.Name or name is None:
+        return False
+    loop = next((a for a in reversed(ancestors(facts.parents, produced)) if type(a) in (cst.For, cst.While)), None)
+    if loop is None:
+        return False
+    increments = [n for n in walk(loop) if type(n) is cst.AugAssign and dotted(n.target) == name]
+    if len(increments) != 1 or type(increments[0].operator) is not cst.AddAssign or code(increments[0].value) != "1":
+        return False
+    inner = next((a for a in reversed(ancestors(facts.parents, increments[0])) if type(a) in (cst.For, cst.While)), None)
+    rebound = any(facts.enclosing_function(b.statement) is generator and loop in ancestors(facts.parents, b.statement)
+                  for b in facts.bindings.get(name, ()))
+    return inner is loop and not rebound
 
 
 def _called_and_named(function: Function) -> tuple[set[str], set[str]]:
