@@ -258,9 +258,16 @@ class ModuleFacts:
             calls = [c for c in self.calls if type(c.func) is cst.Attribute and c.func.attr.value == name
                      and type(c.func.value) is cst.Name and c.func.value.value == "self"
                      and (caller := self.enclosing_function(c)) is not None and self.class_of.get(caller) is owner]
-        if _names(self)[name] != len(calls) + 1:
+        if (_names(self) if owner is not None else self._plain_names)[name] != len(calls) + 1:
             return None
         return calls
+
+    @cached_property
+    def _plain_names(self) -> "Counter[str]":
+        """How often each identifier occurs as a name node that is no attribute's name (`train`
+        in `train(model)`, not in `model.train()`): a module function is named only so."""
+        attributes = {id(n.attr) for n in walk(self.module) if type(n) is cst.Attribute}
+        return Counter(n.value for n in walk(self.module) if type(n) is cst.Name and id(n) not in attributes)
 
     def returned(self, call: cst.Call, index: Optional[int] = None) -> list[cst.BaseExpression]:
         """What a call of a module function (`wrap(model)`) or of a method of the caller's
@@ -389,12 +396,16 @@ class ModuleFacts:
 
     def forward_of(self, call: cst.Call) -> Optional[Function]:
         """The `forward` that calling a model object runs (`self.model(input_ids,
-        labels=labels)`, `model(x, y)`): the object is built from one project class
+        labels=labels)`, `model(x, y)`): the object is built from one class of this module
         (`Classifier(cfg)`, `Ner.from_pretrained(path)`), at most also rebound to itself moved
         or wrapped (`model.to(device)`, `DDP(model)`, `nn.DataParallel(model)`, whose forward
         is the module's), and that class (or a base class of this module) defines `forward`.
-        None when anything else binds the object or the class is not the project's."""
-        name = dotted(call.func)
+        None when anything else binds the object, or the class is another module's: a loss
+        from another module's code is unknown (SPEC, GA201)."""
+        return self.object_forward(dotted(call.func))
+
+    def object_forward(self, name: Optional[str]) -> Optional[Function]:
+        """`forward_of` for the object bound to `name`."""
         if name is None or name == "self" or name.endswith("()"):
             return None
         owners = set()
@@ -423,9 +434,7 @@ class ModuleFacts:
             return None
         owner = owners.pop()
         local = self.classes.get(owner)
-        if local is None:
-            return self.project.method(owner, "forward") if self.project is not None else None
-        return self.class_method(local, "forward")
+        return self.class_method(local, "forward") if local is not None else None
 
     def generator_field(self, node: cst.Subscript) -> Optional[tuple[cst.BaseExpression, Function, cst.Call]]:
         """What `meta["grad_accum_index"]` holds when `meta` is a target of the loop around it

@@ -497,6 +497,11 @@ class LossReader:
         token = tail == "cross_entropy" or "CrossEntropy" in tail or self.objects.kind_of(call.func) == "loss"
         if (qualified.startswith("torch.nn.functional.") or name.startswith("F.")) and _LOSS_FUNCTIONS.match(tail):
             return TOKEN if token and _FLATTEN.search(code(call)) else MEAN
+        scope = self.facts.enclosing_function(call)
+        if scope is not None and type(call.func) is cst.Name and call.func.value in all_parameters(scope) and not any(
+                self.facts.enclosing_function(b.statement) is scope for b in self.facts.bindings.get(call.func.value, ())):
+            # `def train(model, loader, criterion, ...)`: what its callers pass, not an object of that name elsewhere
+            return self._passed_criterion(call, scope, call.func.value, depth)
         helper = self.facts.helper(call, function)
         if helper is not None:
             return self._returned(helper, depth)
@@ -508,11 +513,12 @@ class LossReader:
             for binding in self.facts.values_in(callee, function):
                 if self.objects.built_kind(binding.value, binding.index) == "loss":
                     return self._built_loss(call, cast(cst.Call, binding.value))  # `built_kind` knows only calls
-            # a criterion named so and bound nowhere; one imported is another module's
-            # function: its reduction is unknown unless the project reads it (above)
+            # a criterion named so, bound nowhere and no parameter (an attribute a base class of
+            # another module sets); one imported is another module's function: its reduction
+            # is unknown unless the project reads it (above)
             if (_CRITERION_NAME.match(last_part(callee)) and not self.facts.values_of(callee)
                     and callee.partition(".")[0] not in self.facts.imports):
-                return self._passed_criterion(call, callee, depth)
+                return MEAN
         return UNKNOWN
 
     def _built_loss(self, call: cst.Call, constructor: cst.Call) -> Reduction:
@@ -528,39 +534,39 @@ class LossReader:
         crossentropy = "CrossEntropy" in (call_name(constructor) or "")
         return TOKEN if crossentropy and _FLATTEN.search(code(call) + code(constructor)) else MEAN
 
-    def _passed_criterion(self, call: cst.Call, callee: str, depth: int) -> Reduction:
+    def _passed_criterion(self, call: cst.Call, function: Function, parameter: str, depth: int) -> Reduction:
         """`def train(model, loader, criterion, ...)` calling its parameter `criterion(out, y)`:
         the criterion is whatever the function's callers pass, so it is reduced as every
         caller in the module passes it (`train(model, loader, nn.CrossEntropyLoss(), ...)`,
-        or a name the caller binds to a loss object, or a `torch.nn.functional` loss), when
-        they all agree. Unknown when no caller is found (another module's, a framework's),
-        when the module names the function otherwise (a callback), or when any caller
-        passes something else or nothing (the default). A criterion named so that is no
-        parameter of a function of this module (an attribute bound nowhere here, a call
-        read from another project module) is read as a mean-reduced loss."""
-        function = self.facts.enclosing_function(call)
-        if function is None or callee not in all_parameters(function):
-            return MEAN
-        return self._passed_criterion_of(call, function, callee, depth)
-
-    def _passed_criterion_of(self, call: cst.Call, function: Function, parameter: str, depth: int) -> Reduction:
-        """`_passed_criterion` for the criterion `function` receives as `parameter`."""
+        a name the caller's scope binds to a loss object, a `torch.nn.functional` loss, or
+        the parameter's default when a call passes none), when they all agree. Unknown
+        when no caller is found (another module's, a framework's), when the module names
+        the function otherwise (a callback), or when any caller passes something else.
+        An object of the parameter's name bound elsewhere in the module is not what the
+        function receives."""
         calls = self.facts.own_calls(function) if depth <= 4 else None
         if not calls:
             return UNKNOWN
         kinds: set[Reduction] = set()
+        default = next((p.default for p in (*function.params.posonly_params, *function.params.params,
+                                            *function.params.kwonly_params) if p.name.value == parameter), None)
         for site in calls:
             argument = argument_for(function, site, parameter)
-            if argument is None:
+            if argument is None and (default is None or any(a.star for a in site.args)):
                 return UNKNOWN
-            kinds.add(self._criterion_object(call, argument, self.facts.enclosing_function(site), depth + 1))
+            if argument is None:
+                kinds.add(self._criterion_object(call, cast(cst.BaseExpression, default), None, depth + 1))
+            else:
+                kinds.add(self._criterion_object(call, argument, self.facts.enclosing_function(site), depth + 1))
         return kinds.pop() if len(kinds) == 1 else UNKNOWN
 
     def _criterion_object(self, call: cst.Call, argument: cst.BaseExpression, caller: Optional[Function],
                           depth: int) -> Reduction:
         """How `call` reduces when the criterion it calls is `argument`, as `caller` passes it:
         a loss object built there (or by the name's bindings in the caller's scope), a
-        `torch.nn.functional` loss, or the caller's own parameter, passed on by its callers."""
+        `torch.nn.functional` loss, an object of a project model class (its forward's loss),
+        a function of the module (what it returns), or the caller's own parameter, passed on
+        by its callers."""
         if type(argument) is cst.Call:
             return self._built_loss(call, argument) if self.objects.built_kind(argument, None) == "loss" else UNKNOWN
         name = dotted(argument)
@@ -572,12 +578,18 @@ class LossReader:
             return TOKEN if token and _FLATTEN.search(code(call)) else MEAN
         bindings = [b for b in self.facts.values_in(name, caller)
                     if caller is None or self.facts.enclosing_function(b.statement) in (caller, None)]
-        if bindings:
-            kinds = {self._built_loss(call, cast(cst.Call, b.value))
-                     if self.objects.built_kind(b.value, b.index) == "loss" else UNKNOWN for b in bindings}
+        if bindings and all(self.objects.built_kind(b.value, b.index) == "loss" for b in bindings):
+            kinds = {self._built_loss(call, cast(cst.Call, b.value)) for b in bindings}
             return kinds.pop() if len(kinds) == 1 else UNKNOWN
+        forward = self.facts.object_forward(name) if bindings else None
+        if forward is not None:
+            return self._forward_returned(forward, depth)  # a model of the project's class: `train(model, ...)`
+        if bindings:
+            return UNKNOWN
+        if name in self.facts.functions and (caller is None or name not in all_parameters(caller)):
+            return self._returned(self.facts.functions[name], depth)  # `train(model, loader, compute_loss)`
         if caller is not None and name in all_parameters(caller):
-            return self._passed_criterion_of(call, caller, name, depth)
+            return self._passed_criterion(call, caller, name, depth)
         return UNKNOWN
 
     def _unpacked(self, value: cst.BaseExpression, name: str, target: cst.BaseExpression) -> Reduction:
