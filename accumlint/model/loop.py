@@ -10,7 +10,7 @@ the tree themselves.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Collection, Optional, Sequence, Union, cast
 
 import re
@@ -340,6 +340,29 @@ class _Walker:
             return None
         return gate
 
+    def _generator_gate(self, test: cst.BaseExpression) -> Optional[Gate]:
+        """`if meta["grad_accum_index"] == K - 1:` (or `if meta["sync"]:`) where `meta` comes
+        with each micro-batch from a generator of the module that puts `counter % K` there
+        (`ModuleFacts.generator_field`): the gate that value makes, read with the
+        generator's parameters as its call passes them. Its counter lives in the generator,
+        so nothing is said of its base (GA106) and the loop's iterable is unsized (GA107)."""
+        if type(test) is cst.Comparison:
+            fields = [test.left] if type(test.left) is cst.Subscript else []
+        else:
+            fields = [test] if type(test) is cst.Subscript else []
+        if not fields:
+            return None
+        found = self.facts.generator_field(fields[0])
+        if found is None:
+            return None
+        value = _passed_into(found[1], found[2], found[0])
+        if value is None:
+            return None
+        gate = parse_gate(value if test is fields[0] else test.deep_replace(fields[0], value), lambda name: None)
+        if gate is None or gate.kind != "modulo":
+            return None
+        return replace(gate, test=test, whole_test=test, counter=None)
+
     def _bookkeeping_only(self, statement: cst.If) -> bool:
         """A continue gate's body that does nothing but bookkeeping before its jump."""
         body = cast(cst.IndentedBlock, statement.body)
@@ -437,8 +460,10 @@ class _Walker:
         # a chain that only sets a flag (`_flag_chain`) reads the flag's value before it
         flag_before = None if flag_set is None else (flag_set[0], self.assigned.get(flag_set[0]))
         test, frames = _through_parameters(statement.test, context["frames"])
-        gate = parse_gate(test, lambda name: _argument(name, frames) if _is_parameter(name, frames)
-                          else self.assigned.get(name))
+        gate = self._generator_gate(test) if not frames else None
+        if gate is None:
+            gate = parse_gate(test, lambda name: _argument(name, frames) if _is_parameter(name, frames)
+                              else self.assigned.get(name))
         if gate is not None and gate.kind == "count" and not self._counts_micro_batches(gate, _code(statement.body)):
             gate = None
         path = context["path"] + (statement,)
@@ -712,6 +737,19 @@ def _argument(name: str, frames: tuple[tuple[Function, cst.Call], ...]) -> Optio
         return None
     helper, call = frames[-1]
     return scopes.argument_for(helper, call, name)
+
+
+def _passed_into(function: Function, call: cst.Call, value: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    """`value`, written in `function`, with each of its parameters replaced by what `call`
+    passes for it; None when the call passes one of them no value (its default applies)."""
+    parameters = scopes.all_parameters(function)
+    attributes = {id(n.attr) for n in walk(value) if type(n) is cst.Attribute}
+    for node in [n for n in walk(value) if type(n) is cst.Name and n.value in parameters and id(n) not in attributes]:
+        argument = scopes.argument_for(function, call, node.value)
+        if argument is None:
+            return None
+        value = value.deep_replace(node, argument) if value is not node else argument
+    return value
 
 
 def _through_parameters(test: cst.BaseExpression, frames: tuple[tuple[Function, cst.Call], ...]

@@ -498,27 +498,99 @@ class LossReader:
         token = tail == "cross_entropy" or "CrossEntropy" in tail or self.objects.kind_of(call.func) == "loss"
         if (qualified.startswith("torch.nn.functional.") or name.startswith("F.")) and _LOSS_FUNCTIONS.match(tail):
             return TOKEN if token and _FLATTEN.search(code(call)) else MEAN
+        scope = self.facts.enclosing_function(call)
+        if scope is not None and type(call.func) is cst.Name and call.func.value in all_parameters(scope) and not any(
+                self.facts.enclosing_function(b.statement) is scope for b in self.facts.bindings.get(call.func.value, ())):
+            # `def train(model, loader, criterion, ...)`: what its callers pass, not an object of that name elsewhere
+            return self._passed_criterion(call, scope, call.func.value, depth)
         helper = self.facts.helper(call, function)
         if helper is not None:
             return self._returned(helper, depth)
+        forward = self.facts.forward_of(call)
+        if forward is not None:
+            return self._forward_returned(forward, depth)  # `loss = self.model(input_ids, labels=labels)`
         callee = dotted(call.func)
         if callee is not None:
             for binding in self.facts.values_in(callee, function):
                 if self.objects.built_kind(binding.value, binding.index) == "loss":
-                    constructor = cast(cst.Call, binding.value)  # `built_kind` knows only calls
-                    bound = keyword(constructor, "reduction")
-                    kind = string_value(bound.value) if bound is not None else "mean"
-                    if kind == "sum":
-                        return SUM
-                    if kind != "mean":
-                        return UNKNOWN
-                    crossentropy = "CrossEntropy" in (call_name(constructor) or "")
-                    return TOKEN if crossentropy and _FLATTEN.search(code(call) + code(binding.value)) else MEAN
-            # a criterion named so and bound nowhere (a parameter); one imported is another
-            # module's function: its reduction is unknown unless the project reads it (above)
+                    return self._built_loss(call, cast(cst.Call, binding.value))  # `built_kind` knows only calls
+            # a criterion named so, bound nowhere and no parameter (an attribute a base class of
+            # another module sets); one imported is another module's function: its reduction
+            # is unknown unless the project reads it (above)
             if (_CRITERION_NAME.match(last_part(callee)) and not self.facts.values_of(callee)
                     and callee.partition(".")[0] not in self.facts.imports):
                 return MEAN
+        return UNKNOWN
+
+    def _built_loss(self, call: cst.Call, constructor: cst.Call) -> Reduction:
+        """The reduction of `call`, a call of the loss object `constructor` builds
+        (`nn.CrossEntropyLoss(ignore_index=-100)`): its `reduction=` keyword, mean by
+        default; a token mean for a cross-entropy over flattened tokens."""
+        bound = keyword(constructor, "reduction")
+        kind = string_value(bound.value) if bound is not None else "mean"
+        if kind == "sum":
+            return SUM
+        if kind != "mean":
+            return UNKNOWN
+        crossentropy = "CrossEntropy" in (call_name(constructor) or "")
+        return TOKEN if crossentropy and _FLATTEN.search(code(call) + code(constructor)) else MEAN
+
+    def _passed_criterion(self, call: cst.Call, function: Function, parameter: str, depth: int) -> Reduction:
+        """`def train(model, loader, criterion, ...)` calling its parameter `criterion(out, y)`:
+        the criterion is whatever the function's callers pass, so it is reduced as every
+        caller in the module passes it (`train(model, loader, nn.CrossEntropyLoss(), ...)`,
+        a name the caller's scope binds to a loss object, a `torch.nn.functional` loss, or
+        the parameter's default when a call passes none), when they all agree. Unknown
+        when no caller is found (another module's, a framework's), when the module names
+        the function otherwise (a callback), or when any caller passes something else.
+        An object of the parameter's name bound elsewhere in the module is not what the
+        function receives."""
+        calls = self.facts.own_calls(function) if depth <= 4 else None
+        if not calls:
+            return UNKNOWN
+        kinds: set[Reduction] = set()
+        default = next((p.default for p in (*function.params.posonly_params, *function.params.params,
+                                            *function.params.kwonly_params) if p.name.value == parameter), None)
+        for site in calls:
+            argument = argument_for(function, site, parameter)
+            if argument is None and (default is None or any(a.star for a in site.args)):
+                return UNKNOWN
+            if argument is None:
+                kinds.add(self._criterion_object(call, cast(cst.BaseExpression, default), None, depth + 1))
+            else:
+                kinds.add(self._criterion_object(call, argument, self.facts.enclosing_function(site), depth + 1))
+        return kinds.pop() if len(kinds) == 1 else UNKNOWN
+
+    def _criterion_object(self, call: cst.Call, argument: cst.BaseExpression, caller: Optional[Function],
+                          depth: int) -> Reduction:
+        """How `call` reduces when the criterion it calls is `argument`, as `caller` passes it:
+        a loss object built there (or by the name's bindings in the caller's scope), a
+        `torch.nn.functional` loss, an object of a project model class (its forward's loss),
+        a function of the module (what it returns), or the caller's own parameter, passed on
+        by its callers."""
+        if type(argument) is cst.Call:
+            return self._built_loss(call, argument) if self.objects.built_kind(argument, None) == "loss" else UNKNOWN
+        name = dotted(argument)
+        if name is None:
+            return UNKNOWN
+        qualified = self.facts.qualified(name) or ""
+        if qualified.startswith("torch.nn.functional.") and _LOSS_FUNCTIONS.match(last_part(qualified)):
+            token = last_part(qualified) == "cross_entropy"
+            return TOKEN if token and _FLATTEN.search(code(call)) else MEAN
+        bindings = [b for b in self.facts.values_in(name, caller)
+                    if caller is None or self.facts.enclosing_function(b.statement) in (caller, None)]
+        if bindings and all(self.objects.built_kind(b.value, b.index) == "loss" for b in bindings):
+            kinds = {self._built_loss(call, cast(cst.Call, b.value)) for b in bindings}
+            return kinds.pop() if len(kinds) == 1 else UNKNOWN
+        forward = self.facts.object_forward(name) if bindings else None
+        if forward is not None:
+            return self._forward_returned(forward, depth)  # a model of the project's class: `train(model, ...)`
+        if bindings:
+            return UNKNOWN
+        if name in self.facts.functions and (caller is None or name not in all_parameters(caller)):
+            return self._returned(self.facts.functions[name], depth)  # `train(model, loader, compute_loss)`
+        if caller is not None and name in all_parameters(caller):
+            return self._passed_criterion(call, caller, name, depth)
         return UNKNOWN
 
     def _unpacked(self, value: cst.BaseExpression, name: str, target: cst.BaseExpression) -> Reduction:
@@ -537,25 +609,33 @@ class LossReader:
         return UNKNOWN
 
     def _returned(self, helper: Function, depth: int) -> Reduction:
-        """The reduction of what a same-module helper returns."""
-        from accumlint.model.tree import walk
+        """The reduction of what a same-module helper returns (its first `return`)."""
+        value = next((v for v in _returned_values(helper)), None)
+        return UNKNOWN if value is None else self._returned_value(helper, value, depth)
 
-        for node in walk(helper.body):
-            if type(node) is cst.Return and node.value is not None:
-                value = node.value
-                if type(value) is cst.Tuple and value.elements:
-                    value = value.elements[0].value
-                inner, scalings = split_scaling(value, None)
-                if scalings:
-                    return UNKNOWN
-                name = dotted(inner)
-                if name is not None and not name.endswith("()"):
-                    for inner_node in walk(helper.body):
-                        if type(inner_node) is cst.Assign and dotted(inner_node.targets[0].target) == name:
-                            return self.reduction(inner_node.value, helper, None, depth + 1)
-                    return UNKNOWN
-                return self.reduction(inner, helper, None, depth + 1)
-        return UNKNOWN
+    def _forward_returned(self, forward: Function, depth: int) -> Reduction:
+        """The reduction of the loss a model's `forward` returns when it is given its labels.
+        Its returns of a loss (a name holding "loss", or an expression) count and must agree;
+        a return of another name (`return logits` when no labels were given) is the
+        inference path, whose output no backward runs on. None left: unknown."""
+        kinds = {self._returned_value(forward, value, depth) for value in _returned_values(forward)
+                 if (name := dotted(value)) is None or "loss" in last_part(name).lower()}
+        return kinds.pop() if len(kinds) == 1 else UNKNOWN
+
+    def _returned_value(self, helper: Function, value: cst.BaseExpression, depth: int) -> Reduction:
+        """The reduction of `value`, returned by `helper`: a name is read at its first
+        assignment in the helper to something else than `None` (`loss = None` before the
+        labels are checked binds no loss)."""
+        inner, scalings = split_scaling(value, None)
+        if scalings:
+            return UNKNOWN
+        name = dotted(inner)
+        if name is not None and not name.endswith("()"):
+            for node in walk(helper.body):
+                if type(node) is cst.Assign and dotted(node.targets[0].target) == name and code(node.value) != "None":
+                    return self.reduction(node.value, helper, None, depth + 1)
+            return UNKNOWN
+        return self.reduction(inner, helper, None, depth + 1)
 
     def _hugging_face_module(self) -> bool:
         """The module imports a Hugging Face library (transformers, peft, trl, accelerate),
@@ -577,6 +657,18 @@ class LossReader:
         if self.lm_module is None:
             self.lm_module = bool(_LM_CLASS.search(self.facts.text))
         return self.lm_module
+
+
+def _returned_values(function: Function) -> list[cst.BaseExpression]:
+    """What each `return` of the function returns, the first element of a tuple."""
+    values = []
+    for node in walk(function.body):
+        if type(node) is cst.Return and node.value is not None:
+            value = node.value
+            if type(value) is cst.Tuple and value.elements:
+                value = value.elements[0].value
+            values.append(value)
+    return values
 
 
 def _empty_sum(node: Optional[cst.BaseExpression]) -> bool:
