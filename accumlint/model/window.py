@@ -946,12 +946,10 @@ class Window:
             if base is not None and gate.counter == self.loop.counter and self.counts_before(gate, statement):
                 return base + 1  # `for step, batch in enumerate(loader): step += 1` counts from 1
             return base
-        increment = self.loop.increments.get(gate.counter)
-        if increment is None or statement.helper is not None:
-            return None
-        increment_statement = self.loop.statements[increment] if increment < len(self.loop.statements) else None
-        if increment_statement is None or increment_statement.gate is gate:
+        increment_statement = self.increment_of(gate.counter)
+        if increment_statement is None or statement.helper is not None or increment_statement.gate is gate:
             return None  # an optimizer-step counter: out of scope
+        increment = increment_statement.order
         initial = self._initial_value(gate.counter)
         if initial is None:
             return None
@@ -1018,13 +1016,22 @@ class Window:
         gate = step.gate
         return gate is not None and self.off_by_one(gate, step.statement) and self.flushes_after_loop
 
+    def increment_of(self, name: str) -> Optional[Statement]:
+        """The first statement of this window's iteration that adds one to `name`
+        (`steps += 1`): in a world of `if args.fp16:` / `else:`, the one that world runs."""
+        for statement in self.loop.statements:
+            for small in statement.node.body if type(statement.node) is cst.SimpleStatementLine else ():
+                if (type(small) is cst.AugAssign and type(small.operator) is cst.AddAssign
+                        and dotted(small.target) == name and int_value(small.value) == 1):
+                    return statement
+        return None
+
     def counts_before(self, gate: Gate, statement: Statement) -> bool:
         """A count gate's counter (`n += 1`, then `if n == K:`) is incremented on every
         micro-batch, before the gated `statement`, in the loop's own code."""
-        index = self.loop.increments.get(gate.counter or "")
-        if index is None or index >= len(self.loop.statements):
+        increment = self.increment_of(gate.counter or "")
+        if increment is None:
             return False
-        increment = self.loop.statements[index]
         return (increment.helper is None and increment.gate is None and not increment.conditional
                 and increment.order < statement.order)
 

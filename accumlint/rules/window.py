@@ -549,11 +549,10 @@ def _counts_across_epochs(window: Window, gate: Gate, statement: Statement) -> b
         return False
     if counter in window.loop.derived_counters:
         return True
-    increment = window.loop.increments.get(counter)
-    if increment is None or window.reset_on_epoch_start(counter):
+    incremented = window.increment_of(counter)
+    if incremented is None or window.reset_on_epoch_start(counter):
         return False
-    incremented = window.loop.statements[increment] if increment < len(window.loop.statements) else None
-    return incremented is not None and incremented.gate is None and not incremented.conditional
+    return incremented.gate is None and not incremented.conditional
 
 
 ZERO_GRAD_EVERY_MICRO_BATCH = Rule(
