@@ -21,7 +21,7 @@ from accumlint.model import scopes
 from accumlint.model.facts import ModuleFacts
 from accumlint.model.frameworks import SyncControl, carries_k, mentions_sync_control
 from accumlint.model.gates import PLUS_ONE, ZERO, Gate
-from accumlint.model.loop import Event, Statement, TrainingLoop
+from accumlint.model.loop import Event, Statement, TrainingLoop, epoch_multiple
 from accumlint.model.loss import LossFlow, LossReader
 from accumlint.model.names import (
     call_name,
@@ -920,24 +920,34 @@ class Window:
 
     # -- counters -------------------------------------------------------------------
     def counter_base(self, gate: Gate, statement: Statement) -> Optional[int]:
-        """The counter's value on the first micro-batch, as the gate sees it (0 or 1)."""
-        if gate.counter is None:
+        """The counter's value on the first micro-batch, as the gate sees it (0 or 1). A gate
+        in a helper reads the loop's counter when the helper's call passes it
+        (`train_batch(..., step)` testing `step % K == 0`)."""
+        counter = gate.counter
+        if counter is None:
             return None
-        if statement.helper is None and (gate.counter == self.loop.counter or gate.counter in self.loop.derived_counters):
+        if not self.own_gate(gate, statement):
+            passed = self._passed(statement, counter)
+            if type(passed) is not cst.Name:
+                return None
+            counter = passed.value
+        if counter == self.loop.counter or counter in self.loop.derived_counters:
             return self.loop.counter_base
-        increment = self.loop.increments.get(gate.counter)
-        if increment is None or statement.helper is not None:
+        increment = self.loop.increments.get(counter)
+        if increment is None:
             return None
         increment_statement = self.loop.statements[increment] if increment < len(self.loop.statements) else None
         if increment_statement is None or increment_statement.gate is gate:
             return None  # an optimizer-step counter: out of scope
-        initial = self._initial_value(gate.counter)
+        if not self.own_gate(gate, statement) and (increment_statement.helper is not None or increment_statement.conditional):
+            return None  # counted somewhere else than the loop's own code
+        initial = self._initial_value(counter)
         if initial is None:
             return None
         first_gated = min((s.order for s in self.loop.statements if s.gate is gate), default=None)
         if first_gated is None:
             return None
-        if increment > first_gated and self._reset_under(gate, gate.counter):
+        if increment > first_gated and self._reset_under(gate, counter):
             # reset under the gate, then incremented after it: every window but the first
             # sees the counter from 1 (`c = 0` at the step, `c += 1` at the iteration's end)
             return None
@@ -950,8 +960,17 @@ class Window:
         return any(id(binding.statement) in gated and int_value(binding.value) == 0
                    for binding in self.facts.bindings.get(name, ()))
 
+    def own_gate(self, gate: Gate, statement: Statement) -> bool:
+        """The gate's test is written in the loop's own code, though `statement` may run in a
+        helper that the loop calls under it (`if ni - last >= K: self.optimizer_step()`): the
+        gate's names are the loop's."""
+        return statement.helper is None or any(s.helper is None and s.gate is gate for s in self.loop.statements)
+
     def _initial_value(self, name: str) -> Optional[int]:
-        values = {int_value(b.value) for b in self.facts.bindings.get(name, ())}
+        """The one integer a counter starts from; a start at a multiple of the epoch
+        (`step = epoch * batches_per_epoch`) keeps a 0 base, as `ni = i + nb * epoch` does."""
+        outer = {dotted(node.target) for node in self.loop.site.ancestors if type(node) is cst.For}
+        values = {0 if epoch_multiple(b.value, outer) else int_value(b.value) for b in self.facts.bindings.get(name, ())}
         values.discard(None)
         return values.pop() if len(values) == 1 else None
 
