@@ -292,12 +292,7 @@ class ModuleFacts:
             home = self.project.home_of_call(call)
             if home is not None:  # a call in another module's helper: resolved there
                 return _unless_own_update(self.project.function(dotted(func), within=home))
-        if type(func) is cst.Name:
-            target = self.local_function(call, func.value) or self.functions.get(func.value)
-        elif type(func) is cst.Attribute and dotted(func.value) == "self":
-            target = self.method(caller, func.attr.value)
-        else:
-            target = None
+        target = self._own_function(call, caller)
         if target is None and self.project is not None:
             target = _unless_own_update(self.project.function(dotted(func)))
         return None if target is caller else target
@@ -333,7 +328,7 @@ class ModuleFacts:
             known = self._helpers[key] = (call, helper, found)
         return known[2]
 
-    def _own_function(self, call: cst.Call, caller: Function) -> Optional[Function]:
+    def _own_function(self, call: cst.Call, caller: Optional[Function]) -> Optional[Function]:
         """The function of this module (or method of the caller's class) a call in `caller`
         runs; never `caller` itself."""
         func = call.func
