@@ -279,9 +279,12 @@ class Window:
     def may_hold_graph(self, at: Statement, name: str) -> bool:
         """Whether `name` may hold a tensor with its autograd graph at `at`: its latest binding
         before `at` is not a detached value (`.item()`, `float(...)`), nor, in `at`'s own
-        scope, a detached element of what a module function returns (`loss, logits =
-        self.train_batch(batch)` with `return loss.item(), logits`)."""
+        scope, what a module function returns detached (`batch_loss = train_batch(...)` with
+        `return batch_loss.item()`, or an element: `loss, logits = self.train_batch(batch)`
+        with `return loss.item(), logits`). A plain name bound in `at`'s own scope is read
+        there: the helper's local of the same name, walked in between, is another variable."""
         latest: Optional[cst.BaseExpression] = None
+        latest_own: Optional[cst.BaseExpression] = None
         unpacked: Optional[tuple[cst.Call, int]] = None
         for statement in self.loop.statements:
             if statement.order >= at.order:
@@ -293,15 +296,21 @@ class Window:
                 for target in small.targets:
                     if dotted(target.target) == name:
                         latest = small.value
-                        unpacked = None if own_scope else unpacked
+                        if own_scope:
+                            latest_own, unpacked = small.value, None
                     elif own_scope and type(target.target) in (cst.Tuple, cst.List) and type(small.value) is cst.Call:
                         elements = cast("cst.Tuple | cst.List", target.target).elements
                         for index, element in enumerate(elements):
                             if dotted(element.value) == name:
-                                unpacked = (small.value, index)
-        if type(latest) is cst.Call and last_part(dotted(latest.func) or "") in _DETACHING_METHODS:
+                                latest_own, unpacked = None, (small.value, index)
+        if latest_own is not None and "." not in name:
+            latest = latest_own
+        if _detached(latest):
             return False
         if unpacked is None:
+            if latest is latest_own and type(latest) is cst.Call:
+                returned = self.facts.returned(latest)
+                return not (returned and all(_detached(value) for value in returned))
             return True
         returned = self.facts.returned(unpacked[0])
         return not (returned and all(_detached_element(value, unpacked[1]) for value in returned))
@@ -1219,5 +1228,12 @@ def _detached_element(value: cst.BaseExpression, index: int) -> bool:
     elements = cast("cst.Tuple | cst.List", value).elements
     if index >= len(elements) or type(elements[index]) is not cst.Element:
         return False
-    element = elements[index].value
-    return type(element) is cst.Call and last_part(dotted(element.func) or "") in _DETACHING_METHODS
+    return _detached(elements[index].value)
+
+
+def _detached(value: Optional[cst.BaseExpression]) -> bool:
+    """A value that holds no graph: `loss.item()`, `float(loss)`, `loss.detach()`, or
+    arithmetic on one (`loss.item() / n_tokens`)."""
+    if type(value) is cst.BinaryOperation:
+        return _detached(value.left) or _detached(value.right)
+    return type(value) is cst.Call and last_part(dotted(value.func) or "") in _DETACHING_METHODS
