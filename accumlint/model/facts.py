@@ -130,7 +130,7 @@ class ModuleFacts:
     settled: bool = field(default=False, repr=False)  # `collect_facts` is done: no binding is added after
     # (question, id(node)) -> (node, answer): `once`
     _answers: dict[tuple[Callable[..., Any], int], tuple[cst.CSTNode, Any]] = field(default_factory=dict, repr=False)
-    # (id(call), id(caller), which) -> (call, caller, function): `helper` (0), `nested_helper` (1)
+    # (id(call), id(caller), which) -> (call, caller, function): `helper` (0), `nested_helper` (1, 2 local)
     _helpers: dict[tuple[int, int, int], tuple[cst.Call, Optional[Function], Optional[Function]]] = field(
         default_factory=dict, repr=False)
 
@@ -321,12 +321,7 @@ class ModuleFacts:
             home = self.project.home_of_call(call)
             if home is not None:  # a call in another module's helper: resolved there
                 return _unless_own_update(self.project.function(dotted(func), within=home))
-        if type(func) is cst.Name:
-            target = self.local_function(call, func.value) or self.functions.get(func.value)
-        elif type(func) is cst.Attribute and dotted(func.value) == "self":
-            target = self.method(caller, func.attr.value)
-        else:
-            target = None
+        target = self._own_function(call, caller)
         if target is None and self.project is not None:
             target = _unless_own_update(self.project.function(dotted(func)))
         return None if target is caller else target
@@ -346,18 +341,32 @@ class ModuleFacts:
             function = self.enclosing_function(function)
         return None
 
-    def nested_helper(self, call: cst.Call, helper: Function) -> Optional[Function]:
-        """A project function of another module that a helper's call runs: the second call
-        deep from the loop (same-module functions are followed one call deep only); once
-        per call and helper, as `helper`."""
-        if self.project is None:
-            return None
-        key = (id(call), id(helper), 1)
+    def nested_helper(self, call: cst.Call, helper: Function, *, local: bool = False) -> Optional[Function]:
+        """A project function that a helper's call runs: the second call deep from the loop;
+        once per call and helper, as `helper`. With `local` (the helper is the first call deep,
+        and this module's own), a function or method of this module counts too:
+        `train_batch(...)` calling `clip_grad_norms(...)` runs its clipping in the loop."""
+        key = (id(call), id(helper), 2 if local else 1)
         known = self._helpers.get(key)
         if known is None:
-            found = _unless_own_update(self.project.function(dotted(call.func), within=helper))
+            found = None
+            if self.project is not None:
+                found = _unless_own_update(self.project.function(dotted(call.func), within=helper))
+            if found is None and local and (self.project is None or self.project.home_of_call(call) is None):
+                found = self._own_function(call, helper)
             known = self._helpers[key] = (call, helper, found)
         return known[2]
+
+    def _own_function(self, call: cst.Call, caller: Optional[Function]) -> Optional[Function]:
+        """The function of this module (or method of the caller's class) a call in `caller`
+        runs; never `caller` itself."""
+        func = call.func
+        target: Optional[Function] = None
+        if type(func) is cst.Name:
+            target = self.local_function(call, func.value) or self.functions.get(func.value)
+        elif type(func) is cst.Attribute and dotted(func.value) == "self":
+            target = self.method(caller, func.attr.value)
+        return None if target is caller else target
 
     def instance_class(self, name: Optional[str]) -> Optional[str]:
         """The class an object was built from (`self.trainer = Trainer(...)` -> "Trainer"),

@@ -28,7 +28,7 @@ import libcst as cst
 from accumlint.model.facts import Binding, ModuleFacts
 from accumlint.model.tree import walk
 from accumlint.model.kwargs import keywords
-from accumlint.model.names import call_name, dotted, int_value, keyword, last_part, string_value
+from accumlint.model.names import call_name, code, dotted, int_value, keyword, last_part, string_value
 from accumlint.source.patterns import LazyPattern
 
 if TYPE_CHECKING:
@@ -90,6 +90,21 @@ class SyncControl:
     choice: Optional[cst.IfExp] = None
 
 
+def _accelerator_calls(value: cst.BaseExpression) -> list[cst.Call]:
+    """`Accelerator(...)`, or both arms of `Accelerator(log_with=...) if tracking else
+    Accelerator(...)`; nothing when an arm builds something else."""
+    arms = (value.body, value.orelse) if type(value) is cst.IfExp else (value,)
+    calls = [arm for arm in arms if type(arm) is cst.Call and last_part(call_name(arm) or "") == "Accelerator"]
+    return calls if len(calls) == len(arms) else []
+
+
+def _same_accelerator(one: AcceleratorInfo, other: AcceleratorInfo) -> bool:
+    """Two constructions that accumulate alike (the same K, scaling and sharding)."""
+    same_steps = code(one.steps) == code(other.steps) if one.steps is not None and other.steps is not None else (
+        one.steps is other.steps)
+    return same_steps and one.scales == other.scales and one.sharded == other.sharded
+
+
 class Frameworks:
     """Answers framework questions for one module (built once, on `Objects`)."""
 
@@ -106,9 +121,11 @@ class Frameworks:
         name = dotted(expr)
         info = AcceleratorInfo(scales=None, steps=None)
         for binding in self.facts.values_of(name):
-            value = binding.value
-            if type(value) is cst.Call and last_part(call_name(value) or "") == "Accelerator":
-                info = self._accelerator_call(value)
+            calls = _accelerator_calls(binding.value)
+            if calls:
+                infos = [self._accelerator_call(call) for call in calls]
+                if all(_same_accelerator(infos[0], other) for other in infos[1:]):
+                    info = infos[0]
                 break
         later = self.facts.bindings.get(f"{name}.gradient_accumulation_steps", [])
         if info.steps is None and len(later) == 1:

@@ -1,8 +1,8 @@
 """The training loop model: one iteration's statements, in order, with their roles.
 
 A loop is walked once. Every simple statement of its body (nested `if`, `with`,
-`try` and loops included, and the body of a same-module helper it calls, one
-level deep) becomes a `Statement` that knows its position in the iteration, the
+`try` and loops included, and the bodies of the project's helpers it calls, two
+calls deep) becomes a `Statement` that knows its position in the iteration, the
 window gate it runs under, the `with` contexts around it, and the role-bearing
 calls (`Event`s) it makes. Rules ask questions of this data; they never walk
 the tree themselves.
@@ -621,7 +621,11 @@ class _Walker:
                         helpers.append((call, method, True))
                 continue
             within = context["helper"]
-            helper = self.facts.helper(call, self.function) if within is None else self.facts.nested_helper(call, within)
+            if within is None:
+                helper = self.facts.helper(call, self.function)
+            else:
+                local = len(context["frames"]) == 1 and not self.facts.foreign(within)
+                helper = self.facts.nested_helper(call, within, local=local)
             if helper is None and within is None:
                 # `ed_optimizer.step(loss, ...)` on a plain project object: its method runs here
                 helper = self.facts.object_method(call) or self.facts.backward_method(call)
@@ -1117,12 +1121,13 @@ def _read_derived_counters(loop: TrainingLoop) -> None:
         if name is None or not (type(value) is cst.BinaryOperation and type(value.operator) is cst.Add):
             continue
         for index, other in ((value.left, value.right), (value.right, value.left)):
-            if dotted(index) == loop.counter and _epoch_multiple(other, outer):
+            if dotted(index) == loop.counter and epoch_multiple(other, outer):
                 found.add(name)
     loop.derived_counters = frozenset(found)
 
 
-def _epoch_multiple(node: cst.BaseExpression, outer: set[Optional[str]]) -> bool:
+def epoch_multiple(node: cst.BaseExpression, outer: set[Optional[str]]) -> bool:
+    """`nb * epoch` (a product with an outer loop's target or an epoch counter)."""
     if not (type(node) is cst.BinaryOperation and type(node.operator) is cst.Multiply):
         return False
     for factor in (node.left, node.right):

@@ -21,7 +21,7 @@ from accumlint.model import scopes
 from accumlint.model.facts import ModuleFacts
 from accumlint.model.frameworks import SyncControl, carries_k, mentions_sync_control
 from accumlint.model.gates import PLUS_ONE, ZERO, Gate
-from accumlint.model.loop import Event, Statement, TrainingLoop
+from accumlint.model.loop import Event, Statement, TrainingLoop, epoch_multiple
 from accumlint.model.loss import LossFlow, LossReader
 from accumlint.model.names import (
     call_name,
@@ -280,9 +280,12 @@ class Window:
     def may_hold_graph(self, at: Statement, name: str) -> bool:
         """Whether `name` may hold a tensor with its autograd graph at `at`: its latest binding
         before `at` is not a detached value (`.item()`, `float(...)`), nor, in `at`'s own
-        scope, a detached element of what a module function returns (`loss, logits =
-        self.train_batch(batch)` with `return loss.item(), logits`)."""
+        scope, what a module function returns detached (`batch_loss = train_batch(...)` with
+        `return batch_loss.item()`, or an element: `loss, logits = self.train_batch(batch)`
+        with `return loss.item(), logits`). A plain name bound in `at`'s own scope is read
+        there: the helper's local of the same name, walked in between, is another variable."""
         latest: Optional[cst.BaseExpression] = None
+        latest_own: Optional[cst.BaseExpression] = None
         unpacked: Optional[tuple[cst.Call, int]] = None
         for statement in self.loop.statements:
             if statement.order >= at.order:
@@ -292,14 +295,17 @@ class Window:
                 if type(small) is not cst.Assign:
                     continue
                 for target in small.targets:
-                    if dotted(target.target) == name and own_scope:
-                        latest = small.value
-                        unpacked = None
+                    if dotted(target.target) == name:
+                        latest = small.value  # an attribute (`self.loss`) is one object in every scope
+                        if own_scope:
+                            latest_own, unpacked = small.value, None
                     elif own_scope and type(target.target) in (cst.Tuple, cst.List) and type(small.value) is cst.Call:
                         elements = cast("cst.Tuple | cst.List", target.target).elements
                         for index, element in enumerate(elements):
                             if dotted(element.value) == name:
-                                unpacked = (small.value, index)
+                                latest_own, unpacked = None, (small.value, index)
+        if "." not in name:
+            latest = latest_own  # a plain name is the variable of `at`'s own scope
         if latest is not None and _detached(latest):
             return False
         if unpacked is None:
@@ -938,25 +944,36 @@ class Window:
 
     # -- counters -------------------------------------------------------------------
     def counter_base(self, gate: Gate, statement: Statement) -> Optional[int]:
-        """The counter's value on the first micro-batch, as the gate sees it (0 or 1)."""
-        if gate.counter is None:
+        """The counter's value on the first micro-batch, as the gate sees it (0 or 1). A gate
+        in a helper reads the loop's counter when the helper's call passes it
+        (`train_batch(..., step)` testing `step % K == 0`)."""
+        counter = gate.counter
+        if counter is None:
             return None
-        if statement.helper is None and (gate.counter == self.loop.counter or gate.counter in self.loop.derived_counters):
+        own = self.own_gate(gate, statement)
+        if not own:
+            passed = self._passed(statement, counter)
+            if type(passed) is not cst.Name:
+                return None
+            counter = passed.value
+        if counter == self.loop.counter or counter in self.loop.derived_counters:
             base = self.loop.counter_base
-            if base is not None and gate.counter == self.loop.counter and self.counts_before(gate, statement):
+            if base is not None and own and counter == self.loop.counter and self.counts_before(gate, statement):
                 return base + 1  # `for step, batch in enumerate(loader): step += 1` counts from 1
             return base
-        increment_statement = self.increment_of(gate.counter)
-        if increment_statement is None or statement.helper is not None or increment_statement.gate is gate:
+        increment_statement = self.increment_of(counter)
+        if increment_statement is None or increment_statement.gate is gate:
             return None  # an optimizer-step counter: out of scope
+        if not own and (increment_statement.helper is not None or increment_statement.conditional):
+            return None  # counted somewhere else than the loop's own code
         increment = increment_statement.order
-        initial = self._initial_value(gate.counter)
+        initial = self._initial_value(counter)
         if initial is None:
             return None
         first_gated = min((s.order for s in self.loop.statements if s.gate is gate), default=None)
         if first_gated is None:
             return None
-        if increment > first_gated and self._reset_under(gate, gate.counter):
+        if increment > first_gated and self._reset_under(gate, counter):
             # reset under the gate, then incremented after it: every window but the first
             # sees the counter from 1 (`c = 0` at the step, `c += 1` at the iteration's end)
             return None
@@ -969,8 +986,17 @@ class Window:
         return any(id(binding.statement) in gated and int_value(binding.value) == 0
                    for binding in self.facts.bindings.get(name, ()))
 
+    def own_gate(self, gate: Gate, statement: Statement) -> bool:
+        """The gate's test is written in the loop's own code, though `statement` may run in a
+        helper that the loop calls under it (`if ni - last >= K: self.optimizer_step()`): the
+        gate's names are the loop's."""
+        return statement.helper is None or any(s.helper is None and s.gate is gate for s in self.loop.statements)
+
     def _initial_value(self, name: str) -> Optional[int]:
-        values = {int_value(b.value) for b in self.facts.bindings.get(name, ())}
+        """The one integer a counter starts from; a start at a multiple of the epoch
+        (`step = epoch * batches_per_epoch`) keeps a 0 base, as `ni = i + nb * epoch` does."""
+        outer = {dotted(node.target) for node in self.loop.site.ancestors if type(node) is cst.For}
+        values = {0 if epoch_multiple(b.value, outer) else int_value(b.value) for b in self.facts.bindings.get(name, ())}
         values.discard(None)
         return values.pop() if len(values) == 1 else None
 

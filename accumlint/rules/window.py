@@ -474,7 +474,7 @@ def dropped_tail_window(window: Window) -> Iterable[Finding]:
     if loop.iterable is None or not window.sized(loop.iterable):
         return
     for gate, statement in _gates_with_steps(window):
-        if gate.kind not in ("modulo", "count") or gate.has_clause or statement.helper is not None:
+        if gate.kind not in ("modulo", "count") or gate.has_clause or not window.own_gate(gate, statement):
             continue
         # the loop's own index, or a micro-batch counter reset when each epoch starts
         # (`for batch in loader:` with `steps += 1` counts like an index)
@@ -536,7 +536,7 @@ def _across_epochs(window: Window, gate: Gate, statement: Statement) -> bool:
     `ni = i + nb * epoch`, or `% K` on that derived counter or on a step counter
     incremented every micro-batch and never reset when an epoch starts."""
     if gate.kind == "count":
-        return gate.counter is not None and statement.helper is None and gate.since is not None and (
+        return gate.counter is not None and window.own_gate(gate, statement) and gate.since is not None and (
             gate.counter in window.loop.derived_counters)
     return _counts_across_epochs(window, gate, statement) and window.correct_boundary(gate, statement)
 
@@ -545,7 +545,7 @@ def _counts_across_epochs(window: Window, gate: Gate, statement: Statement) -> b
     """A `% K` gate over a counter that is not reset when an epoch starts: derived from
     the epoch (`ni = i + nb * epoch`), or incremented on every micro-batch."""
     counter = gate.counter
-    if counter is None or statement.helper is not None or gate.kind != "modulo" or gate.has_clause:
+    if counter is None or not window.own_gate(gate, statement) or gate.kind != "modulo" or gate.has_clause:
         return False
     if counter in window.loop.derived_counters:
         return True
