@@ -492,6 +492,34 @@ class Window:
             w.gate is not None and self.correct_boundary(w.gate, w) and any(w.exclusive_with(u) for u in unwrapped)
             for w in wrapped)
 
+    def further_micro_loops(self, first: Event, name: str) -> list[Event]:
+        """The first backward of each further micro-step loop of the iteration (a `for` loop
+        other than `first`'s) that calls `name` itself with `first`'s flavour: a per-step
+        function that runs a GAN's generator loop, then its discriminator loop, each
+        `for _ in range(K):` forwarding the same wrapped model. A loop that forwards another
+        model (a discriminator wrapped apart) is not one."""
+        if not self.has_micro_loop:
+            return []
+        seen = {first.statement.loops[-1]} if first.statement.loops else set()
+        found = []
+        for event in self.loop.backwards[1:]:
+            loops = event.statement.loops
+            if not loops or loops[-1] in seen or event.role.flavor != first.role.flavor:
+                continue
+            if type(loops[-1]) is not cst.For or self.loop.node in loops[-1:]:
+                continue
+            if not self.forwards_in(loops[-1], name):
+                continue
+            seen.add(loops[-1])
+            found.append(event)
+        return found
+
+    def forwards_in(self, loop: cst.CSTNode, name: str) -> bool:
+        """A statement of the iteration inside `loop` calls `name` (`model(x)`) itself, not
+        only hands it to a helper."""
+        return any(dotted(node.func) == name for statement in self.loop.statements if loop in statement.loops
+                   for node in walk(statement.node) if type(node) is cst.Call)
+
     def _runs_forward(self, call: cst.Call, name: str) -> Optional[bool]:
         """True: the call may run the wrapped model's forward (`model(x)`, `step(model, b)`);
         False: it runs the unwrapped module's (`model.module(x)`, `raw(x)`); None: neither."""
