@@ -111,7 +111,6 @@ class ModuleFacts:
     nested: dict[tuple[Function, str], Function] = field(default_factory=dict)
     loops: list[LoopSite] = field(default_factory=list)
     len_arguments: set[str] = field(default_factory=set)
-    name_counts: Optional["Counter[str]"] = None  # see `_names`
     calls: list[cst.Call] = field(default_factory=list)
     trainer_accumulation: Optional[cst.BaseExpression] = None
     window_token_normalization: bool = False
@@ -126,6 +125,7 @@ class ModuleFacts:
     # an object asks it of its receiver, and a name not bound in the module asks the project
     _instance_classes: dict[str, Optional[str]] = field(default_factory=dict, repr=False)
     settled: bool = field(default=False, repr=False)  # `collect_facts` is done: no binding is added after
+    _name_counts: Optional["Counter[str]"] = field(default=None, repr=False)  # `_name_counts`
     # (question, id(node)) -> (node, answer): `once`
     _answers: dict[tuple[Callable[..., Any], int], tuple[cst.CSTNode, Any]] = field(default_factory=dict, repr=False)
     # (id(call), id(caller), which) -> (call, caller, function): `helper` (0), `nested_helper` (1)
@@ -580,11 +580,10 @@ def _bound_by_callers(facts: ModuleFacts, project: "ProjectView") -> None:
         called: Optional[set[str]] = None
         for position, param in enumerate(function.params.params):
             parameter = param.name.value
-            if any(facts.enclosing_function(b.statement) is function for b in facts.bindings.get(parameter, ())):
+            if _rebound_in(facts, parameter, function):
                 continue  # rebound in the function: the caller's value is not what the loop uses
             if called is None:
-                called = {node.func.value for node in facts.calls_in(function.body)
-                          if type(node.func) is cst.Name}
+                called = _called_names(facts, function.body)
             if parameter not in called:
                 continue  # only a model the function calls (`model(x)`) is asked about
             model = project.caller_model(name, parameter, position)
@@ -609,17 +608,13 @@ def _attributes_bound_by_callers(facts: ModuleFacts, project: "ProjectView", nam
     called = {dotted(node.func) for node in walk(cls.body) if type(node) is cst.Call}
     for position, param in enumerate(init.params.params[1:]):
         parameter = param.name.value
-        if any(facts.enclosing_function(b.statement) is init for b in facts.bindings.get(parameter, ())):
+        if _rebound_in(facts, parameter, init):
             continue  # rebound in `__init__`: the caller's value is not what it keeps
-        for statement in init.body.body:
-            kept = statement.body[0] if type(statement) is cst.SimpleStatementLine and len(statement.body) == 1 else None
-            if type(kept) is not cst.Assign or len(kept.targets) != 1 or dotted(kept.value) != parameter:
-                continue
-            attribute = dotted(kept.targets[0].target)
-            if attribute is None or not attribute.startswith("self.") or attribute.count(".") != 1 or attribute not in called:
+        for attribute, kept in _kept_as(init, parameter):
+            if attribute not in called:
                 continue  # only a model the class calls (`self.model(x)`) is asked about
             bound = [b for b in facts.bindings.get(attribute, ()) if _class_of_node(facts, b.statement) is cls]
-            if len(bound) != 1 or bound[0].value is not kept.value:
+            if len(bound) != 1 or bound[0].value is not kept:
                 continue  # the class binds it elsewhere too (`self.model = DDP(self.model)`)
             model = project.caller_model(name, parameter, position)
             if model is not None:
@@ -657,7 +652,7 @@ def _bound_by_own_callers(facts: ModuleFacts) -> None:
             parameter = param.name.value
             if _rebound_in(facts, parameter, init):
                 continue
-            for attribute in _kept_as(init, parameter):
+            for attribute, _ in _kept_as(init, parameter):
                 bound = [b for b in facts.bindings.get(attribute, ()) if _class_of_node(facts, b.statement) is cls]
                 if attribute not in called or len(bound) != 1:
                     continue  # a model the class calls, bound nowhere else in the class
@@ -674,22 +669,25 @@ def _parameters(function: cst.FunctionDef, skip_self: bool) -> list[tuple[Option
 
 
 def _rebound_in(facts: ModuleFacts, name: str, function: cst.FunctionDef) -> bool:
+    """The function binds `name` itself (a parameter it rebinds no longer holds what a caller passed)."""
     return any(facts.enclosing_function(b.statement) is function for b in facts.bindings.get(name, ()))
 
 
 def _called_names(facts: ModuleFacts, body: cst.CSTNode) -> set[str]:
+    """The plain names that `body` calls (`model(x)`: "model")."""
     return {node.func.value for node in facts.calls_in(body) if type(node.func) is cst.Name}
 
 
-def _kept_as(init: cst.FunctionDef, parameter: str) -> list[str]:
-    """The `self.x` attributes `__init__` assigns the parameter to (`self.model = model`)."""
+def _kept_as(init: cst.FunctionDef, parameter: str) -> list[tuple[str, cst.BaseExpression]]:
+    """The `self.x` attributes that `__init__`'s own statements assign the parameter to
+    (`self.model = model`), each with the assigned value's node."""
     kept = []
     for statement in init.body.body:
         small = statement.body[0] if type(statement) is cst.SimpleStatementLine and len(statement.body) == 1 else None
         if type(small) is cst.Assign and len(small.targets) == 1 and dotted(small.value) == parameter:
             attribute = dotted(small.targets[0].target)
             if attribute is not None and attribute.startswith("self.") and attribute.count(".") == 1:
-                kept.append(attribute)
+                kept.append((attribute, small.value))
     return kept
 
 
@@ -699,7 +697,7 @@ def _passed_wraps(facts: ModuleFacts, callee: str, parameter: str, position: Opt
     passes, in the call's own scope, that wrap (`DDP(...)`, also in an arm of `a if c else
     b`). None when any call passes something else or the module names `callee` otherwise."""
     calls = [c for c in facts.calls if type(c.func) is cst.Name and c.func.value == callee]
-    if not calls or _names(facts)[callee] != len(calls) + 1:
+    if not calls or _name_counts(facts)[callee] != len(calls) + 1:
         return None  # named otherwise too (a callback, a base class): callers unknown
     found: list[Binding] = []
     for call in calls:
@@ -720,12 +718,12 @@ def _passed_wraps(facts: ModuleFacts, callee: str, parameter: str, position: Opt
     return found
 
 
-def _names(facts: ModuleFacts) -> "Counter[str]":
+def _name_counts(facts: ModuleFacts) -> "Counter[str]":
     """How often each identifier occurs as a name node in the module (definitions, calls,
     references, attribute names), counted once per module."""
-    if facts.name_counts is None:
-        facts.name_counts = Counter(n.value for n in walk(facts.module) if type(n) is cst.Name)
-    return facts.name_counts
+    if facts._name_counts is None:
+        facts._name_counts = Counter(n.value for n in walk(facts.module) if type(n) is cst.Name)
+    return facts._name_counts
 
 
 def _wraps_directly(facts: ModuleFacts, value: cst.BaseExpression) -> bool:
