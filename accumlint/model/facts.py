@@ -396,7 +396,7 @@ class ModuleFacts:
     def backward_method(self, call: cst.Call) -> Optional[Function]:
         """`learner.backward_batch(x, y)` on an object of a plain project class (`project_object`)
         whose method, read, runs a backward itself: the method runs in the loop like a helper
-        function (SPEC section 2, methods followed two calls deep). None for any other call,
+        function (methods are followed two calls deep from the loop). None for any other call,
         and for methods that backpropagate nothing (a logger's, a meter's)."""
         func = call.func
         if type(func) is not cst.Attribute or func.attr.value in _OBJECT_METHODS:
@@ -464,24 +464,26 @@ def _called_and_named(function: Function) -> tuple[set[str], set[str]]:
 def _unless_own_update(function: Optional[Function]) -> Optional[Function]:
     """A project function of another module, unless it updates a copy of the model with an
     optimizer of its own (`fast = copy.deepcopy(model)`, an optimizer over it, its backward and
-    step: a per-task adaptation): that update is not the window's, and the copy's identity is
-    not readable from the loop's module (SPEC section 2, *Object identity*)."""
+    step: a per-task adaptation): that update is not the window's, and which object the copy
+    is cannot be read from the loop's module."""
     if function is None:
         return None
     methods, names = _called_and_named(function)
     copies = (methods | names) & _COPYING_CALLS
-    return None if copies and methods & {"step", "zero_grad"} else function
+    return None if copies and methods & _UPDATE_CALLS else function
 
 
-# Calls that copy a model (`copy.deepcopy(model)`, learn2learn's `clone_module`, `maml.clone()`).
+# Calls that copy a model (`copy.deepcopy(model)`, learn2learn's `clone_module(model)`).
 _COPYING_CALLS = frozenset({"deepcopy", "clone_module"})
+# The calls that update parameters or their gradients (`opt.step()`, `opt.zero_grad()`).
+_UPDATE_CALLS = frozenset({"step", "zero_grad"})
 # The methods of a project object read from its class, not from its name (see `object_method`).
 _OBJECT_METHODS = frozenset({"step", "zero_grad"})
 # The method calls that make an object's method a backward helper (see `backward_method`).
 _BACKWARD_METHODS = frozenset({"backward", "manual_backward"})
 # What makes such a method an update of its own rather than the window's backward: it steps or
 # zeroes, or backpropagates through a copy of the model or an optimizer it builds.
-_UPDATE_METHODS = frozenset({"step", "zero_grad", "deepcopy", "clone_module"})
+_UPDATE_METHODS = _UPDATE_CALLS | _COPYING_CALLS
 _OWN_MODEL_NAMES = frozenset({"deepcopy", "optim", "SGD", "Adam", "AdamW"})
 # Bases that add no behaviour of a library class: a class deriving from them alone is plain.
 PLAIN_BASES = frozenset({"object", "ABC", "abc.ABC"})
