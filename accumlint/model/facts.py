@@ -623,7 +623,8 @@ def _attributes_bound_by_callers(facts: ModuleFacts, project: "ProjectView", nam
                 facts.bindings[attribute].append(Binding(attribute, model[0], model[1], cls))
 
 
-_DATA_PARALLEL = frozenset({"DistributedDataParallel", "DDP", "FullyShardedDataParallel", "FSDP"})
+# The data-parallel wraps of a model, by the last part of the callee (`torch.nn.parallel.DDP`).
+DATA_PARALLEL_WRAPS = frozenset({"DistributedDataParallel", "DDP", "FullyShardedDataParallel", "FSDP"})
 
 
 def _bound_by_own_callers(facts: ModuleFacts) -> None:
@@ -732,7 +733,7 @@ def _wraps_directly(facts: ModuleFacts, value: cst.BaseExpression) -> bool:
     """`DDP(model, ...)` / `FullyShardedDataParallel(...)`, or either in an arm of `a if c else b`."""
     if type(value) is cst.IfExp:
         return _wraps_directly(facts, value.body) or _wraps_directly(facts, value.orelse)
-    return type(value) is cst.Call and last_part(facts.qualified(call_name(value)) or "") in _DATA_PARALLEL
+    return type(value) is cst.Call and last_part(facts.qualified(call_name(value)) or "") in DATA_PARALLEL_WRAPS
 
 
 def _called_here(facts: ModuleFacts, name: str) -> bool:
