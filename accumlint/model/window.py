@@ -989,6 +989,17 @@ class Window:
         base = self.counter_base(gate, statement)
         return (gate.form == PLUS_ONE and base == 0) or (gate.form == ZERO and base == 1)
 
+    def steps_after_loop(self) -> bool:
+        """A statement after the loop (in its block, or in an enclosing block up to its
+        function) steps an optimizer: a flush of the last, partial window after the epoch."""
+        for statement in self.loop.site.siblings(before=False):
+            for node in walk(statement):
+                if type(node) is cst.Call:
+                    role = self.objects.role(node)
+                    if role is not None and role.kind == "step":
+                        return True
+        return False
+
     def length_divisible(self, gate: Gate) -> bool:
         """The code checks before the loop that the iterable's length is a multiple of the
         gate's K (`assert len(dl) % K == 0`, `if len(dl) % K != 0: raise ...`): the run

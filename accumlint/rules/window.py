@@ -483,7 +483,7 @@ def dropped_tail_window(window: Window) -> Iterable[Finding]:
                 continue
         elif not window.correct_boundary(gate, statement):
             continue
-        if _flushes_after(window) or window.length_divisible(gate):
+        if window.steps_after_loop() or window.length_divisible(gate):
             continue
         iterable = code(loop.iterable)
         edits: tuple[Edit, ...] = ()
@@ -550,16 +550,6 @@ def _counts_across_epochs(window: Window, gate: Gate, statement: Statement) -> b
         return False
     incremented = window.loop.statements[increment] if increment < len(window.loop.statements) else None
     return incremented is not None and incremented.gate is None and not incremented.conditional
-
-
-def _flushes_after(window: Window) -> bool:
-    for statement in window.loop.site.siblings(before=False):
-        for node in walk(statement):
-            if type(node) is cst.Call:
-                role = window.objects.role(node)
-                if role is not None and role.kind == "step":
-                    return True
-    return False
 
 
 ZERO_GRAD_EVERY_MICRO_BATCH = Rule(
