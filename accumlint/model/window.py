@@ -41,6 +41,9 @@ from accumlint.source.patterns import LazyPattern
 _ITERABLE_DATASET = LazyPattern(r"Iterable|Stream|streaming\s*=\s*True|IterDataPipe")
 _MODEL_NAME = LazyPattern(r"model|net|module|policy|unet|transformer|encoder|decoder", re.IGNORECASE)
 
+# Code that zeroes gradients, read as text (`opt.zero_grad()`, `p.grad = None`, `p.grad.zero_()`).
+_ZEROING_TEXT = LazyPattern(r"zero_grad|\.grad\s*=\s*None|\.grad(\.data)?\.(zero_|detach_)|set_to_none|zero_gradients")
+
 _RESCALE_CALLS = {"scale_grads", "scale_gradients", "multiply_grads", "rescale_gradients", "scale_grad", "_scale_grads"}
 
 
@@ -988,6 +991,36 @@ class Window:
     def correct_boundary(self, gate: Gate, statement: Statement) -> bool:
         base = self.counter_base(gate, statement)
         return (gate.form == PLUS_ONE and base == 0) or (gate.form == ZERO and base == 1)
+
+    def zeroes_before_loop(self) -> bool:
+        """A statement before the loop (in its block, or in an enclosing block up to its
+        function) reads as zeroing gradients."""
+        return any(_ZEROING_TEXT.search(code(statement)) for statement in self.loop.site.siblings(before=True))
+
+    def may_zero_otherwise(self, optimizers: set[str]) -> bool:
+        """Something other than a zeroing the model knows may zero the gradients that the
+        `optimizers` (their names, normalized) apply: a call of the iteration with no role
+        that names zeroing or resetting, or that is handed one of them (`reset(optimizer)`);
+        distributed autograd, which keeps gradients in its own context; zeroing written
+        anywhere in the loop's function, its class or a helper the iteration walks."""
+        function = self.loop.function
+        texts = [code(function) if function is not None else self.facts.text]
+        owner = self.facts.class_of.get(function) if function is not None else None
+        if owner is not None:
+            texts.append(code(owner))
+        for statement in self.loop.statements:
+            if statement.helper is not None:
+                texts.append(code(statement.helper))
+            if any("dist_autograd" in code(item.item) for item in statement.withs):
+                return True
+            for node in walk(statement.node):
+                if type(node) is cst.Call and self.objects.role(node) is None:
+                    name = (dotted(node.func) or "").lower()
+                    if "zero" in name or "reset" in name:
+                        return True
+                    if any(dotted(arg.value) and normalized(arg.value) in optimizers for arg in node.args):
+                        return True
+        return any(_ZEROING_TEXT.search(text) for text in texts)
 
     def steps_after_loop(self) -> bool:
         """A statement after the loop (in its block, or in an enclosing block up to its
