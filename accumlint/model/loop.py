@@ -381,11 +381,7 @@ class _Walker:
             # whether a test is a window gate, a test on K or a run constant changes where its
             # arms' statements run, never which calls they make
             inside = {**context, "path": context["path"] + (statement,), "escapes": False}
-            self._block(statement.body, **inside)
-            if type(statement.orelse) is cst.If:
-                self._if(statement.orelse, inside)
-            elif statement.orelse is not None:
-                self._block(statement.orelse.body, **inside)
+            self._arms(statement, inside, inside)
             return
         test, frames = _through_parameters(statement.test, context["frames"])
         gate = parse_gate(test, lambda name: _argument(name, frames) if _is_parameter(name, frames)
@@ -413,6 +409,10 @@ class _Walker:
                 on_true["conditional"] = on_false["conditional"] = context["conditional"]
                 on_true["worlds"] = context["worlds"] + ((id(statement), 0),)
                 on_false["worlds"] = context["worlds"] + ((id(statement), 1),)
+        self._arms(statement, on_true, on_false)
+
+    def _arms(self, statement: cst.If, on_true: dict[str, Any], on_false: dict[str, Any]) -> None:
+        """Walks the `if`'s body in the context `on_true`, its `elif` or `else` in `on_false`."""
         self._block(statement.body, **on_true)
         orelse = statement.orelse
         if type(orelse) is cst.If:
