@@ -12,7 +12,7 @@ from accumlint.model.tree import walk
 from accumlint.model.gates import Gate
 from accumlint.model.loop import Event, Statement
 from accumlint.model.micro import lost_micro_losses
-from accumlint.model.names import code, dotted, int_value, normalized
+from accumlint.model.names import code, normalized
 from accumlint.model.scopes import same_before_loop
 from accumlint.model.window import Window
 from accumlint.rules.base import Finding, k_text, leaves_world, movable, movable_to, same_block, sync_gated
@@ -391,7 +391,7 @@ def off_by_one_boundary(window: Window) -> Iterable[Finding]:
     for gate, statement in _gates_with_steps(window):
         if gate.kind != "modulo" or not window.off_by_one(gate, statement):
             continue
-        if gate.has_condition and not _only_skips_the_start(gate):
+        if gate.has_condition and not gate.condition_skips_only_the_start():
             continue
         if not any(b.statement.precedes(statement) for b in window.loop.backwards):
             continue  # a gate before the backward is GA103's
@@ -413,21 +413,6 @@ def off_by_one_boundary(window: Window) -> Iterable[Finding]:
             + (", and zero once before the epochs: the zeroing when each epoch starts erases the window "
                "the epoch ends with" if tail_erased else ""),
         )
-
-
-def _only_skips_the_start(gate: Gate) -> bool:
-    """`i % K == 0 and i > 0` (or `i != 0`): the extra condition reads only the counter, so the
-    windows are still shifted by one (the first one holds K + 1 micro-batches)."""
-    test = gate.whole_test
-    if type(test) is not cst.BooleanOperation or type(test.operator) is not cst.And:
-        return False
-    other = test.right if test.left is gate.test else test.left if test.right is gate.test else None
-    if type(other) is not cst.Comparison or len(other.comparisons) != 1:
-        return False
-    names = {dotted(n) for n in walk(other) if type(n) in (cst.Name, cst.Attribute)}
-    bound = other.comparisons[0].comparator
-    return names == {gate.counter} and int_value(bound) == 0 and type(other.comparisons[0].operator) in (
-        cst.GreaterThan, cst.NotEqual)
 
 
 def _gates_with_steps(window: Window) -> Iterator[tuple[Gate, Statement]]:
