@@ -496,11 +496,11 @@ class Window:
             for w in wrapped)
 
     def further_micro_loops(self, first: Event, name: str) -> list[Event]:
-        """The first backward of each further micro-step loop of the iteration (a `for` loop
-        other than `first`'s) that calls `name` itself with `first`'s flavour: a per-step
-        function that runs a GAN's generator loop, then its discriminator loop, each
-        `for _ in range(K):` forwarding the same wrapped model. A loop that forwards another
-        model (a discriminator wrapped apart) is not one."""
+        """The first backward, of `first`'s flavour, of each further micro-step loop of the
+        iteration (a `for` loop that is neither `first`'s innermost loop nor the window's own)
+        that calls `name` itself: a per-step function that runs a GAN's generator loop, then
+        its discriminator loop, each `for _ in range(K):` forwarding the same wrapped model.
+        A loop that forwards another model (a discriminator wrapped apart) is not one."""
         if not self.has_micro_loop:
             return []
         seen = {first.statement.loops[-1]} if first.statement.loops else set()
