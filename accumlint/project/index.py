@@ -498,7 +498,7 @@ class ProjectView:
                 returned = self._returned_call(caller, callee, index, 1)
                 builder = self.symbol(caller, callee)
             wrap = _dotted(returned.func) if returned is not None else None
-            if _names_a_wrap(wrap):
+            if wrap is not None and _names_a_wrap(wrap):
                 models.add((wrap, None))
             elif index is not None and not (type(builder) is FunctionSummary and WRAP not in builder.effects):
                 # an element of what another call returns (`model, opt = setup(...)`): unknown, unless
