@@ -207,6 +207,7 @@ class _Walker:
         self.own_level = own_level  # inner loops are left out
         self.root: Optional[cst.CSTNode] = None
         self._escaped: Optional[tuple[Gate, cst.If]] = None  # a `continue` gate leaving its block
+        self._world_tests: dict[tuple[str, int], int] = {}  # a run-constant test (code, function): its worlds' key
 
     def walk(self, body: cst.BaseSuite, root: Optional[cst.CSTNode] = None) -> list[Statement]:
         self.root = root if root is not None else body
@@ -376,13 +377,20 @@ class _Walker:
                 if helper is not None and self.facts.project.is_foreign(helper):
                     self._block(helper.body, **_entered(context, helper, call, backward_at_call=False))
 
-    def _if(self, statement: cst.If, context: dict[str, Any]) -> None:
+    def _if(self, statement: cst.If, context: dict[str, Any], chained: bool = False) -> None:
         if self.probe:
             # whether a test is a window gate, a test on K or a run constant changes where its
             # arms' statements run, never which calls they make
             inside = {**context, "path": context["path"] + (statement,), "escapes": False}
-            self._arms(statement, inside, inside)
+            self._block(statement.body, **inside)
+            if type(statement.orelse) is cst.If:
+                self._if(statement.orelse, inside)
+            elif statement.orelse is not None:
+                self._block(statement.orelse.body, **inside)
             return
+        flag_set = None if chained else _flag_set(statement.body)
+        # a chain that only sets a flag (`_flag_chain`) reads the flag's value before it
+        flag_before = None if flag_set is None else (flag_set[0], self.assigned.get(flag_set[0]))
         test, frames = _through_parameters(statement.test, context["frames"])
         gate = parse_gate(test, lambda name: _argument(name, frames) if _is_parameter(name, frames)
                           else self.assigned.get(name))
@@ -407,18 +415,25 @@ class _Walker:
             elif self._run_constant(statement.test, context["helper"]):
                 # `if args.fp16: ... else: ...`: one arm runs on every micro-batch of a run
                 on_true["conditional"] = on_false["conditional"] = context["conditional"]
-                on_true["worlds"] = context["worlds"] + ((id(statement), 0),)
-                on_false["worlds"] = context["worlds"] + ((id(statement), 1),)
-        self._arms(statement, on_true, on_false)
-
-    def _arms(self, statement: cst.If, on_true: dict[str, Any], on_false: dict[str, Any]) -> None:
-        """Walks the `if`'s body in the context `on_true`, its `elif` or `else` in `on_false`."""
+                world = self._world_key(statement, context["helper"])
+                on_true["worlds"] = context["worlds"] + ((world, 0),)
+                on_false["worlds"] = context["worlds"] + ((world, 1),)
         self._block(statement.body, **on_true)
         orelse = statement.orelse
         if type(orelse) is cst.If:
-            self._if(orelse, on_false)
+            self._if(orelse, on_false, chained=True)
         elif orelse is not None:
             self._block(orelse.body, **on_false)
+        if flag_before is not None:
+            flag = _flag_chain(statement, flag_before[1])
+            if flag is not None:
+                self.assigned[flag[0]] = flag[1]
+
+    def _world_key(self, statement: cst.If, helper: Optional[Function]) -> int:
+        """The key of the worlds a run-constant test splits: the `if` itself, or the first `if`
+        of the walk with the same test in the same function, so that `if args.fp16:` around
+        the backward and `if args.fp16:` around the clip later are the same run's arms."""
+        return self._world_tests.setdefault((_code(statement.test), id(helper)), id(statement))
 
     def _run_constant(self, test: cst.BaseExpression, helper: Optional[Function], depth: int = 0) -> bool:
         """A test whose value cannot change between iterations (`args.fp16`, `scaler is not
@@ -554,6 +569,77 @@ class _Walker:
             if name is not None and int_value(small.value) == 1:
                 self.increments.setdefault(name, len(self.statements) - 1)
 
+
+
+def _flag_chain(statement: cst.If, before: Optional[cst.BaseExpression]) -> Optional[tuple[str, cst.BaseExpression]]:
+    """`if i == 0: update = False` / `elif i % K == 0: update = True` / `else: update =
+    False`: a chain whose every arm only sets one flag to `True` or `False` leaves the flag
+    equal to a test built from the arms' tests (`not A and B`), so that `if update:` reads
+    as the gate it holds. Without an `else` the flag keeps its earlier literal value when
+    no arm runs. None for any other chain."""
+    arms: list[tuple[Optional[cst.BaseExpression], bool]] = []  # (the arm's test, the value it sets)
+    name: Optional[str] = None
+    arm: Union[cst.If, cst.Else, None] = statement
+    while arm is not None:
+        value = _flag_set(arm.body)
+        if value is None or (name is not None and value[0] != name):
+            return None
+        name = value[0]
+        if type(arm) is cst.If:
+            arms.append((arm.test, value[1]))
+            arm = arm.orelse
+        else:
+            arms.append((None, value[1]))
+            arm = None
+    if name is None:
+        return None
+    if arms[-1][0] is not None:  # no `else`: the value before the chain when no arm runs
+        literal = dotted(before) if before is not None else None
+        if literal not in ("True", "False"):
+            return None
+        arms.append((None, literal == "True"))
+    terms: list[cst.BaseExpression] = []
+    passed: list[cst.BaseExpression] = []  # the tests of the arms above (false here)
+    for test, sets_true in arms:
+        if sets_true:
+            parts: list[cst.BaseExpression] = [cst.UnaryOperation(cst.Not(), _parenthesized(t)) for t in passed]
+            if test is not None:
+                parts.append(test)
+            if not parts:
+                return None  # true whatever the tests: not a gate
+            terms.append(_joined(parts, cst.And()))
+        if test is not None:
+            passed.append(test)
+    return (name, _joined(terms, cst.Or())) if terms else None
+
+
+def _joined(parts: list[cst.BaseExpression], operator: "cst.And | cst.Or") -> cst.BaseExpression:
+    joined = parts[0]
+    for part in parts[1:]:
+        joined = cst.BooleanOperation(joined, operator, part)
+    return joined
+
+
+def _flag_set(body: cst.BaseSuite) -> Optional[tuple[str, bool]]:
+    """`flag = True` / `flag = False` as an arm's only statement."""
+    if type(body) is cst.IndentedBlock:
+        lines = body.body
+        line = lines[0] if len(lines) == 1 else None
+        smalls: Sequence[cst.BaseSmallStatement] = line.body if type(line) is cst.SimpleStatementLine else ()
+    else:
+        smalls = cast(cst.SimpleStatementSuite, body).body
+    assign = smalls[0] if len(smalls) == 1 else None
+    if type(assign) is not cst.Assign or len(assign.targets) != 1:
+        return None
+    name = dotted(assign.targets[0].target)
+    literal = dotted(assign.value)
+    if name is None or literal not in ("True", "False"):
+        return None
+    return name, literal == "True"
+
+
+def _parenthesized(test: cst.BaseExpression) -> cst.BaseExpression:
+    return test if test.lpar else test.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
 
 
 # How many calls deep from the loop an object's method is walked (see `_Walker._simple`).

@@ -968,7 +968,18 @@ class Window:
         first_gated = min((s.order for s in self.loop.statements if s.gate is gate), default=None)
         if first_gated is None:
             return None
+        if increment > first_gated and self._reset_under(gate, gate.counter):
+            # reset under the gate, then incremented after it: every window but the first
+            # sees the counter from 1 (`c = 0` at the step, `c += 1` at the iteration's end)
+            return None
         return initial + (1 if increment < first_gated else 0)
+
+    def _reset_under(self, gate: Gate, name: str) -> bool:
+        """`name = 0` in a statement that runs under `gate`."""
+        gated = {id(small) for s in self.loop.statements if s.gate is gate and type(s.node) is cst.SimpleStatementLine
+                 for small in s.node.body}
+        return any(id(binding.statement) in gated and int_value(binding.value) == 0
+                   for binding in self.facts.bindings.get(name, ()))
 
     def _initial_value(self, name: str) -> Optional[int]:
         values = {int_value(b.value) for b in self.facts.bindings.get(name, ())}
@@ -1050,6 +1061,62 @@ class Window:
                     return True
         return False
 
+    def stops_after_full_windows(self, gate: Gate) -> bool:
+        """The loop leaves once its whole windows are done: an `if ...: break` in its body
+        compares with the count of whole windows of its iterable (`len(loader) // K`,
+        through assignments), per epoch or times the enclosing loop's variable
+        (`step > steps_per_epoch * epoch`), which drops the tail by design as
+        `drop_last=True` would. A budget over the whole run (`len(dl) // K * num_epochs`,
+        `args.max_steps`) still leaves every other epoch's tail: not this."""
+        iterable = self.loop.iterable
+        if iterable is None or gate.k is None:
+            return False
+        wanted = code(iterable)
+        outer = self._enclosing_loop_target()
+        for node in walk(self.loop.node.body):
+            if type(node) is cst.If and _ends_in_break(node.body):
+                if any(type(part) is cst.Comparison and any(
+                        self._whole_windows(side, wanted, outer, 0)
+                        for side in (part.left, *(c.comparator for c in part.comparisons)))
+                       for part in walk(node.test)):
+                    return True
+        return False
+
+    def _whole_windows(self, value: cst.BaseExpression, iterable: str, outer: Optional[str], depth: int) -> bool:
+        """`value` counts the whole windows of `iterable` in one epoch (or up to the epoch
+        the enclosing loop is in): `len(it) // K`, `int(len(it) / K)`, a name bound to one."""
+        if depth > 4:
+            return False
+        kind = type(value)
+        if kind is cst.BinaryOperation:
+            operation = cast(cst.BinaryOperation, value)
+            if type(operation.operator) in (cst.FloorDivide, cst.Divide):
+                length = operation.left
+                return (type(length) is cst.Call and call_name(length) == "len" and len(length.args) == 1
+                        and code(length.args[0].value) == iterable and self.is_k(operation.right))
+            if type(operation.operator) is cst.Multiply and outer is not None:
+                sides = (operation.left, operation.right)
+                return any(dotted(side) == outer for side in sides) and any(
+                    self._whole_windows(side, iterable, outer, depth + 1) for side in sides)
+            return False
+        if kind is cst.Call and call_name(cast(cst.Call, value)) in ("int", "math.floor"):
+            arguments = cast(cst.Call, value).args
+            return len(arguments) == 1 and self._whole_windows(arguments[0].value, iterable, outer, depth + 1)
+        name = dotted(value)
+        if name is None or name == outer:
+            return False
+        return any(binding.index is None and self._whole_windows(binding.value, iterable, outer, depth + 1)
+                   for binding in self.facts.bindings.get(name, ()))
+
+    def _enclosing_loop_target(self) -> Optional[str]:
+        """The target of the `for` loop (over epochs) that holds this loop, if any."""
+        parent = self.facts.parents.get(id(self.loop.node))
+        while parent is not None and type(parent) is not cst.FunctionDef:
+            if type(parent) is cst.For:
+                return dotted(parent.target)
+            parent = self.facts.parents.get(id(parent))
+        return None
+
     # -- boundary rescaling ------------------------------------------------------------
     @cached_property
     def rescales_gradients(self) -> bool:
@@ -1109,6 +1176,15 @@ def _remainder_of(test: cst.BaseExpression, zero: bool) -> Optional[tuple[str, s
     if type(length) is not cst.Call or call_name(length) != "len" or len(length.args) != 1:
         return None
     return code(length.args[0].value), code(remainder.right)
+
+
+def _ends_in_break(body: cst.BaseSuite) -> bool:
+    """Whether a block's last statement is a `break`."""
+    if type(body) is cst.SimpleStatementSuite:
+        return type(body.body[-1]) is cst.Break
+    statements = getattr(body, "body", ())
+    last = statements[-1] if statements else None
+    return type(last) is cst.SimpleStatementLine and type(last.body[-1]) is cst.Break
 
 
 def _raises(body: cst.BaseSuite) -> bool:

@@ -442,7 +442,7 @@ def dropped_tail_window(window: Window) -> Iterable[Finding]:
                 continue
         elif not window.correct_boundary(gate, statement):
             continue
-        if window.steps_after_loop() or window.length_divisible(gate):
+        if window.steps_after_loop() or window.length_divisible(gate) or window.stops_after_full_windows(gate):
             continue
         iterable = code(loop.iterable)
         edits: tuple[Edit, ...] = ()
