@@ -103,6 +103,8 @@ class ModuleFacts:
     # carriage return; no text search of the model can match across those)
     text: str = ""
     imports: dict[str, str] = field(default_factory=dict)
+    # `from utils import *`: a name bound nowhere in sight may come from there
+    star_imports: bool = False
     bindings: dict[str, list[Binding]] = field(default_factory=dict)
     functions: dict[str, Function] = field(default_factory=dict)
     classes: dict[str, cst.ClassDef] = field(default_factory=dict)
@@ -900,6 +902,8 @@ def _element(value: cst.BaseExpression, index: int) -> Optional[cst.BaseExpressi
 
 
 def _record_import(facts: ModuleFacts, node: Union[cst.Import, cst.ImportFrom]) -> None:
+    if type(node) is cst.ImportFrom and type(node.names) is cst.ImportStar:
+        facts.star_imports = True
     for binding in import_bindings(node):
         if binding.keeps_earlier:
             facts.imports.setdefault(binding.local, binding.qualified)

@@ -967,23 +967,25 @@ def _read_header(loop: TrainingLoop, facts: ModuleFacts) -> None:
             start = keyword(iterable, "start")
             start_value = start.value if start is not None else positional(iterable, 1)
             loop.counter_base = 0 if start_value is None else int_value(start_value)
-            loop.iterable = _through_progress_bar(unwrap_iterable(positional(iterable, 0)), facts)
+            loop.iterable = _through_progress_bar(unwrap_iterable(positional(iterable, 0)), facts, loop.function)
         return
     if type(iterable) is cst.Call and last_part(call_name(iterable) or "") == "range":
         loop.counter = dotted(target)
         first = positional(iterable, 0)
         loop.counter_base = 0 if positional(iterable, 1) is None else int_value(first)
         return
-    loop.iterable = _through_progress_bar(unwrap_iterable(iterable), facts)
+    loop.iterable = _through_progress_bar(unwrap_iterable(iterable), facts, loop.function)
 
 
-def _through_progress_bar(iterable: Optional[cst.BaseExpression], facts: ModuleFacts) -> Optional[cst.BaseExpression]:
+def _through_progress_bar(iterable: Optional[cst.BaseExpression], facts: ModuleFacts,
+                          function: Optional[Function]) -> Optional[cst.BaseExpression]:
     """`bar = tqdm(train_dataloader, total=...)` then `for step, batch in enumerate(bar)`:
-    the loop walks `train_dataloader` (a name bound once, to a progress bar over it)."""
+    the loop walks `train_dataloader` (a name bound once, as the loop's function reads it,
+    to a progress bar over it: other methods may bind their own `bar`)."""
     name = dotted(iterable) if type(iterable) in (cst.Name, cst.Attribute) else None
     if name is None:
         return iterable
-    bindings = [b for b in facts.values_of(name) if b.index is None]
+    bindings = [b for b in facts.values_in(name, function) if b.index is None]
     if len(bindings) != 1:
         return iterable
     inner = unwrap_iterable(bindings[0].value)

@@ -885,8 +885,9 @@ class Window:
 
     @cached_property
     def single_micro_batch(self) -> bool:
-        """K is 1 for the whole run: a module-level name bound to the literal 1 and nothing
-        else (`GRAD_ACCUM = 1`), in a module that does not rebind its globals from a config
+        """K is 1 for the whole run: a module-level name, or a local of the loop's function,
+        bound to the literal 1 and nothing else (`GRAD_ACCUM = 1`, `n_accumulate = 1` above
+        the loop), in a module that does not rebind its globals from a config
         (`exec(...)`, `globals().update(...)`). Every window then holds one micro-batch: a
         plain loop, as the arm of `if K == 1:` is, where no accumulation rule applies. A
         parameter, attribute, config field or argparse default of 1 is not known to stay 1."""
@@ -897,9 +898,13 @@ class Window:
             return int_value(k) == 1
         if type(k) is not cst.Name:
             return False
+        function = self.loop.function
+        if function is not None and k.value in scopes.parameters(function):
+            return False
         bindings = self.facts.bindings.get(k.value, ())
         return bool(bindings) and not self.facts.rebinds_globals and all(
-            b.index is None and int_value(b.value) == 1 and self.facts.enclosing_function(b.statement) is None
+            b.index is None and int_value(b.value) == 1
+            and self.facts.enclosing_function(b.statement) in (None, function)
             and type(b.statement) is not cst.For for b in bindings)
 
     @cached_property
@@ -955,7 +960,10 @@ class Window:
         if gate.counter is None:
             return None
         if statement.helper is None and (gate.counter == self.loop.counter or gate.counter in self.loop.derived_counters):
-            return self.loop.counter_base
+            base = self.loop.counter_base
+            if base is not None and gate.counter == self.loop.counter and self.counts_before(gate, statement):
+                return base + 1  # `for step, batch in enumerate(loader): step += 1` counts from 1
+            return base
         increment = self.loop.increments.get(gate.counter)
         if increment is None or statement.helper is not None:
             return None

@@ -448,7 +448,7 @@ def dropped_tail_window(window: Window) -> Iterable[Finding]:
         edits: tuple[Edit, ...] = ()
         if type(gate.test) is cst.Comparison and own_counter and gate.kind == "modulo":
             positive = type(gate.test.comparisons[0].operator) is cst.Equal
-            numerator = f"({loop.counter} + 1)" if loop.counter_base == 0 else loop.counter
+            numerator = f"({loop.counter} + 1)" if window.counter_base(gate, statement) == 0 else loop.counter
             clause = f"{numerator} == len(__iterable__)" if positive else f"{numerator} != len(__iterable__)"
             joined = f"__test__ {'or' if positive else 'and'} {clause}"
             bare_test = gate.test.with_changes(lpar=[], rpar=[])
