@@ -113,7 +113,6 @@ class ModuleFacts:
     nested: dict[tuple[Function, str], Function] = field(default_factory=dict)
     loops: list[LoopSite] = field(default_factory=list)
     len_arguments: set[str] = field(default_factory=set)
-    name_counts: Optional["Counter[str]"] = None  # see `_names`
     calls: list[cst.Call] = field(default_factory=list)
     trainer_accumulation: Optional[cst.BaseExpression] = None
     window_token_normalization: bool = False
@@ -128,6 +127,7 @@ class ModuleFacts:
     # an object asks it of its receiver, and a name not bound in the module asks the project
     _instance_classes: dict[str, Optional[str]] = field(default_factory=dict, repr=False)
     settled: bool = field(default=False, repr=False)  # `collect_facts` is done: no binding is added after
+    _name_counts: Optional["Counter[str]"] = field(default=None, repr=False)  # `_name_counts`
     # (question, id(node)) -> (node, answer): `once`
     _answers: dict[tuple[Callable[..., Any], int], tuple[cst.CSTNode, Any]] = field(default_factory=dict, repr=False)
     # (id(call), id(caller), which) -> (call, caller, function): `helper` (0), `nested_helper` (1, 2 local)
@@ -260,7 +260,7 @@ class ModuleFacts:
             calls = [c for c in self.calls if type(c.func) is cst.Attribute and c.func.attr.value == name
                      and type(c.func.value) is cst.Name and c.func.value.value == "self"
                      and (caller := self.enclosing_function(c)) is not None and self.class_of.get(caller) is owner]
-        if (_names(self) if owner is not None else self._plain_names)[name] != len(calls) + 1:
+        if (_name_counts(self) if owner is not None else self._plain_names)[name] != len(calls) + 1:
             return None
         return calls
 
@@ -521,7 +521,7 @@ class ModuleFacts:
     def backward_method(self, call: cst.Call) -> Optional[Function]:
         """`learner.backward_batch(x, y)` on an object of a plain project class (`project_object`)
         whose method, read, runs a backward itself: the method runs in the loop like a helper
-        function (SPEC section 2, methods followed two calls deep). None for any other call,
+        function (methods are followed two calls deep from the loop). None for any other call,
         and for methods that backpropagate nothing (a logger's, a meter's)."""
         func = call.func
         if type(func) is not cst.Attribute or func.attr.value in _OBJECT_METHODS:
@@ -612,24 +612,26 @@ def _called_and_named(function: Function) -> tuple[set[str], set[str]]:
 def _unless_own_update(function: Optional[Function]) -> Optional[Function]:
     """A project function of another module, unless it updates a copy of the model with an
     optimizer of its own (`fast = copy.deepcopy(model)`, an optimizer over it, its backward and
-    step: a per-task adaptation): that update is not the window's, and the copy's identity is
-    not readable from the loop's module (SPEC section 2, *Object identity*)."""
+    step: a per-task adaptation): that update is not the window's, and which object the copy
+    is cannot be read from the loop's module."""
     if function is None:
         return None
     methods, names = _called_and_named(function)
     copies = (methods | names) & _COPYING_CALLS
-    return None if copies and methods & {"step", "zero_grad"} else function
+    return None if copies and methods & _UPDATE_CALLS else function
 
 
-# Calls that copy a model (`copy.deepcopy(model)`, learn2learn's `clone_module`, `maml.clone()`).
+# Calls that copy a model (`copy.deepcopy(model)`, learn2learn's `clone_module(model)`).
 _COPYING_CALLS = frozenset({"deepcopy", "clone_module"})
+# The calls that update parameters or their gradients (`opt.step()`, `opt.zero_grad()`).
+_UPDATE_CALLS = frozenset({"step", "zero_grad"})
 # The methods of a project object read from its class, not from its name (see `object_method`).
 _OBJECT_METHODS = frozenset({"step", "zero_grad"})
 # The method calls that make an object's method a backward helper (see `backward_method`).
 _BACKWARD_METHODS = frozenset({"backward", "manual_backward"})
 # What makes such a method an update of its own rather than the window's backward: it steps or
 # zeroes, or backpropagates through a copy of the model or an optimizer it builds.
-_UPDATE_METHODS = frozenset({"step", "zero_grad", "deepcopy", "clone_module"})
+_UPDATE_METHODS = _UPDATE_CALLS | _COPYING_CALLS
 _OWN_MODEL_NAMES = frozenset({"deepcopy", "optim", "SGD", "Adam", "AdamW"})
 # Bases that add no behaviour of a library class: a class deriving from them alone is plain.
 PLAIN_BASES = frozenset({"object", "ABC", "abc.ABC"})
@@ -728,11 +730,10 @@ def _bound_by_callers(facts: ModuleFacts, project: "ProjectView") -> None:
         called: Optional[set[str]] = None
         for position, param in enumerate(function.params.params):
             parameter = param.name.value
-            if any(facts.enclosing_function(b.statement) is function for b in facts.bindings.get(parameter, ())):
+            if _rebound_in(facts, parameter, function):
                 continue  # rebound in the function: the caller's value is not what the loop uses
             if called is None:
-                called = {node.func.value for node in facts.calls_in(function.body)
-                          if type(node.func) is cst.Name}
+                called = _called_names(facts, function.body)
             if parameter not in called:
                 continue  # only a model the function calls (`model(x)`) is asked about
             model = project.caller_model(name, parameter, position)
@@ -757,25 +758,22 @@ def _attributes_bound_by_callers(facts: ModuleFacts, project: "ProjectView", nam
     called = {dotted(node.func) for node in walk(cls.body) if type(node) is cst.Call}
     for position, param in enumerate(init.params.params[1:]):
         parameter = param.name.value
-        if any(facts.enclosing_function(b.statement) is init for b in facts.bindings.get(parameter, ())):
+        if _rebound_in(facts, parameter, init):
             continue  # rebound in `__init__`: the caller's value is not what it keeps
-        for statement in init.body.body:
-            kept = statement.body[0] if type(statement) is cst.SimpleStatementLine and len(statement.body) == 1 else None
-            if type(kept) is not cst.Assign or len(kept.targets) != 1 or dotted(kept.value) != parameter:
-                continue
-            attribute = dotted(kept.targets[0].target)
-            if attribute is None or not attribute.startswith("self.") or attribute.count(".") != 1 or attribute not in called:
+        for attribute, kept in _kept_as(init, parameter):
+            if attribute not in called:
                 continue  # only a model the class calls (`self.model(x)`) is asked about
             bound = [b for b in facts.bindings.get(attribute, ()) if _class_of_node(facts, b.statement) is cls]
-            if len(bound) != 1 or bound[0].value is not kept.value:
+            if len(bound) != 1 or bound[0].value is not kept:
                 continue  # the class binds it elsewhere too (`self.model = DDP(self.model)`)
             model = project.caller_model(name, parameter, position)
             if model is not None:
                 facts.bindings[attribute].append(Binding(attribute, model[0], model[1], cls))
 
 
-_DATA_PARALLEL = frozenset({"DistributedDataParallel", "DDP", "FullyShardedDataParallel", "FSDP"})
-_MODEL_WRAPS = _DATA_PARALLEL | {"DataParallel"}  # wraps whose forward runs the module's (`forward_of`)
+# The data-parallel wraps of a model, by the last part of the callee (`torch.nn.parallel.DDP`).
+DATA_PARALLEL_WRAPS = frozenset({"DistributedDataParallel", "DDP", "FullyShardedDataParallel", "FSDP"})
+_MODEL_WRAPS = DATA_PARALLEL_WRAPS | {"DataParallel"}  # wraps whose forward runs the module's (`forward_of`)
 _PREPARES = frozenset({"initialize", "prepare", "setup"})  # return each object given, wrapped, in its place
 _MOVES = frozenset({"to", "cuda", "half", "float", "bfloat16", "double"})  # methods returning the module itself
 
@@ -808,7 +806,7 @@ def _bound_by_own_callers(facts: ModuleFacts) -> None:
             parameter = param.name.value
             if _rebound_in(facts, parameter, init):
                 continue
-            for attribute in _kept_as(init, parameter):
+            for attribute, _ in _kept_as(init, parameter):
                 bound = [b for b in facts.bindings.get(attribute, ()) if _class_of_node(facts, b.statement) is cls]
                 if attribute not in called or len(bound) != 1:
                     continue  # a model the class calls, bound nowhere else in the class
@@ -825,22 +823,25 @@ def _parameters(function: cst.FunctionDef, skip_self: bool) -> list[tuple[Option
 
 
 def _rebound_in(facts: ModuleFacts, name: str, function: cst.FunctionDef) -> bool:
+    """The function binds `name` itself (a parameter it rebinds no longer holds what a caller passed)."""
     return any(facts.enclosing_function(b.statement) is function for b in facts.bindings.get(name, ()))
 
 
 def _called_names(facts: ModuleFacts, body: cst.CSTNode) -> set[str]:
+    """The plain names that `body` calls (`model(x)`: "model")."""
     return {node.func.value for node in facts.calls_in(body) if type(node.func) is cst.Name}
 
 
-def _kept_as(init: cst.FunctionDef, parameter: str) -> list[str]:
-    """The `self.x` attributes `__init__` assigns the parameter to (`self.model = model`)."""
+def _kept_as(init: cst.FunctionDef, parameter: str) -> list[tuple[str, cst.BaseExpression]]:
+    """The `self.x` attributes that `__init__`'s own statements assign the parameter to
+    (`self.model = model`), each with the assigned value's node."""
     kept = []
     for statement in init.body.body:
         small = statement.body[0] if type(statement) is cst.SimpleStatementLine and len(statement.body) == 1 else None
         if type(small) is cst.Assign and len(small.targets) == 1 and dotted(small.value) == parameter:
             attribute = dotted(small.targets[0].target)
             if attribute is not None and attribute.startswith("self.") and attribute.count(".") == 1:
-                kept.append(attribute)
+                kept.append((attribute, small.value))
     return kept
 
 
@@ -850,7 +851,7 @@ def _passed_wraps(facts: ModuleFacts, callee: str, parameter: str, position: Opt
     passes, in the call's own scope, that wrap (`DDP(...)`, also in an arm of `a if c else
     b`). None when any call passes something else or the module names `callee` otherwise."""
     calls = [c for c in facts.calls if type(c.func) is cst.Name and c.func.value == callee]
-    if not calls or _names(facts)[callee] != len(calls) + 1:
+    if not calls or _name_counts(facts)[callee] != len(calls) + 1:
         return None  # named otherwise too (a callback, a base class): callers unknown
     found: list[Binding] = []
     for call in calls:
@@ -871,19 +872,19 @@ def _passed_wraps(facts: ModuleFacts, callee: str, parameter: str, position: Opt
     return found
 
 
-def _names(facts: ModuleFacts) -> "Counter[str]":
+def _name_counts(facts: ModuleFacts) -> "Counter[str]":
     """How often each identifier occurs as a name node in the module (definitions, calls,
     references, attribute names), counted once per module."""
-    if facts.name_counts is None:
-        facts.name_counts = Counter(n.value for n in walk(facts.module) if type(n) is cst.Name)
-    return facts.name_counts
+    if facts._name_counts is None:
+        facts._name_counts = Counter(n.value for n in walk(facts.module) if type(n) is cst.Name)
+    return facts._name_counts
 
 
 def _wraps_directly(facts: ModuleFacts, value: cst.BaseExpression) -> bool:
     """`DDP(model, ...)` / `FullyShardedDataParallel(...)`, or either in an arm of `a if c else b`."""
     if type(value) is cst.IfExp:
         return _wraps_directly(facts, value.body) or _wraps_directly(facts, value.orelse)
-    return type(value) is cst.Call and last_part(facts.qualified(call_name(value)) or "") in _DATA_PARALLEL
+    return type(value) is cst.Call and last_part(facts.qualified(call_name(value)) or "") in DATA_PARALLEL_WRAPS
 
 
 def _called_here(facts: ModuleFacts, name: str) -> bool:

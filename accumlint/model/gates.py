@@ -16,6 +16,7 @@ from typing import Callable, Final, Literal, Optional
 import libcst as cst
 
 from accumlint.model.names import dotted, int_value, last_part, normalized
+from accumlint.model.tree import walk
 
 # The forms of a modulo test, by what the tested expression is:
 GateForm = Literal["plus_one", "zero", "count"]
@@ -47,6 +48,20 @@ class Gate:
     has_condition: bool = False
     whole_test: Optional[cst.BaseExpression] = None
     since: Optional[str] = None  # `ni - last_step >= K`: the name that remembers the last boundary
+
+    def condition_skips_only_the_start(self) -> bool:
+        """`i % K == 0 and i > 0` (or `i != 0`): the extra condition reads only the counter, so the
+        windows are still shifted by one (the first one holds K + 1 micro-batches)."""
+        test = self.whole_test
+        if type(test) is not cst.BooleanOperation or type(test.operator) is not cst.And:
+            return False
+        other = test.right if test.left is self.test else test.left if test.right is self.test else None
+        if type(other) is not cst.Comparison or len(other.comparisons) != 1:
+            return False
+        names = {dotted(n) for n in walk(other) if type(n) in (cst.Name, cst.Attribute)}
+        bound = other.comparisons[0].comparator
+        return names == {self.counter} and int_value(bound) == 0 and type(other.comparisons[0].operator) in (
+            cst.GreaterThan, cst.NotEqual)
 
 
 Resolver = Callable[[str], Optional[cst.BaseExpression]]

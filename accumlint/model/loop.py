@@ -1044,9 +1044,6 @@ def retry_loop(loop: cst.CSTNode) -> bool:
     return leaves and not _continues(body)
 
 
-_WRAPPERS = {"tqdm", "enumerate", "iter", "islice", "zip", "progress_bar", "track"}
-
-
 def _read_header(loop: TrainingLoop, facts: ModuleFacts) -> None:
     """The loop's own counter (`enumerate`, `range`) and the iterable it walks."""
     node = loop.node

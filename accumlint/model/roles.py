@@ -17,7 +17,7 @@ from typing import Literal, Optional, cast
 
 import libcst as cst
 
-from accumlint.model.facts import Binding, ModuleFacts, ancestors
+from accumlint.model.facts import DATA_PARALLEL_WRAPS, Binding, ModuleFacts, ancestors
 from accumlint.model.gates import single_micro_batch_arm
 from accumlint.model.frameworks import AcceleratorInfo, Frameworks
 from accumlint.model.names import (
@@ -162,7 +162,7 @@ class Objects:
             return "fabric"
         if tail == "DataLoader":
             return "dataloader"
-        if tail in ("DistributedDataParallel", "FullyShardedDataParallel", "DDP", "FSDP"):
+        if tail in DATA_PARALLEL_WRAPS:
             return "ddp"
         if _LOSS_CLASS.search(tail) and (name.startswith("torch.nn") or name.startswith("nn.")):
             return "loss"

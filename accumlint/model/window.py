@@ -42,6 +42,9 @@ _ITERABLE_DATASET = LazyPattern(r"Iterable|Stream|streaming\s*=\s*True|IterDataP
 _MODEL_NAME = LazyPattern(r"model|net|module|policy|unet|transformer|encoder|decoder", re.IGNORECASE)
 _TASK_COUNT = LazyPattern(r"task|domain|datasets|lang", re.IGNORECASE)  # not `len(train_dataset) // bs`
 
+# Code that zeroes gradients, read as text (`opt.zero_grad()`, `p.grad = None`, `p.grad.zero_()`).
+_ZEROING_TEXT = LazyPattern(r"zero_grad|\.grad\s*=\s*None|\.grad(\.data)?\.(zero_|detach_)|set_to_none|zero_gradients")
+
 _RESCALE_CALLS = {"scale_grads", "scale_gradients", "multiply_grads", "rescale_gradients", "scale_grad", "_scale_grads"}
 
 
@@ -499,6 +502,34 @@ class Window:
         return bool(unwrapped) and all(
             w.gate is not None and self.correct_boundary(w.gate, w) and any(w.exclusive_with(u) for u in unwrapped)
             for w in wrapped)
+
+    def further_micro_loops(self, first: Event, name: str) -> list[Event]:
+        """The first backward, of `first`'s flavour, of each further micro-step loop of the
+        iteration (a `for` loop that is neither `first`'s innermost loop nor the window's own)
+        that calls `name` itself: a per-step function that runs a GAN's generator loop, then
+        its discriminator loop, each `for _ in range(K):` forwarding the same wrapped model.
+        A loop that forwards another model (a discriminator wrapped apart) is not one."""
+        if not self.has_micro_loop:
+            return []
+        seen = {first.statement.loops[-1]} if first.statement.loops else set()
+        found = []
+        for event in self.loop.backwards[1:]:
+            loops = event.statement.loops
+            if not loops or loops[-1] in seen or event.role.flavor != first.role.flavor:
+                continue
+            if type(loops[-1]) is not cst.For or self.loop.node in loops[-1:]:
+                continue
+            if not self.forwards_in(loops[-1], name):
+                continue
+            seen.add(loops[-1])
+            found.append(event)
+        return found
+
+    def forwards_in(self, loop: cst.CSTNode, name: str) -> bool:
+        """A statement of the iteration inside `loop` calls `name` (`model(x)`) itself, not
+        only hands it to a helper."""
+        return any(dotted(node.func) == name for statement in self.loop.statements if loop in statement.loops
+                   for node in walk(statement.node) if type(node) is cst.Call)
 
     def _runs_forward(self, call: cst.Call, name: str) -> Optional[bool]:
         """True: the call may run the wrapped model's forward (`model(x)`, `step(model, b)`);
@@ -1064,6 +1095,36 @@ class Window:
     def correct_boundary(self, gate: Gate, statement: Statement) -> bool:
         base = self.counter_base(gate, statement)
         return (gate.form == PLUS_ONE and base == 0) or (gate.form == ZERO and base == 1)
+
+    def zeroes_before_loop(self) -> bool:
+        """A statement before the loop (in its block, or in an enclosing block up to its
+        function) reads as zeroing gradients."""
+        return any(_ZEROING_TEXT.search(code(statement)) for statement in self.loop.site.siblings(before=True))
+
+    def may_zero_otherwise(self, optimizers: set[str]) -> bool:
+        """Something other than a zeroing the model knows may zero the gradients that the
+        `optimizers` (their names, normalized) apply: a call of the iteration with no role
+        that names zeroing or resetting, or that is handed one of them (`reset(optimizer)`);
+        distributed autograd, which keeps gradients in its own context; zeroing written
+        anywhere in the loop's function, its class or a helper the iteration walks."""
+        function = self.loop.function
+        texts = [code(function) if function is not None else self.facts.text]
+        owner = self.facts.class_of.get(function) if function is not None else None
+        if owner is not None:
+            texts.append(code(owner))
+        for statement in self.loop.statements:
+            if statement.helper is not None:
+                texts.append(code(statement.helper))
+            if any("dist_autograd" in code(item.item) for item in statement.withs):
+                return True
+            for node in walk(statement.node):
+                if type(node) is cst.Call and self.objects.role(node) is None:
+                    name = (dotted(node.func) or "").lower()
+                    if "zero" in name or "reset" in name:
+                        return True
+                    if any(dotted(arg.value) and normalized(arg.value) in optimizers for arg in node.args):
+                        return True
+        return any(_ZEROING_TEXT.search(text) for text in texts)
 
     def length_divisible(self, gate: Gate) -> bool:
         """The code checks before the loop that the iterable's length is a multiple of the

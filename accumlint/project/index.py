@@ -485,7 +485,7 @@ class ProjectView:
             if not callee:
                 continue  # a value that is no call: what it held before counts
             full = _qualified_callee(caller, callee)
-            if callee.rpartition(".")[2] in WRAP_CALLEES:
+            if _names_a_wrap(callee):
                 models.add((full, None) if full is not None and index is None else None)
                 continue
             if full is not None and full.endswith("deepspeed.initialize"):
@@ -498,7 +498,7 @@ class ProjectView:
                 returned = self._returned_call(caller, callee, index, 1)
                 builder = self.symbol(caller, callee)
             wrap = _dotted(returned.func) if returned is not None else None
-            if wrap is not None and wrap.rpartition(".")[2] in WRAP_CALLEES:
+            if wrap is not None and _names_a_wrap(wrap):
                 models.add((wrap, None))
             elif index is not None and not (type(builder) is FunctionSummary and WRAP not in builder.effects):
                 # an element of what another call returns (`model, opt = setup(...)`): unknown, unless
@@ -833,6 +833,12 @@ def _qualified_callee(module: ModuleSummary, callee: str) -> Optional[str]:
     return f"{qualified}.{rest}" if rest else qualified
 
 
+def _names_a_wrap(callee: Optional[str]) -> bool:
+    """A callee that wraps a model for data parallelism, by its last part (`DDP`,
+    `torch.nn.parallel.DistributedDataParallel`, `fully_shard`)."""
+    return (callee or "").rpartition(".")[2] in WRAP_CALLEES
+
+
 def _dotted(node: cst.BaseExpression) -> Optional[str]:
     from accumlint.model.names import dotted
 
@@ -881,7 +887,7 @@ def _through_wrapped_local(function: cst.FunctionDef, value: Optional[cst.BaseEx
     for node in walk(function.body):
         if type(node) is cst.Assign and len(node.targets) == 1 and _dotted(node.targets[0].target) == value.value:
             bound = node.value
-            if type(bound) is cst.Call and (_dotted(bound.func) or "").rpartition(".")[2] in WRAP_CALLEES:
+            if type(bound) is cst.Call and _names_a_wrap(_dotted(bound.func)):
                 wraps.append(bound)
     return wraps or [value]
 
@@ -930,7 +936,7 @@ def _without_unwrapped_parameter(function: cst.FunctionDef,
     left out, the wrap calls kept. When no return is a wrap call, nothing is left out."""
     parameters = {p.name.value for p in (*function.params.posonly_params, *function.params.params)}
     kept = [v for v in returns if not (type(v) is cst.Name and v.value in parameters)]
-    wraps = [v for v in kept if type(v) is cst.Call and (_dotted(v.func) or "").rpartition(".")[2] in WRAP_CALLEES]
+    wraps = [v for v in kept if type(v) is cst.Call and _names_a_wrap(_dotted(v.func))]
     return kept if kept and len(wraps) == len(kept) else returns
 
 

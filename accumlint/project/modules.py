@@ -103,7 +103,7 @@ class ProjectIndex:
         stamp, found = held
         if found is not None:
             return found.summary.imports if found.summary.error is None else None
-        return _kept(self._imports, path, stamp, path, lambda data: imports_only(_text(data)))
+        return _answer_for_stamp(self._imports, path, stamp, path, lambda data: imports_only(_text(data)))
 
     def effects(self, path: str, name: str, mentioning: str) -> Optional[frozenset[str]]:
         """What `entry(path, mentioning)` would say of the effects of the module's top-level
@@ -119,8 +119,8 @@ class ProjectIndex:
                 return None
             function = found.summary.functions.get(name) or found.summary.functions.get(f"{name}.__call__")
             return function.effects if function is not None else None
-        return _kept(self._effects, (path, name, mentioning), stamp, path,
-                     lambda data: definition_effects(_text(data), name) if mentioning.encode() in data else None)
+        return _answer_for_stamp(self._effects, (path, name, mentioning), stamp, path,
+                                 lambda data: definition_effects(_text(data), name) if mentioning.encode() in data else None)
 
     @contextlib.contextmanager
     def overlaid(self, path: str, text: str, summary: Optional[ModuleSummary] = None) -> Iterator[None]:
@@ -147,8 +147,8 @@ _Key = TypeVar("_Key")
 _Answer = TypeVar("_Answer")
 
 
-def _kept(cache: dict[_Key, tuple[tuple[int, int], Optional[_Answer]]], key: _Key, stamp: tuple[int, int], path: str,
-          answer: Callable[[bytes], Optional[_Answer]]) -> Optional[_Answer]:
+def _answer_for_stamp(cache: dict[_Key, tuple[tuple[int, int], Optional[_Answer]]], key: _Key, stamp: tuple[int, int],
+                      path: str, answer: Callable[[bytes], Optional[_Answer]]) -> Optional[_Answer]:
     """`answer` of the file's bytes, kept in `cache` under `key` while the file has `stamp`
     (None, not kept, when it cannot be read)."""
     known = cache.get(key)
@@ -167,6 +167,7 @@ def _text(data: bytes) -> str:
 
 
 def _read(path: str) -> Optional[bytes]:
+    """The file's bytes (None: it cannot be read)."""
     try:
         with open(path, "rb") as handle:
             return handle.read()

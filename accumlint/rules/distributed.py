@@ -35,7 +35,7 @@ def sync_every_micro_batch(window: Window) -> Iterable[Finding]:
     edits = _sync_edits(window, model, kind) if not model.endswith("[]") else ()
     shown = model.replace("[]", "[...]")
     advice = _advice(window, shown, kind)
-    for event, event_edits in ((backward, edits), *((other, ()) for other in _other_micro_loops(window, backward, model))):
+    for event, event_edits in ((backward, edits), *((other, ()) for other in window.further_micro_loops(backward, model))):
         yield Finding(
             event.role.call,
             f"`{shown}` all-reduces gradients on every micro-batch",
@@ -43,28 +43,6 @@ def sync_every_micro_batch(window: Window) -> Iterable[Finding]:
             "Run non-boundary micro-batches under the framework's no-sync context",
             help=f"`{shown}` is wrapped in DistributedDataParallel; only the window's last micro-batch needs the sync: {advice}",
         )
-
-
-def _other_micro_loops(window: Window, first: Event, model: str) -> list[Event]:
-    """The first backward of each further micro-step loop of a per-step function (a GAN's
-    generator loop, then its discriminator loop, each `for _ in range(K):` forwarding the
-    same wrapped model): each all-reduces on every micro-batch too."""
-    if not window.has_micro_loop:
-        return []
-    seen = {first.statement.loops[-1]} if first.statement.loops else set()
-    found = []
-    for event in window.loop.backwards[1:]:
-        loops = event.statement.loops
-        if not loops or loops[-1] in seen or event.role.flavor != first.role.flavor:
-            continue
-        if type(loops[-1]) is not cst.For or window.loop.node in loops[-1:]:
-            continue
-        if not any(dotted(node.func) == model for statement in window.loop.statements if loops[-1] in statement.loops
-                   for node in walk(statement.node) if type(node) is cst.Call):
-            continue  # that loop forwards another model (a discriminator wrapped apart)
-        seen.add(loops[-1])
-        found.append(event)
-    return found
 
 
 def _advice(window: Window, model: str, kind: str) -> str:

@@ -9,7 +9,7 @@ import libcst as cst
 
 from accumlint.fix.edits import filled_expression, parenthesized, replace
 from accumlint.model.loss import split_scaling
-from accumlint.model.names import code, dotted, keyword, last_part
+from accumlint.model.names import code, dotted, keyword
 from accumlint.model.window import Window
 from accumlint.rules.base import Finding
 from accumlint.rules.catalog import Rule

@@ -13,9 +13,8 @@ from accumlint.model.gates import parse_gate
 from accumlint.model.loop import Statement
 from accumlint.model.names import code, dotted, int_value, normalized
 from accumlint.model.scopes import chains_in_targets, free_names
-from accumlint.model.tree import walk
 from accumlint.model.window import Window
-from accumlint.rules.base import Finding, movable
+from accumlint.rules.base import Finding, contains, movable
 from accumlint.rules.catalog import Rule
 
 _LATE = ("DDP decides at the forward whether the next backward all-reduces, so a control set after the "
@@ -124,7 +123,7 @@ def _enclosing_in_block(flag: Statement, forward: Statement) -> Optional[cst.CST
     if type(block) is not cst.IndentedBlock:
         return None
     for statement in block.body:
-        if statement is forward.node or any(node is forward.node for node in walk(statement)):
+        if contains(statement, forward.node):
             return statement
     return None
 

@@ -12,14 +12,12 @@ from accumlint.model.tree import walk
 from accumlint.model.gates import Gate
 from accumlint.model.loop import Event, Statement
 from accumlint.model.micro import lost_micro_losses
-from accumlint.model.names import code, dotted, int_value, normalized
+from accumlint.model.names import code, normalized
 from accumlint.model.scopes import same_before_loop
 from accumlint.model.window import Window
-from accumlint.source.patterns import LazyPattern
 from accumlint.rules.base import Finding, k_text, leaves_world, movable, movable_to, same_block, sync_gated
 from accumlint.rules.catalog import Rule
 
-_ZEROING_TEXT = LazyPattern(r"zero_grad|\.grad\s*=\s*None|\.grad(\.data)?\.(zero_|detach_)|set_to_none|zero_gradients")
 
 
 def _position(event: Event) -> tuple[int, int]:
@@ -127,7 +125,7 @@ def _zeroing_after_step(window: Window, zero: Event, anchor: Optional[Event]) ->
     gated = sync_gated(window, zero, anchor) if len(moved) == 2 and anchor is not None else None
     if gated is not None and anchor is not None:  # inside `accumulate()`, where accelerate does not hold a model's zeroing back
         moved = (remove(zero.statement.node), insert_after(anchor.statement.node, gated))
-    if not moved or _zeroes_before_loop(window) or type(window.loop.node) not in (cst.For, cst.While):
+    if not moved or window.zeroes_before_loop() or type(window.loop.node) not in (cst.For, cst.While):
         return moved
     if not same_before_loop(window.facts, zero.statement.node, window.loop.node, window.loop.function):
         return moved
@@ -176,13 +174,6 @@ def window_step(window: Window, near: Optional[Event] = None) -> Optional[Event]
     if near is not None and window.accumulate_k is not None:
         return window.managed_step(near.statement)
     return None
-
-
-def _zeroes_before_loop(window: Window) -> bool:
-    for statement in window.loop.site.siblings(before=True):
-        if _ZEROING_TEXT.search(code(statement)):
-            return True
-    return False
 
 
 def step_every_micro_batch(window: Window) -> Iterable[Finding]:
@@ -387,24 +378,7 @@ def missing_zero_grad(window: Window) -> Iterable[Finding]:
     if any(window.built_each_iteration(e.role.target) for e in steps):
         return  # a fresh optimizer every iteration (a one-off probe step): no update carries over
     optimizers = {normalized(e.role.target) for e in steps if e.role.target is not None}  # an optimizer's step names it
-    function = window.loop.function
-    texts = [code(function) if function is not None else window.facts.text]
-    owner = window.facts.class_of.get(function) if function is not None else None
-    if owner is not None:
-        texts.append(code(owner))
-    for statement in window.loop.statements:
-        if statement.helper is not None:
-            texts.append(code(statement.helper))
-        if any("dist_autograd" in code(item.item) for item in statement.withs):
-            return  # distributed autograd keeps gradients in its own context
-        for node in walk(statement.node):
-            if type(node) is cst.Call and window.objects.role(node) is None:
-                name = (dotted(node.func) or "").lower()
-                if "zero" in name or "reset" in name:
-                    return
-                if any(dotted(arg.value) and normalized(arg.value) in optimizers for arg in node.args):
-                    return
-    if any(_ZEROING_TEXT.search(text) for text in texts):
+    if window.may_zero_otherwise(optimizers):
         return
     backward = window.loop.backwards[0]
     header = window.loop.node
@@ -421,7 +395,7 @@ def off_by_one_boundary(window: Window) -> Iterable[Finding]:
     for gate, statement in _gates_with_steps(window):
         if gate.kind != "modulo" or not window.off_by_one(gate, statement):
             continue
-        if gate.has_condition and not _only_skips_the_start(gate):
+        if gate.has_condition and not gate.condition_skips_only_the_start():
             continue
         if not any(b.statement.precedes(statement) for b in window.loop.backwards):
             continue  # a gate before the backward is GA103's
@@ -443,21 +417,6 @@ def off_by_one_boundary(window: Window) -> Iterable[Finding]:
             + (", and zero once before the epochs: the zeroing when each epoch starts erases the window "
                "the epoch ends with" if tail_erased else ""),
         )
-
-
-def _only_skips_the_start(gate: Gate) -> bool:
-    """`i % K == 0 and i > 0` (or `i != 0`): the extra condition reads only the counter, so the
-    windows are still shifted by one (the first one holds K + 1 micro-batches)."""
-    test = gate.whole_test
-    if type(test) is not cst.BooleanOperation or type(test.operator) is not cst.And:
-        return False
-    other = test.right if test.left is gate.test else test.left if test.right is gate.test else None
-    if type(other) is not cst.Comparison or len(other.comparisons) != 1:
-        return False
-    names = {dotted(n) for n in walk(other) if type(n) in (cst.Name, cst.Attribute)}
-    bound = other.comparisons[0].comparator
-    return names == {gate.counter} and int_value(bound) == 0 and type(other.comparisons[0].operator) in (
-        cst.GreaterThan, cst.NotEqual)
 
 
 def _gates_with_steps(window: Window) -> Iterator[tuple[Gate, Statement]]:
