@@ -1005,3 +1005,70 @@ def test_an_importer_of_another_module_of_the_name_is_not_summarised(tmp_path: P
     assert str(root / "tools" / "train_other.py") not in INDEX._entries
     assert INDEX.imports(str(root / "tools" / "train_other.py")) == {
         "torch": ("torch", None, 0), "backward_step": ("other.steps", "backward_step", 0)}
+
+
+def _two_loops_one_helper(root: Path, helper_body: str) -> tuple[Path, list[Path]]:
+    """A helper module `steps.py` (`backward_step`, with `helper_body`) and two loop modules
+    that call it, each with its own gate."""
+    _write(root / "pyproject.toml", "")
+    helper = _write(root / "steps.py", f"def backward_step(loss, optimizer, accum_steps):\n{helper_body}")
+    loop = ("import torch\nfrom steps import backward_step\n\n\n"
+            "def {name}(model, loader, k=4):\n    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+            "    for i, (x, y) in enumerate(loader):\n        loss = torch.nn.functional.mse_loss(model(x), y)\n"
+            "        backward_step(loss, optimizer, k)\n        if (i + 1) % k == 0 or i + 1 == len(loader):\n"
+            "            optimizer.step()\n            optimizer.zero_grad()\n")
+    loops = [_write(root / f"{name}.py", loop.format(name=name)) for name in ("train", "finetune")]
+    return helper, loops
+
+
+def _parses_of(monkeypatch, source_word: str) -> list[str]:
+    """The texts of other modules' functions parsed from now on that hold `source_word`."""
+    from accumlint.project import index
+
+    parsed: list[str] = []
+    real = index._parse_function_source
+    monkeypatch.setattr(index, "_parse_function_source",
+                        lambda text: (parsed.append(text) if source_word in text else None) or real(text))
+    return parsed
+
+
+def test_a_helper_read_by_two_loop_modules_is_parsed_once_in_a_process(tmp_path: Path, monkeypatch) -> None:
+    """Two loop modules calling one helper of a third: the helper's function is parsed once
+    for both views (one process, one content), and each view still reads it as its own: the
+    helper's zeroing, inside each gated loop, is each module's GA101 on the helper's file."""
+    from accumlint.check import analysis
+    from accumlint.project import view_for
+
+    helper, loops = _two_loops_one_helper(tmp_path / "proj", "    optimizer.zero_grad()\n    (loss / accum_steps).backward()\n")
+    parsed = _parses_of(monkeypatch, "def backward_step")
+    for loop in loops:
+        module = analysis.parse(loop.read_text())
+        view = view_for(str(loop), loop.read_text(), module)
+        assert view is not None
+        found = analysis.find(module, loop.read_text(), str(loop), analysis.AnalysisOptions(), view)
+        assert found == []  # the finding stands in the helper's file: the helper reports it
+        assert view.function("backward_step") is not None
+    assert len(parsed) == 1
+    diagnostics = analysis.findings_from_importers(helper.read_text(), str(helper)).diagnostics
+    assert [(d.line, d.code) for d in diagnostics] == [(2, "GA101")]
+
+
+def test_a_changed_helper_is_parsed_again_and_read_as_it_now_stands(tmp_path: Path, monkeypatch) -> None:
+    """The parse a process keeps of another module's function is the parse of one content:
+    once the helper's file changes (its zeroing gone), a view reads the new text, and the
+    helper is silent where its old text had a GA101."""
+    from accumlint.check import analysis
+    from accumlint.project import importers
+
+    helper, loops = _two_loops_one_helper(tmp_path / "proj", "    optimizer.zero_grad()\n    (loss / accum_steps).backward()\n")
+    importers.forget()
+    before = analysis.findings_from_importers(helper.read_text(), str(helper)).diagnostics
+    assert [(d.line, d.code) for d in before] == [(2, "GA101")]
+    parsed = _parses_of(monkeypatch, "def backward_step")
+    _write(helper, "def backward_step(loss, optimizer, accum_steps):\n    (loss / accum_steps).backward()\n")
+    importers.forget()
+    after = analysis.findings_from_importers(helper.read_text(), str(helper)).diagnostics
+    assert after == []
+    assert parsed and all("zero_grad" not in text for text in parsed)
+    assert _loop_modelled(loops[0])
+

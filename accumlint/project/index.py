@@ -15,8 +15,9 @@ import ast
 import functools
 import os
 import re
+from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Optional, TypeVar, Union, cast
+from typing import TYPE_CHECKING, NamedTuple, Optional, TypeVar, Union, cast
 
 import libcst as cst
 
@@ -281,14 +282,16 @@ class ProjectView:
             return None
         key = (owner.path, found.name, depth)
         if key not in self._functions:
-            snippet, node = _parse_function(found)
+            parsed = _parsed_function(owner.path, self.reads.get(owner.path), found, depth)
+            node = parsed.node
             self._functions[key] = node
             if node is not None:
                 self._homes[id(node)] = (owner, depth)
-                self._snippets[id(node)] = (snippet, found, owner.path)
-                for inner in self._adopted(node):
-                    if type(inner) is cst.Call:
-                        self._call_homes[id(inner)] = node
+                self._snippets[id(node)] = (parsed.snippet, found, owner.path)
+                self._foreign.update(parsed.ids)
+                self._keep.append(node)  # ids stay unique while the view lives
+                for call in parsed.calls:
+                    self._call_homes[id(call)] = node
         return self._functions[key]
 
     def _owner(self, function: FunctionSummary) -> Optional[ModuleSummary]:
@@ -845,10 +848,53 @@ def _dotted(node: cst.BaseExpression) -> Optional[str]:
     return dotted(node)
 
 
-def _parse_function(function: FunctionSummary) -> tuple[Optional[cst.Module], Optional[cst.FunctionDef]]:
-    """A function's definition parsed alone, with the module LibCST made of it: nodes of
-    its own, which a view may register as read at one depth."""
-    return _parse_function_source(function.source)
+class _Parsed(NamedTuple):
+    """A function of another module parsed alone (`_parsed_function`): the module LibCST
+    made of its definition, the definition, the ids of every content node under it (what
+    a view marks as foreign) and its calls (each resolved where it stands)."""
+
+    snippet: Optional[cst.Module]
+    node: Optional[cst.FunctionDef]
+    ids: frozenset[int]
+    calls: tuple[cst.Call, ...]
+    source: str  # the text parsed
+
+
+# (file, digest of its content, function, depth) -> the function parsed, most recently used last
+_PARSED: "OrderedDict[tuple[str, str, str, int], _Parsed]" = OrderedDict()
+# What `_PARSED` may hold: functions, and characters of their source in all.
+MAX_PARSED = 512
+MAX_PARSED_CHARS = 2_000_000
+_parsed_chars = 0
+
+
+def _parsed_function(path: str, content: Optional[str], function: FunctionSummary, depth: int) -> _Parsed:
+    """A function of the module at `path` (whose content has the digest `content`; None:
+    unknown) parsed alone, as a view reads it `depth` calls deep from the loop. Every view
+    of the process that reads it at that depth shares one parse (LibCST's nodes never
+    change; each view marks them as its own), so a helper that many checked modules call
+    is parsed once per worker, not once per caller. A new content of the file is a new
+    key: a changed file is read again. Bounded in functions and characters (the least
+    recently read go first)."""
+    global _parsed_chars
+    key = (path, content or "", function.name, depth)
+    found = _PARSED.get(key) if content is not None else None
+    if found is not None and found.source == function.source:
+        _PARSED.move_to_end(key)
+        return found
+    snippet, node = _parse_function_source(function.source)
+    inner = list(walk(node)) if node is not None else []
+    found = _Parsed(snippet, node, frozenset(id(n) for n in inner), tuple(n for n in inner if type(n) is cst.Call),
+                    function.source)
+    if content is None:
+        return found
+    replaced = _PARSED.pop(key, None)
+    _parsed_chars -= len(replaced.source) if replaced is not None else 0
+    _PARSED[key] = found
+    _parsed_chars += len(found.source)
+    while len(_PARSED) > MAX_PARSED or _parsed_chars > MAX_PARSED_CHARS:
+        _parsed_chars -= len(_PARSED.popitem(last=False)[1].source)
+    return found
 
 
 @functools.lru_cache(maxsize=1024)
