@@ -204,6 +204,10 @@ class ModuleFacts:
         name reads its own bindings only (Python makes the name local there); otherwise
         every binding (module level, other functions: what `values_of` knows). Two loops of
         one file (`train_plain` and `train_accumulated`) may bind `criterion` differently."""
+        if function is not None and name is not None and "." not in name and self.project is not None:
+            foreign = self.project.module_bindings(function, name)
+            if foreign is not None:
+                return foreign  # a function of another module reads its own module's names
         found = self.values_of(name)
         if function is None or name is None or "." in name:
             return found

@@ -580,6 +580,35 @@ class ProjectView:
         return self.adopt(value)
 
     # -- values ------------------------------------------------------------------------
+    def module_bindings(self, function: cst.CSTNode, name: str) -> Optional[list["Binding"]]:
+        """The module-level bindings of a plain `name` that a function read from another
+        module (`function`) sees: its own module's, never the analysed module's (both may bind
+        `criterion`). A constant bound once there is parsed, a call's callee written in full
+        through that module's imports (`nn.CrossEntropyLoss()` as `torch.nn.CrossEntropyLoss()`);
+        a callee that module defines itself, any other name, or a value it binds otherwise:
+        unknown, no binding. None when `function` was not read from another module."""
+        from accumlint.model.facts import Binding
+
+        home = self._homes.get(id(function))
+        if home is None:
+            return None
+        module = home[0]
+        source = module.constants.get(name)
+        if source is None or name in module.imports:
+            return []
+        try:
+            value = cst.parse_expression(source)
+        except Exception:  # noqa: BLE001 - a text LibCST cannot read back: unknown
+            return []
+        if type(value) is cst.Call:
+            full = _qualified_callee(module, _dotted(value.func) or "")
+            if full is None:
+                return []
+            value = value.with_changes(func=cst.parse_expression(full))
+        elif not _literal(source):
+            return []
+        return [Binding(name, self.adopt(value), None, value)]
+
     def bindings(self, name: str, facts: "ModuleFacts") -> list["Binding"]:
         """Bindings of `name` that the project knows: an imported literal constant
         (`from config import ACCUM_STEPS`, `config.ACCUM_STEPS`), a field of a project
