@@ -208,10 +208,12 @@ class Window:
     @staticmethod
     def _same_block(event: Event, other: Event) -> bool:
         """Both run under the same gate in the same block (both on every iteration, or both
-        in the body of one `if`)."""
+        in the body of one `if`), in the loop itself or both in one walk of one helper (a
+        helper that updates the discriminator of a GAN on its own: zeroing, backward, step)."""
         mine, theirs = event.statement, other.statement
         if mine.helper is not None or theirs.helper is not None:
-            return False
+            if mine.call_site is None or mine.call_site is not theirs.call_site or mine.callers != theirs.callers:
+                return False
         if mine.gate_if is None and theirs.gate_if is None:
             return not (mine.conditional or theirs.conditional)
         if mine.gate_if is not theirs.gate_if or len(mine.block) != len(theirs.block):
