@@ -145,6 +145,7 @@ NO_TRAINING_LOOP = {
     "fixtures/projects/foreign_criterion_own_module/objectives.py",
     "fixtures/projects/foreign_criterion_mean_module/objectives.py",
     "fixtures/projects/foreign_criterion_built_unknown/objectives.py",
+    "fixtures/projects/teacher_zeroed_elsewhere/distill_utils.py",
     "fixtures/projects/gan_critic_update_elsewhere/adversarial.py",
     "fixtures/projects/gan_critic_update_elsewhere_undivided/adversarial.py",
     "fixtures/projects/ddp_builder_two_deep/engine/dist.py",
