@@ -182,8 +182,30 @@ class ProjectView:
                 return self.symbol(self._home_of_class(inner), f"{inner.name}.{rest}", hops + 1)
             return None
         else:
-            return None
+            return self._star_symbol(module, name, hops)
         return found
+
+    def _star_symbol(self, module: ModuleSummary, name: str, hops: int) -> Optional[Symbol]:
+        """A function that `from utils import *` brings into `module`: the last star-imported
+        module that defines the name's head, when every star import of `module` is a project
+        module (a third-party one may define the name too) and that module exports it (no
+        `_` prefix, in `__all__` when it has one). Only functions: what else a star import
+        binds stays unknown."""
+        head = name.partition(".")[0]
+        stars = [(target, level) for target, imported, level in module.imports.values() if imported == "*"]
+        if not stars or head.startswith("_") or "." in name:
+            return None
+        modules = [self._module(resolve_module(self.root, module.path, target, level)) for target, level in stars]
+        for star in reversed(modules):
+            if star is None:
+                return None
+            exported = star.constants.get("__all__")
+            if head in star.functions or head in star.classes or head in star.constants or head in star.imports:
+                if exported is not None and head not in _literal_names(exported):
+                    return None
+                found = self.symbol(star, head, hops + 1)
+                return found if type(found) is FunctionSummary else None
+        return None
 
     def _through_modules(self, module: ModuleSummary, base: str, level: int, rest: str, hops: int) -> Optional[Symbol]:
         parts = rest.split(".") if rest else []
@@ -219,7 +241,8 @@ class ProjectView:
         if depth > MAX_DEPTH:
             return None
         head = callee.partition(".")[0]
-        if module is self.summary and head not in module.imports:
+        if module is self.summary and head not in module.imports and not (
+                "." not in callee and any(imported == "*" for _, imported, _ in module.imports.values())):
             return None  # the module's own functions are the model's (`ModuleFacts.helper`)
         found = self.symbol(module, callee)
         if type(found) is not FunctionSummary or "." in found.name:
@@ -826,6 +849,15 @@ def _literal(source: str) -> bool:
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return _keyword_dict(source)
     return True
+
+
+def _literal_names(source: str) -> frozenset[str]:
+    """The strings of a literal list or tuple (`__all__ = ["seq_loss", ...]`); empty otherwise."""
+    try:
+        value = ast.literal_eval(source)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return frozenset()
+    return frozenset(v for v in value if type(v) is str) if type(value) in (list, tuple) else frozenset()
 
 
 def _keyword_dict(source: str) -> bool:
