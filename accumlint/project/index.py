@@ -264,9 +264,22 @@ class ProjectView:
         if owner.endswith("()") or owner.partition(".")[0] not in self.summary.imports:
             return False
         found = self.symbol(self.summary, owner)
-        if type(found) is not ClassSummary or not all(base in PLAIN_BASES for base in found.bases):
+        return type(found) is ClassSummary and self._plain(found, 0)
+
+    def _plain(self, owner: ClassSummary, depth: int) -> bool:
+        """A project class whose bases are `object` or plain project classes themselves (a few
+        levels up, `class Engine(BaseEngine)` with `class BaseEngine:` in another module), none
+        defining `__getattr__`."""
+        home = self._home_of_class(owner)
+        if depth > 3 or self.symbol(home, f"{owner.name}.__getattr__") is not None:
             return False
-        return self.symbol(self._home_of_class(found), f"{found.name}.__getattr__") is None
+        for base in owner.bases:
+            if base in PLAIN_BASES:
+                continue
+            parent = self.symbol(home, base) if re.fullmatch(r"[\w.]+", base) else None
+            if type(parent) is not ClassSummary or parent is owner or not self._plain(parent, depth + 1):
+                return False
+        return True
 
     def class_bases(self, owner: str) -> tuple[str, ...]:
         """The bases of `owner` (as the loop's module names it), a project class of another
