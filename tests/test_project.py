@@ -221,6 +221,23 @@ def test_config_facts(tmp_path: Path) -> None:
     assert [(Path(e.path).name, e.line) for e in errors] == [("bad.yaml", 2)]
 
 
+def test_yaml_with_application_tags_is_read_not_broken(tmp_path: Path) -> None:
+    """A YAML config with its application's own tags (`!bool`, `!!python/tuple`) is valid
+    YAML: its plain keys are read, nothing is built from the tags, and no diagnostic is
+    raised on it."""
+    from accumlint.project import view_for
+
+    root = tmp_path / "proj"
+    _write(root / "pyproject.toml", "")
+    _write(root / "trainer.yaml", 'trainer:\n  accumulate_grad_batches: 4\n  sync: !bool "True"\n'
+           "  size: !!python/tuple [224, 224]\n  hook: !!python/object/apply:os.getcwd []\n")
+    text = 'C = "trainer.yaml"\n'
+    module = _write(root / "train.py", text)
+    facts, errors = view_for(str(module), text).configs()
+    assert errors == []
+    assert [(fact.kind, fact.accumulation_steps) for fact in facts] == [("lightning", 4)]
+
+
 # -- the cache and the command line -------------------------------------------------------
 
 def test_cache_rechecks_a_module_when_its_import_changes(tmp_path: Path) -> None:

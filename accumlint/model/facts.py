@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, TypeVar, Un
 
 import libcst as cst
 
-from accumlint.model.names import call_name, dotted, last_part
+from accumlint.model.names import call_name, code, dotted, last_part, positional, string_value
 from accumlint.model.tree import ABSENT, KNOWN_CONTENT_FIELDS, LEAVES, SEQUENCES, calls_in, content_fields, record_parents, walk
 from accumlint.source.patterns import LazyPattern
 
@@ -103,6 +103,8 @@ class ModuleFacts:
     # carriage return; no text search of the model can match across those)
     text: str = ""
     imports: dict[str, str] = field(default_factory=dict)
+    # `from utils import *`: a name bound nowhere in sight may come from there
+    star_imports: bool = False
     bindings: dict[str, list[Binding]] = field(default_factory=dict)
     functions: dict[str, Function] = field(default_factory=dict)
     classes: dict[str, cst.ClassDef] = field(default_factory=dict)
@@ -221,8 +223,11 @@ class ModuleFacts:
         one it inherits from a base class of this module (`class EnergyTrainer(BaseTrainer)`
         calling `self._backward(loss)`), nearest first."""
         owner = self.class_of.get(function) if function is not None else None
-        if owner is None:
-            return None
+        return self.class_method(owner, name) if owner is not None else None
+
+    def class_method(self, owner: cst.ClassDef, name: str) -> Optional[Function]:
+        """The method `name` a class of this module defines or inherits from a base class of
+        this module, nearest first."""
         seen: set[int] = set()
         pending: list[cst.ClassDef] = [owner]
         while pending:
@@ -245,6 +250,30 @@ class ModuleFacts:
         while parent is not None and type(parent) is not cst.FunctionDef:
             parent = self.parents.get(id(parent))
         return parent
+
+    def own_calls(self, function: Function) -> Optional[list[cst.Call]]:
+        """Every call of `function` in the module: by its name for a function
+        (`train(model, loader, criterion)`), as `self.name(...)` from its own class for a
+        method. None when the module names it otherwise too (a callback handed on, a
+        method of that name in another class, an override): its callers are then unknown."""
+        name = function.name.value
+        owner = self.class_of.get(function)
+        if owner is None:
+            calls = [c for c in self.calls if type(c.func) is cst.Name and c.func.value == name]
+        else:
+            calls = [c for c in self.calls if type(c.func) is cst.Attribute and c.func.attr.value == name
+                     and type(c.func.value) is cst.Name and c.func.value.value == "self"
+                     and (caller := self.enclosing_function(c)) is not None and self.class_of.get(caller) is owner]
+        if (_names(self) if owner is not None else self._plain_names)[name] != len(calls) + 1:
+            return None
+        return calls
+
+    @cached_property
+    def _plain_names(self) -> "Counter[str]":
+        """How often each identifier occurs as a name node that is no attribute's name (`train`
+        in `train(model)`, not in `model.train()`): a module function is named only so."""
+        attributes = {id(n.attr) for n in walk(self.module) if type(n) is cst.Attribute}
+        return Counter(n.value for n in walk(self.module) if type(n) is cst.Name and id(n) not in attributes)
 
     def returned(self, call: cst.Call, index: Optional[int] = None) -> list[cst.BaseExpression]:
         """What a call of a module function (`wrap(model)`) or of a method of the caller's
@@ -390,6 +419,93 @@ class ModuleFacts:
             return None
         return self.project.method(owner, method) if self.project is not None else None
 
+    def forward_of(self, call: cst.Call) -> Optional[Function]:
+        """The `forward` that calling a model object runs (`self.model(input_ids,
+        labels=labels)`, `model(x, y)`): the object is built from one class of this module
+        (`Classifier(cfg)`, `Ner.from_pretrained(path)`), at most also rebound to itself moved
+        or wrapped (`model.to(device)`, `DDP(model)`, `nn.DataParallel(model)`, whose forward
+        is the module's), and that class (or a base class of this module) defines `forward`.
+        None when anything else binds the object, or the class is another module's: a loss
+        from another module's code is unknown (SPEC, GA201)."""
+        return self.object_forward(dotted(call.func))
+
+    def object_forward(self, name: Optional[str]) -> Optional[Function]:
+        """`forward_of` for the object bound to `name`."""
+        if name is None or name == "self" or name.endswith("()"):
+            return None
+        owners = set()
+        for binding in self.values_of(name):
+            value = binding.value
+            while type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in _MOVES \
+                    and type(value.func.value) is cst.Call:
+                value = value.func.value  # `Classifier(cfg).cuda()`: the object the constructor built
+            if type(value) is not cst.Call:
+                return None
+            callee = dotted(value.func) or ""
+            tail = last_part(callee)
+            if binding.index is not None:
+                if tail in _PREPARES and dotted(positional(value, binding.index)) == name:
+                    continue  # `model, optimizer = amp.initialize(model, optimizer)`: the same module, wrapped
+                return None
+            first = positional(value, 0)
+            if tail in _MODEL_WRAPS and dotted(first) == name or tail in _MOVES and dotted(value.func) == f"{name}.{tail}":
+                continue  # `model = DDP(model)`, `model = model.to(device)`: the same module's forward
+            if tail == "from_pretrained":
+                callee = callee.rpartition(".")[0]
+            if not last_part(callee)[:1].isupper():
+                return None
+            owners.add(callee)
+        if len(owners) != 1:
+            return None
+        owner = owners.pop()
+        local = self.classes.get(owner)
+        return self.class_method(local, "forward") if local is not None else None
+
+    def generator_field(self, node: cst.Subscript) -> Optional[tuple[cst.BaseExpression, Function, cst.Call]]:
+        """What `meta["grad_accum_index"]` holds when `meta` is a target of the loop around it
+        (`for meta, batch in batches:`) and the loop runs over a generator of this module
+        (`batches = iter_micro_batches(loader, grad_accum_steps=K)`) whose one `yield`
+        hands over, at that position, a dict literal bound once: that key's value there
+        (`counter % grad_accum_steps`), with the generator and its call. Only a value over a counter the
+        generator increments by one in the loop that yields (`counter += 1`) is read:
+        it then changes with each micro-batch the generator hands over. None otherwise."""
+        name, key = dotted(node.value), string_value(node.slice[0].slice.value) if len(node.slice) == 1 \
+            and type(node.slice[0].slice) is cst.Index else None
+        if name is None or "." in name or key is None:
+            return None
+        loop = next((a for a in reversed(ancestors(self.parents, node)) if type(a) is cst.For
+                     and type(a.target) in (cst.Tuple, cst.List)), None)
+        if loop is None:
+            return None
+        targets = [dotted(e.value) for e in cast("cst.Tuple | cst.List", loop.target).elements]
+        if targets.count(name) != 1:
+            return None
+        call: cst.BaseExpression = loop.iter
+        function = self.enclosing_function(loop)
+        if type(call) is cst.Name:
+            bound = self.values_in(call.value, function)
+            call = bound[0].value if len(bound) == 1 and bound[0].index is None else call
+        if type(call) is not cst.Call or type(call.func) is not cst.Name:
+            return None
+        generator = self.functions.get(call.func.value)
+        if generator is None or self.local_function(call, call.func.value) is not None:
+            return None
+        yields = [n for n in walk(generator.body) if type(n) is cst.Yield and self.enclosing_function(n) is generator]
+        if len(yields) != 1 or type(yields[0].value) is not cst.Tuple:
+            return None
+        elements = yields[0].value.elements
+        if len(elements) != len(targets):
+            return None
+        held = dotted(elements[targets.index(name)].value)
+        literals = [b.value for b in self.bindings.get(held or "", ()) if self.enclosing_function(b.statement) is generator]
+        if held is None or len(literals) != 1 or type(literals[0]) is not cst.Dict:
+            return None
+        value = next((e.value for e in literals[0].elements
+                      if type(e) is cst.DictElement and string_value(e.key) == key), None)
+        if value is None or not _counts_yields(self, generator, yields[0], value):
+            return None
+        return value, generator, call
+
     def called_method(self, call: cst.Call) -> Optional[Function]:
         """The method of a project class that a call on one of its objects runs:
         `obj.name(...)` runs `name`, `obj(...)` (or `self.obj(...)`) runs `__call__`."""
@@ -475,6 +591,29 @@ class ModuleFacts:
         if local is not None:
             return self.class_bases(local)
         return list(self.project.class_bases(name)) if self.project is not None else []
+
+
+def _counts_yields(facts: ModuleFacts, generator: Function, produced: cst.Yield, value: cst.BaseExpression) -> bool:
+    """`value` is `counter % K` (or `(counter + 1) % K`) of a counter the generator
+    increments by one, once, in the loop that yields, and binds nowhere else in that loop."""
+    if type(value) is not cst.BinaryOperation or type(value.operator) is not cst.Modulo:
+        return False
+    counter = value.left
+    if type(counter) is cst.BinaryOperation and type(counter.operator) is cst.Add:
+        counter = counter.left
+    name = dotted(counter)
+    if type(counter) is not cst.Name or name is None:
+        return False
+    loop = next((a for a in reversed(ancestors(facts.parents, produced)) if type(a) in (cst.For, cst.While)), None)
+    if loop is None:
+        return False
+    increments = [n for n in walk(loop) if type(n) is cst.AugAssign and dotted(n.target) == name]
+    if len(increments) != 1 or type(increments[0].operator) is not cst.AddAssign or code(increments[0].value) != "1":
+        return False
+    inner = next((a for a in reversed(ancestors(facts.parents, increments[0])) if type(a) in (cst.For, cst.While)), None)
+    rebound = any(facts.enclosing_function(b.statement) is generator and loop in ancestors(facts.parents, b.statement)
+                  for b in facts.bindings.get(name, ()))
+    return inner is loop and not rebound
 
 
 def _called_and_named(function: Function) -> tuple[set[str], set[str]]:
@@ -650,6 +789,9 @@ def _attributes_bound_by_callers(facts: ModuleFacts, project: "ProjectView", nam
 
 
 _DATA_PARALLEL = frozenset({"DistributedDataParallel", "DDP", "FullyShardedDataParallel", "FSDP"})
+_MODEL_WRAPS = _DATA_PARALLEL | {"DataParallel"}  # wraps whose forward runs the module's (`forward_of`)
+_PREPARES = frozenset({"initialize", "prepare", "setup"})  # return each object given, wrapped, in its place
+_MOVES = frozenset({"to", "cuda", "half", "float", "bfloat16", "double"})  # methods returning the module itself
 
 
 def _bound_by_own_callers(facts: ModuleFacts) -> None:
@@ -922,6 +1064,8 @@ def _element(value: cst.BaseExpression, index: int) -> Optional[cst.BaseExpressi
 
 
 def _record_import(facts: ModuleFacts, node: Union[cst.Import, cst.ImportFrom]) -> None:
+    if type(node) is cst.ImportFrom and type(node.names) is cst.ImportStar:
+        facts.star_imports = True
     for binding in import_bindings(node):
         if binding.keeps_earlier:
             facts.imports.setdefault(binding.local, binding.qualified)

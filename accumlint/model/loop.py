@@ -10,7 +10,7 @@ the tree themselves.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Collection, Optional, Sequence, Union, cast
 
 import re
@@ -182,9 +182,54 @@ class TrainingLoop:
         inner = event.statement.loops[-1] if self.in_inner_loop(event.statement) else self.site.node
         if type(inner) is not cst.For:
             return False
-        targets = {node.value for node in walk(inner.target) if type(node) is cst.Name}
         used = {node.value for node in walk(event.role.call) if type(node) is cst.Name}
-        return bool(targets & used)
+        return bool(_target_names(inner) & used) or self._loss_of_shared_forward(event, used)
+
+    def _loss_of_shared_forward(self, event: "Event", used: set[str]) -> bool:
+        """The backward's loss is its own loop's item (an inner or micro-step `for loss in
+        losses:` over the losses of one forward, as gradient surgery does), or that loop
+        computes it from its target and from a value the iteration made before the loop
+        (`feats = backbone(x)`, then `for head, t in zip(heads, targets): loss =
+        crit(head(feats), t)`): every backward of that loop goes through the same graph."""
+        loop = event.statement.loops[-1] if event.statement.loops else None
+        if type(loop) is not cst.For:
+            return False
+        target = event.role.target
+        if target is not None and _loss_name(target) in _target_names(loop):
+            return True
+        order = event.statement.order
+        reads = {node.value for s in self.statements if loop in s.loops and s.order <= order
+                 for small in s.node.body if type(small) is cst.Assign and _binds_any(small, used)
+                 for node in walk(small.value) if type(node) is cst.Name}
+        made_before = {name for s in self.statements if loop not in s.loops and s.order < order
+                       for small in s.node.body if type(small) is cst.Assign
+                       for name in _bound_names(small)}
+        return bool(reads & _target_names(loop)) and bool(reads & made_before)
+
+
+def _loss_name(expr: cst.BaseExpression) -> Optional[str]:
+    """The name a backward's loss expression scales: `loss` in `loss`, `loss / K`,
+    `scaler.scale(loss)`."""
+    while True:
+        if type(expr) is cst.BinaryOperation and type(expr.operator) in (cst.Divide, cst.Multiply):
+            expr = expr.left
+        elif type(expr) is cst.Call and type(expr.func) is cst.Attribute and expr.func.attr.value == "scale" \
+                and expr.args:
+            expr = expr.args[0].value
+        else:
+            return dotted(expr)
+
+
+def _target_names(loop: cst.For) -> set[str]:
+    return {node.value for node in walk(loop.target) if type(node) is cst.Name}
+
+
+def _bound_names(assign: cst.Assign) -> set[str]:
+    return {t.target.value for t in assign.targets if type(t.target) is cst.Name}
+
+
+def _binds_any(assign: cst.Assign, names: set[str]) -> bool:
+    return bool(_bound_names(assign) & names)
 
 
 class _Walker:
@@ -207,6 +252,7 @@ class _Walker:
         self.own_level = own_level  # inner loops are left out
         self.root: Optional[cst.CSTNode] = None
         self._escaped: Optional[tuple[Gate, cst.If]] = None  # a `continue` gate leaving its block
+        self._world_tests: dict[tuple[str, int], int] = {}  # a run-constant test (code, function): its worlds' key
 
     def walk(self, body: cst.BaseSuite, root: Optional[cst.CSTNode] = None) -> list[Statement]:
         self.root = root if root is not None else body
@@ -294,6 +340,29 @@ class _Walker:
             return None
         return gate
 
+    def _generator_gate(self, test: cst.BaseExpression) -> Optional[Gate]:
+        """`if meta["grad_accum_index"] == K - 1:` (or `if meta["sync"]:`) where `meta` comes
+        with each micro-batch from a generator of the module that puts `counter % K` there
+        (`ModuleFacts.generator_field`): the gate that value makes, read with the
+        generator's parameters as its call passes them. Its counter lives in the generator,
+        so nothing is said of its base (GA106) and the loop's iterable is unsized (GA107)."""
+        if type(test) is cst.Comparison:
+            fields = [test.left] if type(test.left) is cst.Subscript else []
+        else:
+            fields = [test] if type(test) is cst.Subscript else []
+        if not fields:
+            return None
+        found = self.facts.generator_field(fields[0])
+        if found is None:
+            return None
+        value = _passed_into(found[1], found[2], found[0])
+        if value is None:
+            return None
+        gate = parse_gate(value if test is fields[0] else test.deep_replace(fields[0], value), lambda name: None)
+        if gate is None or gate.kind != "modulo":
+            return None
+        return replace(gate, test=test, whole_test=test, counter=None)
+
     def _bookkeeping_only(self, statement: cst.If) -> bool:
         """A continue gate's body that does nothing but bookkeeping before its jump."""
         body = cast(cst.IndentedBlock, statement.body)
@@ -376,7 +445,7 @@ class _Walker:
                 if helper is not None and self.facts.project.is_foreign(helper):
                     self._block(helper.body, **_entered(context, helper, call, backward_at_call=False))
 
-    def _if(self, statement: cst.If, context: dict[str, Any]) -> None:
+    def _if(self, statement: cst.If, context: dict[str, Any], chained: bool = False) -> None:
         if self.probe:
             # whether a test is a window gate, a test on K or a run constant changes where its
             # arms' statements run, never which calls they make
@@ -387,9 +456,14 @@ class _Walker:
             elif statement.orelse is not None:
                 self._block(statement.orelse.body, **inside)
             return
+        flag_set = None if chained else _flag_set(statement.body)
+        # a chain that only sets a flag (`_flag_chain`) reads the flag's value before it
+        flag_before = None if flag_set is None else (flag_set[0], self.assigned.get(flag_set[0]))
         test, frames = _through_parameters(statement.test, context["frames"])
-        gate = parse_gate(test, lambda name: _argument(name, frames) if _is_parameter(name, frames)
-                          else self.assigned.get(name))
+        gate = self._generator_gate(test) if not frames else None
+        if gate is None:
+            gate = parse_gate(test, lambda name: _argument(name, frames) if _is_parameter(name, frames)
+                              else self.assigned.get(name))
         if gate is not None and gate.kind == "count" and not self._counts_micro_batches(gate, _code(statement.body)):
             gate = None
         path = context["path"] + (statement,)
@@ -411,20 +485,32 @@ class _Walker:
             elif self._run_constant(statement.test, context["helper"]):
                 # `if args.fp16: ... else: ...`: one arm runs on every micro-batch of a run
                 on_true["conditional"] = on_false["conditional"] = context["conditional"]
-                on_true["worlds"] = context["worlds"] + ((id(statement), 0),)
-                on_false["worlds"] = context["worlds"] + ((id(statement), 1),)
+                world = self._world_key(statement, context["helper"])
+                on_true["worlds"] = context["worlds"] + ((world, 0),)
+                on_false["worlds"] = context["worlds"] + ((world, 1),)
         self._block(statement.body, **on_true)
         orelse = statement.orelse
         if type(orelse) is cst.If:
-            self._if(orelse, on_false)
+            self._if(orelse, on_false, chained=True)
         elif orelse is not None:
             self._block(orelse.body, **on_false)
+        if flag_before is not None:
+            flag = _flag_chain(statement, flag_before[1])
+            if flag is not None:
+                self.assigned[flag[0]] = flag[1]
+
+    def _world_key(self, statement: cst.If, helper: Optional[Function]) -> int:
+        """The key of the worlds a run-constant test splits: the `if` itself, or the first `if`
+        of the walk with the same test in the same function, so that `if args.fp16:` around
+        the backward and `if args.fp16:` around the clip later are the same run's arms."""
+        return self._world_tests.setdefault((_code(statement.test), id(helper)), id(statement))
 
     def _run_constant(self, test: cst.BaseExpression, helper: Optional[Function], depth: int = 0) -> bool:
         """A test whose value cannot change between iterations (`args.fp16`, `scaler is not
         None`, `args.max_grad_norm > 0`, `rank == 0`): it reads only names and attributes
         that the loop (and the helper being walked) never binds, or binds only to such a
-        value (`max_norm = cfg.max_grad_norm` in the body), and calls nothing."""
+        value (`max_norm = cfg.max_grad_norm` in the body), and calls nothing (nor reads a
+        property of its class)."""
         names: list[str] = []
         parts: set[int] = set()  # the pieces of a dotted name (`cfg`, `max_norm` in `cfg.max_norm`)
         for node in walk(test):
@@ -445,6 +531,8 @@ class _Walker:
             varying = varying | self._bound_in(helper) | _parameters(helper)
         for name in names:
             pieces = name.split(".")
+            if len(pieces) > 1 and pieces[0] == "self" and self.facts.method(helper or self.function, pieces[1]):
+                return False  # `if self.at_boundary:`: a property of the class, computed on each read
             prefixes = [".".join(pieces[: index + 1]) for index in range(len(pieces))]
             if any(prefix in varying and not self._constant_alias(prefix, helper, depth) for prefix in prefixes):
                 return False
@@ -556,6 +644,77 @@ class _Walker:
 
 
 
+def _flag_chain(statement: cst.If, before: Optional[cst.BaseExpression]) -> Optional[tuple[str, cst.BaseExpression]]:
+    """`if i == 0: update = False` / `elif i % K == 0: update = True` / `else: update =
+    False`: a chain whose every arm only sets one flag to `True` or `False` leaves the flag
+    equal to a test built from the arms' tests (`not A and B`), so that `if update:` reads
+    as the gate it holds. Without an `else` the flag keeps its earlier literal value when
+    no arm runs. None for any other chain."""
+    arms: list[tuple[Optional[cst.BaseExpression], bool]] = []  # (the arm's test, the value it sets)
+    name: Optional[str] = None
+    arm: Union[cst.If, cst.Else, None] = statement
+    while arm is not None:
+        value = _flag_set(arm.body)
+        if value is None or (name is not None and value[0] != name):
+            return None
+        name = value[0]
+        if type(arm) is cst.If:
+            arms.append((arm.test, value[1]))
+            arm = arm.orelse
+        else:
+            arms.append((None, value[1]))
+            arm = None
+    if name is None:
+        return None
+    if arms[-1][0] is not None:  # no `else`: the value before the chain when no arm runs
+        literal = dotted(before) if before is not None else None
+        if literal not in ("True", "False"):
+            return None
+        arms.append((None, literal == "True"))
+    terms: list[cst.BaseExpression] = []
+    passed: list[cst.BaseExpression] = []  # the tests of the arms above (false here)
+    for test, sets_true in arms:
+        if sets_true:
+            parts: list[cst.BaseExpression] = [cst.UnaryOperation(cst.Not(), _parenthesized(t)) for t in passed]
+            if test is not None:
+                parts.append(test)
+            if not parts:
+                return None  # true whatever the tests: not a gate
+            terms.append(_joined(parts, cst.And()))
+        if test is not None:
+            passed.append(test)
+    return (name, _joined(terms, cst.Or())) if terms else None
+
+
+def _joined(parts: list[cst.BaseExpression], operator: "cst.And | cst.Or") -> cst.BaseExpression:
+    joined = parts[0]
+    for part in parts[1:]:
+        joined = cst.BooleanOperation(joined, operator, part)
+    return joined
+
+
+def _flag_set(body: cst.BaseSuite) -> Optional[tuple[str, bool]]:
+    """`flag = True` / `flag = False` as an arm's only statement."""
+    if type(body) is cst.IndentedBlock:
+        lines = body.body
+        line = lines[0] if len(lines) == 1 else None
+        smalls: Sequence[cst.BaseSmallStatement] = line.body if type(line) is cst.SimpleStatementLine else ()
+    else:
+        smalls = cast(cst.SimpleStatementSuite, body).body
+    assign = smalls[0] if len(smalls) == 1 else None
+    if type(assign) is not cst.Assign or len(assign.targets) != 1:
+        return None
+    name = dotted(assign.targets[0].target)
+    literal = dotted(assign.value)
+    if name is None or literal not in ("True", "False"):
+        return None
+    return name, literal == "True"
+
+
+def _parenthesized(test: cst.BaseExpression) -> cst.BaseExpression:
+    return test if test.lpar else test.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+
+
 # How many calls deep from the loop an object's method is walked (see `_Walker._simple`).
 _MAX_FRAMES = 2
 
@@ -578,6 +737,19 @@ def _argument(name: str, frames: tuple[tuple[Function, cst.Call], ...]) -> Optio
         return None
     helper, call = frames[-1]
     return scopes.argument_for(helper, call, name)
+
+
+def _passed_into(function: Function, call: cst.Call, value: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    """`value`, written in `function`, with each of its parameters replaced by what `call`
+    passes for it; None when the call passes one of them no value (its default applies)."""
+    parameters = scopes.all_parameters(function)
+    attributes = {id(n.attr) for n in walk(value) if type(n) is cst.Attribute}
+    for node in [n for n in walk(value) if type(n) is cst.Name and n.value in parameters and id(n) not in attributes]:
+        argument = scopes.argument_for(function, call, node.value)
+        if argument is None:
+            return None
+        value = value.deep_replace(node, argument) if value is not node else argument
+    return value
 
 
 def _through_parameters(test: cst.BaseExpression, frames: tuple[tuple[Function, cst.Call], ...]
@@ -884,23 +1056,25 @@ def _read_header(loop: TrainingLoop, facts: ModuleFacts) -> None:
             start = keyword(iterable, "start")
             start_value = start.value if start is not None else positional(iterable, 1)
             loop.counter_base = 0 if start_value is None else int_value(start_value)
-            loop.iterable = _through_progress_bar(unwrap_iterable(positional(iterable, 0)), facts)
+            loop.iterable = _through_progress_bar(unwrap_iterable(positional(iterable, 0)), facts, loop.function)
         return
     if type(iterable) is cst.Call and last_part(call_name(iterable) or "") == "range":
         loop.counter = dotted(target)
         first = positional(iterable, 0)
         loop.counter_base = 0 if positional(iterable, 1) is None else int_value(first)
         return
-    loop.iterable = _through_progress_bar(unwrap_iterable(iterable), facts)
+    loop.iterable = _through_progress_bar(unwrap_iterable(iterable), facts, loop.function)
 
 
-def _through_progress_bar(iterable: Optional[cst.BaseExpression], facts: ModuleFacts) -> Optional[cst.BaseExpression]:
+def _through_progress_bar(iterable: Optional[cst.BaseExpression], facts: ModuleFacts,
+                          function: Optional[Function]) -> Optional[cst.BaseExpression]:
     """`bar = tqdm(train_dataloader, total=...)` then `for step, batch in enumerate(bar)`:
-    the loop walks `train_dataloader` (a name bound once, to a progress bar over it)."""
+    the loop walks `train_dataloader` (a name bound once, as the loop's function reads it,
+    to a progress bar over it: other methods may bind their own `bar`)."""
     name = dotted(iterable) if type(iterable) in (cst.Name, cst.Attribute) else None
     if name is None:
         return iterable
-    bindings = [b for b in facts.values_of(name) if b.index is None]
+    bindings = [b for b in facts.values_in(name, function) if b.index is None]
     if len(bindings) != 1:
         return iterable
     inner = unwrap_iterable(bindings[0].value)

@@ -46,6 +46,7 @@ _LOSS_FUNCTIONS = LazyPattern(
     r"|multi_margin_loss|hinge_embedding_loss|cosine_embedding_loss|margin_ranking_loss"
     r"|poisson_nll_loss|gaussian_nll_loss|triplet_margin_loss|ctc_loss|\w+_loss)$"
 )
+_LOSS_FUNCTION_NAME = LazyPattern(r"loss|criterion", re.IGNORECASE)
 _CRITERION_NAME = LazyPattern(r"^(criterion|criteria|loss_fn|loss_func|loss_function|lossfn|loss_fct|loss_fcn|compute_loss|loss_module)$")
 _MODEL_NAME = LazyPattern(r"model|^net$|^netG$|^netD$|^raw_model$|^module$", re.IGNORECASE)
 _LM_CLASS = LazyPattern(r"For(CausalLM|ConditionalGeneration|MaskedLM|Seq2SeqLM)\b|AutoModelForSeq2SeqLM|GPT2LMHeadModel")
@@ -467,7 +468,7 @@ class LossReader:
         if (type(expr) is cst.Attribute and expr.attr.value == "loss") or (
                 type(expr) is cst.Subscript and string_value(_subscript_index(expr)) == "loss"):
             # a Hugging Face model's `outputs.loss` is a mean; a project model's is unknown
-            if not self._hugging_face_module():
+            if not self._hugging_face_module() or self._from_loss_function(expr.value, function):
                 return UNKNOWN
             return TOKEN if self._language_model() else MEAN
         if type(expr) is not cst.Call:
@@ -497,24 +498,25 @@ class LossReader:
         token = tail == "cross_entropy" or "CrossEntropy" in tail or self.objects.kind_of(call.func) == "loss"
         if (qualified.startswith("torch.nn.functional.") or name.startswith("F.")) and _LOSS_FUNCTIONS.match(tail):
             return TOKEN if token and _FLATTEN.search(code(call)) else MEAN
+        scope = self.facts.enclosing_function(call)
+        if scope is not None and type(call.func) is cst.Name and call.func.value in all_parameters(scope) and not any(
+                self.facts.enclosing_function(b.statement) is scope for b in self.facts.bindings.get(call.func.value, ())):
+            # `def train(model, loader, criterion, ...)`: what its callers pass, not an object of that name elsewhere
+            return self._passed_criterion(call, scope, call.func.value, depth)
         helper = self.facts.helper(call, function)
         if helper is not None:
             return self._returned(helper, depth)
+        forward = self.facts.forward_of(call)
+        if forward is not None:
+            return self._forward_returned(forward, depth)  # `loss = self.model(input_ids, labels=labels)`
         callee = dotted(call.func)
         if callee is not None:
             for binding in self.facts.values_in(callee, function):
                 if self.objects.built_kind(binding.value, binding.index) == "loss":
-                    constructor = cast(cst.Call, binding.value)  # `built_kind` knows only calls
-                    bound = keyword(constructor, "reduction")
-                    kind = string_value(bound.value) if bound is not None else "mean"
-                    if kind == "sum":
-                        return SUM
-                    if kind != "mean":
-                        return UNKNOWN
-                    crossentropy = "CrossEntropy" in (call_name(constructor) or "")
-                    return TOKEN if crossentropy and _FLATTEN.search(code(call) + code(binding.value)) else MEAN
-            # a criterion named so and bound nowhere (a parameter); one imported is another
-            # module's function: its reduction is unknown unless the project reads it (above)
+                    return self._built_loss(call, cast(cst.Call, binding.value))  # `built_kind` knows only calls
+            # a criterion named so, bound nowhere and no parameter (an attribute a base class of
+            # another module sets); one imported is another module's function: its reduction
+            # is unknown unless the project reads it (above)
             if (_CRITERION_NAME.match(last_part(callee)) and not self.facts.values_of(callee)
                     and callee.partition(".")[0] not in self.facts.imports and self._parameter_if_foreign(callee, function)):
                 return MEAN
@@ -540,6 +542,77 @@ class LossReader:
         parameters = function.params
         return name in {p.name.value for p in (*parameters.posonly_params, *parameters.params, *parameters.kwonly_params)}
 
+    def _built_loss(self, call: cst.Call, constructor: cst.Call) -> Reduction:
+        """The reduction of `call`, a call of the loss object `constructor` builds
+        (`nn.CrossEntropyLoss(ignore_index=-100)`): its `reduction=` keyword, mean by
+        default; a token mean for a cross-entropy over flattened tokens."""
+        bound = keyword(constructor, "reduction")
+        kind = string_value(bound.value) if bound is not None else "mean"
+        if kind == "sum":
+            return SUM
+        if kind != "mean":
+            return UNKNOWN
+        crossentropy = "CrossEntropy" in (call_name(constructor) or "")
+        return TOKEN if crossentropy and _FLATTEN.search(code(call) + code(constructor)) else MEAN
+
+    def _passed_criterion(self, call: cst.Call, function: Function, parameter: str, depth: int) -> Reduction:
+        """`def train(model, loader, criterion, ...)` calling its parameter `criterion(out, y)`:
+        the criterion is whatever the function's callers pass, so it is reduced as every
+        caller in the module passes it (`train(model, loader, nn.CrossEntropyLoss(), ...)`,
+        a name the caller's scope binds to a loss object, a `torch.nn.functional` loss, or
+        the parameter's default when a call passes none), when they all agree. Unknown
+        when no caller is found (another module's, a framework's), when the module names
+        the function otherwise (a callback), or when any caller passes something else.
+        An object of the parameter's name bound elsewhere in the module is not what the
+        function receives."""
+        calls = self.facts.own_calls(function) if depth <= 4 else None
+        if not calls:
+            return UNKNOWN
+        kinds: set[Reduction] = set()
+        default = next((p.default for p in (*function.params.posonly_params, *function.params.params,
+                                            *function.params.kwonly_params) if p.name.value == parameter), None)
+        for site in calls:
+            argument = argument_for(function, site, parameter)
+            if argument is None and (default is None or any(a.star for a in site.args)):
+                return UNKNOWN
+            if argument is None:
+                kinds.add(self._criterion_object(call, cast(cst.BaseExpression, default), None, depth + 1))
+            else:
+                kinds.add(self._criterion_object(call, argument, self.facts.enclosing_function(site), depth + 1))
+        return kinds.pop() if len(kinds) == 1 else UNKNOWN
+
+    def _criterion_object(self, call: cst.Call, argument: cst.BaseExpression, caller: Optional[Function],
+                          depth: int) -> Reduction:
+        """How `call` reduces when the criterion it calls is `argument`, as `caller` passes it:
+        a loss object built there (or by the name's bindings in the caller's scope), a
+        `torch.nn.functional` loss, an object of a project model class (its forward's loss),
+        a function of the module (what it returns), or the caller's own parameter, passed on
+        by its callers."""
+        if type(argument) is cst.Call:
+            return self._built_loss(call, argument) if self.objects.built_kind(argument, None) == "loss" else UNKNOWN
+        name = dotted(argument)
+        if name is None:
+            return UNKNOWN
+        qualified = self.facts.qualified(name) or ""
+        if qualified.startswith("torch.nn.functional.") and _LOSS_FUNCTIONS.match(last_part(qualified)):
+            token = last_part(qualified) == "cross_entropy"
+            return TOKEN if token and _FLATTEN.search(code(call)) else MEAN
+        bindings = [b for b in self.facts.values_in(name, caller)
+                    if caller is None or self.facts.enclosing_function(b.statement) in (caller, None)]
+        if bindings and all(self.objects.built_kind(b.value, b.index) == "loss" for b in bindings):
+            kinds = {self._built_loss(call, cast(cst.Call, b.value)) for b in bindings}
+            return kinds.pop() if len(kinds) == 1 else UNKNOWN
+        forward = self.facts.object_forward(name) if bindings else None
+        if forward is not None:
+            return self._forward_returned(forward, depth)  # a model of the project's class: `train(model, ...)`
+        if bindings:
+            return UNKNOWN
+        if name in self.facts.functions and (caller is None or name not in all_parameters(caller)):
+            return self._returned(self.facts.functions[name], depth)  # `train(model, loader, compute_loss)`
+        if caller is not None and name in all_parameters(caller):
+            return self._passed_criterion(call, caller, name, depth)
+        return UNKNOWN
+
     def _unpacked(self, value: cst.BaseExpression, name: str, target: cst.BaseExpression) -> Reduction:
         """`logits, loss = model(x, y)`: a model that returns its loss after its output
         (nanoGPT). A model whose first result is the loss (`loss, loss_items =
@@ -556,35 +629,66 @@ class LossReader:
         return UNKNOWN
 
     def _returned(self, helper: Function, depth: int) -> Reduction:
-        """The reduction of what a same-module helper returns."""
-        from accumlint.model.tree import walk
+        """The reduction of what a same-module helper returns (its first `return`)."""
+        value = next((v for v in _returned_values(helper)), None)
+        return UNKNOWN if value is None else self._returned_value(helper, value, depth)
 
-        for node in walk(helper.body):
-            if type(node) is cst.Return and node.value is not None:
-                value = node.value
-                if type(value) is cst.Tuple and value.elements:
-                    value = value.elements[0].value
-                inner, scalings = split_scaling(value, None)
-                if scalings:
-                    return UNKNOWN
-                name = dotted(inner)
-                if name is not None and not name.endswith("()"):
-                    for inner_node in walk(helper.body):
-                        if type(inner_node) is cst.Assign and dotted(inner_node.targets[0].target) == name:
-                            return self.reduction(inner_node.value, helper, None, depth + 1)
-                    return UNKNOWN
-                return self.reduction(inner, helper, None, depth + 1)
-        return UNKNOWN
+    def _forward_returned(self, forward: Function, depth: int) -> Reduction:
+        """The reduction of the loss a model's `forward` returns when it is given its labels.
+        Its returns of a loss (a name holding "loss", or an expression) count and must agree;
+        a return of another name (`return logits` when no labels were given) is the
+        inference path, whose output no backward runs on. None left: unknown."""
+        kinds = {self._returned_value(forward, value, depth) for value in _returned_values(forward)
+                 if (name := dotted(value)) is None or "loss" in last_part(name).lower()}
+        return kinds.pop() if len(kinds) == 1 else UNKNOWN
+
+    def _returned_value(self, helper: Function, value: cst.BaseExpression, depth: int) -> Reduction:
+        """The reduction of `value`, returned by `helper`: a name is read at its first
+        assignment in the helper to something else than `None` (`loss = None` before the
+        labels are checked binds no loss)."""
+        inner, scalings = split_scaling(value, None)
+        if scalings:
+            return UNKNOWN
+        name = dotted(inner)
+        if name is not None and not name.endswith("()"):
+            for node in walk(helper.body):
+                if type(node) is cst.Assign and dotted(node.targets[0].target) == name and code(node.value) != "None":
+                    return self.reduction(node.value, helper, None, depth + 1)
+            return UNKNOWN
+        return self.reduction(inner, helper, None, depth + 1)
 
     def _hugging_face_module(self) -> bool:
         """The module imports a Hugging Face library (transformers, peft, trl, accelerate),
         so a model's `outputs.loss` is theirs."""
         return any(full.split(".")[0] in _HUGGING_FACE_PACKAGES for full in self.facts.imports.values())
 
+    def _from_loss_function(self, holder: cst.BaseExpression, function: Optional[Function]) -> bool:
+        """`terms = diffusion.training_losses(model, x, t)` then `terms["loss"]`: the dict a loss
+        function returns, not a model's outputs (every binding of the holder calls a function
+        named for losses)."""
+        name = dotted(holder)
+        bindings = self.facts.values_in(name, function) if name is not None else []
+        return bool(bindings) and all(
+            type(b.value) is cst.Call and b.index is None
+            and _LOSS_FUNCTION_NAME.search(last_part(call_name(b.value) or "")) is not None
+            for b in bindings)
+
     def _language_model(self) -> bool:
         if self.lm_module is None:
             self.lm_module = bool(_LM_CLASS.search(self.facts.text))
         return self.lm_module
+
+
+def _returned_values(function: Function) -> list[cst.BaseExpression]:
+    """What each `return` of the function returns, the first element of a tuple."""
+    values = []
+    for node in walk(function.body):
+        if type(node) is cst.Return and node.value is not None:
+            value = node.value
+            if type(value) is cst.Tuple and value.elements:
+                value = value.elements[0].value
+            values.append(value)
+    return values
 
 
 def _empty_sum(node: Optional[cst.BaseExpression]) -> bool:

@@ -50,6 +50,8 @@ _LR_WORD = LazyPattern(r"LR(?=[A-Z]|$)")  # "LR" as a word of a CamelCase class 
 _CLIP_FUNCTIONS = {"clip_grad_norm_", "clip_grad_value_", "clip_grad_norm", "clip_gradients", "clip_grad", "dispatch_clip_grad", "clip_grads"}
 _MODEL_NAME = LazyPattern(r"model|net|module", re.IGNORECASE)
 _PREPARING = {"prepare", "prepare_model", "setup", "setup_module"}
+_LOSS_CALLEE = LazyPattern(r"loss|criterion|^backward$", re.IGNORECASE)  # what a model's output feeds (`_computes_loss`)
+_LOSS_TARGET = LazyPattern(r"loss", re.IGNORECASE)
 _ZEROING_METHODS = {"zero_grad", "zero_grad_"}
 _SYNC_CONTEXTS = {"no_sync", "no_backward_sync"}
 # weight averages: diffusers EMAModel, timm ModelEma*, ultralytics ModelEMA,
@@ -292,7 +294,11 @@ class Objects:
         if binding.index is None and positional(value, 1) is not None:
             return False  # the whole tuple bound to one name
         argument = positional(value, binding.index or 0)
-        return argument is not None and self._model_like(name) and self._model_like(dotted(argument))
+        if argument is None or not self._model_like(name):
+            return False
+        given = dotted(argument)
+        return self._model_like(given) or (given is not None and self._kind_of_name(given) is None
+                                           and self._computes_loss(name))
 
     def _only_without_accumulation(self, statement: cst.CSTNode) -> bool:
         """`if world_size > 1 and accum == 1: model = DDP(model)`: a statement in an arm
@@ -324,6 +330,31 @@ class Objects:
         if _MODEL_NAME.search(last_part(name)):
             return True
         return name in self._called_names and self._kind_of_name(name) is None
+
+    def _computes_loss(self, name: str) -> bool:
+        """Some call of `name` in the module computes a loss with data: its result is bound to
+        a loss-named target (`loss = self.vae(images, return_loss=True)`, `loss, parts =
+        ...`) or is an argument of a loss or a backward (`criterion(net(x), y)`,
+        `F.mse_loss(...)`, `accelerator.backward(...)`). An object prepared under any name
+        (`self.vae, opt = accelerator.prepare(vae, opt)`) is then the model whose gradients
+        the loop's backward fills, which a callable that computes anything else (a noise
+        sampler, a tokenizer) is not known to be."""
+        for call in self.facts.calls:
+            if dotted(call.func) != name or not call.args:
+                continue
+            node: cst.CSTNode = call
+            while True:
+                parent = self.facts.parents.get(id(node))
+                if parent is None or isinstance(parent, (cst.BaseCompoundStatement, cst.SimpleStatementLine, cst.Lambda)):
+                    break
+                if type(parent) is cst.Call and parent is not call and node is not parent.func:
+                    if _LOSS_CALLEE.search(last_part(dotted(parent.func) or "")):
+                        return True
+                elif type(parent) is cst.Assign and any(_LOSS_TARGET.search(code(n)) for t in parent.targets
+                                                        for n in walk(t.target) if type(n) is cst.Name):
+                    return True
+                node = parent
+        return False
 
     @cached_property
     def _called_names(self) -> set[str]:

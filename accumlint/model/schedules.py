@@ -72,11 +72,11 @@ def known_schedule(facts: ModuleFacts, call: cst.Call) -> bool:
     """A scheduler built in sight: a library's scheduler (torch, transformers, timm...) or a
     scheduler class (`InverseLR(...)`: its arguments are all there is). A project's factory
     function (`get_scheduler(cfg, optimizer, total_steps)` from its own utils) hides the
-    schedule's length."""
+    schedule's length, and so does a function a star import may have brought in."""
     name = facts.qualified(call_name(call)) or ""
     tail = last_part(name)
     return name.split(".")[0] in _SCHEDULE_LIBRARIES or tail[:1].isupper() or "." not in name and (
-        name not in facts.imports and name not in facts.functions)
+        name not in facts.imports and name not in facts.functions and not facts.star_imports)
 
 
 def length_arguments(call: cst.Call, facts: Optional[ModuleFacts] = None) -> list[cst.BaseExpression]:

@@ -40,6 +40,7 @@ from accumlint.source.patterns import LazyPattern
 
 _ITERABLE_DATASET = LazyPattern(r"Iterable|Stream|streaming\s*=\s*True|IterDataPipe")
 _MODEL_NAME = LazyPattern(r"model|net|module|policy|unet|transformer|encoder|decoder", re.IGNORECASE)
+_TASK_COUNT = LazyPattern(r"task|domain|datasets|lang", re.IGNORECASE)  # not `len(train_dataset) // bs`
 
 _RESCALE_CALLS = {"scale_grads", "scale_gradients", "multiply_grads", "rescale_gradients", "scale_grad", "_scale_grads"}
 
@@ -324,18 +325,19 @@ class Window:
                 if type(small) is not cst.Assign:
                     continue
                 for target in small.targets:
-                    if dotted(target.target) == name:
+                    if dotted(target.target) == name and own_scope:
                         latest = small.value
-                        unpacked = None if own_scope else unpacked
+                        unpacked = None
                     elif own_scope and type(target.target) in (cst.Tuple, cst.List) and type(small.value) is cst.Call:
                         elements = cast("cst.Tuple | cst.List", target.target).elements
                         for index, element in enumerate(elements):
                             if dotted(element.value) == name:
                                 unpacked = (small.value, index)
-        if type(latest) is cst.Call and last_part(dotted(latest.func) or "") in _DETACHING_METHODS:
+        if latest is not None and _detached(latest):
             return False
         if unpacked is None:
-            return True
+            returned = self.facts.returned(latest) if type(latest) is cst.Call else []
+            return not (returned and all(_detached(value) for value in returned))
         returned = self.facts.returned(unpacked[0])
         return not (returned and all(_detached_element(value, unpacked[1]) for value in returned))
 
@@ -706,10 +708,18 @@ class Window:
 
     @cached_property
     def micro_k(self) -> Optional[cst.BaseExpression]:
+        """K of a `for _ in range(K)` micro-step loop. None when the bound counts tasks
+        (`range(n_tasks)`, `range(len(task_loaders))`): a loop that backpropagates one loss
+        per task optimises the sum of the tasks' losses, a choice, not a window of K
+        micro-batches owed a 1/K."""
         micro = self.loop.micro_loop
         if type(micro) is cst.For and type(micro.iter) is cst.Call:
             if last_part(call_name(micro.iter) or "") == "range" and positional(micro.iter, 1) is None:
-                return positional(micro.iter, 0)
+                bound = positional(micro.iter, 0)
+                if bound is not None and any(_TASK_COUNT.search(last_part(dotted(node) or ""))
+                                             for node in walk(bound) if type(node) in (cst.Name, cst.Attribute)):
+                    return None
+                return bound
         return None
 
     @cached_property
@@ -887,8 +897,9 @@ class Window:
 
     @cached_property
     def single_micro_batch(self) -> bool:
-        """K is 1 for the whole run: a module-level name bound to the literal 1 and nothing
-        else (`GRAD_ACCUM = 1`), in a module that does not rebind its globals from a config
+        """K is 1 for the whole run: a module-level name, or a local of the loop's function,
+        bound to the literal 1 and nothing else (`GRAD_ACCUM = 1`, `n_accumulate = 1` above
+        the loop), in a module that does not rebind its globals from a config
         (`exec(...)`, `globals().update(...)`). Every window then holds one micro-batch: a
         plain loop, as the arm of `if K == 1:` is, where no accumulation rule applies. A
         parameter, attribute, config field or argparse default of 1 is not known to stay 1."""
@@ -899,9 +910,13 @@ class Window:
             return int_value(k) == 1
         if type(k) is not cst.Name:
             return False
+        function = self.loop.function
+        if function is not None and k.value in scopes.parameters(function):
+            return False
         bindings = self.facts.bindings.get(k.value, ())
         return bool(bindings) and not self.facts.rebinds_globals and all(
-            b.index is None and int_value(b.value) == 1 and self.facts.enclosing_function(b.statement) is None
+            b.index is None and int_value(b.value) == 1
+            and self.facts.enclosing_function(b.statement) in (None, function)
             and type(b.statement) is not cst.For for b in bindings)
 
     @cached_property
@@ -946,9 +961,12 @@ class Window:
         return any(b.gate is None for b in self.loop.backwards)
 
     def runs_every_micro_batch(self, statement: Statement) -> bool:
-        """The statement runs on each micro-batch: in the micro loop, or ungated at all."""
+        """The statement runs on each micro-batch: in the micro loop and not under a test
+        inside it (`if micro == 0: zero_grad()` opens the window, `if micro == K - 1:
+        clip(...)` closes it: what such a test selects is unknown, and unknown is silent),
+        or ungated at all."""
         if self.loop.micro_loop is not None:
-            return self.loop.in_micro_loop(statement)
+            return self.loop.in_micro_loop(statement) and not _tested_within(statement, self.loop.micro_loop)
         return statement.gate is None and not statement.conditional
 
     # -- counters -------------------------------------------------------------------
@@ -957,7 +975,10 @@ class Window:
         if gate.counter is None:
             return None
         if statement.helper is None and (gate.counter == self.loop.counter or gate.counter in self.loop.derived_counters):
-            return self.loop.counter_base
+            base = self.loop.counter_base
+            if base is not None and gate.counter == self.loop.counter and self.counts_before(gate, statement):
+                return base + 1  # `for step, batch in enumerate(loader): step += 1` counts from 1
+            return base
         increment = self.loop.increments.get(gate.counter)
         if increment is None or statement.helper is not None:
             return None
@@ -970,7 +991,18 @@ class Window:
         first_gated = min((s.order for s in self.loop.statements if s.gate is gate), default=None)
         if first_gated is None:
             return None
+        if increment > first_gated and self._reset_under(gate, gate.counter):
+            # reset under the gate, then incremented after it: every window but the first
+            # sees the counter from 1 (`c = 0` at the step, `c += 1` at the iteration's end)
+            return None
         return initial + (1 if increment < first_gated else 0)
+
+    def _reset_under(self, gate: Gate, name: str) -> bool:
+        """`name = 0` in a statement that runs under `gate`."""
+        gated = {id(small) for s in self.loop.statements if s.gate is gate and type(s.node) is cst.SimpleStatementLine
+                 for small in s.node.body}
+        return any(id(binding.statement) in gated and int_value(binding.value) == 0
+                   for binding in self.facts.bindings.get(name, ()))
 
     def _initial_value(self, name: str) -> Optional[int]:
         values = {int_value(b.value) for b in self.facts.bindings.get(name, ())}
@@ -979,6 +1011,45 @@ class Window:
 
     def off_by_one(self, gate: Gate, statement: Statement) -> bool:
         return gate.form == ZERO and self.counter_base(gate, statement) == 0
+
+    @cached_property
+    def sets_gradients(self) -> bool:
+        """The iteration writes the gradients the step applies itself (`p.grad = merged[i]`,
+        `p.grad.copy_(noised)`), from what it harvested after each backward: per-sample
+        clipping, gradient surgery across tasks. A zeroing between those backwards erases
+        nothing the step uses."""
+        for statement in self.loop.statements:
+            if any(e.kind == "zero" for e in statement.events):
+                continue
+            for node in walk(statement.node):
+                if type(node) is cst.AssignTarget and type(node.target) is cst.Attribute \
+                        and node.target.attr.value == "grad" and not _reads(statement.small, dotted(node.target)):
+                    return True  # not `p.grad = p.grad.clamp(-1, 1)`, which edits the window's own gradient
+                if type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value == "copy_" \
+                        and last_part(dotted(node.func.value) or "") in ("grad", "data") \
+                        and ".grad" in (dotted(node.func.value) or ""):
+                    return True
+        return False
+
+    @cached_property
+    def flushes_after_loop(self) -> bool:
+        """An optimizer step follows the loop in its function: it applies the partial window
+        the loop ends with."""
+        for statement in self.loop.site.siblings(before=False):
+            for node in walk(statement):
+                if type(node) is cst.Call:
+                    role = self.objects.role(node)
+                    if role is not None and role.kind == "step":
+                        return True
+        return False
+
+    def opens_next_window(self, step: Event) -> bool:
+        """A gated step that runs before the iteration's backward on each window's first
+        micro-batch (`if i > 0 and i % K == 0:` over a 0-based index) applies the K
+        micro-batches before it: it closes the previous window as the next one opens, and
+        the step after the loop closes the last one. That order is correct."""
+        gate = step.gate
+        return gate is not None and self.off_by_one(gate, step.statement) and self.flushes_after_loop
 
     def counts_before(self, gate: Gate, statement: Statement) -> bool:
         """A count gate's counter (`n += 1`, then `if n == K:`) is incremented on every
@@ -1010,6 +1081,62 @@ class Window:
                 if _remainder_of(statement.test, False) == wanted:
                     return True
         return False
+
+    def stops_after_full_windows(self, gate: Gate) -> bool:
+        """The loop leaves once its whole windows are done: an `if ...: break` in its body
+        compares with the count of whole windows of its iterable (`len(loader) // K`,
+        through assignments), per epoch or times the enclosing loop's variable
+        (`step > steps_per_epoch * epoch`), which drops the tail by design as
+        `drop_last=True` would. A budget over the whole run (`len(dl) // K * num_epochs`,
+        `args.max_steps`) still leaves every other epoch's tail: not this."""
+        iterable = self.loop.iterable
+        if iterable is None or gate.k is None:
+            return False
+        wanted = code(iterable)
+        outer = self._enclosing_loop_target()
+        for node in walk(self.loop.node.body):
+            if type(node) is cst.If and _ends_in_break(node.body):
+                if any(type(part) is cst.Comparison and any(
+                        self._whole_windows(side, wanted, outer, 0)
+                        for side in (part.left, *(c.comparator for c in part.comparisons)))
+                       for part in walk(node.test)):
+                    return True
+        return False
+
+    def _whole_windows(self, value: cst.BaseExpression, iterable: str, outer: Optional[str], depth: int) -> bool:
+        """`value` counts the whole windows of `iterable` in one epoch (or up to the epoch
+        the enclosing loop is in): `len(it) // K`, `int(len(it) / K)`, a name bound to one."""
+        if depth > 4:
+            return False
+        kind = type(value)
+        if kind is cst.BinaryOperation:
+            operation = cast(cst.BinaryOperation, value)
+            if type(operation.operator) in (cst.FloorDivide, cst.Divide):
+                length = operation.left
+                return (type(length) is cst.Call and call_name(length) == "len" and len(length.args) == 1
+                        and code(length.args[0].value) == iterable and self.is_k(operation.right))
+            if type(operation.operator) is cst.Multiply and outer is not None:
+                sides = (operation.left, operation.right)
+                return any(dotted(side) == outer for side in sides) and any(
+                    self._whole_windows(side, iterable, outer, depth + 1) for side in sides)
+            return False
+        if kind is cst.Call and call_name(cast(cst.Call, value)) in ("int", "math.floor"):
+            arguments = cast(cst.Call, value).args
+            return len(arguments) == 1 and self._whole_windows(arguments[0].value, iterable, outer, depth + 1)
+        name = dotted(value)
+        if name is None or name == outer:
+            return False
+        return any(binding.index is None and self._whole_windows(binding.value, iterable, outer, depth + 1)
+                   for binding in self.facts.bindings.get(name, ()))
+
+    def _enclosing_loop_target(self) -> Optional[str]:
+        """The target of the `for` loop (over epochs) that holds this loop, if any."""
+        parent = self.facts.parents.get(id(self.loop.node))
+        while parent is not None and type(parent) is not cst.FunctionDef:
+            if type(parent) is cst.For:
+                return dotted(parent.target)
+            parent = self.facts.parents.get(id(parent))
+        return None
 
     # -- boundary rescaling ------------------------------------------------------------
     @cached_property
@@ -1070,6 +1197,15 @@ def _remainder_of(test: cst.BaseExpression, zero: bool) -> Optional[tuple[str, s
     if type(length) is not cst.Call or call_name(length) != "len" or len(length.args) != 1:
         return None
     return code(length.args[0].value), code(remainder.right)
+
+
+def _ends_in_break(body: cst.BaseSuite) -> bool:
+    """Whether a block's last statement is a `break`."""
+    if type(body) is cst.SimpleStatementSuite:
+        return type(body.body[-1]) is cst.Break
+    statements = getattr(body, "body", ())
+    last = statements[-1] if statements else None
+    return type(last) is cst.SimpleStatementLine and type(last.body[-1]) is cst.Break
 
 
 def _raises(body: cst.BaseSuite) -> bool:
@@ -1150,6 +1286,54 @@ _NAMING = (cst.Name, cst.Attribute, cst.Subscript)
 _DETACHING_METHODS = frozenset({"item", "detach", "tolist", "cpu", "numpy", "float", "data"})
 
 
+def _reads(small: cst.BaseSmallStatement, name: Optional[str]) -> bool:
+    """The assignment's value reads `name` (`p.grad` in `p.grad = p.grad / n`)."""
+    if type(small) is not cst.Assign or name is None:
+        return False
+    return any(dotted(node) == name for node in walk(small.value) if type(node) is cst.Attribute)
+
+
+def _tested_within(statement: Statement, loop: cst.CSTNode) -> bool:
+    """Between `loop` and the statement lies a test: an `if` or `match` arm, or an
+    `except`, `else` or `finally` block of a `try` (its body runs unconditionally)."""
+    path = list(statement.block)
+    if loop not in path:
+        return statement.gate is not None
+    inside = path[path.index(loop) + 1:]
+    for index, node in enumerate(inside):
+        following = inside[index + 1] if index + 1 < len(inside) else None
+        if type(node) in (cst.If, cst.Match):
+            return True
+        if type(node) in (cst.Try, cst.TryStar) and following is not cast("cst.Try | cst.TryStar", node).body:
+            return True
+    return False
+
+
+def _detached(value: cst.BaseExpression) -> bool:
+    """A value that holds no autograd graph: a detaching call (`loss.item()`, `float(loss)`,
+    `loss.detach()`), or arithmetic of one with numbers or non-loss names (`loss.item() * K`,
+    `float(loss) / n`)."""
+    if type(value) is cst.Call:
+        return last_part(dotted(value.func) or "") in _DETACHING_METHODS
+    if type(value) is cst.UnaryOperation:
+        return _detached(value.expression)
+    if type(value) is cst.BinaryOperation:
+        left, right = value.left, value.right
+        return (_detached(left) and _scalar_operand(right)) or (_detached(right) and _scalar_operand(left))
+    return False
+
+
+def _scalar_operand(value: cst.BaseExpression) -> bool:
+    """An operand that adds no graph beside a detached value: a number, a detached value, or a
+    name that does not name a loss (`K`, `args.accum_steps`, `x.size(0)`)."""
+    if type(value) in (cst.Integer, cst.Float) or _detached(value):
+        return True
+    if type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in ("size", "numel"):
+        return True
+    name = dotted(value)
+    return name is not None and "loss" not in last_part(name).lower()
+
+
 def _detached_element(value: cst.BaseExpression, index: int) -> bool:
     """Element `index` of a returned tuple is a detached value (`loss.item()`)."""
     if type(value) not in (cst.Tuple, cst.List):
@@ -1157,5 +1341,4 @@ def _detached_element(value: cst.BaseExpression, index: int) -> bool:
     elements = cast("cst.Tuple | cst.List", value).elements
     if index >= len(elements) or type(elements[index]) is not cst.Element:
         return False
-    element = elements[index].value
-    return type(element) is cst.Call and last_part(dotted(element.func) or "") in _DETACHING_METHODS
+    return _detached(elements[index].value)

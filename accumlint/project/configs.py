@@ -10,11 +10,12 @@ guess at what it meant.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import stat
 from dataclasses import dataclass
-from typing import Any, Optional, Union
+from typing import Any, Optional, Union, cast
 
 MAX_CONFIG_BYTES = 1 << 20
 _DEEPSPEED_KEYS = {"gradient_accumulation_steps", "zero_optimization", "gradient_clipping",
@@ -74,7 +75,7 @@ def _yaml(path: str, text: str) -> Union[Any, ConfigError]:
     import yaml
 
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_tag_tolerant_loader())
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         line, column = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
@@ -83,6 +84,28 @@ def _yaml(path: str, text: str) -> Union[Any, ConfigError]:
         return ConfigError(path, 1, 1, f"invalid YAML: {error}")
     except RecursionError:
         return ConfigError(path, 1, 1, "invalid YAML: nested too deeply")
+
+
+@functools.lru_cache(maxsize=1)
+def _tag_tolerant_loader() -> type:
+    """PyYAML's safe loader, reading an application's own tags (`!bool "True"`, `!!python/tuple
+    [1, 2]`) as the plain value they tag: such a file is valid YAML that the safe loader
+    cannot build, not a broken config. Nothing is constructed but plain data."""
+    import yaml
+
+    class TagTolerantLoader(yaml.SafeLoader):
+        pass
+
+    def plain(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> Any:
+        if isinstance(node, yaml.MappingNode):
+            return loader.construct_mapping(node, deep=True)
+        if isinstance(node, yaml.SequenceNode):
+            return loader.construct_sequence(node, deep=True)
+        return loader.construct_scalar(cast(yaml.ScalarNode, node))
+
+    TagTolerantLoader.add_multi_constructor("!", plain)
+    TagTolerantLoader.add_multi_constructor("tag:yaml.org,2002:python/", plain)
+    return TagTolerantLoader
 
 
 def _int(value: Any) -> Optional[int]:

@@ -109,7 +109,8 @@ def _unrestored(window: Window, call: cst.Call, name: str,
             continue
         if type(node) is cst.Lambda:
             continue
-        inner = [node.value] if type(node) is cst.Arg else children(node)  # not `loss=` keywords
+        # not `loss=` keywords, nor the attribute name of `outputs.loss` (another value than `loss`)
+        inner = [node.value] if type(node) is cst.Arg or type(node) is cst.Attribute else children(node)
         stack.extend((child, parents + (node,)) for child in inner)
     return found
 

@@ -52,6 +52,10 @@ def _late_context(window: Window, control: SyncControl, statements: list[Stateme
     if not earlier:
         return
     forward = earlier[-1]
+    if any(forward is held for other in window.sync_controls
+           if other is not control and other.kind == "context" and code(other.model) == code(control.model)
+           for held in other.statements):
+        return  # `with model.no_sync(): outputs = model(...)` earlier, in its own block
     yield Finding(
         control.node,
         f"`{code(cast(cst.WithItem, control.node).item)}` holds the backward but not the forward of `{code(control.model)}` "

@@ -68,6 +68,8 @@ def zeroing_before_step(window: Window) -> list[tuple[Event, Event]]:
 def zero_grad_every_micro_batch(window: Window) -> Iterable[Finding]:
     if not window.steps_once_per_window or steps_every_micro_batch(window) or not window.backward_per_micro_batch:
         return
+    if window.sets_gradients:
+        return
     reported = {id(zero) for zero, _ in zeroing_before_step(window)}
     for zero in window.zeroings:
         if id(zero) in reported:
@@ -335,6 +337,8 @@ def backward_after_step(window: Window) -> Iterable[Finding]:
             continue
         if step.role.closure_step:
             continue  # its backward runs inside the step, in its own window
+        if window.opens_next_window(step):
+            continue
         before = [b for b in window.loop.backwards if b.precedes(step)]
         after = [b for b in window.loop.backwards if step.precedes(b) and not b.statement.loops]
         if before or not after:
@@ -483,13 +487,13 @@ def dropped_tail_window(window: Window) -> Iterable[Finding]:
                 continue
         elif not window.correct_boundary(gate, statement):
             continue
-        if _flushes_after(window) or window.length_divisible(gate):
+        if window.flushes_after_loop or window.length_divisible(gate) or window.stops_after_full_windows(gate):
             continue
         iterable = code(loop.iterable)
         edits: tuple[Edit, ...] = ()
         if type(gate.test) is cst.Comparison and own_counter and gate.kind == "modulo":
             positive = type(gate.test.comparisons[0].operator) is cst.Equal
-            numerator = f"({loop.counter} + 1)" if loop.counter_base == 0 else loop.counter
+            numerator = f"({loop.counter} + 1)" if window.counter_base(gate, statement) == 0 else loop.counter
             clause = f"{numerator} == len(__iterable__)" if positive else f"{numerator} != len(__iterable__)"
             joined = f"__test__ {'or' if positive else 'and'} {clause}"
             bare_test = gate.test.with_changes(lpar=[], rpar=[])
@@ -550,16 +554,6 @@ def _counts_across_epochs(window: Window, gate: Gate, statement: Statement) -> b
         return False
     incremented = window.loop.statements[increment] if increment < len(window.loop.statements) else None
     return incremented is not None and incremented.gate is None and not incremented.conditional
-
-
-def _flushes_after(window: Window) -> bool:
-    for statement in window.loop.site.siblings(before=False):
-        for node in walk(statement):
-            if type(node) is cst.Call:
-                role = window.objects.role(node)
-                if role is not None and role.kind == "step":
-                    return True
-    return False
 
 
 ZERO_GRAD_EVERY_MICRO_BATCH = Rule(
