@@ -206,6 +206,10 @@ class ModuleFacts:
         name reads its own bindings only (Python makes the name local there); otherwise
         every binding (module level, other functions: what `values_of` knows). Two loops of
         one file (`train_plain` and `train_accumulated`) may bind `criterion` differently."""
+        if function is not None and name is not None and "." not in name and self.project is not None:
+            foreign = self.project.module_bindings(function, name)
+            if foreign is not None:
+                return foreign  # a function of another module reads its own module's names
         found = self.values_of(name)
         if function is None or name is None or "." in name:
             return found
@@ -322,9 +326,28 @@ class ModuleFacts:
             if home is not None:  # a call in another module's helper: resolved there
                 return _unless_own_update(self.project.function(dotted(func), within=home))
         target = self._own_function(call, caller)
-        if target is None and self.project is not None:
+        if target is None and self.project is not None and not self._bound_here(call):
             target = _unless_own_update(self.project.function(dotted(func)))
         return None if target is caller else target
+
+    def _bound_here(self, call: cst.Call) -> bool:
+        """A plain callee that the module binds itself, not through an import: assigned, a
+        class, or a parameter of a function around the call (a `from utils import *` function
+        of that name is not the one called)."""
+        func = call.func
+        if type(func) is not cst.Name or func.value in self.imports:
+            return False
+        name = func.value
+        if name in self.bindings or name in self.classes:
+            return True
+        function = self.enclosing_function(call)
+        while function is not None:
+            params = function.params
+            if name in {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)} or any(
+                    type(p) is cst.Param and p.name.value == name for p in (params.star_arg, params.star_kwarg)):
+                return True
+            function = self.enclosing_function(function)
+        return False
 
     def local_function(self, call: cst.Call, name: str) -> Optional[Function]:
         """The function `name` defined in the body of a function around the call (innermost

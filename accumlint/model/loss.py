@@ -283,7 +283,7 @@ class LossReader:
                     self._trace(loop, before, argument, flow, depth + 1)
                     return
                 flow.origin, flow.origin_statement = expr, flow.origin_statement or before
-                flow.reduction = self.reduction(expr, loop.function, flow)
+                flow.reduction = self.reduction(expr, self._reader(loop, before), flow)
                 return
             statement, small = definition
             in_place = _in_place_scaling(small, name)
@@ -320,14 +320,14 @@ class LossReader:
                 self._trace(loop, statement, inner, flow, depth + 1)
                 return
             flow.origin, flow.origin_statement = inner, statement
-            flow.reduction = self.reduction(inner, loop.function, flow)
+            flow.reduction = self.reduction(inner, self._reader(loop, statement), flow)
             self._scaled_before_method(loop, statement, inner, flow, depth)
             return
         if type(expr) is cst.Call and before.helper is not None and depth < 8 and self._through_call(loop, before, expr, flow, depth):
             return  # `accelerator.backward(scaled(loss, k))` in a helper: the flow goes on at `scaled`'s `return`
         flow.origin = expr
         flow.origin_statement = before
-        flow.reduction = self.reduction(expr, loop.function, flow)
+        flow.reduction = self.reduction(expr, self._reader(loop, before), flow)
         if depth < 8:
             self._scaled_before_method(loop, before, expr, flow, depth)  # `loss.mean().backward()`
 
@@ -518,9 +518,29 @@ class LossReader:
             # another module sets); one imported is another module's function: its reduction
             # is unknown unless the project reads it (above)
             if (_CRITERION_NAME.match(last_part(callee)) and not self.facts.values_of(callee)
-                    and callee.partition(".")[0] not in self.facts.imports):
+                    and callee.partition(".")[0] not in self.facts.imports and self._parameter_if_foreign(callee, function)):
                 return MEAN
         return UNKNOWN
+
+    def _reader(self, loop: TrainingLoop, statement: Statement) -> Optional[Function]:
+        """The function whose names a statement of the loop reads: the loop's own, or, for a
+        statement of a helper read from another module, that helper (its names are its
+        module's, not the analysed module's)."""
+        project = self.facts.project
+        if statement.helper is not None and project is not None and project.is_foreign(statement.helper):
+            return statement.helper
+        return loop.function
+
+    def _parameter_if_foreign(self, name: str, function: Optional[Function]) -> bool:
+        """In a function read from another module, a plain name is unbound in the analysed
+        module's sense only when it is one of the function's parameters: any other plain name
+        is bound (or imported) in that module, whatever the analysed module binds. Attributes
+        (`self.loss_fn`) are read as in the analysed module."""
+        project = self.facts.project
+        if function is None or project is None or "." in name or not project.is_foreign(function):
+            return True
+        parameters = function.params
+        return name in {p.name.value for p in (*parameters.posonly_params, *parameters.params, *parameters.kwonly_params)}
 
     def _built_loss(self, call: cst.Call, constructor: cst.Call) -> Reduction:
         """The reduction of `call`, a call of the loss object `constructor` builds

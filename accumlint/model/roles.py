@@ -200,8 +200,10 @@ class Objects:
 
     def _kind_of_name(self, name: str) -> Optional[ObjectKind]:
         kind = self._named_kind(name)
-        if kind == "optimizer" and self.facts.project_object(name):
-            return None  # a plain project class wrapping optimizers (`EveryDreamOptimizer(...)`)
+        if kind in ("optimizer", "engine") and self.facts.project_object(name):
+            # a plain project class wrapping optimizers (`EveryDreamOptimizer(...)`), or a
+            # project `Engine` named `engine` that is no DeepSpeed engine
+            return None
         return kind
 
     def _named_kind(self, name: str) -> Optional[ObjectKind]:

@@ -184,7 +184,38 @@ class Window:
     def zeroings(self) -> list[Event]:
         """The zeroings of the window's gradients: every zeroing of the iteration but those of
         a separate update (`separate_updates`)."""
-        return [z for z in self.loop.of_kind("zero") if id(z) not in self.separate_updates]
+        return [z for z in self.loop.of_kind("zero") if id(z) not in self.separate_updates
+                and not self._zeroes_untrained_model(z)]
+
+    def _zeroes_untrained_model(self, zero: Event) -> bool:
+        """`teacher.zero_grad()` while every optimizer the window steps is built over another
+        model's parameters (`AdamW(student.parameters())`): the zeroing clears gradients the
+        window never applies (a frozen teacher, a target network). Only when neither model's
+        bindings mention the other (`model = DDP(net)` shares `net`'s parameters)."""
+        call = zero.role.call
+        if not (type(call) is cst.Call and type(call.func) is cst.Attribute and call.func.attr.value == "zero_grad"):
+            return False  # `p.grad = None` over parameters
+        target = dotted(zero.role.target) if zero.role.target is not None else None
+        if target is None or "." in target or self.objects.kind_of(zero.role.target) is not None:
+            return False  # an optimizer's zeroing, `self.model.zero_grad()`: not read here
+        if zero.statement.helper is not None:
+            # in a helper, the model its caller passes for the parameter (`teacher_targets(teacher, x)`)
+            passed = self._passed(zero.statement, target)
+            target = passed.value if type(passed) is cst.Name else None
+            if target is None:
+                return False
+        steps = [e for e in self.optimizer_steps if id(e) not in self.separate_updates]
+        trained = {self._trained_model(e.role.target) for e in steps if e.role.target is not None}
+        if not steps or len(trained) != 1 or None in trained:
+            return False
+        model = trained.pop()
+        assert model is not None
+        return model != target and not self._related(model, target) and not self._related(target, model)
+
+    def _related(self, name: str, other: str) -> bool:
+        """Whether a binding of `name` reads `other` (`model = DDP(net)` reads `net`)."""
+        return any(other in {n.value for n in walk(b.value) if type(n) is cst.Name}
+                   for b in self.facts.values_of(name))
 
     def _separate_update(self, step: Event) -> set[int]:
         """The ids of `step`, its zeroing and the backwards between them when the three make one
@@ -212,10 +243,12 @@ class Window:
     @staticmethod
     def _same_block(event: Event, other: Event) -> bool:
         """Both run under the same gate in the same block (both on every iteration, or both
-        in the body of one `if`)."""
+        in the body of one `if`), in the loop itself or both in one walk of one helper (a
+        helper that updates the discriminator of a GAN on its own: zeroing, backward, step)."""
         mine, theirs = event.statement, other.statement
         if mine.helper is not None or theirs.helper is not None:
-            return False
+            if mine.call_site is None or mine.call_site is not theirs.call_site or mine.callers != theirs.callers:
+                return False
         if mine.gate_if is None and theirs.gate_if is None:
             return not (mine.conditional or theirs.conditional)
         if mine.gate_if is not theirs.gate_if or len(mine.block) != len(theirs.block):

@@ -183,8 +183,30 @@ class ProjectView:
                 return self.symbol(self._home_of_class(inner), f"{inner.name}.{rest}", hops + 1)
             return None
         else:
-            return None
+            return self._star_symbol(module, name, hops)
         return found
+
+    def _star_symbol(self, module: ModuleSummary, name: str, hops: int) -> Optional[Symbol]:
+        """A function that `from utils import *` brings into `module`: the last star-imported
+        module that defines the name's head, when every star import of `module` is a project
+        module (a third-party one may define the name too) and that module exports it (no
+        `_` prefix, in `__all__` when it has one). Only functions: what else a star import
+        binds stays unknown."""
+        head = name.partition(".")[0]
+        stars = [(target, level) for target, imported, level in module.imports.values() if imported == "*"]
+        if not stars or head.startswith("_") or "." in name:
+            return None
+        modules = [self._module(resolve_module(self.root, module.path, target, level)) for target, level in stars]
+        for star in reversed(modules):
+            if star is None:
+                return None
+            exported = star.constants.get("__all__")
+            if head in star.functions or head in star.classes or head in star.constants or head in star.imports:
+                if exported is not None and head not in _literal_names(exported):
+                    return None
+                found = self.symbol(star, head, hops + 1)
+                return found if type(found) is FunctionSummary else None
+        return None
 
     def _through_modules(self, module: ModuleSummary, base: str, level: int, rest: str, hops: int) -> Optional[Symbol]:
         parts = rest.split(".") if rest else []
@@ -220,7 +242,8 @@ class ProjectView:
         if depth > MAX_DEPTH:
             return None
         head = callee.partition(".")[0]
-        if module is self.summary and head not in module.imports:
+        if module is self.summary and head not in module.imports and not (
+                "." not in callee and any(imported == "*" for _, imported, _ in module.imports.values())):
             return None  # the module's own functions are the model's (`ModuleFacts.helper`)
         found = self.symbol(module, callee)
         if type(found) is not FunctionSummary or "." in found.name:
@@ -242,9 +265,22 @@ class ProjectView:
         if owner.endswith("()") or owner.partition(".")[0] not in self.summary.imports:
             return False
         found = self.symbol(self.summary, owner)
-        if type(found) is not ClassSummary or not all(base in PLAIN_BASES for base in found.bases):
+        return type(found) is ClassSummary and self._plain(found, 0)
+
+    def _plain(self, owner: ClassSummary, depth: int) -> bool:
+        """A project class whose bases are `object` or plain project classes themselves (a few
+        levels up, `class Engine(BaseEngine)` with `class BaseEngine:` in another module), none
+        defining `__getattr__`."""
+        home = self._home_of_class(owner)
+        if depth > 3 or self.symbol(home, f"{owner.name}.__getattr__") is not None:
             return False
-        return self.symbol(self._home_of_class(found), f"{found.name}.__getattr__") is None
+        for base in owner.bases:
+            if base in PLAIN_BASES:
+                continue
+            parent = self.symbol(home, base) if re.fullmatch(r"[\w.]+", base) else None
+            if type(parent) is not ClassSummary or parent is owner or not self._plain(parent, depth + 1):
+                return False
+        return True
 
     def class_bases(self, owner: str) -> tuple[str, ...]:
         """The bases of `owner` (as the loop's module names it), a project class of another
@@ -583,6 +619,35 @@ class ProjectView:
         return self.adopt(value)
 
     # -- values ------------------------------------------------------------------------
+    def module_bindings(self, function: cst.CSTNode, name: str) -> Optional[list["Binding"]]:
+        """The module-level bindings of a plain `name` that a function read from another
+        module (`function`) sees: its own module's, never the analysed module's (both may bind
+        `criterion`). A constant bound once there is parsed, a call's callee written in full
+        through that module's imports (`nn.CrossEntropyLoss()` as `torch.nn.CrossEntropyLoss()`);
+        a callee that module defines itself, any other name, or a value it binds otherwise:
+        unknown, no binding. None when `function` was not read from another module."""
+        from accumlint.model.facts import Binding
+
+        home = self._homes.get(id(function))
+        if home is None:
+            return None
+        module = home[0]
+        source = module.constants.get(name)
+        if source is None or name in module.imports:
+            return []
+        try:
+            value = cst.parse_expression(source)
+        except Exception:  # noqa: BLE001 - a text LibCST cannot read back: unknown
+            return []
+        if type(value) is cst.Call:
+            full = _qualified_callee(module, _dotted(value.func) or "")
+            if full is None:
+                return []
+            value = value.with_changes(func=cst.parse_expression(full))
+        elif not _literal(source):
+            return []
+        return [Binding(name, self.adopt(value), None, value)]
+
     def bindings(self, name: str, facts: "ModuleFacts") -> list["Binding"]:
         """Bindings of `name` that the project knows: an imported literal constant
         (`from config import ACCUM_STEPS`, `config.ACCUM_STEPS`), a field of a project
@@ -800,6 +865,15 @@ def _literal(source: str) -> bool:
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return _keyword_dict(source)
     return True
+
+
+def _literal_names(source: str) -> frozenset[str]:
+    """The strings of a literal list or tuple (`__all__ = ["seq_loss", ...]`); empty otherwise."""
+    try:
+        value = ast.literal_eval(source)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return frozenset()
+    return frozenset(v for v in value if type(v) is str) if type(value) in (list, tuple) else frozenset()
 
 
 def _keyword_dict(source: str) -> bool:

@@ -165,7 +165,11 @@ def imports_and_configs(path: str, text: str, module) -> ModuleSummary:
         if type(statement) is not cst.SimpleStatementLine:
             continue
         for small in statement.body:
-            if type(small) is cst.Import or type(small) is cst.ImportFrom:
+            if type(small) is cst.ImportFrom and type(small.names) is cst.ImportStar:
+                target = small.module.value if type(small.module) is cst.Name else (
+                    cst.Module([]).code_for_node(small.module) if small.module is not None else "")
+                summary.imports[star_key(target, len(small.relative))] = (target, "*", len(small.relative))
+            elif type(small) is cst.Import or type(small) is cst.ImportFrom:
                 for binding in import_bindings(small):
                     imported = (binding.module, binding.name, binding.level)
                     if binding.keeps_earlier:
@@ -336,6 +340,12 @@ def imports_only(text: str) -> Optional[dict[str, tuple[str, Optional[str], int]
     return imports
 
 
+def star_key(module: str, level: int) -> str:
+    """The key under which `ModuleSummary.imports` keeps `from module import *` (no name
+    can be spelled so): `(module, "*", level)`, in the order the imports stand."""
+    return f"*{'.' * level}{module}"
+
+
 def _import_statement(imports: dict[str, tuple[str, Optional[str], int]], statement: ast.stmt) -> bool:
     """Record what a top-level `import` or `from ... import` binds; False for another statement."""
     kind = type(statement)
@@ -350,6 +360,8 @@ def _import_statement(imports: dict[str, tuple[str, Optional[str], int]], statem
         for alias in statement.names:
             if alias.name != "*":
                 imports[alias.asname or alias.name] = (statement.module or "", alias.name, statement.level or 0)
+            else:
+                imports[star_key(statement.module or "", statement.level or 0)] = (statement.module or "", "*", statement.level or 0)
     else:
         return False
     return True
