@@ -48,7 +48,6 @@ _LOSS_FUNCTIONS = LazyPattern(
 )
 _LOSS_FUNCTION_NAME = LazyPattern(r"loss|criterion", re.IGNORECASE)
 _CRITERION_NAME = LazyPattern(r"^(criterion|criteria|loss_fn|loss_func|loss_function|lossfn|loss_fct|loss_fcn|compute_loss|loss_module)$")
-_MODEL_NAME = LazyPattern(r"model|^net$|^netG$|^netD$|^raw_model$|^module$", re.IGNORECASE)
 _LM_CLASS = LazyPattern(r"For(CausalLM|ConditionalGeneration|MaskedLM|Seq2SeqLM)\b|AutoModelForSeq2SeqLM|GPT2LMHeadModel")
 _AMP_LOSS_SCALE = LazyPattern(r"^(loss_scale|cur_scale|loss_scaling)$")
 _FLATTEN = LazyPattern(r"\.(view|reshape)\(\s*-1|\.flatten\(|ignore_index")
@@ -308,8 +307,10 @@ class LossReader:
             value = cast("cst.Assign | cst.AnnAssign", small).value  # `+=` and in-place scalings returned above
             assert value is not None  # `_last_definition` skips an annotation without a value
             if type(small) is cst.Assign and type(small.targets[0].target) in (cst.Tuple, cst.List):
+                # `logits, loss = model(x, y)`: a model's own loss may be any reduction (a sum,
+                # a loss scaled by its batch size as in `loss, items = self.model(batch)`)
                 flow.origin, flow.origin_statement = value, statement
-                flow.reduction = self._unpacked(value, name, small.targets[0].target)
+                flow.reduction = UNKNOWN
                 return
             inner, scalings = split_scaling(_division_unless_one(value), statement)
             for scaling in scalings:
@@ -617,21 +618,6 @@ class LossReader:
             return self._returned(self.facts.functions[name], depth)  # `train(model, loader, compute_loss)`
         if caller is not None and name in all_parameters(caller):
             return self._passed_criterion(call, caller, name, depth)
-        return UNKNOWN
-
-    def _unpacked(self, value: cst.BaseExpression, name: str, target: cst.BaseExpression) -> Reduction:
-        """`logits, loss = model(x, y)`: a model that returns its loss after its output
-        (nanoGPT). A model whose first result is the loss (`loss, loss_items =
-        self.model(batch)`, the yolo / ultralytics convention) returns a loss scaled by
-        its batch size, not a mean: unknown."""
-        display = cast("cst.Tuple | cst.List", target)  # read only when it is one
-        first = display.elements[0].value if type(target) in (cst.Tuple, cst.List) and display.elements else None
-        if dotted(first) == name:
-            return UNKNOWN
-        if type(value) is cst.Call and "loss" in last_part(name).lower():
-            callee = dotted(value.func) or ""
-            if _MODEL_NAME.search(last_part(callee)):
-                return MEAN
         return UNKNOWN
 
     def _returned(self, helper: Function, depth: int) -> Reduction:
