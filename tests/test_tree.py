@@ -75,13 +75,14 @@ def _is_token(node: cst.CSTNode) -> bool:
 
 # What the fast walk leaves out: nodes that are nothing but tokens. A bare `*` (ParamStar)
 # is not among them: it sits in `Parameters.star_arg`, a content field that may hold a
-# Param, and the walk yields it as a leaf (`LEAVES`).
+# Param, and the walk yields it as a leaf (`LEAVES`); so is `from m import *`'s ImportStar,
+# in `ImportFrom.names`, a content field that may hold the imported aliases.
 _TOKEN_TYPES = (
     cst.BaseParenthesizableWhitespace, cst.EmptyLine, cst.TrailingWhitespace, cst.Newline, cst.Comment,
     cst.Comma, cst.Dot, cst.Colon, cst.Semicolon, cst.AssignEqual, cst.LeftParen, cst.RightParen,
     cst.LeftSquareBracket, cst.RightSquareBracket, cst.LeftCurlyBrace, cst.RightCurlyBrace,
     cst.BaseBinaryOp, cst.BaseBooleanOp, cst.BaseCompOp, cst.BaseUnaryOp, cst.BaseAugOp,
-    cst.ImportStar, cst.Asynchronous, cst.ParamSlash,
+    cst.Asynchronous, cst.ParamSlash,
 )
 
 
