@@ -22,7 +22,7 @@ from accumlint.model.facts import ModuleFacts
 from accumlint.model.frameworks import SyncControl, carries_k, mentions_sync_control
 from accumlint.model.gates import PLUS_ONE, ZERO, Gate
 from accumlint.model.loop import Event, Statement, TrainingLoop, epoch_multiple
-from accumlint.model.loss import LossFlow, LossReader
+from accumlint.model.loss import TOKEN, LossFlow, LossReader
 from accumlint.model.names import (
     call_name,
     code,
@@ -613,6 +613,14 @@ class Window:
             info = self.objects.accelerator(cast(cst.Attribute, cast(cst.Call, role.call).func).value)
             return None if info is None else info.scales
         return False
+
+    def token_mean_per_micro_batch(self, flow: LossFlow) -> bool:
+        """Whether `flow` is a padded token-level mean taken per micro-batch: divided by K it
+        still weighs micro-batches with fewer real tokens more (the window's token count is
+        the right divisor, which K alone cannot give)."""
+        facts = self.facts
+        return (flow.reduction == TOKEN and facts.padding_evidence
+                and not facts.window_token_normalization and not self.rescales_gradients)
 
     def framework_name(self, flow: LossFlow) -> str:
         """Who already divides the loss by K, for messages."""

@@ -108,6 +108,9 @@ def scaler_every_micro_batch(window: Window) -> Iterable[Finding]:
     for event in _per_micro_batch(window, "update") + _per_micro_batch(window, "unscale"):
         if event.kind == "update":
             edits = _move(window, event, anchor, before=False)
+        elif any(clip.order > event.order and not _move(window, clip, window_step(window, clip), before=True)
+                 for clip in _per_micro_batch(window, "clip")):
+            edits = ()  # a clip that must stay where it is would then run on still-scaled gradients (GA304)
         else:
             edits = _move(window, event, gated_clip or anchor, before=True)
         yield Finding(
