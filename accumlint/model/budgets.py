@@ -75,16 +75,16 @@ def _in_optimizer_steps(window: Window, value: cst.BaseExpression, is_k: IsK) ->
         return False
     if optimizer_step_value(window.facts, value, is_k):
         return True
-    names = set(referenced_names(value))
+    names = set(referenced_names(value, keyed=True))
     for name in list(names):  # `self.total_updates = total_updates`: either spelling
         for binding in window.facts.bindings.get(name, ()):
-            names |= set(referenced_names(binding.value))
+            names |= set(referenced_names(binding.value, keyed=True))
     if not names:
         return False
     for call in window.facts.calls:
         if window.objects.built_kind(call, None) != "scheduler":
             continue
         for argument in length_arguments(call):
-            if names & set(referenced_names(argument)):
+            if names & set(referenced_names(argument, keyed=True)):
                 return micro_batch_length(window.facts, window.objects, argument, is_k) is None
     return False

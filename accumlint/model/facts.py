@@ -71,9 +71,12 @@ class LoopSite:
         return found
 
 
+# Padding to the longest sequence of a batch makes token counts differ between micro-batches;
+# `padding="max_length"` gives every micro-batch the same count unless labels are also masked
+# (-100, which is evidence of its own).
 _PADDING_EVIDENCE = LazyPattern(
     r"(?<![\w/.-])-\s*100\b|DataCollatorWithPadding|DataCollatorForSeq2Seq|DataCollatorForLanguageModeling"
-    r"|DataCollatorForTokenClassification|DataCollatorForWholeWordMask|padding\s*=\s*(True|['\"]longest['\"]|['\"]max_length['\"])"
+    r"|DataCollatorForTokenClassification|DataCollatorForWholeWordMask|\bpadding\s*=\s*(True|['\"]longest['\"])"
     r"|pad_sequence|label_pad_token_id|\.masked_fill\([^)]*ignore_index|labels?\[[^]]*\]\s*=\s*ignore_index"
     # an ignore_index that names padding (`PAD_IDX`, `pad_id`, `tokenizer.pad_token_id`): padded targets
     r"|ignore_index\s*=\s*(?:[A-Za-z_]\w*\.)*\w*(?i:pad)\w*"
@@ -298,9 +301,9 @@ class ModuleFacts:
                 if value is None:
                     continue
                 if type(value) is cst.Name:
-                    local = [b.value for b in self.bindings.get(value.value, ())
+                    local = [b for b in self.bindings.get(value.value, ())
                              if b.index is None and self.enclosing_function(b.statement) is function]
-                    found.extend(local or [value])
+                    found.extend([b.value for b in _reaching(function, node, local)] or [value])
                 else:
                     found.append(value)
         return found
@@ -1061,6 +1064,27 @@ def _bind(facts: ModuleFacts, target: cst.BaseExpression, value: cst.BaseExpress
     name = dotted(target)
     if name is not None:
         facts.bindings.setdefault(name, []).append(Binding(name, value, None, statement))
+
+
+def _reaching(function: Function, ret: cst.Return, bindings: list[Binding]) -> list[Binding]:
+    """The bindings of a returned name that may reach `ret`: when the return and a binding both
+    stand directly in the function's body, the binding shadows every one before it
+    (`loss = compute(...)`, ..., `loss = loss.item()`, `return loss`)."""
+    body = function.body.body if type(function.body) is cst.IndentedBlock else ()
+    line_of: dict[int, int] = {}
+    for position, line in enumerate(body):
+        if type(line) is cst.SimpleStatementLine:
+            for small in line.body:
+                line_of[id(small)] = position
+    at = line_of.get(id(ret))
+    if at is None:
+        return bindings
+    shadowing = [line_of[id(b.statement)] for b in bindings if line_of.get(id(b.statement), at) < at]
+    if not shadowing:
+        return bindings
+    last = max(shadowing)
+    after = {id(node) for line in body[last + 1:at] for node in walk(line)}
+    return [b for b in bindings if line_of.get(id(b.statement)) == last or id(b.statement) in after]
 
 
 def _element(value: cst.BaseExpression, index: int) -> Optional[cst.BaseExpression]:

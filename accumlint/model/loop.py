@@ -1071,15 +1071,22 @@ def _through_progress_bar(iterable: Optional[cst.BaseExpression], facts: ModuleF
                           function: Optional[Function]) -> Optional[cst.BaseExpression]:
     """`bar = tqdm(train_dataloader, total=...)` then `for step, batch in enumerate(bar)`:
     the loop walks `train_dataloader` (a name bound once, as the loop's function reads it,
-    to a progress bar over it: other methods may bind their own `bar`)."""
+    to a progress bar over it: other methods may bind their own `bar`). A bar shown on one
+    process only (`tqdm(loader) if rank == 0 else loader`) walks the same loader."""
     name = dotted(iterable) if type(iterable) in (cst.Name, cst.Attribute) else None
     if name is None:
         return iterable
     bindings = [b for b in facts.values_in(name, function) if b.index is None]
     if len(bindings) != 1:
         return iterable
-    inner = unwrap_iterable(bindings[0].value)
-    return inner if inner is not bindings[0].value and inner is not None else iterable
+    value = bindings[0].value
+    if type(value) is cst.IfExp:
+        arms = [unwrap_iterable(arm) for arm in (value.body, value.orelse)]
+        if arms[0] is None or arms[1] is None or _code(arms[0]) != _code(arms[1]) or name in facts.len_arguments:
+            return iterable  # (`len(bar)` taken: the name itself is sized)
+        return arms[0]
+    inner = unwrap_iterable(value)
+    return inner if inner is not value and inner is not None else iterable
 
 
 def _enumerated(iterable: cst.BaseExpression, facts: ModuleFacts) -> Optional[cst.Call]:

@@ -346,9 +346,9 @@ class Window:
             return False
         if unpacked is None:
             returned = self.facts.returned(latest) if type(latest) is cst.Call else []
-            return not (returned and all(_detached(value) for value in returned))
-        returned = self.facts.returned(unpacked[0])
-        return not (returned and all(_detached_element(value, unpacked[1]) for value in returned))
+        else:
+            returned = self.facts.returned(*unpacked)
+        return not (returned and all(_detached(value) for value in returned))
 
     def _bound_to_sync_control(self, item: cst.CSTNode) -> bool:
         """`with sync_ctx():` (or `with sync_ctx:`) on a name the loop's function binds to a
@@ -358,6 +358,34 @@ class Window:
         if name is None or "." in name or name.endswith("()"):
             return False
         return any(mentions_sync_control(b.value) for b in self.facts.values_in(name, self.loop.function))
+
+    def _outputs_detached(self, statement: Statement) -> bool:
+        """A forward whose every result is detached before anything reads it (`reps, atts, _ =
+        teacher(x)`, then `reps = [r.detach() for r in reps]`): no backward reaches the model
+        it ran, as under `torch.no_grad()`."""
+        small = statement.small
+        if type(small) is not cst.Assign or type(small.value) is not cst.Call or len(small.targets) != 1:
+            return False
+        target = small.targets[0].target
+        elements = [e.value for e in target.elements] if type(target) in (cst.Tuple, cst.List) else [target]
+        if not all(type(e) is cst.Name for e in elements):
+            return False
+        names = {cast(cst.Name, e).value for e in elements} - {"_"}
+        if not names:
+            return False
+        later = [s for s in self.loop.statements if s.order > statement.order and s.helper is statement.helper]
+        for name in names:
+            for other in later:
+                if not any(type(n) is cst.Name and n.value == name for n in walk(other.node)):
+                    continue
+                rebind = other.small
+                if not (type(rebind) is cst.Assign and len(rebind.targets) == 1
+                        and dotted(rebind.targets[0].target) == name and _detaches_each(rebind.value, name)):
+                    return False
+                break
+            else:
+                return False
+        return True
 
     def builds_no_graph(self, statement: Statement) -> bool:
         """The statement runs in a no-grad region: under `with torch.no_grad()`,
@@ -486,7 +514,7 @@ class Window:
         # the module's own code: a helper of another module names its own locals `model` too
         local = [s for s in self.loop.statements if s.helper is None or id(s.helper) in self.facts.parents]
         if graph_only:
-            local = [s for s in local if not self.builds_no_graph(s)]
+            local = [s for s in local if not self.builds_no_graph(s) and not self._outputs_detached(s)]
         nodes: list[cst.CSTNode] = [statement.node for statement in local]
         nodes += list({id(item): item for statement in local for item in statement.withs}.values())
         for top in nodes:
@@ -1046,6 +1074,11 @@ class Window:
         if first_gated is None:
             return None
         if increment > first_gated and self._reset_under(gate, counter):
+            first = next(s for s in self.loop.statements if s.order == first_gated)
+            if increment_statement.exclusive_with(first):
+                # `if (c + 1) % K == 0: ...; c = 0` / `else: c += 1`: the closing micro-batch
+                # resets instead of counting, so every window sees the counter from 0 again
+                return initial
             # reset under the gate, then incremented after it: every window but the first
             # sees the counter from 1 (`c = 0` at the step, `c += 1` at the iteration's end)
             return None
@@ -1425,6 +1458,21 @@ def _detached(value: cst.BaseExpression) -> bool:
     return False
 
 
+def _detaches_each(value: cst.BaseExpression, name: str) -> bool:
+    """`name.detach()`, or `[t.detach() for t in name]`: `name` rebound to detached values."""
+    if type(value) is cst.Call and type(value.func) is cst.Attribute:
+        return last_part(dotted(value.func) or "") in _DETACHING_METHODS and dotted(value.func.value) == name
+    if type(value) in (cst.ListComp, cst.GeneratorExp) or (type(value) is cst.Call and call_name(value) in ("list", "tuple")):
+        comp = value.args[0].value if type(value) is cst.Call and value.args else value
+        if type(comp) not in (cst.ListComp, cst.GeneratorExp):
+            return False
+        comp = cast("cst.ListComp | cst.GeneratorExp", comp)
+        loop_var = dotted(comp.for_in.target)
+        return (comp.for_in.inner_for_in is None and dotted(comp.for_in.iter) == name and loop_var is not None
+                and _detaches_each(comp.elt, loop_var))
+    return False
+
+
 def _scalar_operand(value: cst.BaseExpression) -> bool:
     """An operand that adds no graph beside a detached value: a number, a detached value, or a
     name that does not name a loss (`K`, `args.accum_steps`, `x.size(0)`)."""
@@ -1434,13 +1482,3 @@ def _scalar_operand(value: cst.BaseExpression) -> bool:
         return True
     name = dotted(value)
     return name is not None and "loss" not in last_part(name).lower()
-
-
-def _detached_element(value: cst.BaseExpression, index: int) -> bool:
-    """Element `index` of a returned tuple is a detached value (`loss.item()`)."""
-    if type(value) not in (cst.Tuple, cst.List):
-        return False
-    elements = cast("cst.Tuple | cst.List", value).elements
-    if index >= len(elements) or type(elements[index]) is not cst.Element:
-        return False
-    return _detached(elements[index].value)
