@@ -56,9 +56,13 @@ def step_counter_increments(window: Window) -> list[Increment]:
 
 
 def step_budget(window: Window, counter: str, is_k: IsK) -> Optional[cst.Comparison]:
-    """A comparison of `counter` with a value in optimizer steps, anywhere in the module."""
+    """A comparison of `counter` with a value in optimizer steps, anywhere in the module (for a
+    plain name, in the loop's own function: another function's `step` is another variable)."""
+    local = "." not in counter
     for node in walk(window.facts.module):
         if type(node) is not cst.Comparison or len(node.comparisons) != 1:
+            continue
+        if local and window.facts.enclosing_function(node) is not window.loop.function:
             continue
         target = node.comparisons[0]
         if not isinstance(target.operator, _ORDERING):

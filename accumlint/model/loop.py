@@ -949,9 +949,17 @@ def build_loops(
         parent = _parent_loop(site)
         if not direct(statements, "step") and parent is not None and parent in sites:
             around = walked(sites[parent])
+            grand = _parent_loop(sites[parent])
+            if not direct(around, "step") and not direct(around, "backward") and grand is not None and grand in sites:
+                # the step may be two loops up: a loop over depths around one over widths
+                parent, around = grand, walked(sites[grand])
             if steps_after(around, node) and (not direct(around, "backward") or micro_batches(node, around)):
                 if chosen.get(parent) is None:  # the parent, walked first for its own backward
-                    chosen[parent] = node
+                    # an inner loop beside a step gated on a count is one iteration's several
+                    # backwards (sub-networks, heads), not the window's micro-batches
+                    gated = any(e.statement.gate is not None and e.statement.gate.kind in ("modulo", "count")
+                                for e in direct(around, "step"))
+                    chosen[parent] = None if gated and not _walks_micro_batches(node, accumulation_names) else node
                 continue
         function = site.function
         if not direct(statements, "step") and parent is None and function is not None:
