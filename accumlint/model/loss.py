@@ -108,6 +108,10 @@ def split_scaling(expr: cst.BaseExpression, statement: Optional[Statement]) -> t
     scalings: list[Scaling] = []
     while True:
         if type(expr) is cst.BinaryOperation and type(expr.operator) is cst.Divide:
+            if _reduced_along_axis(expr.left) and _reduced_along_axis(expr.right):
+                # `(losses * mask).sum(1) / mask.sum(1)`: each row's mean over its own tokens
+                # (a vector, reduced later), not a scaling of the loss
+                return expr, scalings
             inverse = _reciprocal(expr.right)
             if inverse is not None:
                 scalings.append(Scaling("inverse", inverse, expr, statement))
@@ -141,6 +145,23 @@ def split_scaling(expr: cst.BaseExpression, statement: Optional[Statement]) -> t
             expr = expr.func.value
         else:
             return expr, scalings
+
+
+def _reduced_along_axis(node: cst.BaseExpression) -> bool:
+    """`x.sum(1)`, `x.sum(dim=-1)`, `torch.sum(x, axis=1)`: a sum or mean along a given
+    dimension (one value per row), not over the whole tensor."""
+    if type(node) is not cst.Call or last_part(call_name(node) or "") not in ("sum", "mean", "nansum"):
+        if not (type(node) is cst.Call and type(node.func) is cst.Attribute
+                and node.func.attr.value in ("sum", "mean", "nansum")):
+            return False
+    given = keyword(node, "dim") or keyword(node, "axis")
+    if given is not None:
+        return code(given.value) != "None"
+    method = type(node.func) is cst.Attribute and dotted(node.func.value) not in ("torch", "np", "numpy")
+    dimension = positional(node, 0 if method else 1)
+    if type(dimension) is cst.UnaryOperation:
+        dimension = dimension.expression
+    return type(dimension) is cst.Integer
 
 
 def _reciprocal(node: cst.BaseExpression) -> Optional[cst.BaseExpression]:
