@@ -629,6 +629,18 @@ class Window:
     def deepspeed(self) -> bool:
         return any(e.role.flavor in ("deepspeed", "engine") for e in self.loop.events)
 
+    @cached_property
+    def deepspeed_accelerator(self) -> bool:
+        """The window's backward is `accelerator.backward` on an Accelerator built with a
+        DeepSpeed plugin whose K is above 1: the DeepSpeed engine owns the windows."""
+        for backward in self.loop.backwards:
+            if backward.role.flavor != "accelerate":
+                continue
+            info = self.objects.accelerator(cast(cst.Attribute, cast(cst.Call, backward.role.call).func).value)
+            if info is not None and info.sharded == "deepspeed" and info.scales is True:
+                return True
+        return False
+
     def framework_scales(self, flow: LossFlow) -> Optional[bool]:
         """Whether the backward that `flow` reaches divides by K itself (None: unknown)."""
         role = flow.backward.role
@@ -706,9 +718,13 @@ class Window:
         )
 
     def framework_managed(self, event: Event) -> bool:
-        """A step/zero/scheduler call the framework turns into a no-op off the boundary."""
+        """A step/zero/scheduler call the framework turns into a no-op off the boundary (under
+        an Accelerator with a DeepSpeed plugin, the prepared optimizer's `step()` and
+        `zero_grad()` are the engine's, which steps only at the boundary)."""
         if event.role.flavor == "engine":
             return not self.manual_engine_boundary
+        if event.kind in ("step", "zero") and self.deepspeed_accelerator:
+            return True
         if self.accumulate_context(event.statement):
             return not self.unmanaged_in_accumulate(event)
         return self.zeroes_after_accumulate(event)

@@ -34,7 +34,8 @@ def steps_every_micro_batch(window: Window) -> list[Event]:
         return []
     if not (window.divides_by_accumulation or window.gated_zeroing):
         return []
-    return [e for e in window.optimizer_steps if not e.statement.conditional and not e.role.closure_step]
+    return [e for e in window.optimizer_steps
+            if not e.statement.conditional and not e.role.closure_step and not window.framework_managed(e)]
 
 
 def zeroing_before_step(window: Window) -> list[tuple[Event, Event]]:
