@@ -493,6 +493,13 @@ class LossReader:
             if not self._hugging_face_module() or self._from_loss_function(expr.value, function):
                 return UNKNOWN
             return TOKEN if self._language_model() else MEAN
+        if type(expr) is cst.Name and depth > 0:
+            # `start_loss + end_loss` in a helper: each term as the function it is read in binds
+            # it, once (the function the name stands in, whichever function reads the loss)
+            scope = self.facts.enclosing_function(expr) or function
+            local = [b for b in self.facts.bindings.get(expr.value, ())
+                     if b.index is None and self.facts.enclosing_function(b.statement) is scope]
+            return self.reduction(local[0].value, scope, None, depth + 1) if len(local) == 1 and scope else UNKNOWN
         if type(expr) is not cst.Call:
             return UNKNOWN
         return self._call(expr, function, depth)

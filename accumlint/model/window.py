@@ -913,6 +913,9 @@ class Window:
         passed = self._passed_for_factors.get(id(node))
         if passed is not None and self._is_k_here(passed):
             return True
+        while type(node) is cst.Call and type(node.func) is cst.Name and node.func.value in ("float", "int") \
+                and len(node.args) == 1:
+            node = node.args[0].value  # `float(acc_steps)`: K cast to a number is K
         return self._is_k_here(node)
 
     @cached_property
