@@ -204,7 +204,7 @@ class TrainingLoop:
                 if statement.order > event.statement.order:
                     continue
                 bindings = [_assignment(small) for small in statement.node.body]
-                bindings += [({cast(cst.Name, item.asname.name).value}, item.item) for item in statement.withs
+                bindings += [({item.asname.name.value}, item.item) for item in statement.withs
                              if item.asname is not None and type(item.asname.name) is cst.Name]
                 for bound, value in bindings:
                     if value is not None and bound & reads:
@@ -218,8 +218,8 @@ class TrainingLoop:
             if loop not in statement.loops and statement.order < event.statement.order:
                 for small in statement.node.body:
                     bound, value = _assignment(small)
-                    for name in bound if type(small) is cst.Assign and value is not None else ():
-                        latest[name] = (statement, value)
+                    if type(small) is cst.Assign and value is not None:
+                        latest.update((name, (statement, value)) for name in bound)
         made_before = {name for name, (statement, value) in latest.items()
                        if type(value) is cst.Call and not _detaching(value) and not _without_grad(statement)}
         return bool(reads & (made_before - rebound))
@@ -275,10 +275,11 @@ def _assignment(small: cst.BaseSmallStatement) -> tuple[set[str], Optional[cst.B
     if type(small) is not cst.Assign:
         return set(), None
     names: set[str] = set()
-    for target in small.targets:
-        elements = [e.value for e in target.target.elements] if type(target.target) in (cst.Tuple, cst.List) \
-            else [target.target]
-        names |= {e.value for e in elements if type(e) is cst.Name}
+    for assigned in small.targets:
+        destination = assigned.target
+        elements = [e.value for e in destination.elements] if isinstance(destination, (cst.Tuple, cst.List)) \
+            else [destination]
+        names |= {e.value for e in elements if isinstance(e, cst.Name)}
     return names, small.value
 
 
@@ -289,7 +290,7 @@ def _detaching(call: cst.Call) -> bool:
 
 def _without_grad(statement: Statement) -> bool:
     """Under `with torch.no_grad():` / `torch.inference_mode()`."""
-    return any(type(item.item) is cst.Call and last_part(call_name(cast(cst.Call, item.item)) or "")
+    return any(isinstance(item.item, cst.Call) and last_part(call_name(item.item) or "")
                in ("no_grad", "inference_mode") for item in statement.withs)
 
 

@@ -367,7 +367,7 @@ class Window:
         if type(small) is not cst.Assign or type(small.value) is not cst.Call or len(small.targets) != 1:
             return False
         target = small.targets[0].target
-        elements = [e.value for e in target.elements] if type(target) in (cst.Tuple, cst.List) else [target]
+        elements = [e.value for e in target.elements] if isinstance(target, (cst.Tuple, cst.List)) else [target]
         if not all(type(e) is cst.Name for e in elements):
             return False
         names = {cast(cst.Name, e).value for e in elements} - {"_"}

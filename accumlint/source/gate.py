@@ -238,7 +238,7 @@ def holds_training_code(tree: ast.Module, text: str) -> bool:
                     return True  # a backward in a loop
                 function = _innermost_function(call_path)
                 if function is not None:
-                    if _steps_on_call_count(function):
+                    if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) and _steps_on_call_count(function):
                         return True  # one micro-batch per call, windows counted across calls
                     backward_functions.add(function.name)
                     if function.name == "__call__":
