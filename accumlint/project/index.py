@@ -661,9 +661,11 @@ class ProjectView:
         module imports in turn, builds from its own class or from another library (an
         optimizer, an accelerator, whose other facts the importer cannot see), stays unknown."""
         imported = self.summary.imports.get(name)
-        if imported is None or imported[1] is None or imported[1] == "*":
+        if imported is None:
             return []
         target, what, level = imported
+        if what is None or what == "*":
+            return []
         source_module = self._module(resolve_module(self.root, self.summary.path, target, level))
         if source_module is None:
             return []
