@@ -1144,6 +1144,15 @@ class Window:
                         return True
         return False
 
+    @cached_property
+    def steps_after_loop(self) -> bool:
+        """The loop never steps itself, divides each loss by an accumulation count, and an
+        optimizer step follows it in its function: the loop runs the micro-steps of one
+        window (a GAN's generator re-forwarding the stored micro-batches once the
+        discriminator's gate opens, one backward each). A loop that re-forwards cached
+        pieces against each other without that division (GradCache) is not read so."""
+        return not self.loop.steps and self.divides_by_accumulation and self.flushes_after_loop
+
     def opens_next_window(self, step: Event) -> bool:
         """A gated step that runs before the iteration's backward on each window's first
         micro-batch (`if i > 0 and i % K == 0:` over a 0-based index) applies the K
