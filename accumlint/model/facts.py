@@ -88,11 +88,28 @@ _IGNORE_INDEX_DEFAULT = LazyPattern(
 )
 
 
+# `CrossEntropyLoss(ignore_index=0)`: a literal index the loss skips, whose padding is looked for
+_IGNORED_VALUE = LazyPattern(r"ignore_index\s*=\s*(\d+)\b")
+
+
 def shows_padding(text: str) -> bool:
     """Whether the module shows that token counts differ between micro-batches (padding,
-    labels set to -100, padding collators, an ignore_index that names padding)."""
+    labels set to -100, padding collators, an ignore_index that names padding, labels padded
+    with the literal index the loss ignores)."""
     text = _IGNORE_INDEX_DEFAULT.sub("", re.sub(r"#[^\n]*", "", text))
-    return bool(_PADDING_EVIDENCE.search(text))
+    return bool(_PADDING_EVIDENCE.search(text)) or _labels_padded_to_ignored(text)
+
+
+def _labels_padded_to_ignored(text: str) -> bool:
+    """`CrossEntropyLoss(ignore_index=0)` and labels padded with that value
+    (`label_ids.append(0)`, `labels += [0] * padding_length`, `label_ids + [0] * n`): the
+    padded positions are skipped, so each sequence counts its own real tokens."""
+    for value in {match.group(1) for match in _IGNORED_VALUE.finditer(text)}:
+        padded = (rf"\blabels?(?:_ids?)?\.append\(\s*{value}\s*\)"
+                  rf"|\blabels?(?:_ids?)?\s*(?:\+=|=\s*labels?(?:_ids?)?\s*\+)\s*\[\s*{value}\s*\]\s*\*")
+        if re.search(padded, text):
+            return True
+    return False
 
 
 _MAX_BASES = 8  # classes visited when looking up an inherited method

@@ -701,6 +701,52 @@ class Window:
                     return call
         return None
 
+    @cached_property
+    def zeroes_on_entry(self) -> Optional[cst.CSTNode]:
+        """The zeroing call the loop's function makes, unconditionally, before it enters the
+        loop, when the loop is a statement of the function's own body
+        (`def train_loop(...): optimizer.zero_grad(); for batch in loader: ...`)."""
+        function = self.loop.function
+        node = self.loop.node
+        if function is None or self.loop.per_step_function or type(function.body) is not cst.IndentedBlock:
+            return None
+        for statement in function.body.body:
+            if statement is node:
+                return None
+            if type(statement) is not cst.SimpleStatementLine:
+                continue
+            for call in self.facts.calls_in(statement):
+                role = self.objects.role(call)
+                if role is not None and role.kind == "zero":
+                    return call
+        return None
+
+    def carried_counter(self, name: str) -> bool:
+        """A counter the loop's function receives and hands back (`def train_loop(...,
+        iteration):` ... `return avg_loss, iteration`): its caller keeps it across the
+        function's calls (one an epoch), so it counts micro-batches across epochs."""
+        function = self.loop.function
+        if function is None or self.loop.per_step_function or name not in scopes.all_parameters(function):
+            return False
+        for node in walk(function.body):
+            if type(node) is not cst.Return or node.value is None:
+                continue
+            values = [e.value for e in node.value.elements] if type(node.value) is cst.Tuple else [node.value]
+            if any(type(v) is cst.Name and v.value == name for v in values):
+                return True
+        return False
+
+    def tail_eraser(self, counter: Optional[str]) -> Optional[cst.CSTNode]:
+        """The zeroing that erases the partial window an epoch ends with, for a gate on
+        `counter` that runs on across epochs: the zeroing when each epoch starts, or, for a
+        counter carried across the calls of the loop's function, the zeroing the function
+        makes on entry (each call starts by erasing what the last one left)."""
+        if self.zeroes_on_epoch_start is not None:
+            return self.zeroes_on_epoch_start
+        if counter is not None and self.carried_counter(counter):
+            return self.zeroes_on_entry
+        return None
+
     def reset_on_epoch_start(self, name: str) -> bool:
         """`nb_tr_steps = 0` (alone or in a tuple) before this loop in the loop over epochs."""
         starts = {id(small) for line in self.epoch_start for small in line.body}
@@ -1157,6 +1203,15 @@ class Window:
                     if role is not None and role.kind == "step":
                         return True
         return False
+
+    @cached_property
+    def steps_after_loop(self) -> bool:
+        """The loop never steps itself, divides each loss by an accumulation count, and an
+        optimizer step follows it in its function: the loop runs the micro-steps of one
+        window (a GAN's generator re-forwarding the stored micro-batches once the
+        discriminator's gate opens, one backward each). A loop that re-forwards cached
+        pieces against each other without that division (GradCache) is not read so."""
+        return not self.loop.steps and self.divides_by_accumulation and self.flushes_after_loop
 
     def opens_next_window(self, step: Event) -> bool:
         """A gated step that runs before the iteration's backward on each window's first

@@ -20,7 +20,8 @@ _REPORTED_WRAPS = ("ddp", "apex", "accelerate", "fabric")
 
 
 def sync_every_micro_batch(window: Window) -> Iterable[Finding]:
-    if not (window.gated_step or window.has_micro_loop) or window.uses_accumulate_context or window.deepspeed:
+    if not (window.gated_step or window.has_micro_loop or window.steps_after_loop) or window.uses_accumulate_context \
+            or window.deepspeed:
         return
     model = window.wrapped_model
     kind = window.objects.frameworks.parallel_kind(model)

@@ -158,7 +158,8 @@ def ema_every_micro_batch(window: Window) -> Iterable[Finding]:
     """GA306: the weight average moves on every micro-batch while the weights move once per window."""
     if not window.accumulates or steps_every_micro_batch(window):
         return
-    manual = window.gated_step or window.has_micro_loop
+    # an inner loop inside `accumulate()` (over datasets, pieces) leaves the window accelerate's
+    manual = window.gated_step or window.has_micro_loop and window.accumulate_k is None
     if not manual and window.accumulate_k is None:
         return
     anchor = window_step(window) if manual else None
