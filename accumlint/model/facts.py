@@ -894,8 +894,8 @@ def _passed_wraps(facts: ModuleFacts, callee: str, parameter: str, position: Opt
     passes, in the call's own scope, that wrap (`DDP(...)`, also in an arm of `a if c else
     b`). None when any call passes something else or the module names `callee` otherwise."""
     calls = [c for c in facts.calls if type(c.func) is cst.Name and c.func.value == callee]
-    if not calls or _name_counts(facts)[callee] != len(calls) + 1:
-        return None  # named otherwise too (a callback, a base class): callers unknown
+    if not calls or facts._plain_names[callee] != len(calls) + 1:
+        return None  # named otherwise too (a callback, a base class): callers unknown (`model.train()` is no naming of `train`)
     found: list[Binding] = []
     for call in calls:
         if any(arg.star for arg in call.args):
