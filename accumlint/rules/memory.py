@@ -18,6 +18,7 @@ def graph_kept_alive(window: Window) -> Iterable[Finding]:
     names = {flow.name for flow in window.flows if flow.name is not None and flow.reduction != "unknown" or
              flow.name is not None and "loss" in flow.name}
     names |= {term for flow in window.flows for term in flow.loss_terms}
+    names |= {alias for flow in window.flows for alias in flow.aliases if "loss" in alias.lower()}
     if not names:
         return
     assigned_in_loop = _assigned_names(window)
