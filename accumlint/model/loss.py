@@ -93,9 +93,10 @@ class LossFlow:
     # the statement that last binds the backward's loss earlier in the iteration, in the
     # backward's scope (the trace's first step), when there is one
     binding: Optional[Statement] = None
-    # every name the trace read in the loop's or the backward's own scope (`local_loss =
-    # lm_loss`, then `local_loss.backward()`: both), each a tensor on the graph the backward runs
-    aliases: set[str] = field(default_factory=set)
+    # every name the trace read (`local_loss = lm_loss`, then `local_loss.backward()`: both),
+    # each a tensor on the graph the backward runs, with the helper whose scope binds it
+    # (None: the loop's own), since a helper's `loss` is another variable than the loop's
+    aliases: set[tuple[Optional[Function], str]] = field(default_factory=set)
 
     @property
     def loss_terms(self) -> set[str]:
@@ -266,8 +267,7 @@ class LossReader:
         name = dotted(expr)
         if name is not None and not name.endswith("()") and depth < 8:
             flow.name = flow.name or name
-            if before.helper is None or before.helper is flow.backward.statement.helper:
-                flow.aliases.add(name)
+            flow.aliases.add((before.helper, name))
             definition = _last_definition(loop.statements, before, name)
             if depth == 0 and definition is not None:
                 flow.binding = definition[0]
