@@ -73,6 +73,19 @@ def test_an_off_by_one_fix_that_would_leave_the_epoch_tail_erased_is_not_offered
     assert _fix(text, path=erased) == text
 
 
+def test_missing_scaling_on_a_padded_token_mean_is_reported_without_the_plain_division() -> None:
+    """Dividing a padded token-mean loss by K would trade GA201 for GA206: the finding stays,
+    without a fix; the same loss over fixed-length blocks gets the division."""
+    padded = "fixtures/check/token_loss/bug_padded_token_mean_undivided.py"
+    packed = "fixtures/check/token_loss/bug_packed_token_mean_undivided.py"
+    found = {path: [d for d in analyze((REPO / path).read_text(encoding="utf-8"), path, OPTIONS)
+                    if d.code == "GA201"] for path in (padded, packed)}
+    assert len(found[padded]) == 1 and found[padded][0].fix is None
+    assert len(found[packed]) == 1 and found[packed][0].fix is not None
+    text = (REPO / padded).read_text(encoding="utf-8")
+    assert _fix(text, path=padded) == text
+
+
 @pytest.mark.parametrize("code", [rule.code for rule in RULES if rule.fix != "none"])
 def test_rule_example_fix_adds_no_undefined_name(code: str) -> None:
     example = docs.rule_examples(code).invalid

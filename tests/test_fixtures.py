@@ -49,6 +49,7 @@ NO_TRAINING_LOOP = {
     "fixtures/verify/frameworks/correct_trainer_num_items.py",
     # The backward runs outside the loop, or inside a closure the step calls.
     "fixtures/check/micro_step_functions/eval_loop_then_update.py",
+    "fixtures/check/per_call_windows/update_method_counter_paces_logging.py",
     "fixtures/check/plain/lbfgs_closure.py",
     "fixtures/check/regressions/closure_step.py",
     "fixtures/check/regressions/queued_losses.py",
@@ -147,6 +148,10 @@ NO_TRAINING_LOOP = {
     "fixtures/projects/foreign_criterion_own_module/objectives.py",
     "fixtures/projects/foreign_criterion_mean_module/objectives.py",
     "fixtures/projects/foreign_criterion_built_unknown/objectives.py",
+    "fixtures/projects/imported_criterion_object/objectives.py",
+    "fixtures/projects/imported_criterion_object_summed/objectives.py",
+    "fixtures/projects/imported_criterion_object_divided/objectives.py",
+    "fixtures/projects/imported_criterion_object_reexported/objectives.py",
     "fixtures/projects/engine_project_subclass/engines/__init__.py",
     "fixtures/projects/engine_project_subclass/engines/base.py",
     "fixtures/projects/engine_project_subclass/engines/sgd_engine.py",

@@ -238,6 +238,21 @@ def test_yaml_with_application_tags_is_read_not_broken(tmp_path: Path) -> None:
     assert [(fact.kind, fact.accumulation_steps) for fact in facts] == [("lightning", 4)]
 
 
+def test_json_lines_data_file_is_not_a_broken_config(tmp_path: Path) -> None:
+    """A `.json` file of one record per line (JSON Lines), which the code reads as data, is not
+    reported as invalid JSON; a truncated JSON config still is."""
+    from accumlint.project import view_for
+
+    root = tmp_path / "proj"
+    _write(root / "pyproject.toml", "")
+    _write(root / "captions.json", '{"audio": "a.wav", "caption": "rain"}\n{"audio": "b.wav", "caption": "wind"}\n')
+    _write(root / "ds_config.json", '{"gradient_accumulation_steps": 4,\n')
+    text = 'DATA = "captions.json"\nDS = "ds_config.json"\n'
+    module = _write(root / "train.py", text)
+    facts, errors = view_for(str(module), text).configs()
+    assert [error.path.rsplit("/", 1)[-1] for error in errors] == ["ds_config.json"]
+
+
 # -- the cache and the command line -------------------------------------------------------
 
 def test_cache_rechecks_a_module_when_its_import_changes(tmp_path: Path) -> None:

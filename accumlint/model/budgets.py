@@ -56,35 +56,46 @@ def step_counter_increments(window: Window) -> list[Increment]:
 
 
 def step_budget(window: Window, counter: str, is_k: IsK) -> Optional[cst.Comparison]:
-    """A comparison of `counter` with a value in optimizer steps, anywhere in the module."""
+    """A comparison of `counter` with a value in optimizer steps, anywhere in the module (for a
+    plain name, in the loop's own function: another function's `step` is another variable)."""
+    local = "." not in counter
     for node in walk(window.facts.module):
         if type(node) is not cst.Comparison or len(node.comparisons) != 1:
+            continue
+        if local and window.facts.enclosing_function(node) is not window.loop.function:
             continue
         target = node.comparisons[0]
         if not isinstance(target.operator, _ORDERING):
             continue
         sides = (node.left, target.comparator)
         for index, side in enumerate(sides):
-            if dotted(side) == counter and _in_optimizer_steps(window, sides[1 - index], is_k):
+            if dotted(side) == counter and _in_optimizer_steps(window, sides[1 - index], is_k, node):
                 return node
     return None
 
 
-def _in_optimizer_steps(window: Window, value: cst.BaseExpression, is_k: IsK) -> bool:
+def _in_optimizer_steps(window: Window, value: cst.BaseExpression, is_k: IsK, where: cst.CSTNode) -> bool:
     if int_value(value) is not None:
         return False
     if optimizer_step_value(window.facts, value, is_k):
         return True
-    names = set(referenced_names(value))
-    for name in list(names):  # `self.total_updates = total_updates`: either spelling
-        for binding in window.facts.bindings.get(name, ()):
-            names |= set(referenced_names(binding.value))
-    if not names:
+    facts = window.facts
+    # each name with the function it is read in: a plain name is the same variable only in the
+    # same function (`num_training_steps`, a parameter of both the training method and the
+    # method that builds the schedule, is two variables)
+    read = {(name, facts.enclosing_function(where)) for name in referenced_names(value, keyed=True)}
+    for name, _ in list(read):  # `self.total_updates = total_updates`: either spelling
+        for binding in facts.bindings.get(name, ()):
+            scope = facts.enclosing_function(binding.statement)
+            read |= {(other, scope) for other in referenced_names(binding.value, keyed=True)}
+    if not read:
         return False
-    for call in window.facts.calls:
+    for call in facts.calls:
         if window.objects.built_kind(call, None) != "scheduler":
             continue
+        here = facts.enclosing_function(call)
+        shared_here = {name for name, scope in read if "." in name or scope is here}
         for argument in length_arguments(call):
-            if names & set(referenced_names(argument)):
+            if shared_here & set(referenced_names(argument, keyed=True)):
                 return micro_batch_length(window.facts, window.objects, argument, is_k) is None
     return False

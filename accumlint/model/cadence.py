@@ -15,7 +15,7 @@ from typing import Optional
 import libcst as cst
 
 from accumlint.model.loop import Statement
-from accumlint.model.names import dotted
+from accumlint.model.names import call_name, dotted, string_value
 from accumlint.model.window import Window
 
 
@@ -23,9 +23,18 @@ def every_micro_batch(window: Window, statement: Statement) -> bool:
     """The statement runs on each micro-batch (configuration flags aside)."""
     if statement.gate is not None:
         return False
-    if window.loop.micro_loop is not None:
+    if window.loop.micro_loop is not None and not _entry_counted(window, statement):
         return window.loop.in_micro_loop(statement) and _only_flags(statement, after=window.loop.micro_loop)
     return not statement.conditional or _only_flags(statement)
+
+
+def _entry_counted(window: Window, statement: Statement) -> bool:
+    """A statement after an inner loop (over datasets, pieces) but inside the same
+    `accelerator.accumulate(...)` of an Accelerator with K: accelerate counts micro-batches by
+    entries into `accumulate()`, so the statement runs once per micro-batch, whatever the
+    inner loop does."""
+    return (window.accumulate_k is not None and window.accumulate_context(statement)
+            and not window.loop.in_micro_loop(statement))
 
 
 def accumulate_accelerator(window: Window) -> Optional[cst.BaseExpression]:
@@ -55,7 +64,11 @@ def _only_flags(statement: Statement, after: Optional[cst.CSTNode] = None) -> bo
 
 
 def is_flag(test: cst.BaseExpression) -> bool:
-    """`args.use_ema`, `model_ema is not None`, `not args.no_ema`, and `and` of those."""
+    """`args.use_ema`, `model_ema is not None`, `not args.no_ema`, `hasattr(self, "ema_unet")`
+    (whether the run built an object, fixed for the whole run), and `and` of those."""
+    if type(test) is cst.Call and call_name(test) == "hasattr" and len(test.args) == 2 \
+            and dotted(test.args[0].value) is not None and string_value(test.args[1].value) is not None:
+        return True
     if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
         return is_flag(test.expression)
     if type(test) is cst.BooleanOperation and type(test.operator) is cst.And:

@@ -71,9 +71,12 @@ class LoopSite:
         return found
 
 
+# Padding to the longest sequence of a batch makes token counts differ between micro-batches;
+# `padding="max_length"` gives every micro-batch the same count unless labels are also masked
+# (-100, which is evidence of its own).
 _PADDING_EVIDENCE = LazyPattern(
     r"(?<![\w/.-])-\s*100\b|DataCollatorWithPadding|DataCollatorForSeq2Seq|DataCollatorForLanguageModeling"
-    r"|DataCollatorForTokenClassification|DataCollatorForWholeWordMask|padding\s*=\s*(True|['\"]longest['\"]|['\"]max_length['\"])"
+    r"|DataCollatorForTokenClassification|DataCollatorForWholeWordMask|\bpadding\s*=\s*(True|['\"]longest['\"])"
     r"|pad_sequence|label_pad_token_id|\.masked_fill\([^)]*ignore_index|labels?\[[^]]*\]\s*=\s*ignore_index"
     # an ignore_index that names padding (`PAD_IDX`, `pad_id`, `tokenizer.pad_token_id`): padded targets
     r"|ignore_index\s*=\s*(?:[A-Za-z_]\w*\.)*\w*(?i:pad)\w*"
@@ -85,11 +88,28 @@ _IGNORE_INDEX_DEFAULT = LazyPattern(
 )
 
 
+# `CrossEntropyLoss(ignore_index=0)`: a literal index the loss skips, whose padding is looked for
+_IGNORED_VALUE = LazyPattern(r"ignore_index\s*=\s*(\d+)\b")
+
+
 def shows_padding(text: str) -> bool:
     """Whether the module shows that token counts differ between micro-batches (padding,
-    labels set to -100, padding collators, an ignore_index that names padding)."""
+    labels set to -100, padding collators, an ignore_index that names padding, labels padded
+    with the literal index the loss ignores)."""
     text = _IGNORE_INDEX_DEFAULT.sub("", re.sub(r"#[^\n]*", "", text))
-    return bool(_PADDING_EVIDENCE.search(text))
+    return bool(_PADDING_EVIDENCE.search(text)) or _labels_padded_to_ignored(text)
+
+
+def _labels_padded_to_ignored(text: str) -> bool:
+    """`CrossEntropyLoss(ignore_index=0)` and labels padded with that value
+    (`label_ids.append(0)`, `labels += [0] * padding_length`, `label_ids + [0] * n`): the
+    padded positions are skipped, so each sequence counts its own real tokens."""
+    for value in {match.group(1) for match in _IGNORED_VALUE.finditer(text)}:
+        padded = (rf"\blabels?(?:_ids?)?\.append\(\s*{value}\s*\)"
+                  rf"|\blabels?(?:_ids?)?\s*(?:\+=|=\s*labels?(?:_ids?)?\s*\+)\s*\[\s*{value}\s*\]\s*\*")
+        if re.search(padded, text):
+            return True
+    return False
 
 
 _MAX_BASES = 8  # classes visited when looking up an inherited method
@@ -298,9 +318,9 @@ class ModuleFacts:
                 if value is None:
                     continue
                 if type(value) is cst.Name:
-                    local = [b.value for b in self.bindings.get(value.value, ())
+                    local = [b for b in self.bindings.get(value.value, ())
                              if b.index is None and self.enclosing_function(b.statement) is function]
-                    found.extend(local or [value])
+                    found.extend([b.value for b in _reaching(function, node, local)] or [value])
                 else:
                     found.append(value)
         return found
@@ -1061,6 +1081,27 @@ def _bind(facts: ModuleFacts, target: cst.BaseExpression, value: cst.BaseExpress
     name = dotted(target)
     if name is not None:
         facts.bindings.setdefault(name, []).append(Binding(name, value, None, statement))
+
+
+def _reaching(function: Function, ret: cst.Return, bindings: list[Binding]) -> list[Binding]:
+    """The bindings of a returned name that may reach `ret`: when the return and a binding both
+    stand directly in the function's body, the binding shadows every one before it
+    (`loss = compute(...)`, ..., `loss = loss.item()`, `return loss`)."""
+    body = function.body.body if type(function.body) is cst.IndentedBlock else ()
+    line_of: dict[int, int] = {}
+    for position, line in enumerate(body):
+        if type(line) is cst.SimpleStatementLine:
+            for small in line.body:
+                line_of[id(small)] = position
+    at = line_of.get(id(ret))
+    if at is None:
+        return bindings
+    shadowing = [line_of[id(b.statement)] for b in bindings if line_of.get(id(b.statement), at) < at]
+    if not shadowing:
+        return bindings
+    last = max(shadowing)
+    after = {id(node) for line in body[last + 1:at] for node in walk(line)}
+    return [b for b in bindings if line_of.get(id(b.statement)) == last or id(b.statement) in after]
 
 
 def _element(value: cst.BaseExpression, index: int) -> Optional[cst.BaseExpression]:

@@ -158,6 +158,13 @@ class Frameworks:
             literal = None if steps is None else int_value(steps)
             scales = None if steps is None else literal is None or literal > 1
             return AcceleratorInfo(scales=scales, steps=steps, sharded=sharded)
+        deepspeed_plugin = options.get("deepspeed_plugin")
+        if deepspeed_plugin is not None:
+            # `DeepSpeedPlugin(gradient_accumulation_steps=K)`: the engine's backward divides by K
+            steps = self._plugin_steps(deepspeed_plugin, "DeepSpeedPlugin", "gradient_accumulation_steps")
+            if steps is not None:
+                literal = int_value(steps)
+                return AcceleratorInfo(scales=literal is None or literal > 1, steps=steps, sharded=sharded)
         configured = self._deepspeed_config_steps(sharded == "deepspeed")
         if configured is not None and self.facts.project is not None:
             steps = self.facts.project.adopt(cst.Integer(str(configured)))
@@ -205,12 +212,14 @@ class Frameworks:
         values = {int_value(b.value) for b in self.facts.project.bindings(name, self.facts)}
         return values.pop() if len(values) == 1 else None
 
-    def _plugin_steps(self, plugin: cst.BaseExpression) -> Optional[cst.BaseExpression]:
-        """`GradientAccumulationPlugin(num_steps=K)`, inline or bound to a name."""
+    def _plugin_steps(self, plugin: cst.BaseExpression, plugin_class: str = "GradientAccumulationPlugin",
+                      option: str = "num_steps") -> Optional[cst.BaseExpression]:
+        """`GradientAccumulationPlugin(num_steps=K)` (or `DeepSpeedPlugin(gradient_accumulation_steps=K)`),
+        inline or bound to a name."""
         candidates = [plugin] + [b.value for b in self.facts.values_of(dotted(plugin))]
         for value in candidates:
-            if type(value) is cst.Call and last_part(call_name(value) or "") == "GradientAccumulationPlugin":
-                num_steps = keyword(value, "num_steps")
+            if type(value) is cst.Call and last_part(call_name(value) or "") == plugin_class:
+                num_steps = keyword(value, option)
                 return num_steps.value if num_steps is not None else None
         return None
 

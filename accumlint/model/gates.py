@@ -142,8 +142,9 @@ def _parse_comparison(test: cst.Comparison) -> Optional[Gate]:
             return None
         left = left.left
     counter = dotted(left)
-    if counter is None or type(right) is cst.Integer and int_value(right) in (0, 1):
-        return None
+    if counter is None or type(right) is cst.Integer and int_value(right) in (0, 1) \
+            or type(right) is cst.Float and float(right.value) in (0.0, 1.0):
+        return None  # `cfg.grad_clip != 0.0`: a setting's test, not a count of micro-batches
     if type(operator) in (cst.Equal, cst.GreaterThanEqual):
         return Gate("count", test, True, counter=counter, k=right, form=COUNT, since=since)
     if type(operator) in (cst.LessThan, cst.NotEqual):

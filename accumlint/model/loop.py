@@ -183,7 +183,46 @@ class TrainingLoop:
         if type(inner) is not cst.For:
             return False
         used = {node.value for node in walk(event.role.call) if type(node) is cst.Name}
-        return bool(_target_names(inner) & used) or self._loss_of_shared_forward(event, used)
+        return (bool(_target_names(inner) & used) or self._loss_of_shared_forward(event, used)
+                or self._reads_value_made_before(event, used))
+
+    def _reads_value_made_before(self, event: "Event", used: set[str]) -> bool:
+        """The backward's loss reads, through its loop's assignments, a value the iteration
+        made by a call before that loop and never rebinds inside it (`t_rep = teacher(x)`,
+        then `for arch in sampled: loss = kd(student(x, arch), t_rep)`): every backward of
+        the loop may go through that value's graph again, so `retain_graph=True` may be
+        needed (unless the value holds no graph, which is not known here)."""
+        loop = event.statement.loops[-1] if event.statement.loops else None
+        if type(loop) is not cst.For:
+            return False
+        inside = [s for s in self.statements if loop in s.loops]
+        reads = set(used)
+        changed = True
+        while changed:
+            changed = False
+            for statement in inside:
+                if statement.order > event.statement.order:
+                    continue
+                bindings = [_assignment(small) for small in statement.node.body]
+                bindings += [({item.asname.name.value}, item.item) for item in statement.withs
+                             if item.asname is not None and type(item.asname.name) is cst.Name]
+                for bound, value in bindings:
+                    if value is not None and bound & reads:
+                        new = {node.value for node in walk(value) if type(node) is cst.Name} - reads
+                        if new:
+                            reads |= new
+                            changed = True
+        rebound = {name for statement in inside for small in statement.node.body for name in _assignment(small)[0]}
+        latest: dict[str, tuple[Statement, cst.BaseExpression]] = {}
+        for statement in self.statements:
+            if loop not in statement.loops and statement.order < event.statement.order:
+                for small in statement.node.body:
+                    bound, value = _assignment(small)
+                    if type(small) is cst.Assign and value is not None:
+                        latest.update((name, (statement, value)) for name in bound)
+        made_before = {name for name, (statement, value) in latest.items()
+                       if type(value) is cst.Call and not _detaching(value) and not _without_grad(statement)}
+        return bool(reads & (made_before - rebound))
 
     def _loss_of_shared_forward(self, event: "Event", used: set[str]) -> bool:
         """The backward's loss is its own loop's item (an inner or micro-step `for loss in
@@ -226,6 +265,33 @@ def _target_names(loop: cst.For) -> set[str]:
 
 def _bound_names(assign: cst.Assign) -> set[str]:
     return {t.target.value for t in assign.targets if type(t.target) is cst.Name}
+
+
+def _assignment(small: cst.BaseSmallStatement) -> tuple[set[str], Optional[cst.BaseExpression]]:
+    """The plain names an assignment binds (tuple targets included) and the value it reads."""
+    if type(small) is cst.AugAssign:
+        target = dotted(small.target)
+        return ({target} if target is not None and "." not in target else set()), small.value
+    if type(small) is not cst.Assign:
+        return set(), None
+    names: set[str] = set()
+    for assigned in small.targets:
+        destination = assigned.target
+        elements = [e.value for e in destination.elements] if isinstance(destination, (cst.Tuple, cst.List)) \
+            else [destination]
+        names |= {e.value for e in elements if isinstance(e, cst.Name)}
+    return names, small.value
+
+
+def _detaching(call: cst.Call) -> bool:
+    """`t.detach()`, `t.item()`: a value with no graph."""
+    return type(call.func) is cst.Attribute and call.func.attr.value in ("detach", "item", "tolist", "numpy")
+
+
+def _without_grad(statement: Statement) -> bool:
+    """Under `with torch.no_grad():` / `torch.inference_mode()`."""
+    return any(isinstance(item.item, cst.Call) and last_part(call_name(item.item) or "")
+               in ("no_grad", "inference_mode") for item in statement.withs)
 
 
 def _binds_any(assign: cst.Assign, names: set[str]) -> bool:
@@ -543,6 +609,9 @@ class _Walker:
                 if kind is cst.Attribute:
                     attribute = cast(cst.Attribute, node)
                     parts.update((id(attribute.value), id(attribute.attr)))
+            elif kind is cst.Subscript:
+                if not _literal_key(cast(cst.Subscript, node)):
+                    return False  # `conf["fp16"]` reads a run's setting; `flags[i]` may vary
             elif kind not in _CONSTANT_TEST_NODES:
                 return False
         varying = self._bound_in(self.root) | _parameters(self.root)  # a per-step function's arguments vary
@@ -805,8 +874,16 @@ _CONSTANT_TEST_NODES = frozenset({
     cst.LessThan, cst.LessThanEqual, cst.In, cst.NotIn, cst.And, cst.Or, cst.Not, cst.Minus, cst.LeftParen,
     cst.RightParen, cst.SimpleWhitespace, cst.ParenthesizedWhitespace, cst.Newline, cst.TrailingWhitespace,
     cst.EmptyLine, cst.Comment, cst.Dot, cst.ConcatenatedString, cst.Tuple, cst.List, cst.Element, cst.Comma,
-    cst.LeftSquareBracket, cst.RightSquareBracket,
+    cst.LeftSquareBracket, cst.RightSquareBracket, cst.SubscriptElement, cst.Index,
 })
+
+
+def _literal_key(subscript: cst.Subscript) -> bool:
+    """`conf["max_grad_norm"]`, `cfg[0]`: one literal key on a plain or dotted name."""
+    if dotted(subscript.value) is None or len(subscript.slice) != 1:
+        return False
+    index = subscript.slice[0].slice
+    return type(index) is cst.Index and type(index.value) in (cst.SimpleString, cst.Integer)
 
 
 def _plain_values(node: cst.CSTNode) -> dict[str, list[Optional[cst.BaseExpression]]]:
@@ -903,9 +980,17 @@ def build_loops(
         parent = _parent_loop(site)
         if not direct(statements, "step") and parent is not None and parent in sites:
             around = walked(sites[parent])
+            grand = _parent_loop(sites[parent])
+            if not direct(around, "step") and not direct(around, "backward") and grand is not None and grand in sites:
+                # the step may be two loops up: a loop over depths around one over widths
+                parent, around = grand, walked(sites[grand])
             if steps_after(around, node) and (not direct(around, "backward") or micro_batches(node, around)):
                 if chosen.get(parent) is None:  # the parent, walked first for its own backward
-                    chosen[parent] = node
+                    # an inner loop beside a step gated on a count is one iteration's several
+                    # backwards (sub-networks, heads), not the window's micro-batches
+                    gated = any(e.statement.gate is not None and e.statement.gate.kind in ("modulo", "count")
+                                for e in direct(around, "step"))
+                    chosen[parent] = None if gated and not _walks_micro_batches(node, accumulation_names) else node
                 continue
         function = site.function
         if not direct(statements, "step") and parent is None and function is not None:
@@ -920,6 +1005,8 @@ def build_loops(
         chosen.setdefault(node, None)
 
     loops = [*_lightning_steps(facts, objects, skip=chosen, made=made)]
+    helpers = {id(s.helper) for node in chosen for s in walks[node][1] if s.helper is not None}
+    loops += _per_call_windows(facts, objects, chosen, helpers, accumulation_names, made)
     for node, micro in chosen.items():
         site, statements, increments = walks[node]
         nested_training = {other for other in chosen if other is not node}
@@ -1101,15 +1188,22 @@ def _through_progress_bar(iterable: Optional[cst.BaseExpression], facts: ModuleF
                           function: Optional[Function]) -> Optional[cst.BaseExpression]:
     """`bar = tqdm(train_dataloader, total=...)` then `for step, batch in enumerate(bar)`:
     the loop walks `train_dataloader` (a name bound once, as the loop's function reads it,
-    to a progress bar over it: other methods may bind their own `bar`)."""
+    to a progress bar over it: other methods may bind their own `bar`). A bar shown on one
+    process only (`tqdm(loader) if rank == 0 else loader`) walks the same loader."""
     name = dotted(iterable) if type(iterable) in (cst.Name, cst.Attribute) else None
     if name is None:
         return iterable
     bindings = [b for b in facts.values_in(name, function) if b.index is None]
     if len(bindings) != 1:
         return iterable
-    inner = unwrap_iterable(bindings[0].value)
-    return inner if inner is not bindings[0].value and inner is not None else iterable
+    value = bindings[0].value
+    if type(value) is cst.IfExp:
+        arms = [unwrap_iterable(arm) for arm in (value.body, value.orelse)]
+        if arms[0] is None or arms[1] is None or _code(arms[0]) != _code(arms[1]) or name in facts.len_arguments:
+            return iterable  # (`len(bar)` taken: the name itself is sized)
+        return arms[0]
+    inner = unwrap_iterable(value)
+    return inner if inner is not value and inner is not None else iterable
 
 
 def _enumerated(iterable: cst.BaseExpression, facts: ModuleFacts) -> Optional[cst.Call]:
@@ -1169,6 +1263,48 @@ def unwrap_iterable(node: Optional[cst.BaseExpression]) -> Optional[cst.BaseExpr
     while type(node) is cst.Call and last_part(call_name(node) or "").lower() in ("tqdm", "track", "progress_bar"):
         node = positional(node, 0)
     return node
+
+
+def _per_call_windows(facts: ModuleFacts, objects: Objects, skip: Collection[cst.CSTNode], helpers: set[int],
+                      accumulation_names: tuple[str, ...], made: Optional[list[Statement]]) -> list[TrainingLoop]:
+    """A function that runs one micro-batch per call and steps when a counter it keeps across
+    calls reaches a window (`def update(self, batch): ...; loss.backward(); self.local_updates
+    += 1; if self.local_updates % K == 0: self.optimizer.step()`): the loop over batches is in
+    a caller (often another module), and the function's body is the window. Only functions
+    that no loop of the module walks (as its body or a helper) and that hold no loop running
+    the backward themselves (`helpers`: the ids of functions the module's loops walk)."""
+    candidates: dict[int, Function] = {}
+    for call in facts.calls:
+        if type(call.func) is cst.Attribute and call.func.attr.value == "backward":
+            function = facts.enclosing_function(call)
+            if function is not None and function not in skip:
+                candidates.setdefault(id(function), function)
+    found: list[TrainingLoop] = []
+    for function in candidates.values():
+        if any(type(node) in (cst.For, cst.While) for node in walk(function.body)):
+            continue  # its loops were asked already (`build_loops`)
+        if any(type(d.decorator) is not cst.Name or d.decorator.value not in ("staticmethod",)
+               for d in function.decorators):
+            continue  # a decorated function may be run by a framework with its own windows
+        if id(function) in helpers:
+            continue  # a loop of this module calls it: that loop's walk reads it
+        statements = _Walker(facts, objects, function, accumulation_names, made=made).walk(function.body, function)
+        own = [s for s in statements if s.helper is None]
+        if not any(e.kind == "backward" for s in own for e in s.events):
+            continue
+        counters = {dotted(small.target) for s in own if s.gate is None and not s.conditional
+                    for small in s.node.body
+                    if type(small) is cst.AugAssign and type(small.operator) is cst.AddAssign and int_value(small.value) == 1}
+        gated_steps = [e for s in own for e in s.events if e.kind == "step" and s.gate is not None
+                       and s.gate.kind == "modulo" and s.gate.counter in counters
+                       and (s.gate.counter or "").startswith("self.")]
+        if not gated_steps:
+            continue
+        site = LoopSite(function, ancestors(facts.parents, function) + (function,))
+        kept = [s for s in statements if not s.single_micro_batch]
+        _drop_update_gates(kept)
+        found += [TrainingLoop(site=site, statements=world) for world in _worlds(kept)]
+    return found
 
 
 def _lightning_steps(facts: ModuleFacts, objects: Objects, skip: Collection[cst.CSTNode] = (),

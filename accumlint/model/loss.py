@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from typing import Final, Literal, Optional, cast
+from typing import Callable, Final, Literal, Optional, cast
 
 import libcst as cst
 
@@ -33,6 +33,9 @@ MEAN: Final = "mean"
 TOKEN: Final = "token"
 SUM: Final = "sum"
 UNKNOWN: Final = "unknown"
+# The reduction of a loss held in a plain name that a term of a sum reads (`loss + w * prior_loss`),
+# given the name's expression and the depth reached: see `LossReader.reduction`.
+TermReader = Callable[[cst.Name, int], Reduction]
 # What a scaling does with its factor (see `Scaling`).
 ScalingOp = Literal["div", "mul", "inverse", "const", "count", "amp"]
 # Methods that keep a loss's scale (a mean over DataParallel's per-device copies, a cast).
@@ -112,6 +115,10 @@ def split_scaling(expr: cst.BaseExpression, statement: Optional[Statement]) -> t
     scalings: list[Scaling] = []
     while True:
         if type(expr) is cst.BinaryOperation and type(expr.operator) is cst.Divide:
+            if _reduced_along_axis(expr.left) and _reduced_along_axis(expr.right):
+                # `(losses * mask).sum(1) / mask.sum(1)`: each row's mean over its own tokens
+                # (a vector, reduced later), not a scaling of the loss
+                return expr, scalings
             inverse = _reciprocal(expr.right)
             if inverse is not None:
                 scalings.append(Scaling("inverse", inverse, expr, statement))
@@ -145,6 +152,23 @@ def split_scaling(expr: cst.BaseExpression, statement: Optional[Statement]) -> t
             expr = expr.func.value
         else:
             return expr, scalings
+
+
+def _reduced_along_axis(node: cst.BaseExpression) -> bool:
+    """`x.sum(1)`, `x.sum(dim=-1)`, `torch.sum(x, axis=1)`: a sum or mean along a given
+    dimension (one value per row), not over the whole tensor."""
+    if type(node) is not cst.Call or last_part(call_name(node) or "") not in ("sum", "mean", "nansum"):
+        if not (type(node) is cst.Call and type(node.func) is cst.Attribute
+                and node.func.attr.value in ("sum", "mean", "nansum")):
+            return False
+    given = keyword(node, "dim") or keyword(node, "axis")
+    if given is not None:
+        return code(given.value) != "None"
+    method = type(node.func) is cst.Attribute and dotted(node.func.value) not in ("torch", "np", "numpy")
+    dimension = positional(node, 0 if method else 1)
+    if type(dimension) is cst.UnaryOperation:
+        dimension = dimension.expression
+    return type(dimension) is cst.Integer
 
 
 def _reciprocal(node: cst.BaseExpression) -> Optional[cst.BaseExpression]:
@@ -326,14 +350,16 @@ class LossReader:
                 self._trace(loop, statement, inner, flow, depth + 1)
                 return
             flow.origin, flow.origin_statement = inner, statement
-            flow.reduction = self.reduction(inner, self._reader(loop, statement), flow)
+            flow.reduction = self.reduction(inner, self._reader(loop, statement), flow,
+                                            terms=lambda term, level: self._term(loop, statement, term, flow, level))
             self._scaled_before_method(loop, statement, inner, flow, depth)
             return
         if type(expr) is cst.Call and before.helper is not None and depth < 8 and self._through_call(loop, before, expr, flow, depth):
             return  # `accelerator.backward(scaled(loss, k))` in a helper: the flow goes on at `scaled`'s `return`
         flow.origin = expr
         flow.origin_statement = before
-        flow.reduction = self.reduction(expr, self._reader(loop, before), flow)
+        flow.reduction = self.reduction(expr, self._reader(loop, before), flow,
+                                        terms=lambda term, level: self._term(loop, before, term, flow, level))
         if depth < 8:
             self._scaled_before_method(loop, before, expr, flow, depth)  # `loss.mean().backward()`
 
@@ -351,6 +377,19 @@ class LossReader:
             flow.reduction, flow.origin_statement = kind, statement
         elif kind != UNKNOWN and kind != flow.reduction:
             flow.reduction = UNKNOWN
+
+    def _term(self, loop: TrainingLoop, statement: Statement, term: cst.Name, flow: LossFlow, depth: int) -> Reduction:
+        """The reduction of a plain name that a sum of losses bound at `statement` reads
+        (`loss = loss + prior_loss_weight * prior_loss`): the name's own flow, traced from
+        its binding earlier in the iteration. A term that was scaled on its way (divided by K
+        already, or by anything else than a constant) makes the sum's scale unknown."""
+        if depth >= 8:
+            return UNKNOWN
+        own = LossFlow(flow.backward)
+        self._trace(loop, statement, term, own, depth + 1)
+        if own.origin is None or any(s.op != "const" for s in own.scalings):
+            return UNKNOWN
+        return own.reduction
 
     def _read_factor(self, scaling: Scaling) -> Scaling:
         """`loss * self.loss_scale` where every binding of the factor is `1 / K`
@@ -473,25 +512,51 @@ class LossReader:
 
     # -- reductions ------------------------------------------------------------
     def reduction(self, expr: cst.BaseExpression, function: Optional[Function], flow: Optional[LossFlow] = None,
-                  depth: int = 0) -> Reduction:
-        """mean / token / sum / unknown for an expression that computes a loss."""
+                  depth: int = 0, terms: Optional[TermReader] = None) -> Reduction:
+        """mean / token / sum / unknown for an expression that computes a loss. `terms`
+        reads the plain names that the terms of a sum or a weighted term hold (`loss +
+        w * prior_loss`, `(loss_img + loss_txt) / 2` in a forward): without it a name is
+        unknown."""
         if depth > 4:
             return UNKNOWN
         if type(expr) is cst.BinaryOperation and type(expr.operator) in (cst.Add, cst.Subtract):
-            kinds = {self.reduction(side, function, None, depth + 1) for side in (expr.left, expr.right)}
+            kinds = {self.reduction(side, function, None, depth + 1, terms) for side in (expr.left, expr.right)}
             return kinds.pop() if len(kinds) == 1 else UNKNOWN
         if type(expr) is cst.BinaryOperation and type(expr.operator) is cst.Multiply:
+            if terms is not None and type(expr.left) is cst.Name and type(expr.right) is cst.Name:
+                return self._weighted(expr.left, expr.right, depth, terms)
             inner, _ = split_scaling(expr, None)
-            return UNKNOWN if inner is expr else self.reduction(inner, function, None, depth + 1)
+            return UNKNOWN if inner is expr else self.reduction(inner, function, None, depth + 1, terms)
+        if type(expr) is cst.Name and terms is not None:
+            return terms(expr, depth)
+        if type(expr) is cst.UnaryOperation and type(expr.operator) is cst.Minus:
+            return self.reduction(expr.expression, function, None, depth + 1, terms)  # `-(p * log_q).sum(1).mean()`
         if (type(expr) is cst.Attribute and expr.attr.value == "loss") or (
                 type(expr) is cst.Subscript and string_value(_subscript_index(expr)) == "loss"):
             # a Hugging Face model's `outputs.loss` is a mean; a project model's is unknown
             if not self._hugging_face_module() or self._from_loss_function(expr.value, function):
                 return UNKNOWN
             return TOKEN if self._language_model() else MEAN
+        if type(expr) is cst.Name and depth > 0:
+            # `start_loss + end_loss` in a helper: each term as the function it is read in binds
+            # it, once (the function the name stands in, whichever function reads the loss)
+            scope = self.facts.enclosing_function(expr) or function
+            local = [b for b in self.facts.bindings.get(expr.value, ())
+                     if b.index is None and self.facts.enclosing_function(b.statement) is scope]
+            return self.reduction(local[0].value, scope, None, depth + 1) if len(local) == 1 and scope else UNKNOWN
         if type(expr) is not cst.Call:
             return UNKNOWN
         return self._call(expr, function, depth)
+
+    def _weighted(self, left: cst.Name, right: cst.Name, depth: int, terms: TermReader) -> Reduction:
+        """`prior_loss_weight * prior_loss`, both plain names (either may be named for
+        losses): the reduction of the one side that holds a loss, when the other is a weight
+        of unknown origin and no count of samples or tokens (which would make a sum)."""
+        if any(_sample_count(side) or looks_like_token_count(side.value) for side in (left, right)):
+            return UNKNOWN
+        kinds = [terms(left, depth + 1), terms(right, depth + 1)]
+        known = [kind for kind in kinds if kind != UNKNOWN]
+        return known[0] if len(known) == 1 else UNKNOWN
 
     def _call(self, call: cst.Call, function: Optional[Function], depth: int) -> Reduction:
         name = call_name(call) or ""
@@ -654,17 +719,27 @@ class LossReader:
     def _returned_value(self, helper: Function, value: cst.BaseExpression, depth: int) -> Reduction:
         """The reduction of `value`, returned by `helper`: a name is read at its first
         assignment in the helper to something else than `None` (`loss = None` before the
-        labels are checked binds no loss)."""
+        labels are checked binds no loss), and so are the names a returned sum adds up
+        (`return (loss_img + loss_txt) / 2`). A division by a numeric constant (the mean
+        of two terms) keeps the reduction; any other scaling (`/ self.accumulation_steps`)
+        makes it unknown."""
         inner, scalings = split_scaling(value, None)
-        if scalings:
+        if any(not _is_constant(s.factor) for s in scalings):
             return UNKNOWN
         name = dotted(inner)
         if name is not None and not name.endswith("()"):
-            for node in walk(helper.body):
-                if type(node) is cst.Assign and dotted(node.targets[0].target) == name and code(node.value) != "None":
-                    return self.reduction(node.value, helper, None, depth + 1)
-            return UNKNOWN
-        return self.reduction(inner, helper, None, depth + 1)
+            return self._assigned(helper, name, depth)
+        return self.reduction(inner, helper, None, depth + 1, lambda term, level: self._assigned(helper, term.value, level))
+
+    def _assigned(self, helper: Function, name: str, depth: int) -> Reduction:
+        """The reduction of a loss a helper holds in `name`, read at its first assignment
+        in the helper to something else than `None`; unknown when the helper assigns
+        it nowhere (a parameter, a name of the module)."""
+        for node in walk(helper.body):
+            if type(node) is cst.Assign and dotted(node.targets[0].target) == name and code(node.value) != "None":
+                return self.reduction(node.value, helper, None, depth + 1,
+                                      lambda term, level: self._assigned(helper, term.value, level))
+        return UNKNOWN
 
     def _hugging_face_module(self) -> bool:
         """The module imports a Hugging Face library (transformers, peft, trl, accelerate),

@@ -409,7 +409,7 @@ class Objects:
         qualified = self.facts.qualified(receiver_name) or ""
         if method in backward.BACKWARD.methods:
             return self._backward(call, method, receiver, receiver_name, qualified)
-        if method in _EMA_METHODS and self.kind_of(receiver) == "ema":
+        if method in _EMA_METHODS and self.kind_of(receiver) == "ema" and not _averages_numbers(call):
             return Role("ema", call, receiver_name, receiver)
         if method == "step":
             return self._step(call, receiver, receiver_name)
@@ -633,6 +633,19 @@ def _measures_only(clip: cst.Call) -> bool:
     if type(value) is cst.Call and call_name(value) == "float" and len(value.args) == 1:
         return (string_value(value.args[0].value) or "").lower() in ("inf", "+inf", "infinity")
     return (dotted(value) or "") in ("math.inf", "torch.inf", "np.inf", "numpy.inf")
+
+
+def _averages_numbers(update: cst.Call) -> bool:
+    """`loss_ema.update(d_real.mean().item(), "D_real", step)`: an average fed a Python number
+    (`.item()`) or a string key tracks a statistic such as a loss, not the weights; its pace
+    does not change the model. (A number literal may be the decay: `ema.update(model, 0.999)`.)"""
+    for arg in update.args:
+        value = arg.value
+        if type(value) is cst.SimpleString and arg.keyword is None:
+            return True
+        if type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value == "item":
+            return True
+    return False
 
 
 def _is_logging(method: str, receiver: Optional[str]) -> bool:

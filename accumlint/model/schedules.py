@@ -274,8 +274,11 @@ def _loader_length(objects: Objects, expr: cst.CSTNode) -> Optional[cst.Call]:
     return None
 
 
-def referenced_names(expr: cst.CSTNode) -> list[str]:
-    """Dotted names an expression reads (`args.max_train_steps`), not the functions it calls."""
+def referenced_names(expr: cst.CSTNode, *, keyed: bool = False) -> list[str]:
+    """Dotted names an expression reads (`args.max_train_steps`), not the functions it calls.
+    With `keyed`, an entry read by a literal key is one name (`config['max_steps']`): the
+    entry, not the whole container, is the value (a `config` handed to a scheduler factory
+    says nothing about `config['save_center']`)."""
     names: list[str] = []
     stack: list[cst.CSTNode] = [expr]
     while stack:
@@ -284,6 +287,11 @@ def referenced_names(expr: cst.CSTNode) -> list[str]:
             name = dotted(node)
             if name is not None:
                 names.append(name)
+                continue
+        if keyed and type(node) is cst.Subscript and dotted(node.value) is not None and len(node.slice) == 1:
+            index = node.slice[0].slice
+            if type(index) is cst.Index and type(index.value) is cst.SimpleString:
+                names.append(f"{dotted(node.value)}[{index.value.value}]")
                 continue
         if type(node) is cst.Call:
             stack.extend(arg.value for arg in node.args)

@@ -22,7 +22,7 @@ from accumlint.model.facts import ModuleFacts
 from accumlint.model.frameworks import SyncControl, carries_k, mentions_sync_control
 from accumlint.model.gates import PLUS_ONE, ZERO, Gate
 from accumlint.model.loop import Event, Statement, TrainingLoop, epoch_multiple
-from accumlint.model.loss import LossFlow, LossReader
+from accumlint.model.loss import TOKEN, LossFlow, LossReader
 from accumlint.model.names import (
     call_name,
     code,
@@ -346,9 +346,9 @@ class Window:
             return False
         if unpacked is None:
             returned = self.facts.returned(latest) if type(latest) is cst.Call else []
-            return not (returned and all(_detached(value) for value in returned))
-        returned = self.facts.returned(unpacked[0])
-        return not (returned and all(_detached_element(value, unpacked[1]) for value in returned))
+        else:
+            returned = self.facts.returned(*unpacked)
+        return not (returned and all(_detached(value) for value in returned))
 
     def _bound_to_sync_control(self, item: cst.CSTNode) -> bool:
         """`with sync_ctx():` (or `with sync_ctx:`) on a name the loop's function binds to a
@@ -358,6 +358,34 @@ class Window:
         if name is None or "." in name or name.endswith("()"):
             return False
         return any(mentions_sync_control(b.value) for b in self.facts.values_in(name, self.loop.function))
+
+    def _outputs_detached(self, statement: Statement) -> bool:
+        """A forward whose every result is detached before anything reads it (`reps, atts, _ =
+        teacher(x)`, then `reps = [r.detach() for r in reps]`): no backward reaches the model
+        it ran, as under `torch.no_grad()`."""
+        small = statement.small
+        if type(small) is not cst.Assign or type(small.value) is not cst.Call or len(small.targets) != 1:
+            return False
+        target = small.targets[0].target
+        elements = [e.value for e in target.elements] if isinstance(target, (cst.Tuple, cst.List)) else [target]
+        if not all(type(e) is cst.Name for e in elements):
+            return False
+        names = {cast(cst.Name, e).value for e in elements} - {"_"}
+        if not names:
+            return False
+        later = [s for s in self.loop.statements if s.order > statement.order and s.helper is statement.helper]
+        for name in names:
+            for other in later:
+                if not any(type(n) is cst.Name and n.value == name for n in walk(other.node)):
+                    continue
+                rebind = other.small
+                if not (type(rebind) is cst.Assign and len(rebind.targets) == 1
+                        and dotted(rebind.targets[0].target) == name and _detaches_each(rebind.value, name)):
+                    return False
+                break
+            else:
+                return False
+        return True
 
     def builds_no_graph(self, statement: Statement) -> bool:
         """The statement runs in a no-grad region: under `with torch.no_grad()`,
@@ -486,7 +514,7 @@ class Window:
         # the module's own code: a helper of another module names its own locals `model` too
         local = [s for s in self.loop.statements if s.helper is None or id(s.helper) in self.facts.parents]
         if graph_only:
-            local = [s for s in local if not self.builds_no_graph(s)]
+            local = [s for s in local if not self.builds_no_graph(s) and not self._outputs_detached(s)]
         nodes: list[cst.CSTNode] = [statement.node for statement in local]
         nodes += list({id(item): item for statement in local for item in statement.withs}.values())
         for top in nodes:
@@ -601,6 +629,18 @@ class Window:
     def deepspeed(self) -> bool:
         return any(e.role.flavor in ("deepspeed", "engine") for e in self.loop.events)
 
+    @cached_property
+    def deepspeed_accelerator(self) -> bool:
+        """The window's backward is `accelerator.backward` on an Accelerator built with a
+        DeepSpeed plugin whose K is above 1: the DeepSpeed engine owns the windows."""
+        for backward in self.loop.backwards:
+            if backward.role.flavor != "accelerate":
+                continue
+            info = self.objects.accelerator(cast(cst.Attribute, cast(cst.Call, backward.role.call).func).value)
+            if info is not None and info.sharded == "deepspeed" and info.scales is True:
+                return True
+        return False
+
     def framework_scales(self, flow: LossFlow) -> Optional[bool]:
         """Whether the backward that `flow` reaches divides by K itself (None: unknown)."""
         role = flow.backward.role
@@ -613,6 +653,14 @@ class Window:
             info = self.objects.accelerator(cast(cst.Attribute, cast(cst.Call, role.call).func).value)
             return None if info is None else info.scales
         return False
+
+    def token_mean_per_micro_batch(self, flow: LossFlow) -> bool:
+        """Whether `flow` is a padded token-level mean taken per micro-batch: divided by K it
+        still weighs micro-batches with fewer real tokens more (the window's token count is
+        the right divisor, which K alone cannot give)."""
+        facts = self.facts
+        return (flow.reduction == TOKEN and facts.padding_evidence
+                and not facts.window_token_normalization and not self.rescales_gradients)
 
     def framework_name(self, flow: LossFlow) -> str:
         """Who already divides the loss by K, for messages."""
@@ -653,6 +701,52 @@ class Window:
                     return call
         return None
 
+    @cached_property
+    def zeroes_on_entry(self) -> Optional[cst.CSTNode]:
+        """The zeroing call the loop's function makes, unconditionally, before it enters the
+        loop, when the loop is a statement of the function's own body
+        (`def train_loop(...): optimizer.zero_grad(); for batch in loader: ...`)."""
+        function = self.loop.function
+        node = self.loop.node
+        if function is None or self.loop.per_step_function or type(function.body) is not cst.IndentedBlock:
+            return None
+        for statement in function.body.body:
+            if statement is node:
+                return None
+            if type(statement) is not cst.SimpleStatementLine:
+                continue
+            for call in self.facts.calls_in(statement):
+                role = self.objects.role(call)
+                if role is not None and role.kind == "zero":
+                    return call
+        return None
+
+    def carried_counter(self, name: str) -> bool:
+        """A counter the loop's function receives and hands back (`def train_loop(...,
+        iteration):` ... `return avg_loss, iteration`): its caller keeps it across the
+        function's calls (one an epoch), so it counts micro-batches across epochs."""
+        function = self.loop.function
+        if function is None or self.loop.per_step_function or name not in scopes.all_parameters(function):
+            return False
+        for node in walk(function.body):
+            if type(node) is not cst.Return or node.value is None:
+                continue
+            values = [e.value for e in node.value.elements] if type(node.value) is cst.Tuple else [node.value]
+            if any(type(v) is cst.Name and v.value == name for v in values):
+                return True
+        return False
+
+    def tail_eraser(self, counter: Optional[str]) -> Optional[cst.CSTNode]:
+        """The zeroing that erases the partial window an epoch ends with, for a gate on
+        `counter` that runs on across epochs: the zeroing when each epoch starts, or, for a
+        counter carried across the calls of the loop's function, the zeroing the function
+        makes on entry (each call starts by erasing what the last one left)."""
+        if self.zeroes_on_epoch_start is not None:
+            return self.zeroes_on_epoch_start
+        if counter is not None and self.carried_counter(counter):
+            return self.zeroes_on_entry
+        return None
+
     def reset_on_epoch_start(self, name: str) -> bool:
         """`nb_tr_steps = 0` (alone or in a tuple) before this loop in the loop over epochs."""
         starts = {id(small) for line in self.epoch_start for small in line.body}
@@ -670,9 +764,13 @@ class Window:
         )
 
     def framework_managed(self, event: Event) -> bool:
-        """A step/zero/scheduler call the framework turns into a no-op off the boundary."""
+        """A step/zero/scheduler call the framework turns into a no-op off the boundary (under
+        an Accelerator with a DeepSpeed plugin, the prepared optimizer's `step()` and
+        `zero_grad()` are the engine's, which steps only at the boundary)."""
         if event.role.flavor == "engine":
             return not self.manual_engine_boundary
+        if event.kind in ("step", "zero") and self.deepspeed_accelerator:
+            return True
         if self.accumulate_context(event.statement):
             return not self.unmanaged_in_accumulate(event)
         return self.zeroes_after_accumulate(event)
@@ -861,6 +959,9 @@ class Window:
         passed = self._passed_for_factors.get(id(node))
         if passed is not None and self._is_k_here(passed):
             return True
+        while type(node) is cst.Call and type(node.func) is cst.Name and node.func.value in ("float", "int") \
+                and len(node.args) == 1:
+            node = node.args[0].value  # `float(acc_steps)`: K cast to a number is K
         return self._is_k_here(node)
 
     @cached_property
@@ -1038,6 +1139,11 @@ class Window:
         if first_gated is None:
             return None
         if increment > first_gated and self._reset_under(gate, counter):
+            first = next(s for s in self.loop.statements if s.order == first_gated)
+            if increment_statement.exclusive_with(first):
+                # `if (c + 1) % K == 0: ...; c = 0` / `else: c += 1`: the closing micro-batch
+                # resets instead of counting, so every window sees the counter from 0 again
+                return initial
             # reset under the gate, then incremented after it: every window but the first
             # sees the counter from 1 (`c = 0` at the step, `c += 1` at the iteration's end)
             return None
@@ -1097,6 +1203,15 @@ class Window:
                     if role is not None and role.kind == "step":
                         return True
         return False
+
+    @cached_property
+    def steps_after_loop(self) -> bool:
+        """The loop never steps itself, divides each loss by an accumulation count, and an
+        optimizer step follows it in its function: the loop runs the micro-steps of one
+        window (a GAN's generator re-forwarding the stored micro-batches once the
+        discriminator's gate opens, one backward each). A loop that re-forwards cached
+        pieces against each other without that division (GradCache) is not read so."""
+        return not self.loop.steps and self.divides_by_accumulation and self.flushes_after_loop
 
     def opens_next_window(self, step: Event) -> bool:
         """A gated step that runs before the iteration's backward on each window's first
@@ -1417,6 +1532,21 @@ def _detached(value: cst.BaseExpression) -> bool:
     return False
 
 
+def _detaches_each(value: cst.BaseExpression, name: str) -> bool:
+    """`name.detach()`, or `[t.detach() for t in name]`: `name` rebound to detached values."""
+    if type(value) is cst.Call and type(value.func) is cst.Attribute:
+        return last_part(dotted(value.func) or "") in _DETACHING_METHODS and dotted(value.func.value) == name
+    if type(value) in (cst.ListComp, cst.GeneratorExp) or (type(value) is cst.Call and call_name(value) in ("list", "tuple")):
+        comp = value.args[0].value if type(value) is cst.Call and value.args else value
+        if type(comp) not in (cst.ListComp, cst.GeneratorExp):
+            return False
+        comp = cast("cst.ListComp | cst.GeneratorExp", comp)
+        loop_var = dotted(comp.for_in.target)
+        return (comp.for_in.inner_for_in is None and dotted(comp.for_in.iter) == name and loop_var is not None
+                and _detaches_each(comp.elt, loop_var))
+    return False
+
+
 def _scalar_operand(value: cst.BaseExpression) -> bool:
     """An operand that adds no graph beside a detached value: a number, a detached value, or a
     name that does not name a loss (`K`, `args.accum_steps`, `x.size(0)`)."""
@@ -1426,13 +1556,3 @@ def _scalar_operand(value: cst.BaseExpression) -> bool:
         return True
     name = dotted(value)
     return name is not None and "loss" not in last_part(name).lower()
-
-
-def _detached_element(value: cst.BaseExpression, index: int) -> bool:
-    """Element `index` of a returned tuple is a detached value (`loss.item()`)."""
-    if type(value) not in (cst.Tuple, cst.List):
-        return False
-    elements = cast("cst.Tuple | cst.List", value).elements
-    if index >= len(elements) or type(elements[index]) is not cst.Element:
-        return False
-    return _detached(elements[index].value)

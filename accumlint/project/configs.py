@@ -61,6 +61,8 @@ def read_config(path: str) -> Union[ConfigFacts, ConfigError, None]:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as error:
+            if error.msg == "Extra data" and _json_lines(text):
+                return None  # one record per line: a data file the code reads, not a configuration
             return ConfigError(path, error.lineno, error.colno, f"invalid JSON: {error.msg}")
     else:
         data = _yaml(path, text)
@@ -69,6 +71,17 @@ def read_config(path: str) -> Union[ConfigFacts, ConfigError, None]:
     if not isinstance(data, dict):
         return None
     return _facts(path, data)
+
+
+def _json_lines(text: str) -> bool:
+    """Every non-blank line is a JSON document of its own (JSON Lines)."""
+    try:
+        for line in text.splitlines():
+            if line.strip():
+                json.loads(line)
+    except json.JSONDecodeError:
+        return False
+    return True
 
 
 def _yaml(path: str, text: str) -> Union[Any, ConfigError]:

@@ -626,12 +626,18 @@ class ProjectView:
         through that module's imports (`nn.CrossEntropyLoss()` as `torch.nn.CrossEntropyLoss()`);
         a callee that module defines itself, any other name, or a value it binds otherwise:
         unknown, no binding. None when `function` was not read from another module."""
-        from accumlint.model.facts import Binding
-
         home = self._homes.get(id(function))
         if home is None:
             return None
-        module = home[0]
+        return self._module_binding(home[0], name)
+
+    def _module_binding(self, module: ModuleSummary, name: str) -> list["Binding"]:
+        """The module-level binding of `name` in `module`, as any module may read it: a
+        literal constant, or a call whose callee is written in full through `module`'s
+        imports (`nn.CrossEntropyLoss()` as `torch.nn.CrossEntropyLoss()`); a callee the
+        module defines itself, any other value, or a name it imports: no binding."""
+        from accumlint.model.facts import Binding
+
         source = module.constants.get(name)
         if source is None or name in module.imports:
             return []
@@ -648,6 +654,27 @@ class ProjectView:
             return []
         return [Binding(name, self.adopt(value), None, value)]
 
+    def _imported_object(self, name: str) -> list["Binding"]:
+        """`from objectives import criterion` with `criterion = nn.CrossEntropyLoss()` at the
+        top of the project module `objectives`: that module's binding, its callee written in
+        full (a `torch.nn` object, a loss: built the same whoever imports it). A name that
+        module imports in turn, builds from its own class or from another library (an
+        optimizer, an accelerator, whose other facts the importer cannot see), stays unknown."""
+        imported = self.summary.imports.get(name)
+        if imported is None:
+            return []
+        target, what, level = imported
+        if what is None or what == "*":
+            return []
+        source_module = self._module(resolve_module(self.root, self.summary.path, target, level))
+        if source_module is None:
+            return []
+        found = self._module_binding(source_module, what)
+        value = found[0].value if found else None
+        if type(value) is not cst.Call or not (_dotted(value.func) or "").startswith("torch.nn."):
+            return []
+        return found
+
     def bindings(self, name: str, facts: "ModuleFacts") -> list["Binding"]:
         """Bindings of `name` that the project knows: an imported literal constant
         (`from config import ACCUM_STEPS`, `config.ACCUM_STEPS`), a field of a project
@@ -660,6 +687,8 @@ class ProjectView:
         if head in facts.imports and head not in facts.bindings and head in self.summary.imports:
             found = self.symbol(self.summary, name)
             source = found.source if type(found) is Constant else None
+            if found is None and not rest:
+                return self._imported_object(name)
         elif rest and "." not in rest and head in facts.bindings:
             source = self._field(facts, head, rest)
         if source is None:

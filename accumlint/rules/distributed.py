@@ -20,7 +20,8 @@ _REPORTED_WRAPS = ("ddp", "apex", "accelerate", "fabric")
 
 
 def sync_every_micro_batch(window: Window) -> Iterable[Finding]:
-    if not (window.gated_step or window.has_micro_loop) or window.uses_accumulate_context or window.deepspeed:
+    if not (window.gated_step or window.has_micro_loop or window.steps_after_loop) or window.uses_accumulate_context \
+            or window.deepspeed:
         return
     model = window.wrapped_model
     kind = window.objects.frameworks.parallel_kind(model)
@@ -35,7 +36,13 @@ def sync_every_micro_batch(window: Window) -> Iterable[Finding]:
     edits = _sync_edits(window, model, kind) if not model.endswith("[]") else ()
     shown = model.replace("[]", "[...]")
     advice = _advice(window, shown, kind)
-    for event, event_edits in ((backward, edits), *((other, ()) for other in window.further_micro_loops(backward, model))):
+    # each backward in an exclusive arm (`try:` / `except:`, `if amp:` / `else:`) is its own
+    # micro-batch's all-reduce (not the boundary's backward, which must sync); the edit wraps the first
+    arms = [other for other in window.loop.backwards[1:]
+            if other.role.backpropagates_here and other.statement.exclusive_with(backward.statement)
+            and other.statement.gate is None and backward.statement.gate is None]  # not the boundary's own
+    others = [*arms, *window.further_micro_loops(backward, model)]
+    for event, event_edits in ((backward, edits), *((other, ()) for other in others)):
         yield Finding(
             event.role.call,
             f"`{shown}` all-reduces gradients on every micro-batch",

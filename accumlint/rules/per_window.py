@@ -108,6 +108,9 @@ def scaler_every_micro_batch(window: Window) -> Iterable[Finding]:
     for event in _per_micro_batch(window, "update") + _per_micro_batch(window, "unscale"):
         if event.kind == "update":
             edits = _move(window, event, anchor, before=False)
+        elif any(clip.order > event.order and not _move(window, clip, window_step(window, clip), before=True)
+                 for clip in _per_micro_batch(window, "clip")):
+            edits = ()  # a clip that must stay where it is would then run on still-scaled gradients (GA304)
         else:
             edits = _move(window, event, gated_clip or anchor, before=True)
         yield Finding(
@@ -155,7 +158,8 @@ def ema_every_micro_batch(window: Window) -> Iterable[Finding]:
     """GA306: the weight average moves on every micro-batch while the weights move once per window."""
     if not window.accumulates or steps_every_micro_batch(window):
         return
-    manual = window.gated_step or window.has_micro_loop
+    # an inner loop inside `accumulate()` (over datasets, pieces) leaves the window accelerate's
+    manual = window.gated_step or window.has_micro_loop and window.accumulate_k is None
     if not manual and window.accumulate_k is None:
         return
     anchor = window_step(window) if manual else None

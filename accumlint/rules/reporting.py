@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable, Optional, Sequence
+from typing import Iterable, Optional, Sequence, cast
 
 import libcst as cst
 
@@ -21,9 +21,11 @@ def logged_loss_scaled(window: Window) -> Iterable[Finding]:
     if not window.accumulates:
         return
     for flow in window.flows:
-        name = flow.name
         scaling = _rebinding_division(window, flow)
-        if name is None or scaling is None or scaling.statement is None:
+        if scaling is None or scaling.statement is None:
+            continue
+        name = _assigned_name(scaling.statement)
+        if name is None:
             continue
         for log in _logs_after(window, scaling.statement, name):
             call = log.role.call
@@ -53,9 +55,23 @@ def _rebinding_division(window: Window, flow: LossFlow) -> Optional[Scaling]:
         return None
     scaling = divisions[0]
     statement = scaling.statement
-    if statement is None or statement is flow.backward.statement or not _assigns(statement, flow.name):
+    if statement is None or statement is flow.backward.statement or _assigned_name(statement) is None:
         return None
     return scaling
+
+
+def _assigned_name(statement: Statement) -> Optional[str]:
+    """The one name the division's statement binds: the loss's own (`loss = loss / K`), or the
+    one a scaler context reads later (`loss = out[0] / K`, then `with amp.scale_loss(loss,
+    opt) as scaled_loss:`): either way that name now holds the scaled value."""
+    names = set()
+    for small in statement.node.body:
+        if type(small) is cst.Assign:
+            names |= {dotted(t.target) for t in small.targets}
+        elif type(small) is cst.AugAssign:
+            names.add(dotted(small.target))
+    names.discard(None)
+    return cast(str, names.pop()) if len(names) == 1 else None
 
 
 def _assigns(statement: Statement, name: str) -> bool:

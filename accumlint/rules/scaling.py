@@ -33,15 +33,19 @@ def missing_loss_scaling(window: Window) -> Iterable[Finding]:
         backward = flow.backward
         edits: tuple[Edit, ...] = ()
         k_here = window.k_in_scope(backward.statement)
-        if flow.target is not None and k_here is not None:
+        token_mean = window.token_mean_per_micro_batch(flow)
+        if flow.target is not None and k_here is not None and not token_mean:
             wrap = backward.role.flavor == "tensor" and flow.target is backward.role.target
             edits = (replace(flow.target, divided(flow.target, k_here, wrap=wrap)),)
+        advice = (f"sum the token losses and divide by the window's token count (`loss / {k_text(window)}` "
+                  "alone still weighs micro-batches with fewer real tokens more)" if token_mean
+                  else f"backpropagate `loss / {k_text(window)}`")
         yield Finding(
             backward.role.call,
             f"the loss reaches backward undivided while gradients accumulate over `{k_text(window)}`",
             edits,
             f"Divide the loss by `{k_text(window)}` in the backward",
-            help=f"the update is K times too large; backpropagate `loss / {k_text(window)}`",
+            help=f"the update is K times too large; {advice}",
         )
 
 
@@ -168,13 +172,11 @@ def _mismatched(window: Window, factor: cst.BaseExpression, k: cst.BaseExpressio
 
 
 def token_mean_bias(window: Window) -> Iterable[Finding]:
-    facts = window.facts
-    if not window.accumulates or facts.window_token_normalization:
+    if not window.accumulates:
         return
-    token_flows = [flow for main in window.flows for flow in (main, *main.other_worlds) if flow.reduction == TOKEN]
-    if not token_flows or not facts.padding_evidence or window.rescales_gradients:
-        return
-    for flow in token_flows:
+    for flow in (flow for main in window.flows for flow in (main, *main.other_worlds)):
+        if not window.token_mean_per_micro_batch(flow):
+            continue
         divided_by_k = any(s.op == "div" and window.is_k(s.factor) for s in flow.scalings)
         if not (divided_by_k or window.framework_scales(flow) is True):
             continue

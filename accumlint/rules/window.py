@@ -9,7 +9,7 @@ import libcst as cst
 from accumlint.fix.edits import Edit, filled_expression, insert_after, insert_before, move_after, parenthesized, remove, replace
 from accumlint.fix.guard import guard_for
 from accumlint.model.tree import walk
-from accumlint.model.gates import Gate
+from accumlint.model.gates import PLUS_ONE, Gate
 from accumlint.model.loop import Event, Statement
 from accumlint.model.micro import lost_micro_losses
 from accumlint.model.names import code, normalized
@@ -34,7 +34,8 @@ def steps_every_micro_batch(window: Window) -> list[Event]:
         return []
     if not (window.divides_by_accumulation or window.gated_zeroing):
         return []
-    return [e for e in window.optimizer_steps if not e.statement.conditional and not e.role.closure_step]
+    return [e for e in window.optimizer_steps
+            if not e.statement.conditional and not e.role.closure_step and not window.framework_managed(e)]
 
 
 def zeroing_before_step(window: Window) -> list[tuple[Event, Event]]:
@@ -472,11 +473,9 @@ def _epoch_tail_erased(window: Window) -> Iterable[Finding]:
     """A count gate over a counter across epochs (`ni - last >= K`, `ni = i + nb * epoch`)
     lets windows straddle epochs, but gradients zeroed at the start of each epoch erase
     the partial window an epoch ends with before any step uses it."""
-    zeroing = window.zeroes_on_epoch_start
-    if zeroing is None:
-        return
     for gate, statement in _gates_with_steps(window):
-        if not _across_epochs(window, gate, statement):
+        zeroing = window.tail_eraser(gate.counter)
+        if zeroing is None or not _across_epochs(window, gate, statement):
             continue
         yield Finding(
             gate.test,
@@ -497,7 +496,15 @@ def _across_epochs(window: Window, gate: Gate, statement: Statement) -> bool:
     if gate.kind == "count":
         return gate.counter is not None and window.own_gate(gate, statement) and gate.since is not None and (
             gate.counter in window.loop.derived_counters)
-    return _counts_across_epochs(window, gate, statement) and window.correct_boundary(gate, statement)
+    if not _counts_across_epochs(window, gate, statement):
+        return False
+    if window.zeroes_on_epoch_start is None:
+        # a counter its caller carries across calls (its start is the caller's): the usual
+        # `(n + 1) % K` form, a sized loader, and no step after the loop to flush the tail
+        loop = window.loop
+        return gate.form == PLUS_ONE and loop.iterable is not None and window.sized(loop.iterable) \
+            and not window.flushes_after_loop
+    return window.correct_boundary(gate, statement)
 
 
 def _counts_across_epochs(window: Window, gate: Gate, statement: Statement) -> bool:

@@ -238,12 +238,31 @@ def holds_training_code(tree: ast.Module, text: str) -> bool:
                     return True  # a backward in a loop
                 function = _innermost_function(call_path)
                 if function is not None:
+                    if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) and _steps_on_call_count(function):
+                        return True  # one micro-batch per call, windows counted across calls
                     backward_functions.add(function.name)
                     if function.name == "__call__":
                         callable_classes.extend(n for n in call_path if type(n) is ast.ClassDef)
     if any(_used_elsewhere(lines, cls) for cls in callable_classes):
         return True  # `loss_scaler(loss, optimizer)`: an object whose `__call__` backpropagates
     return lines.referenced_in_loop(_reaching(lines, backward_functions))  # a helper a loop calls
+
+
+def _steps_on_call_count(function: "ast.FunctionDef | ast.AsyncFunctionDef") -> bool:
+    """The function adds one to an attribute of `self` and tests that attribute modulo
+    something (`self.updates += 1`, `if self.updates % K == 0:`): a window over its calls."""
+    counted = {ast.unparse(node.target) for node in ast.walk(function)
+               if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add)
+               and isinstance(node.target, ast.Attribute) and isinstance(node.target.value, ast.Name)
+               and node.target.value.id == "self"}
+    if not counted:
+        return False
+    for node in ast.walk(function):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
+            left = node.left.left if isinstance(node.left, ast.BinOp) and isinstance(node.left.op, ast.Add) else node.left
+            if isinstance(left, ast.Attribute) and ast.unparse(left) in counted:
+                return True
+    return False
 
 
 def _used_elsewhere(lines: "_Lines", cls: ast.ClassDef) -> bool:
