@@ -323,7 +323,8 @@ class _Walker:
     def walk(self, body: cst.BaseSuite, root: Optional[cst.CSTNode] = None) -> list[Statement]:
         self.root = root if root is not None else body
         self._block(body, gate=None, gate_if=None, conditional=False, loops=(), withs=(), path=(), helper=None,
-                    arms=(), worlds=(), single_micro_batch=False, escapes=True, jumps=(), frames=(), backward_at_call=False)
+                    arms=(), worlds=(), single_micro_batch=False, escapes=True, jumps=(), frames=(), backward_at_call=False,
+                    once=False)
         if self.made is not None:
             self.made.extend(self.statements)
         return self.statements
@@ -516,7 +517,7 @@ class _Walker:
             # whether a test is a window gate, a test on K or a run constant changes where its
             # arms' statements run, never which calls they make
             inside = {**context, "path": context["path"] + (statement,), "escapes": False}
-            self._block(statement.body, **inside)
+            self._block(statement.body, **{**inside, "once": context["once"] or self._one_iteration(statement.test, context)})
             if type(statement.orelse) is cst.If:
                 self._if(statement.orelse, inside)
             elif statement.orelse is not None:
@@ -536,6 +537,7 @@ class _Walker:
         on_true = {**context, "conditional": True, "path": path, "arms": context["arms"] + ((id(statement), 0),),
                    "escapes": False}
         on_false = {**on_true, "arms": context["arms"] + ((id(statement), 1),)}
+        on_true["once"] = context["once"] or self._one_iteration(statement.test, context)
         if gate is not None:
             if gate.positive:
                 on_true.update(gate=gate, gate_if=statement)
@@ -564,6 +566,23 @@ class _Walker:
             flag = _flag_chain(statement, flag_before[1])
             if flag is not None:
                 self.assigned[flag[0]] = flag[1]
+
+    def _one_iteration(self, test: cst.BaseExpression, context: dict[str, Any]) -> bool:
+        """`if step == 0:` (alone or in an `and`), with `step` a loop's counter: the arm runs at
+        one iteration of that loop (a probe of the gradients before training, a setup), so a
+        backward there is no micro-batch of a window."""
+        counters: set[str] = set()
+        for loop in (self.root, *context["loops"]):
+            if type(loop) is cst.For:
+                counters.update(n.value for n in walk(loop.target) if type(n) is cst.Name)
+        pending, parts = [test], []
+        while pending:
+            part = pending.pop()
+            if type(part) is cst.BooleanOperation and type(part.operator) is cst.And:
+                pending += [part.left, part.right]
+            else:
+                parts.append(part)
+        return any(_counter_equals_constant(part, counters) for part in parts)
 
     def _world_key(self, statement: cst.If, helper: Optional[Function]) -> int:
         """The key of the worlds a run-constant test splits: the `if` itself, or the first `if`
@@ -682,6 +701,8 @@ class _Walker:
             if role is not None:
                 if role.kind == "backward" and context["backward_at_call"]:
                     continue  # the call of this method (`loss_scaler(loss, ...)`) is its backward
+                if role.kind == "backward" and context["once"]:
+                    continue  # run at one iteration of the loop, outside the windows
                 record.events.append(Event(role, record))
                 if role.flavor == "project" and len(context["frames"]) < _MAX_FRAMES:
                     # the rest of the object's method runs here too: its step, clip, scaler update
@@ -757,6 +778,15 @@ def _flag_chain(statement: cst.If, before: Optional[cst.BaseExpression]) -> Opti
         if test is not None:
             passed.append(test)
     return (name, _joined(terms, cst.Or())) if terms else None
+
+
+def _counter_equals_constant(test: cst.BaseExpression, counters: set[str]) -> bool:
+    """`step == 0` / `0 == step` for a counter among `counters`."""
+    if type(test) is not cst.Comparison or len(test.comparisons) != 1 \
+            or type(test.comparisons[0].operator) is not cst.Equal:
+        return False
+    sides = (test.left, test.comparisons[0].comparator)
+    return any(type(a) is cst.Name and a.value in counters and type(b) is cst.Integer for a, b in (sides, sides[::-1]))
 
 
 def _joined(parts: list[cst.BaseExpression], operator: "cst.And | cst.Or") -> cst.BaseExpression:

@@ -96,6 +96,10 @@ class LossFlow:
     # the statement that last binds the backward's loss earlier in the iteration, in the
     # backward's scope (the trace's first step), when there is one
     binding: Optional[Statement] = None
+    # every name the trace read (`local_loss = lm_loss`, then `local_loss.backward()`: both),
+    # each a tensor on the graph the backward runs, with the helper whose scope binds it
+    # (None: the loop's own), since a helper's `loss` is another variable than the loop's
+    aliases: set[tuple[Optional[Function], str]] = field(default_factory=set)
 
     @property
     def loss_terms(self) -> set[str]:
@@ -287,11 +291,12 @@ class LossReader:
         name = dotted(expr)
         if name is not None and not name.endswith("()") and depth < 8:
             flow.name = flow.name or name
+            flow.aliases.add((before.helper, name))
             definition = _last_definition(loop.statements, before, name)
             if depth == 0 and definition is not None:
                 flow.binding = definition[0]
             if definition is not None and definition[0].helper is None:
-                helper_result = self._through_helper(loop, definition, flow, depth)
+                helper_result = self._through_helper(loop, definition, name, flow, depth)
                 if helper_result:
                     return
             if definition is None and self._through_object_argument(loop, before, name, flow, depth):
@@ -450,17 +455,25 @@ class LossReader:
             flow.reduction = TOKEN
             flow.entry_statement = flow.entry_statement or earlier.entry_statement or earlier.origin_statement
 
-    def _through_helper(self, loop: TrainingLoop, definition: tuple[Statement, cst.BaseSmallStatement], flow: LossFlow,
-                        depth: int) -> bool:
-        """`loss = self.compute_loss(batch)`: continue the flow at the helper's `return`."""
+    def _through_helper(self, loop: TrainingLoop, definition: tuple[Statement, cst.BaseSmallStatement], name: str,
+                        flow: LossFlow, depth: int) -> bool:
+        """`loss = self.compute_loss(batch)`: continue the flow at the helper's `return`.
+        `raw, scaled = self.forward_pass(batch)`: at the element of the returned tuple in
+        the position of `name` among the targets (a helper may return the loss before and
+        after its division by K)."""
         statement, small = definition
         if type(small) is not cst.Assign or type(small.value) is not cst.Call:
             return False
-        return self._through_call(loop, statement, small.value, flow, depth)
+        position = _target_position(small.targets[0].target, name)
+        if position is None:
+            return False
+        return self._through_call(loop, statement, small.value, flow, depth, position)
 
-    def _through_call(self, loop: TrainingLoop, statement: Statement, call: cst.Call, flow: LossFlow, depth: int) -> bool:
+    def _through_call(self, loop: TrainingLoop, statement: Statement, call: cst.Call, flow: LossFlow, depth: int,
+                      position: int = 0) -> bool:
         """The loss is what the helper `call` runs returns: continue the flow at its `return`
-        (the one walked from this call, when the loop walked the helper more than once)."""
+        (the one walked from this call, when the loop walked the helper more than once);
+        `position`: the element of a returned tuple that the caller unpacked into the loss."""
         helper = self.facts.helper(call, loop.function)
         if helper is None:
             return False
@@ -470,7 +483,11 @@ class LossReader:
             if value is None:
                 return False
             if type(value) is cst.Tuple and value.elements:
-                value = value.elements[0].value
+                if position >= len(value.elements) or any(type(e) is cst.StarredElement for e in value.elements):
+                    return False
+                value = value.elements[position].value
+            elif position:
+                return False  # a tuple built elsewhere: which of its elements is the loss is not known here
             flow.entry_statement = statement
             inner, scalings = split_scaling(value, candidate)
             flow.scalings.extend(scalings)
@@ -838,6 +855,20 @@ def _in_place_scaling(small: cst.BaseSmallStatement, name: str) -> Optional[tupl
     if method not in ("div_", "mul_") or call.args[0].keyword is not None or call.args[0].star:
         return None
     return ("div" if method == "div_" else "mul"), call.args[0].value
+
+
+def _target_position(target: cst.BaseExpression, name: str) -> Optional[int]:
+    """Where `name` stands among the targets of an unpacking assignment (0 for a plain
+    target); None when a starred target comes first, so positions are not fixed."""
+    if type(target) not in (cst.Tuple, cst.List):
+        return 0
+    for index, element in enumerate(cast("cst.Tuple | cst.List", target).elements):
+        if type(element) is cst.StarredElement:
+            return None
+        target_name = dotted(element.value)
+        if target_name is not None and (name == target_name or name.startswith(target_name + ".")):
+            return index
+    return None
 
 
 def _in_tuple(target: cst.BaseExpression, name: str) -> bool:

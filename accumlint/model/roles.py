@@ -468,9 +468,25 @@ class Objects:
         owner = dotted(target.value)
         if not zeroes or owner is None or not _is_parameter(owner, loops):
             return None
-        if self._selected_by_name(small, owner, loops, path):
+        if self._selected_by_name(small, owner, loops, path) or self._selected_by_gradient(small, owner, loops, path):
             return None
         return Role("zero", small, owner, target.value)
+
+    def _selected_by_gradient(self, small: cst.BaseSmallStatement, owner: str, loops: tuple[cst.CSTNode, ...],
+                              path: tuple[cst.CSTNode, ...]) -> bool:
+        """`for p in model.parameters(): if p.grad is not None and p.grad.sum() == 0: p.grad = None`:
+        a test on the values of each parameter's gradient picks the parameters whose
+        gradient is dropped (an all-zero or non-finite one, so the optimizer skips them);
+        the others keep theirs: no zeroing of the window. A test only of whether the
+        gradient exists (`if p.grad is not None:`) picks every parameter that has one."""
+        grad = owner + ".grad"
+        for loop in loops:
+            if type(loop) is not cst.For or owner not in {dotted(n) for n in walk(loop.target)}:
+                continue
+            for enclosing in self._enclosing_within(small, loop, path):
+                if type(enclosing) is cst.If and _reads_gradient_values(enclosing.test, grad):
+                    return True
+        return False
 
     def _selected_by_name(self, small: cst.BaseSmallStatement, owner: str, loops: tuple[cst.CSTNode, ...],
                           path: tuple[cst.CSTNode, ...]) -> bool:
@@ -654,6 +670,18 @@ def _is_parameter(name: str, loops: tuple[cst.CSTNode, ...]) -> bool:
         if type(loop) is cst.For and dotted(loop.target) == name:
             return "param" in code(loop.iter).lower() or bool(_PARAMETER_NAME.match(name))
     return bool(_PARAMETER_NAME.match(last_part(name)))
+
+
+def _reads_gradient_values(test: cst.BaseExpression, grad: str) -> bool:
+    """`test` reads the values of the gradient `grad` (`p.grad.sum() == 0`,
+    `torch.isfinite(p.grad).all()`), beyond asking whether it exists (`p.grad is None`)."""
+    uses = sum(1 for node in walk(test) if type(node) is cst.Attribute and dotted(node) == grad)
+    presence = sum(
+        1 for node in walk(test)
+        if type(node) is cst.Comparison and dotted(node.left) == grad and len(node.comparisons) == 1
+        and type(node.comparisons[0].operator) in (cst.Is, cst.IsNot)
+        and dotted(node.comparisons[0].comparator) == "None")
+    return uses > presence
 
 
 def _grad_owner(node: cst.BaseExpression) -> str:

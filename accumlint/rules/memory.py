@@ -18,7 +18,8 @@ def graph_kept_alive(window: Window) -> Iterable[Finding]:
     names = {flow.name for flow in window.flows if flow.name is not None and flow.reduction != "unknown" or
              flow.name is not None and "loss" in flow.name}
     names |= {term for flow in window.flows for term in flow.loss_terms}
-    if not names:
+    aliases = {(scope, alias) for flow in window.flows for scope, alias in flow.aliases if "loss" in alias.lower()}
+    if not names and not aliases:
         return
     assigned_in_loop = _assigned_names(window)
     for statement in window.loop.statements:
@@ -41,10 +42,12 @@ def graph_kept_alive(window: Window) -> Iterable[Finding]:
             continue
         if window.builds_no_graph(statement):
             continue  # `with torch.no_grad(): metrics += loss` keeps no graph
+        # the backward's loss under the other names it had in this statement's scope
+        known = names | {alias for scope, alias in aliases if scope is statement.helper}
         name = dotted(split_scaling(added, None)[0])  # `loss * n_tokens` keeps `loss`'s graph
-        if name not in names:
-            name = _operand_in(added, names, holder)  # a running mean: `avg += (loss - avg) / n`
-        if name not in names or not window.may_hold_graph(statement, name) or _backpropagated_later(window, holder):
+        if name not in known:
+            name = _operand_in(added, known, holder)  # a running mean: `avg += (loss - avg) / n`
+        if name not in known or not window.may_hold_graph(statement, name) or _backpropagated_later(window, holder):
             continue
         yield Finding(
             statement.node,
