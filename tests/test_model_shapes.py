@@ -298,12 +298,20 @@ def train(loader, epochs):
 """
 
 
-def _loop_summary(loops) -> list:
-    """What a TrainingLoop holds, nodes by identity, Statements by their fields."""
+def _loop_summary(loops, facts, objects) -> list:
+    """What a TrainingLoop holds, nodes by identity, Statements by their fields, and where
+    its window reads each counter's increment (the loop's and its gates' counters)."""
+    from accumlint.model.window import Window
+
+    def increments(loop) -> dict:
+        window = Window(loop, facts, objects)
+        counters = {loop.counter, *(gate.counter for gate in loop.gates)} - {None}
+        return {name: getattr(window.increment_of(name), "order", None) for name in sorted(counters)}
+
     return [
         (
             id(loop.node), id(loop.micro_loop), loop.counter, loop.counter_base, sorted(loop.derived_counters),
-            id(loop.iterable), dict(loop.increments),
+            id(loop.iterable), increments(loop),
             [
                 (id(s.node), s.order, repr(s.gate), id(s.gate_if), s.conditional, [id(n) for n in s.loops],
                  [id(n) for n in s.withs], [id(n) for n in s.block], id(s.call_site), id(s.helper), s.arms,
@@ -323,7 +331,8 @@ def _loops_both_ways(text: str, monkeypatch: pytest.MonkeyPatch):
 
     module = libcst.parse_module(text)
     facts = collect_facts(module, text)
-    shortcut = _loop_summary(loop_model.build_loops(facts, Objects(facts)))
+    objects = Objects(facts)
+    shortcut = _loop_summary(loop_model.build_loops(facts, objects), facts, objects)
     whole = loop_model._Walker.__init__
 
     def always_whole(self, *args, own_level: bool = False, **kwargs) -> None:
@@ -332,7 +341,8 @@ def _loops_both_ways(text: str, monkeypatch: pytest.MonkeyPatch):
     with monkeypatch.context() as patch:
         patch.setattr(loop_model._Walker, "__init__", always_whole)
         facts = collect_facts(module, text)
-        walked_whole = _loop_summary(loop_model.build_loops(facts, Objects(facts)))
+        objects = Objects(facts)
+        walked_whole = _loop_summary(loop_model.build_loops(facts, objects), facts, objects)
     return shortcut, walked_whole
 
 
