@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import re
-from typing import Iterable, Optional, cast
+from typing import Iterable, Optional
 
 import libcst as cst
 
 from accumlint.fix.edits import filled_expression, parenthesized, replace
-from accumlint.model.loss import split_scaling
+from accumlint.model.loss import operand_in, split_scaling
 from accumlint.model.names import code, dotted, keyword
 from accumlint.model.window import Window
 from accumlint.rules.base import Finding
@@ -43,7 +43,7 @@ def graph_kept_alive(window: Window) -> Iterable[Finding]:
             continue  # `with torch.no_grad(): metrics += loss` keeps no graph
         name = dotted(split_scaling(added, None)[0])  # `loss * n_tokens` keeps `loss`'s graph
         if name not in names:
-            name = _operand_in(added, names, holder)  # a running mean: `avg += (loss - avg) / n`
+            name = operand_in(added, names, holder)  # a running mean: `avg += (loss - avg) / n`
         if name not in names or not window.may_hold_graph(statement, name) or _backpropagated_later(window, holder):
             continue
         yield Finding(
@@ -53,33 +53,6 @@ def graph_kept_alive(window: Window) -> Iterable[Finding]:
             f"Keep `{name}.detach()`",
             help=f"every micro-batch's graph stays alive; keep `{name}.detach()` (or `{name}.item()`)",
         )
-
-
-def _operand_in(added: cst.BaseExpression, names: set[str], holder: str) -> Optional[str]:
-    """The loss name that plain arithmetic over the holder and numbers combines
-    (`(loss - running) * (1 / step)`, other names being counts): the sum then holds that
-    loss's graph. None when the expression calls anything or combines two losses."""
-    found: Optional[str] = None
-    stack: list[cst.CSTNode] = [added]
-    while stack:
-        node = stack.pop()
-        kind = type(node)
-        if kind is cst.BinaryOperation:
-            operation = cast(cst.BinaryOperation, node)
-            stack += [operation.left, operation.right]
-        elif kind is cst.UnaryOperation:
-            stack.append(cast(cst.UnaryOperation, node).expression)
-        elif kind in (cst.Integer, cst.Float):
-            continue
-        elif kind in (cst.Name, cst.Attribute):
-            name = dotted(node)
-            if name in names and name != holder:
-                if found not in (None, name):
-                    return None
-                found = name
-        else:
-            return None
-    return found
 
 
 def _may_be_list(window: Window, holder: Optional[str]) -> bool:
