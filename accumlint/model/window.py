@@ -597,6 +597,14 @@ class Window:
         """The loop's sync controls, each with the statements it governs."""
         return self.objects.frameworks.sync_controls(self.loop.statements)
 
+    def forward_in_own_sync_context(self, forward: Statement, control: SyncControl) -> bool:
+        """The forward runs inside another sync context of `control`'s model (`with
+        model.no_sync(): outputs = model(x)`, then `with model.no_sync(): loss.backward()`):
+        DDP saw a no-sync forward, so `control` need not hold the forward too."""
+        return any(forward is held for other in self.sync_controls
+                   if other is not control and other.kind == "context" and code(other.model) == code(control.model)
+                   for held in other.statements)
+
     @cached_property
     def deepspeed(self) -> bool:
         return any(e.role.flavor in ("deepspeed", "engine") for e in self.loop.events)
