@@ -471,3 +471,38 @@ def test_a_clip_with_an_infinite_threshold_only_measures(clip: str, clips: bool)
                     opt.zero_grad()
     """)
     assert any(event.role.kind == "clip" for s in window.loop.statements for event in s.events) is clips
+
+
+# -- a Trainer's compute_loss and the Trainer's own K ----------------------------------------
+
+def _compute_loss(body: str) -> libcst.FunctionDef:
+    function = libcst.parse_statement(
+        "def compute_loss(self, model, inputs, return_outputs=False):\n"
+        "    outputs = model(**inputs)\n"
+        + textwrap.indent(body, "    ")
+        + "    return loss\n"
+    )
+    assert type(function) is libcst.FunctionDef
+    return function
+
+
+def test_a_division_by_the_trainer_k_in_compute_loss_is_found() -> None:
+    from accumlint.model.trainers import division_by_trainer_k
+
+    function = _compute_loss("loss = outputs.loss\nloss = 2 * loss / self.args.gradient_accumulation_steps\n")
+    division = division_by_trainer_k(function)
+    assert division is not None
+    assert libcst.Module([]).code_for_node(division) == "2 * loss / self.args.gradient_accumulation_steps"
+
+
+@pytest.mark.parametrize("body", [
+    "loss = outputs.loss\n",
+    "loss = outputs.loss / self.args.per_device_train_batch_size\n",
+    "loss = outputs.loss * self.args.gradient_accumulation_steps\n",
+    "loss = self.args.gradient_accumulation_steps / outputs.loss\n",
+    "loss = outputs.loss / args.gradient_accumulation_steps\n",
+])
+def test_no_division_by_the_trainer_k_in_compute_loss(body: str) -> None:
+    from accumlint.model.trainers import division_by_trainer_k
+
+    assert division_by_trainer_k(_compute_loss(body)) is None
