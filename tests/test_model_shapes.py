@@ -506,3 +506,42 @@ def test_no_division_by_the_trainer_k_in_compute_loss(body: str) -> None:
     from accumlint.model.trainers import division_by_trainer_k
 
     assert division_by_trainer_k(_compute_loss(body)) is None
+
+
+# -- what the helpers a loop statement calls do there -------------------------------------
+
+HELPER_CALLS = """
+import torch
+import wandb
+
+def clip(model):
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    wandb.log({"clipped": 1})
+
+def report(loss):
+    wandb.log({"loss": loss.item()})
+
+for i, (x, y) in enumerate(loader):
+    loss = criterion(model(x), y) / 4
+    loss.backward()
+    clip(model)
+    report(loss)
+    optimizer.step()
+    optimizer.zero_grad()
+"""
+
+
+def _helper_kinds_by_line() -> dict[str, set]:
+    (window,) = _windows(HELPER_CALLS)
+    return {libcst.Module([]).code_for_node(s.node).strip(): window.helper_event_kinds(s)
+            for s in window.loop.statements if s.helper is None}
+
+
+def test_a_call_of_a_helper_that_clips_makes_a_clip_there() -> None:
+    assert _helper_kinds_by_line()["clip(model)"] == {"clip"}  # its logging goes along
+
+
+@pytest.mark.parametrize("line", ["report(loss)", "loss.backward()", "optimizer.step()",
+                                  "loss = criterion(model(x), y) / 4"])
+def test_a_statement_that_calls_no_working_helper_makes_nothing_there(line: str) -> None:
+    assert _helper_kinds_by_line()[line] == set()

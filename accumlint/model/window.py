@@ -34,7 +34,7 @@ from accumlint.model.names import (
     normalized,
     positional,
 )
-from accumlint.model.roles import Objects
+from accumlint.model.roles import Objects, RoleKind
 from accumlint.model.tree import walk
 from accumlint.source.patterns import LazyPattern
 
@@ -273,6 +273,14 @@ class Window:
             return True
         return any(first.order < statement.order < last.order and name in scopes.chains_bound(statement.small)
                    for statement in self.loop.statements)
+
+    def helper_event_kinds(self, statement: Statement) -> set[RoleKind]:
+        """The kinds of the events that the helpers a statement of the loop calls make there
+        (`check_gradients(model)` that clips), logging left out: what the helpers log aside
+        goes along with the rest."""
+        calls = {id(call) for call in self.facts.calls_in(statement.node)}
+        return {e.kind for s in self.loop.statements if s.helper is not None and id(s.call_site) in calls
+                for e in s.events if e.kind != "log"}
 
     def managed_step(self, statement: Statement) -> Optional[Event]:
         """The last optimizer step in the same `accumulate()` block as `statement`."""
