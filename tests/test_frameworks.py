@@ -131,6 +131,58 @@ def test_sync_controls_with_what_they_govern() -> None:
     assert flag.statements[0].order == 1 and call.model is not None
 
 
+def _backward_control_and_forward(source: str):
+    """The window, the sync context that holds its backward, and the forwards of `model`."""
+    from accumlint.model.forwards import forwards_of
+
+    window = _only_window(source)
+    (control,) = [c for c in window.sync_controls
+                  if c.kind == "context" and any(e.kind == "backward" for s in c.statements for e in s.events)]
+    return window, control, forwards_of(window.loop.statements, control.model)
+
+
+def test_a_forward_in_its_own_no_sync_block_is_under_a_sync_context() -> None:
+    window, control, (boundary, inside) = _backward_control_and_forward("""
+        for i, (x, y) in enumerate(loader):
+            if (i + 1) % 4 == 0:
+                out = model(x)
+            else:
+                with model.no_sync():
+                    out = model(x)
+            loss = loss_fn(out, y) / 4
+            if (i + 1) % 4 == 0:
+                loss.backward()
+                opt.step()
+                opt.zero_grad()
+            else:
+                with model.no_sync():
+                    loss.backward()
+    """)
+    assert window.forward_in_own_sync_context(inside, control)
+    assert not window.forward_in_own_sync_context(boundary, control)  # the boundary's forward syncs
+
+
+@pytest.mark.parametrize("forward", [
+    "out = model(x)",  # no context at all
+    "with other.no_sync():\n        out = model(x)",  # another model's context
+    "with torch.autocast('cuda'):\n        out = model(x)",  # not a sync context
+])
+def test_a_forward_outside_any_no_sync_block_of_its_model_is_not(forward: str) -> None:
+    window, control, (found,) = _backward_control_and_forward(f"""
+for i, (x, y) in enumerate(loader):
+    {forward}
+    loss = loss_fn(out, y) / 4
+    if (i + 1) % 4 != 0:
+        with model.no_sync():
+            loss.backward()
+    else:
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+""")
+    assert not window.forward_in_own_sync_context(found, control)
+
+
 def test_fabric_sync_context_reads_enabled() -> None:
     window = _only_window("""
         for i, (x, y) in enumerate(loader):

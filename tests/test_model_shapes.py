@@ -298,12 +298,20 @@ def train(loader, epochs):
 """
 
 
-def _loop_summary(loops) -> list:
-    """What a TrainingLoop holds, nodes by identity, Statements by their fields."""
+def _loop_summary(loops, facts, objects) -> list:
+    """What a TrainingLoop holds, nodes by identity, Statements by their fields, and where
+    its window reads each counter's increment (the loop's and its gates' counters)."""
+    from accumlint.model.window import Window
+
+    def increments(loop) -> dict:
+        window = Window(loop, facts, objects)
+        counters = {loop.counter, *(gate.counter for gate in loop.gates)} - {None}
+        return {name: getattr(window.increment_of(name), "order", None) for name in sorted(counters)}
+
     return [
         (
             id(loop.node), id(loop.micro_loop), loop.counter, loop.counter_base, sorted(loop.derived_counters),
-            id(loop.iterable), dict(loop.increments),
+            id(loop.iterable), increments(loop),
             [
                 (id(s.node), s.order, repr(s.gate), id(s.gate_if), s.conditional, [id(n) for n in s.loops],
                  [id(n) for n in s.withs], [id(n) for n in s.block], id(s.call_site), id(s.helper), s.arms,
@@ -323,7 +331,8 @@ def _loops_both_ways(text: str, monkeypatch: pytest.MonkeyPatch):
 
     module = libcst.parse_module(text)
     facts = collect_facts(module, text)
-    shortcut = _loop_summary(loop_model.build_loops(facts, Objects(facts)))
+    objects = Objects(facts)
+    shortcut = _loop_summary(loop_model.build_loops(facts, objects), facts, objects)
     whole = loop_model._Walker.__init__
 
     def always_whole(self, *args, own_level: bool = False, **kwargs) -> None:
@@ -332,7 +341,8 @@ def _loops_both_ways(text: str, monkeypatch: pytest.MonkeyPatch):
     with monkeypatch.context() as patch:
         patch.setattr(loop_model._Walker, "__init__", always_whole)
         facts = collect_facts(module, text)
-        walked_whole = _loop_summary(loop_model.build_loops(facts, Objects(facts)))
+        objects = Objects(facts)
+        walked_whole = _loop_summary(loop_model.build_loops(facts, objects), facts, objects)
     return shortcut, walked_whole
 
 
@@ -461,3 +471,77 @@ def test_a_clip_with_an_infinite_threshold_only_measures(clip: str, clips: bool)
                     opt.zero_grad()
     """)
     assert any(event.role.kind == "clip" for s in window.loop.statements for event in s.events) is clips
+
+
+# -- a Trainer's compute_loss and the Trainer's own K ----------------------------------------
+
+def _compute_loss(body: str) -> libcst.FunctionDef:
+    function = libcst.parse_statement(
+        "def compute_loss(self, model, inputs, return_outputs=False):\n"
+        "    outputs = model(**inputs)\n"
+        + textwrap.indent(body, "    ")
+        + "    return loss\n"
+    )
+    assert type(function) is libcst.FunctionDef
+    return function
+
+
+def test_a_division_by_the_trainer_k_in_compute_loss_is_found() -> None:
+    from accumlint.model.trainers import division_by_trainer_k
+
+    function = _compute_loss("loss = outputs.loss\nloss = 2 * loss / self.args.gradient_accumulation_steps\n")
+    division = division_by_trainer_k(function)
+    assert division is not None
+    assert libcst.Module([]).code_for_node(division) == "2 * loss / self.args.gradient_accumulation_steps"
+
+
+@pytest.mark.parametrize("body", [
+    "loss = outputs.loss\n",
+    "loss = outputs.loss / self.args.per_device_train_batch_size\n",
+    "loss = outputs.loss * self.args.gradient_accumulation_steps\n",
+    "loss = self.args.gradient_accumulation_steps / outputs.loss\n",
+    "loss = outputs.loss / args.gradient_accumulation_steps\n",
+])
+def test_no_division_by_the_trainer_k_in_compute_loss(body: str) -> None:
+    from accumlint.model.trainers import division_by_trainer_k
+
+    assert division_by_trainer_k(_compute_loss(body)) is None
+
+
+# -- what the helpers a loop statement calls do there -------------------------------------
+
+HELPER_CALLS = """
+import torch
+import wandb
+
+def clip(model):
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    wandb.log({"clipped": 1})
+
+def report(loss):
+    wandb.log({"loss": loss.item()})
+
+for i, (x, y) in enumerate(loader):
+    loss = criterion(model(x), y) / 4
+    loss.backward()
+    clip(model)
+    report(loss)
+    optimizer.step()
+    optimizer.zero_grad()
+"""
+
+
+def _helper_kinds_by_line() -> dict[str, set]:
+    (window,) = _windows(HELPER_CALLS)
+    return {libcst.Module([]).code_for_node(s.node).strip(): window.helper_event_kinds(s)
+            for s in window.loop.statements if s.helper is None}
+
+
+def test_a_call_of_a_helper_that_clips_makes_a_clip_there() -> None:
+    assert _helper_kinds_by_line()["clip(model)"] == {"clip"}  # its logging goes along
+
+
+@pytest.mark.parametrize("line", ["report(loss)", "loss.backward()", "optimizer.step()",
+                                  "loss = criterion(model(x), y) / 4"])
+def test_a_statement_that_calls_no_working_helper_makes_nothing_there(line: str) -> None:
+    assert _helper_kinds_by_line()[line] == set()

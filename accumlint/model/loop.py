@@ -128,7 +128,6 @@ class TrainingLoop:
     counter_base: Optional[int] = None
     derived_counters: frozenset[str] = frozenset()
     iterable: Optional[cst.BaseExpression] = None
-    increments: dict[str, int] = field(default_factory=dict)
 
     @property
     def node(self) -> Union[Loop, Function]:
@@ -314,7 +313,6 @@ class _Walker:
         self.function = function
         self.statements: list[Statement] = []
         self.assigned: dict[str, cst.BaseExpression] = {}
-        self.increments: dict[str, int] = {}
         self.own_level = own_level  # inner loops are left out
         self.root: Optional[cst.CSTNode] = None
         self._escaped: Optional[tuple[Gate, cst.If]] = None  # a `continue` gate leaving its block
@@ -726,15 +724,11 @@ class _Walker:
             self._escaped = None  # a helper's `return` gate ends with the helper
 
     def _remember(self, small: cst.BaseSmallStatement) -> None:
-        """Track assignments (variable gates) and `+= 1` counters in iteration order."""
+        """Track assignments in iteration order (a gate on a variable reads its value)."""
         if type(small) is cst.Assign and len(small.targets) == 1:
             name = dotted(small.targets[0].target)
             if name is not None:
                 self.assigned[name] = small.value
-        elif type(small) is cst.AugAssign and type(small.operator) is cst.AddAssign:
-            name = dotted(small.target)
-            if name is not None and int_value(small.value) == 1:
-                self.increments.setdefault(name, len(self.statements) - 1)
 
 
 
@@ -934,13 +928,13 @@ def build_loops(
     is the window. `made`, when given, receives every Statement the walks make,
     kept or not, for `release`."""
     sites = {cast(Loop, site.node): site for site in facts.loops}  # the module's loops (`facts._record_loop`)
-    walks: dict[cst.CSTNode, tuple[LoopSite, list[Statement], dict[str, int]]] = {}
+    walks: dict[cst.CSTNode, tuple[LoopSite, list[Statement]]] = {}
 
     def walked(site: LoopSite) -> list[Statement]:
         """The whole body of a loop (or of a function) walked, inner loops included, once."""
         if site.node not in walks:
             walker = _Walker(facts, objects, site.function, accumulation_names, made=made)
-            walks[site.node] = (site, walker.walk(site.node.body, site.node), walker.increments)
+            walks[site.node] = (site, walker.walk(site.node.body, site.node))
         return walks[site.node][1]
 
     def runs_backward(site: LoopSite) -> bool:
@@ -1008,7 +1002,7 @@ def build_loops(
     helpers = {id(s.helper) for node in chosen for s in walks[node][1] if s.helper is not None}
     loops += _per_call_windows(facts, objects, chosen, helpers, accumulation_names, made)
     for node, micro in chosen.items():
-        site, statements, increments = walks[node]
+        site, statements = walks[node]
         nested_training = {other for other in chosen if other is not node}
         # the arm of a test on K that runs with K == 1 is a plain loop: no window there
         # a helper that is a window of its own (a per-step function with a micro-step loop) is
@@ -1018,7 +1012,7 @@ def build_loops(
                 and not any(caller in nested_training for caller in s.callers)]
         _drop_update_gates(kept)
         for world in _worlds(kept):
-            loop = TrainingLoop(site=site, statements=world, micro_loop=micro, increments=increments)
+            loop = TrainingLoop(site=site, statements=world, micro_loop=micro)
             _read_header(loop, facts)
             _read_derived_counters(loop)
             loops.append(loop)

@@ -171,6 +171,34 @@ def _reduced_along_axis(node: cst.BaseExpression) -> bool:
     return type(dimension) is cst.Integer
 
 
+def operand_in(expr: cst.BaseExpression, names: set[str], other: str) -> Optional[str]:
+    """The one name of `names` (other than `other`) that plain arithmetic over names and
+    numbers combines: `loss` in `(loss - running) * (1 / step)`, where `running` is `other`
+    and any further name is a count. A running mean built that way holds that loss's graph.
+    None when the expression calls anything or combines two of `names`."""
+    found: Optional[str] = None
+    stack: list[cst.CSTNode] = [expr]
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if kind is cst.BinaryOperation:
+            operation = cast(cst.BinaryOperation, node)
+            stack += [operation.left, operation.right]
+        elif kind is cst.UnaryOperation:
+            stack.append(cast(cst.UnaryOperation, node).expression)
+        elif kind in (cst.Integer, cst.Float):
+            continue
+        elif kind in (cst.Name, cst.Attribute):
+            name = dotted(node)
+            if name in names and name != other:
+                if found not in (None, name):
+                    return None
+                found = name
+        else:
+            return None
+    return found
+
+
 def _reciprocal(node: cst.BaseExpression) -> Optional[cst.BaseExpression]:
     """`1 / K` or `1.0 / K` -> K."""
     if type(node) is cst.BinaryOperation and type(node.operator) is cst.Divide:

@@ -27,6 +27,8 @@ _TRANSFORMERS_TRAINER = LazyPattern(r"^transformers(\.[\w.]+)?\.(Trainer|Seq2Seq
 _TRL_TRAINER = LazyPattern(r"^trl(\.[\w.]+)?\.\w*Trainer$")
 _HF_MODEL = LazyPattern(r"AutoModelFor\w+|\b\w+For\w+\.from_pretrained\b")
 _FLAG = "model_accepts_loss_kwargs"
+# the K of a Trainer, as its methods read it
+TRAINER_K = "self.args.gradient_accumulation_steps"
 
 
 @dataclass(frozen=True, eq=False)
@@ -78,6 +80,15 @@ def written_for_items_in_batch(function: Function) -> bool:
     params = function.params
     names = [p.name.value for p in [*params.params, *params.kwonly_params, *params.posonly_params]]
     return "num_items_in_batch" in names or type(params.star_kwarg) is cst.Param
+
+
+def division_by_trainer_k(function: Function) -> Optional[cst.BinaryOperation]:
+    """The first division in the body by the Trainer's own K (`loss / TRAINER_K`)."""
+    for node in walk(function.body):
+        if type(node) is cst.BinaryOperation and type(node.operator) is cst.Divide:
+            if dotted(node.right) == TRAINER_K:
+                return node
+    return None
 
 
 def super_init(init: Function) -> Optional[cst.SimpleStatementLine]:

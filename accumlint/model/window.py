@@ -34,7 +34,7 @@ from accumlint.model.names import (
     normalized,
     positional,
 )
-from accumlint.model.roles import Objects
+from accumlint.model.roles import Objects, RoleKind
 from accumlint.model.tree import walk
 from accumlint.source.patterns import LazyPattern
 
@@ -273,6 +273,14 @@ class Window:
             return True
         return any(first.order < statement.order < last.order and name in scopes.chains_bound(statement.small)
                    for statement in self.loop.statements)
+
+    def helper_event_kinds(self, statement: Statement) -> set[RoleKind]:
+        """The kinds of the events that the helpers a statement of the loop calls make there
+        (`check_gradients(model)` that clips), logging left out: what the helpers log aside
+        goes along with the rest."""
+        calls = {id(call) for call in self.facts.calls_in(statement.node)}
+        return {e.kind for s in self.loop.statements if s.helper is not None and id(s.call_site) in calls
+                for e in s.events if e.kind != "log"}
 
     def managed_step(self, statement: Statement) -> Optional[Event]:
         """The last optimizer step in the same `accumulate()` block as `statement`."""
@@ -624,6 +632,14 @@ class Window:
     def sync_controls(self) -> list[SyncControl]:
         """The loop's sync controls, each with the statements it governs."""
         return self.objects.frameworks.sync_controls(self.loop.statements)
+
+    def forward_in_own_sync_context(self, forward: Statement, control: SyncControl) -> bool:
+        """The forward runs inside another sync context of `control`'s model (`with
+        model.no_sync(): outputs = model(x)`, then `with model.no_sync(): loss.backward()`):
+        DDP saw a no-sync forward, so `control` need not hold the forward too."""
+        return any(forward is held for other in self.sync_controls
+                   if other is not control and other.kind == "context" and code(other.model) == code(control.model)
+                   for held in other.statements)
 
     @cached_property
     def deepspeed(self) -> bool:

@@ -51,9 +51,7 @@ def _late_context(window: Window, control: SyncControl, statements: list[Stateme
     if not earlier:
         return
     forward = earlier[-1]
-    if any(forward is held for other in window.sync_controls
-           if other is not control and other.kind == "context" and code(other.model) == code(control.model)
-           for held in other.statements):
+    if window.forward_in_own_sync_context(forward, control):
         return  # `with model.no_sync(): outputs = model(...)` earlier, in its own block
     yield Finding(
         control.node,

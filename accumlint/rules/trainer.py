@@ -5,27 +5,25 @@ These rules run once per module: a trainer class has no loop of its own."""
 
 from __future__ import annotations
 
-from typing import Iterable, Optional
+from typing import Iterable
 
 import libcst as cst
 
 from accumlint.fix.edits import Edit, insert_after, insert_before, replace
 from accumlint.model.build import ModuleModel
 from accumlint.model.facts import Function
-from accumlint.model.names import dotted
 from accumlint.model.trainers import (
+    TRAINER_K,
     TrainerClass,
+    division_by_trainer_k,
     hf_model_in_module,
     super_init,
     trainer_classes,
     uses_items_in_batch,
     written_for_items_in_batch,
 )
-from accumlint.model.tree import walk
 from accumlint.rules.base import Finding
 from accumlint.rules.catalog import Rule
-
-_GAS = "self.args.gradient_accumulation_steps"
 
 
 def trainer_loss_not_normalized(model: ModuleModel) -> Iterable[Finding]:
@@ -70,25 +68,17 @@ def trainer_double_scaling(model: ModuleModel) -> Iterable[Finding]:
     for trainer in trainer_classes(model.facts):
         if trainer.compute_loss is None or not trainer.disables_loss_kwargs:
             continue
-        division = _division_by_gas(trainer.compute_loss)
+        division = division_by_trainer_k(trainer.compute_loss)
         if division is None:
             continue
         yield Finding(
             division,
-            f"the division by `{_GAS}` is extra: the Trainer already divides the loss by K",
+            f"the division by `{TRAINER_K}` is extra: the Trainer already divides the loss by K",
             (replace(division, division.left),),
             "Remove the extra division",
             help="with `model_accepts_loss_kwargs = False` the Trainer divides `compute_loss`'s result by "
             "`gradient_accumulation_steps` itself, so gradients are K times too small",
         )
-
-
-def _division_by_gas(function: cst.FunctionDef) -> Optional[cst.BinaryOperation]:
-    for node in walk(function.body):
-        if type(node) is cst.BinaryOperation and type(node.operator) is cst.Divide:
-            if dotted(node.right) == _GAS:
-                return node
-    return None
 
 
 TRAINER_LOSS_NOT_NORMALIZED = Rule(

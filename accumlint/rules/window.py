@@ -192,14 +192,6 @@ def step_every_micro_batch(window: Window) -> Iterable[Finding]:
         )
 
 
-def _helper_kinds(window: Window, statement: Statement) -> set[str]:
-    """The kinds of the events that the helpers a loop statement calls make there (what they
-    log aside: a message about the clipped norm goes along with the clip)."""
-    calls = {id(call) for call in window.facts.calls_in(statement.node)}
-    return {e.kind for s in window.loop.statements if s.helper is not None and id(s.call_site) in calls
-            for e in s.events if e.kind != "log"}
-
-
 def _gate_step_edits(window: Window, step: Event) -> tuple[Edit, ...]:
     loop = window.loop.node
     if type(loop) is not cst.For or not movable(step.statement):
@@ -211,7 +203,7 @@ def _gate_step_edits(window: Window, step: Event) -> tuple[Edit, ...]:
         if statement.block[-1] is not block or statement.helper is not None:
             continue
         # a call of a helper that does window work (a clip in `check_gradients(...)`) moves along
-        kinds = {e.kind for e in statement.events} or _helper_kinds(window, statement)
+        kinds = {e.kind for e in statement.events} or window.helper_event_kinds(statement)
         if not kinds or not kinds <= {"step", "zero", "sched", "update", "unscale", "clip"} or not movable(statement):
             continue
         if statement is step.statement or "zero" in kinds or statement.order > last_backward:
