@@ -418,7 +418,7 @@ class ProjectView:
         if node is None:
             return None
         if through:
-            return self._returned_through(owner, [_bound_call(node, v) for v in values], index, depth)
+            return self._returned_through(owner, list(_bound_returns(found.source)), index, depth)
         returned = list(values)
         if index is not None:
             tuples = [v for v in returned if type(v) is cst.Tuple and len(v.elements) > index]
@@ -1019,18 +1019,57 @@ def _calls_a_builder(module: ModuleSummary, function: FunctionSummary) -> bool:
                if "." not in name and other is not function and other.effects & {WRAP, SCHEDULER})
 
 
-def _bound_call(function: cst.FunctionDef, value: Optional[cst.BaseExpression]) -> Optional[cst.BaseExpression]:
+@functools.lru_cache(maxsize=1024)
+def _bound_returns(text: str) -> tuple[Optional[cst.BaseExpression], ...]:
+    """The values of the `return` statements of the function defined by `text`
+    (`_returned_values`), each through `_bound_call`, once per text: every module whose
+    binding calls the function asks, and each asks again for every binding of that call.
+    Read-only, as `_returned_values`' are."""
+    node, values = _returned_values(text)
+    if node is None:
+        return ()
+    bindings = _Bindings(node)
+    return tuple(_bound_call(node, value, bindings) for value in values)
+
+
+# The statements that may bind a local name (`_bound_call`).
+_BINDING_STATEMENTS = (cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For, cst.With, cst.NamedExpr)
+
+
+class _Bindings:
+    """The statements of a function that may bind a name, each with the names it reads or
+    binds and the dotted names it binds, in the order `walk` meets them: read in one walk
+    of the function, for every returned name `_bound_call` asks about."""
+
+    def __init__(self, function: cst.FunctionDef) -> None:
+        self.function = function
+        self._found: Optional[list[tuple[cst.CSTNode, frozenset[str], tuple[Optional[str], ...]]]] = None
+
+    def binding(self, name: str) -> list[cst.CSTNode]:
+        """The statements that hold the name `name` and bind it (as a whole target or one
+        element of a tuple target)."""
+        if self._found is None:
+            self._found = [
+                (node, frozenset(n.value for n in walk(node) if type(n) is cst.Name), tuple(_dotted(t) for t in _targets(node)))
+                for node in walk(self.function.body) if type(node) in _BINDING_STATEMENTS
+            ]
+        return [node for node, names, targets in self._found if name in names and name in targets]
+
+
+def _bound_call(function: cst.FunctionDef, value: Optional[cst.BaseExpression],
+                bindings: Optional[_Bindings] = None) -> Optional[cst.BaseExpression]:
     """A returned value, or the elements of a returned tuple, with each local name bound once
     in the function to a call replaced by that call (`model = _wrap(net)` ... `return model,
-    opt`); a name bound otherwise or more than once is returned as it is."""
+    opt`); a name bound otherwise or more than once is returned as it is. `bindings`, the
+    function's binding statements read once (`_Bindings`), serves every name asked."""
+    if bindings is None:
+        bindings = _Bindings(function)
     if type(value) is cst.Tuple:
-        return value.with_changes(elements=[e.with_changes(value=_bound_call(function, e.value)) for e in value.elements])
+        return value.with_changes(elements=[e.with_changes(value=_bound_call(function, e.value, bindings))
+                                            for e in value.elements])
     if type(value) is not cst.Name:
         return value
-    bound = [node for node in walk(function.body)
-             if type(node) in (cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For, cst.With, cst.NamedExpr)
-             and value.value in {n.value for n in walk(node) if type(n) is cst.Name}
-             and any(_dotted(t) == value.value for t in _targets(node))]
+    bound = bindings.binding(value.value)
     if len(bound) != 1 or type(bound[0]) is not cst.Assign or type(bound[0].value) is not cst.Call:
         return value
     return bound[0].value

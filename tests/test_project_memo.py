@@ -1,0 +1,137 @@
+"""The project view's shortcuts answer as the questions they stand for, on every fixture project.
+
+`ProjectView.returned_call` remembers the calls it found no returned call for, and
+what a function returns is read through its bindings once per text
+(`index._bound_returns`, one walk of the function for every returned name). Each
+must give what the question asked afresh gives: these tests ask both ways on every
+module of the multi-module fixtures.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import libcst
+
+from accumlint.model.names import code
+from accumlint.model.tree import walk
+from accumlint.project import index, view_for
+from accumlint.project.summary import summarize
+
+REPO = Path(__file__).resolve().parent.parent
+MODULES = sorted((REPO / "fixtures" / "projects").rglob("*.py"))
+
+
+def _text(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+def _written(value) -> object:
+    return None if value is None else code(value)
+
+
+def test_fixture_projects_are_found():
+    assert len(MODULES) > 100
+
+
+def _function_sources() -> list[str]:
+    sources = []
+    for path in MODULES:
+        summary = summarize(str(path), _text(path))
+        sources.extend(f.source for f in summary.functions.values() if "return" in f.source)
+    return sources
+
+
+def _bound_alone(function, value):
+    """`_bound_call` as the question reads: for each returned name, every statement of the
+    function walked again for the statements that hold and bind it."""
+    if type(value) is libcst.Tuple:
+        return value.with_changes(elements=[e.with_changes(value=_bound_alone(function, e.value)) for e in value.elements])
+    if type(value) is not libcst.Name:
+        return value
+    bound = [node for node in walk(function.body)
+             if type(node) in (libcst.Assign, libcst.AnnAssign, libcst.AugAssign, libcst.For, libcst.With, libcst.NamedExpr)
+             and value.value in {n.value for n in walk(node) if type(n) is libcst.Name}
+             and any(index._dotted(t) == value.value for t in index._targets(node))]
+    if len(bound) != 1 or type(bound[0]) is not libcst.Assign or type(bound[0].value) is not libcst.Call:
+        return value
+    return bound[0].value
+
+
+def test_bound_returns_are_those_bound_one_by_one():
+    """One walk of the function serves every returned name: the values are those found by
+    walking the function again for each name."""
+    sources = _function_sources()
+    compared = changed = 0
+    for source in sources:
+        node, values = index._returned_values(source)
+        if node is None:
+            continue
+        alone = [_written(_bound_alone(node, value)) for value in values]
+        remembered = [_written(value) for value in index._bound_returns(source)]
+        assert remembered == alone, source
+        compared += len(values)
+        changed += sum(a != _written(v) for a, v in zip(alone, values))
+    assert compared > 50
+    assert changed > 0  # some returned name is bound to a call: the walk is exercised
+
+
+def test_bound_returns_replace_a_name_bound_once_to_a_call():
+    """A name bound once to a call (an element of a tuple target counts) becomes that call;
+    a name bound twice, or a parameter, stays the name."""
+    source = (
+        "def build(net, args):\n"
+        "    model = wrap(net)\n"
+        "    opt = make_opt(model)\n"
+        "    opt = other(opt)\n"
+        "    sched, _ = pair(opt)\n"
+        "    return model, opt, sched, args\n"
+    )
+    (returned,) = index._bound_returns(source)
+    assert _written(returned) == "wrap(net), opt, pair(opt), args"
+
+
+def _bound_calls(module: libcst.Module) -> list[tuple[str, object]]:
+    """(callee, element) of every `x = f(...)` and `a, b = f(...)` in the module, as the
+    facts ask `returned_call` of them."""
+    found: list[tuple[str, object]] = []
+
+    class Visitor(libcst.CSTVisitor):
+        def visit_Assign(self, node: libcst.Assign) -> None:
+            if isinstance(node.value, libcst.Call):
+                callee = code(node.value.func)
+                found.append((callee, None))
+                target = node.targets[0].target
+                if isinstance(target, libcst.Tuple):
+                    found.extend((callee, i) for i in range(len(target.elements)))
+
+    module.visit(Visitor())
+    return found
+
+
+def test_returned_call_remembered_is_the_one_asked_afresh():
+    """A view asked again answers as it did, and as a new view of the same text does, for
+    calls it found no returned call for and calls it found one for alike."""
+    answered = found = 0
+    for path in MODULES:
+        text = _text(path)
+        try:
+            module = libcst.parse_module(text)
+        except libcst.ParserSyntaxError:
+            continue
+        asked = _bound_calls(module)
+        view = view_for(str(path), text, module)
+        if view is None or not asked:
+            continue
+        first = [_written(view.returned_call(callee, position)) for callee, position in asked]
+        again = [_written(view.returned_call(callee, position)) for callee, position in asked]
+        fresh = []
+        for callee, position in asked:
+            other = view_for(str(path), text, module)
+            assert other is not None
+            fresh.append(_written(other.returned_call(callee, position)))
+        assert first == again == fresh, path
+        answered += len(asked)
+        found += sum(value is not None for value in first)
+    assert answered > 100
+    assert found > 3  # fixture projects whose helper returns a wrap or a scheduler
