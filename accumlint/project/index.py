@@ -120,6 +120,8 @@ class ProjectView:
     _keep: list[cst.CSTNode] = field(default_factory=list)
     _literals: list[tuple[str, str]] = field(default_factory=list)  # `_config_literals`, once found
     _literals_found: bool = False
+    # (callee, index) that `returned_call` found no call for: asked again for every binding of the call
+    _no_returned_call: set[tuple[str, Optional[int]]] = field(default_factory=set)
 
     @property
     def root(self) -> str:
@@ -403,7 +405,13 @@ class ProjectView:
         is followed to it: two calls deep from the caller."""
         if callee is None or callee.partition(".")[0] not in self.summary.imports:
             return None
-        return self._returned_call(self.summary, callee, index, 1)
+        asked = (callee, index)
+        if asked in self._no_returned_call:  # the view's answers do not change while it lives
+            return None
+        found = self._returned_call(self.summary, callee, index, 1)
+        if found is None:
+            self._no_returned_call.add(asked)
+        return found
 
     def _returned_call(self, module: ModuleSummary, callee: str, index: Optional[int], depth: int) -> Optional[cst.Call]:
         found = self.symbol(module, callee)
