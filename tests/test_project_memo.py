@@ -135,3 +135,23 @@ def test_returned_call_remembered_is_the_one_asked_afresh():
         found += sum(value is not None for value in first)
     assert answered > 100
     assert found > 3  # fixture projects whose helper returns a wrap or a scheduler
+
+
+def test_middles_searched_by_name_are_those_indexed(monkeypatch):
+    """The files whose import lines mention a module name are the same whether the name is
+    looked for in the texts (the first names a scan is asked) or read from the index of
+    every file's import lines."""
+    from accumlint.project import importers
+
+    root = str(REPO / "fixtures" / "projects")
+    names = sorted({importers._stem(str(path)) for path in MODULES} | {"torch", "utils", "os", "nowhere"})
+    monkeypatch.setattr(importers, "SEARCHED_NAMES", len(names) + 1)
+    searched = importers._scan(root)
+    by_search = {name: importers._middles(searched, name) for name in names}
+    assert searched.all_index is None  # each answered by searching the texts
+    monkeypatch.setattr(importers, "SEARCHED_NAMES", 0)
+    indexed = importers._scan(root)
+    by_index = {name: importers._middles(indexed, name) for name in names}
+    assert indexed.all_index is not None
+    assert by_search == by_index
+    assert sum(bool(found) for found in by_index.values()) > 20

@@ -40,7 +40,7 @@ class _Scan:
     """The project files read, and what is learnt of them as it is asked for (it goes with the scan)."""
 
     __slots__ = ("texts", "paths", "looped", "complete", "by_name", "mentions", "calls", "digests", "candidates",
-                 "memo", "all_index", "through", "callers")
+                 "memo", "all_index", "middles", "through", "callers")
 
     def __init__(self, texts: dict[str, str], complete: bool) -> None:
         self.texts = texts  # path -> text of every project file read
@@ -54,6 +54,7 @@ class _Scan:
         self.candidates: dict[tuple[str, frozenset[str]], list[tuple[str, str]]] = {}  # see `_candidates`
         self.memo: dict = {}  # see `run_memo`
         self.all_index: Optional[dict[str, list[str]]] = None  # module name -> every file whose import lines mention it (`_middles`)
+        self.middles: dict[str, list[str]] = {}  # module name -> `_middles`' answer, as asked
         # (path, functions) -> loop file -> the module between: see `importers_through`
         self.through: dict[tuple[str, frozenset[str]], dict[str, str]] = {}
         self.callers: dict[tuple[str, str], list[tuple[str, str]]] = {}  # see `callers_of`
@@ -246,14 +247,31 @@ def _stem(path: str) -> str:
     return os.path.basename(os.path.dirname(path)) if stem == "__init__" else stem
 
 
+# How many module names a scan answers `_middles` for by searching every text for the name,
+# before it indexes every file's import lines at once: a tree asked about a few modules (one
+# file checked, or a few of its scripts) reads the import lines of the files that hold the name.
+SEARCHED_NAMES = 8
+
+
 def _middles(scan: _Scan, name: str) -> list[str]:
-    """Every file (sorted) whose import lines mention the module name `name` (indexed once)."""
-    if scan.all_index is None:
-        scan.all_index = {}
-        for other in sorted(scan.texts):
-            for mentioned in _mentioned(scan, other):
-                scan.all_index.setdefault(mentioned, []).append(other)
-    return scan.all_index.get(name, [])
+    """Every file (sorted) whose import lines mention the module name `name`. The first
+    `SEARCHED_NAMES` names asked of a scan are looked for in the texts (a file whose text
+    does not hold the name cannot mention it: an import line's names are words of the text);
+    then every file's import lines are indexed once."""
+    found = scan.middles.get(name)
+    if found is not None:
+        return found
+    if scan.all_index is None and len(scan.middles) < SEARCHED_NAMES:
+        found = [other for other in scan.paths if name in scan.texts[other] and name in _mentioned(scan, other)]
+    else:
+        if scan.all_index is None:
+            scan.all_index = {}
+            for other in scan.paths:
+                for mentioned in _mentioned(scan, other):
+                    scan.all_index.setdefault(mentioned, []).append(other)
+        found = scan.all_index.get(name, [])
+    scan.middles[name] = found
+    return found
 
 
 def _mentioning(scan: _Scan, name: str) -> list[str]:
