@@ -155,3 +155,30 @@ def test_middles_searched_by_name_are_those_indexed(monkeypatch):
     assert indexed.all_index is not None
     assert by_search == by_index
     assert sum(bool(found) for found in by_index.values()) > 20
+
+
+def test_imports_resolved_in_a_run_are_remembered_until_forgotten(tmp_path):
+    """Within a check run the file an import names is remembered; `forget` (what a run does
+    once it has written fixes) reads the disk again, and outside a run every question does."""
+    from accumlint.project.importers import forget, one_run
+    from accumlint.project.root import resolve_module, resolve_submodule
+
+    root = str(tmp_path)
+    script = str(tmp_path / "train.py")
+    (tmp_path / "train.py").write_text("from helpers import wrap\nfrom pkg import steps\n")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    with one_run():
+        assert resolve_module(root, script, "helpers", 0) is None
+        assert resolve_submodule(root, script, "pkg", 0, "steps") is None
+        (tmp_path / "helpers.py").write_text("def wrap(m):\n    return m\n")
+        (tmp_path / "pkg" / "steps.py").write_text("")
+        assert resolve_module(root, script, "helpers", 0) is None  # remembered for the run
+        assert resolve_submodule(root, script, "pkg", 0, "steps") is None
+        forget()
+        assert resolve_module(root, script, "helpers", 0) == str(tmp_path / "helpers.py")
+        assert resolve_submodule(root, script, "pkg", 0, "steps") == str(tmp_path / "pkg" / "steps.py")
+    (tmp_path / "helpers.py").unlink()
+    assert resolve_module(root, script, "helpers", 0) is None  # outside a run: the disk as it is
+    (tmp_path / "helpers.py").write_text("")
+    assert resolve_module(root, script, "helpers", 0) == str(tmp_path / "helpers.py")

@@ -19,7 +19,7 @@ import time
 from typing import Iterator, Optional
 
 from accumlint.project.root import import_lines
-from accumlint.project.root import forget_joins
+from accumlint.project.root import forget_joins, remember_resolutions
 
 # A tree larger than this is not scanned further: importers beyond it stay unknown.
 MAX_FILES = 5_000
@@ -310,15 +310,18 @@ def scan_ahead(root: str) -> None:
 def one_run() -> Iterator[None]:
     """Within the block, one check run: each root is scanned once (the scans from before it
     are dropped), and the scan serves the whole run, however long it takes. A run's files
-    change only when it writes its fixes, after every analysis (it calls `forget` then).
+    change only when it writes its fixes, after every analysis (it calls `forget` then);
+    meanwhile the file each import resolves to is remembered (`root.remember_resolutions`).
     Forked workers inherit it, with the scans made before they start."""
     global _in_run
     forget()
     _in_run = True
+    remember_resolutions(True)
     try:
         yield
     finally:
         _in_run = False
+        remember_resolutions(False)
         forget()
 
 
