@@ -290,8 +290,8 @@ class ModuleFacts:
         if function is None:
             return []
         found: list[cst.BaseExpression] = []
-        for node in walk(function.body):
-            if type(node) is cst.Return and node.value is not None:
+        for node in self.once(_valued_returns, function):
+            if node.value is not None:
                 value: Optional[cst.BaseExpression] = node.value
                 if index is not None:
                     value = _element(node.value, index)
@@ -623,6 +623,12 @@ def _counts_yields(facts: ModuleFacts, generator: Function, produced: cst.Yield,
     rebound = any(facts.enclosing_function(b.statement) is generator and loop in ancestors(facts.parents, b.statement)
                   for b in facts.bindings.get(name, ()))
     return inner is loop and not rebound
+
+
+def _valued_returns(function: cst.CSTNode) -> list[cst.Return]:
+    """The `return` statements with a value under a function's body, nested functions' too, in
+    `walk`'s order: what `ModuleFacts.returned` reads, asked for every call of the function."""
+    return [node for node in walk(cast(Function, function).body) if type(node) is cst.Return and node.value is not None]
 
 
 def _called_and_named(function: Function) -> tuple[set[str], set[str]]:
