@@ -1,7 +1,9 @@
-"""`ModuleFacts.returned` reads a function's `return` statements once per function
-(`facts._valued_returns`, asked through `ModuleFacts.once`) instead of walking the function
-for every call of it: on every fixture module, the statements remembered are those a walk
-of the function finds, and a call asked again gets the same values."""
+"""Questions about a function's own subtree, asked once per function through
+`ModuleFacts.once` instead of walking the function for every call of it: the `return`
+statements `ModuleFacts.returned` reads (`facts._valued_returns`), and the methods a
+function calls and the names it reads (`facts._called_and_named`, which helpers are own
+updates or backward methods). On every fixture module, once the model has filled the
+memos, each answer is what a walk of the function finds."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import libcst
 
 from accumlint.check.analysis import AnalysisOptions
 from accumlint.model.build import model_of
-from accumlint.model.facts import _valued_returns
+from accumlint.model.facts import _called_and_named, _valued_returns
 from accumlint.model.tree import walk
 
 REPO = Path(__file__).resolve().parent.parent
@@ -35,6 +37,9 @@ def test_returned_reads_the_returns_a_walk_finds():
                 walked = [n for n in walk(node.body) if type(n) is libcst.Return and n.value is not None]
                 assert facts.once(_valued_returns, node) == walked
                 assert _valued_returns(node) == walked
+                called = {n.func.attr.value for n in walk(node.body) if type(n) is libcst.Call and type(n.func) is libcst.Attribute}
+                named = {n.value for n in walk(node.body) if type(n) is libcst.Name}
+                assert facts.once(_called_and_named, node) == (called, named)
                 functions += 1
                 with_returns += bool(walked)
             for call in facts.calls:
