@@ -155,6 +155,11 @@ def test_middles_searched_by_name_are_those_indexed(monkeypatch):
     assert indexed.all_index is not None
     assert by_search == by_index
     assert sum(bool(found) for found in by_index.values()) > 20
+    monkeypatch.setattr(importers, "SEARCHED_NAMES", len(names) + 1)
+    monkeypatch.setattr(importers, "SEARCHED_CHARS", searched.chars - 1)
+    large = importers._scan(root)
+    assert {name: importers._middles(large, name) for name in names[:1]} == {names[0]: by_index[names[0]]}
+    assert large.all_index is not None  # a tree larger than SEARCHED_CHARS is indexed at once
 
 
 def test_imports_resolved_in_a_run_are_remembered_until_forgotten(tmp_path):
