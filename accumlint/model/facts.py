@@ -310,8 +310,8 @@ class ModuleFacts:
         if function is None:
             return []
         found: list[cst.BaseExpression] = []
-        for node in walk(function.body):
-            if type(node) is cst.Return and node.value is not None:
+        for node in self.once(_valued_returns, function):
+            if node.value is not None:
                 value: Optional[cst.BaseExpression] = node.value
                 if index is not None:
                     value = _element(node.value, index)
@@ -344,10 +344,10 @@ class ModuleFacts:
         if self.project is not None:
             home = self.project.home_of_call(call)
             if home is not None:  # a call in another module's helper: resolved there
-                return _unless_own_update(self.project.function(dotted(func), within=home))
+                return _unless_own_update(self, self.project.function(dotted(func), within=home))
         target = self._own_function(call, caller)
         if target is None and self.project is not None and not self._bound_here(call):
-            target = _unless_own_update(self.project.function(dotted(func)))
+            target = _unless_own_update(self, self.project.function(dotted(func)))
         return None if target is caller else target
 
     def _bound_here(self, call: cst.Call) -> bool:
@@ -394,7 +394,7 @@ class ModuleFacts:
         if known is None:
             found = None
             if self.project is not None:
-                found = _unless_own_update(self.project.function(dotted(call.func), within=helper))
+                found = _unless_own_update(self, self.project.function(dotted(call.func), within=helper))
             if found is None and local and (self.project is None or self.project.home_of_call(call) is None):
                 found = self._own_function(call, helper)
             known = self._helpers[key] = (call, helper, found)
@@ -574,7 +574,7 @@ class ModuleFacts:
         method = self.called_method(call)
         if method is None:
             return None
-        methods, names = _called_and_named(method)
+        methods, names = self.once(_called_and_named, method)
         if not methods & _BACKWARD_METHODS or methods & _UPDATE_METHODS or names & _OWN_MODEL_NAMES:
             return None  # a whole update of its own (an inner adaptation of a copied model): not the window's
         return method
@@ -645,21 +645,29 @@ def _counts_yields(facts: ModuleFacts, generator: Function, produced: cst.Yield,
     return inner is loop and not rebound
 
 
-def _called_and_named(function: Function) -> tuple[set[str], set[str]]:
-    """The attribute names a function's body calls (`x.step()`: "step") and the plain names it reads."""
-    methods = {node.func.attr.value for node in walk(function.body)
-               if type(node) is cst.Call and type(node.func) is cst.Attribute}
-    return methods, {node.value for node in walk(function.body) if type(node) is cst.Name}
+def _valued_returns(function: cst.CSTNode) -> list[cst.Return]:
+    """The `return` statements with a value under a function's body, nested functions' too, in
+    `walk`'s order: what `ModuleFacts.returned` reads, asked for every call of the function."""
+    return [node for node in walk(cast(Function, function).body) if type(node) is cst.Return and node.value is not None]
 
 
-def _unless_own_update(function: Optional[Function]) -> Optional[Function]:
+def _called_and_named(function: cst.CSTNode) -> tuple[set[str], set[str]]:
+    """The attribute names a function's body calls (`x.step()`: "step") and the plain names it
+    reads; asked through `ModuleFacts.once` (it depends on the function alone), for every call
+    that resolves to the function."""
+    body = cast(Function, function).body
+    methods = {node.func.attr.value for node in walk(body) if type(node) is cst.Call and type(node.func) is cst.Attribute}
+    return methods, {node.value for node in walk(body) if type(node) is cst.Name}
+
+
+def _unless_own_update(facts: ModuleFacts, function: Optional[Function]) -> Optional[Function]:
     """A project function of another module, unless it updates a copy of the model with an
     optimizer of its own (`fast = copy.deepcopy(model)`, an optimizer over it, its backward and
     step: a per-task adaptation): that update is not the window's, and which object the copy
     is cannot be read from the loop's module."""
     if function is None:
         return None
-    methods, names = _called_and_named(function)
+    methods, names = facts.once(_called_and_named, function)
     copies = (methods | names) & _COPYING_CALLS
     return None if copies and methods & _UPDATE_CALLS else function
 

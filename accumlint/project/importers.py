@@ -19,7 +19,7 @@ import time
 from typing import Iterator, Optional
 
 from accumlint.project.root import import_lines
-from accumlint.project.root import forget_joins
+from accumlint.project.root import forget_joins, remember_resolutions
 
 # A tree larger than this is not scanned further: importers beyond it stay unknown.
 MAX_FILES = 5_000
@@ -39,12 +39,13 @@ _CALLED = re.compile(r"\b(\w+)\s*\(")
 class _Scan:
     """The project files read, and what is learnt of them as it is asked for (it goes with the scan)."""
 
-    __slots__ = ("texts", "paths", "looped", "complete", "by_name", "mentions", "calls", "digests", "candidates",
-                 "memo", "all_index", "through", "callers")
+    __slots__ = ("texts", "paths", "chars", "looped", "complete", "by_name", "mentions", "calls", "digests", "candidates",
+                 "memo", "all_index", "middles", "through", "callers")
 
     def __init__(self, texts: dict[str, str], complete: bool) -> None:
         self.texts = texts  # path -> text of every project file read
         self.paths = sorted(texts)
+        self.chars = sum(len(text) for text in texts.values())
         self.looped: dict[str, bool] = {}  # path -> whether it holds a loop (`_holds_loop`), as asked
         self.complete = complete  # False: the tree was larger than the bounds, some files were not read
         self.by_name: dict[str, list[str]] = {}  # module name -> the loop files whose import lines mention it, as asked
@@ -54,6 +55,7 @@ class _Scan:
         self.candidates: dict[tuple[str, frozenset[str]], list[tuple[str, str]]] = {}  # see `_candidates`
         self.memo: dict = {}  # see `run_memo`
         self.all_index: Optional[dict[str, list[str]]] = None  # module name -> every file whose import lines mention it (`_middles`)
+        self.middles: dict[str, list[str]] = {}  # module name -> `_middles`' answer, as asked
         # (path, functions) -> loop file -> the module between: see `importers_through`
         self.through: dict[tuple[str, frozenset[str]], dict[str, str]] = {}
         self.callers: dict[tuple[str, str], list[tuple[str, str]]] = {}  # see `callers_of`
@@ -246,14 +248,34 @@ def _stem(path: str) -> str:
     return os.path.basename(os.path.dirname(path)) if stem == "__init__" else stem
 
 
+# How many module names a scan of at most SEARCHED_CHARS characters answers `_middles` for by
+# searching every text for the name, before it indexes every file's import lines at once: a
+# tree asked about a few modules (one file checked, or a few of its scripts) reads the import
+# lines of the files that hold the name. A larger tree is indexed at once: its whole check
+# asks about many modules, and each search would read all of its text again.
+SEARCHED_NAMES = 8
+SEARCHED_CHARS = 4_000_000
+
+
 def _middles(scan: _Scan, name: str) -> list[str]:
-    """Every file (sorted) whose import lines mention the module name `name` (indexed once)."""
-    if scan.all_index is None:
-        scan.all_index = {}
-        for other in sorted(scan.texts):
-            for mentioned in _mentioned(scan, other):
-                scan.all_index.setdefault(mentioned, []).append(other)
-    return scan.all_index.get(name, [])
+    """Every file (sorted) whose import lines mention the module name `name`. The first
+    `SEARCHED_NAMES` names asked of a scan of a small tree are looked for in the texts (a file
+    whose text does not hold the name cannot mention it: an import line's names are words of
+    the text); then, and in a large tree at once, every file's import lines are indexed once."""
+    found = scan.middles.get(name)
+    if found is not None:
+        return found
+    if scan.all_index is None and len(scan.middles) < SEARCHED_NAMES and scan.chars <= SEARCHED_CHARS:
+        found = [other for other in scan.paths if name in scan.texts[other] and name in _mentioned(scan, other)]
+    else:
+        if scan.all_index is None:
+            scan.all_index = {}
+            for other in scan.paths:
+                for mentioned in _mentioned(scan, other):
+                    scan.all_index.setdefault(mentioned, []).append(other)
+        found = scan.all_index.get(name, [])
+    scan.middles[name] = found
+    return found
 
 
 def _mentioning(scan: _Scan, name: str) -> list[str]:
@@ -292,15 +314,18 @@ def scan_ahead(root: str) -> None:
 def one_run() -> Iterator[None]:
     """Within the block, one check run: each root is scanned once (the scans from before it
     are dropped), and the scan serves the whole run, however long it takes. A run's files
-    change only when it writes its fixes, after every analysis (it calls `forget` then).
+    change only when it writes its fixes, after every analysis (it calls `forget` then);
+    meanwhile the file each import resolves to is remembered (`root.remember_resolutions`).
     Forked workers inherit it, with the scans made before they start."""
     global _in_run
     forget()
     _in_run = True
+    remember_resolutions(True)
     try:
         yield
     finally:
         _in_run = False
+        remember_resolutions(False)
         forget()
 
 

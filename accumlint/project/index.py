@@ -120,6 +120,8 @@ class ProjectView:
     _keep: list[cst.CSTNode] = field(default_factory=list)
     _literals: list[tuple[str, str]] = field(default_factory=list)  # `_config_literals`, once found
     _literals_found: bool = False
+    # (callee, index) that `returned_call` found no call for: asked again for every binding of the call
+    _no_returned_call: set[tuple[str, Optional[int]]] = field(default_factory=set)
 
     @property
     def root(self) -> str:
@@ -403,7 +405,13 @@ class ProjectView:
         is followed to it: two calls deep from the caller."""
         if callee is None or callee.partition(".")[0] not in self.summary.imports:
             return None
-        return self._returned_call(self.summary, callee, index, 1)
+        asked = (callee, index)
+        if asked in self._no_returned_call:  # the view's answers do not change while it lives
+            return None
+        found = self._returned_call(self.summary, callee, index, 1)
+        if found is None:
+            self._no_returned_call.add(asked)
+        return found
 
     def _returned_call(self, module: ModuleSummary, callee: str, index: Optional[int], depth: int) -> Optional[cst.Call]:
         found = self.symbol(module, callee)
@@ -418,7 +426,7 @@ class ProjectView:
         if node is None:
             return None
         if through:
-            return self._returned_through(owner, [_bound_call(node, v) for v in values], index, depth)
+            return self._returned_through(owner, list(_bound_returns(found.source)), index, depth)
         returned = list(values)
         if index is not None:
             tuples = [v for v in returned if type(v) is cst.Tuple and len(v.elements) > index]
@@ -1048,18 +1056,57 @@ def _calls_a_builder(module: ModuleSummary, function: FunctionSummary) -> bool:
                if "." not in name and other is not function and other.effects & {WRAP, SCHEDULER})
 
 
-def _bound_call(function: cst.FunctionDef, value: Optional[cst.BaseExpression]) -> Optional[cst.BaseExpression]:
+@functools.lru_cache(maxsize=1024)
+def _bound_returns(text: str) -> tuple[Optional[cst.BaseExpression], ...]:
+    """The values of the `return` statements of the function defined by `text`
+    (`_returned_values`), each through `_bound_call`, once per text: every module whose
+    binding calls the function asks, and each asks again for every binding of that call.
+    Read-only, as `_returned_values`' are."""
+    node, values = _returned_values(text)
+    if node is None:
+        return ()
+    bindings = _Bindings(node)
+    return tuple(_bound_call(node, value, bindings) for value in values)
+
+
+# The statements that may bind a local name (`_bound_call`).
+_BINDING_STATEMENTS = (cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For, cst.With, cst.NamedExpr)
+
+
+class _Bindings:
+    """The statements of a function that may bind a name, each with the names it reads or
+    binds and the dotted names it binds, in the order `walk` meets them: read in one walk
+    of the function, for every returned name `_bound_call` asks about."""
+
+    def __init__(self, function: cst.FunctionDef) -> None:
+        self.function = function
+        self._found: Optional[list[tuple[cst.CSTNode, frozenset[str], tuple[Optional[str], ...]]]] = None
+
+    def binding(self, name: str) -> list[cst.CSTNode]:
+        """The statements that hold the name `name` and bind it (as a whole target or one
+        element of a tuple target)."""
+        if self._found is None:
+            self._found = [
+                (node, frozenset(n.value for n in walk(node) if type(n) is cst.Name), tuple(_dotted(t) for t in _targets(node)))
+                for node in walk(self.function.body) if type(node) in _BINDING_STATEMENTS
+            ]
+        return [node for node, names, targets in self._found if name in names and name in targets]
+
+
+def _bound_call(function: cst.FunctionDef, value: Optional[cst.BaseExpression],
+                bindings: Optional[_Bindings] = None) -> Optional[cst.BaseExpression]:
     """A returned value, or the elements of a returned tuple, with each local name bound once
     in the function to a call replaced by that call (`model = _wrap(net)` ... `return model,
-    opt`); a name bound otherwise or more than once is returned as it is."""
+    opt`); a name bound otherwise or more than once is returned as it is. `bindings`, the
+    function's binding statements read once (`_Bindings`), serves every name asked."""
+    if bindings is None:
+        bindings = _Bindings(function)
     if type(value) is cst.Tuple:
-        return value.with_changes(elements=[e.with_changes(value=_bound_call(function, e.value)) for e in value.elements])
+        return value.with_changes(elements=[e.with_changes(value=_bound_call(function, e.value, bindings))
+                                            for e in value.elements])
     if type(value) is not cst.Name:
         return value
-    bound = [node for node in walk(function.body)
-             if type(node) in (cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For, cst.With, cst.NamedExpr)
-             and value.value in {n.value for n in walk(node) if type(n) is cst.Name}
-             and any(_dotted(t) == value.value for t in _targets(node))]
+    bound = bindings.binding(value.value)
     if len(bound) != 1 or type(bound[0]) is not cst.Assign or type(bound[0].value) is not cst.Call:
         return value
     return bound[0].value

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import os
 import re
-from typing import Iterable, Iterator, Optional
+from typing import Callable, Iterable, Iterator, Optional
 
 # What marks the folder that holds a project.
 ROOT_MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
@@ -146,6 +146,8 @@ def forget_joins() -> None:
     _listing.cache_clear()
     _MARKED.clear()
     _SEARCH_FOLDERS.clear()
+    if _RESOLVED is not None:
+        _RESOLVED.clear()
 
 
 def _joined(folder: str, parent: str) -> bool:
@@ -317,9 +319,40 @@ def is_package_folder(folder: str, parts: list[str]) -> bool:
     return bool(parts) and all(p.isidentifier() for p in parts) and os.path.isdir(os.path.join(folder, *parts))
 
 
+# (question, root, importing file, module, level, name, working folder when the file's path is
+# relative) -> `resolve_module`'s or `resolve_submodule`'s answer, within a check run only
+# (`remember_resolutions`); None outside one.
+_RESOLVED: Optional[dict[tuple[str, str, str, str, int, str, str], Optional[str]]] = None
+
+
+def remember_resolutions(on: bool) -> None:
+    """Within a check run (`importers.one_run`), remember the file each import resolves to:
+    the imports of a module are resolved again by every question about its names, in every
+    analysis that reads it, and each resolution asks the disk whether files exist. A run's
+    files do not appear or go until it writes its fixes, and it forgets them then
+    (`forget_joins`); outside a run every resolution asks the disk."""
+    global _RESOLVED
+    _RESOLVED = {} if on else None
+
+
+def _remembered(question: str, root: str, importer: str, module: str, level: int, name: str,
+                resolve: Callable[[], Optional[str]]) -> Optional[str]:
+    if _RESOLVED is None:
+        return resolve()
+    key = (question, root, importer, module, level, name, "" if os.path.isabs(importer) else os.getcwd())
+    if key in _RESOLVED:
+        return _RESOLVED[key]
+    found = _RESOLVED[key] = resolve()
+    return found
+
+
 def resolve_module(root: str, importer: str, module: str, level: int) -> Optional[str]:
     """The project file an import names (`from .a import b`: module "a", level 1), or
     None when it is not the project's (third-party, missing, outside the root)."""
+    return _remembered("module", root, importer, module, level, "", lambda: _resolve_module(root, importer, module, level))
+
+
+def _resolve_module(root: str, importer: str, module: str, level: int) -> Optional[str]:
     parts = [p for p in module.split(".") if p] if module else []
     if level > 0:
         folder = os.path.dirname(os.path.abspath(importer))
@@ -342,6 +375,11 @@ def resolve_module(root: str, importer: str, module: str, level: int) -> Optiona
 
 def resolve_submodule(root: str, importer: str, module: str, level: int, name: str) -> Optional[str]:
     """`from pkg import mod` where `mod` is a module of package `pkg`, not a name in it."""
+    return _remembered("submodule", root, importer, module, level, name,
+                       lambda: _resolve_submodule(root, importer, module, level, name))
+
+
+def _resolve_submodule(root: str, importer: str, module: str, level: int, name: str) -> Optional[str]:
     folder = package_folder(root, importer, module, level)
     return module_file(folder, [name]) if folder is not None else None
 
