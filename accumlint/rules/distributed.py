@@ -172,6 +172,8 @@ def manual_gate_in_framework_accumulate(window: Window) -> Iterable[Finding]:
             continue
         if not window.framework_managed(step):
             continue
+        if step.role.flavor != "engine" and not window.accumulate_context(step.statement):
+            continue  # a prepared optimizer under a DeepSpeed plugin: its `step()` does nothing, gated or not
         seen.add(id(gate_if))
         framework = "DeepSpeed's engine" if step.role.flavor == "engine" else "`accelerator.accumulate()`"
         edits: tuple[Edit, ...] = ()
