@@ -142,7 +142,10 @@ def clip_before_unscale(window: Window) -> Iterable[Finding]:
             continue
         edits: tuple[Edit, ...] = ()
         optimizer = step.role.target
-        if optimizer is not None and scaler is not None and movable(clip.statement):
+        # a clip that runs on every micro-batch (GA302) would unscale there too (GA303): its
+        # move under the gate comes first, and the unscale then goes before it
+        every_micro_batch = clip in _per_micro_batch(window, "clip")
+        if optimizer is not None and scaler is not None and movable(clip.statement) and not every_micro_batch:
             unscale = filled_statement(f"{scaler}.unscale_(__optimizer__)\n", __optimizer__=optimizer)
             edits = (insert_before(clip.statement.node, unscale),)
         yield Finding(
