@@ -60,27 +60,27 @@ def _rebinding_division(window: Window, flow: LossFlow) -> Optional[Scaling]:
     return scaling
 
 
-def _assigned_name(statement: Statement) -> Optional[str]:
-    """The one name the division's statement binds: the loss's own (`loss = loss / K`), or the
-    one a scaler context reads later (`loss = out[0] / K`, then `with amp.scale_loss(loss,
-    opt) as scaled_loss:`): either way that name now holds the scaled value."""
-    names = set()
+def _assigned_names(statement: Statement) -> set[str]:
+    """The dotted names the statement's assignments bind (`x = ...`, `x /= K`)."""
+    names: set[Optional[str]] = set()
     for small in statement.node.body:
         if type(small) is cst.Assign:
             names |= {dotted(t.target) for t in small.targets}
         elif type(small) is cst.AugAssign:
             names.add(dotted(small.target))
-    names.discard(None)
-    return cast(str, names.pop()) if len(names) == 1 else None
+    return {name for name in names if name is not None}
+
+
+def _assigned_name(statement: Statement) -> Optional[str]:
+    """The one name the division's statement binds: the loss's own (`loss = loss / K`), or the
+    one a scaler context reads later (`loss = out[0] / K`, then `with amp.scale_loss(loss,
+    opt) as scaled_loss:`): either way that name now holds the scaled value."""
+    names = _assigned_names(statement)
+    return names.pop() if len(names) == 1 else None
 
 
 def _assigns(statement: Statement, name: str) -> bool:
-    for small in statement.node.body:
-        if type(small) is cst.Assign and any(dotted(t.target) == name for t in small.targets):
-            return True
-        if type(small) is cst.AugAssign and dotted(small.target) == name:
-            return True
-    return False
+    return name in _assigned_names(statement)
 
 
 def _logs_after(window: Window, scaled_at: Statement, name: str) -> list[Event]:
