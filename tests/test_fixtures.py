@@ -121,6 +121,7 @@ NO_TRAINING_LOOP = {
     "fixtures/projects/sync_helper_elsewhere/sync_utils.py",
     "fixtures/projects/sync_helper_never_skips/amp_utils.py",
     "fixtures/projects/backward_in_helper_elsewhere/steps.py",
+    "fixtures/projects/backward_in_black_helper/steps.py",
     "fixtures/projects/freeze_head_helper_elsewhere/ssl_utils.py",
     "fixtures/projects/ddp_wrap_helper_arms/parallel_utils.py",
     "fixtures/projects/ddp_wrap_helper_arms_no_sync/parallel_utils.py",

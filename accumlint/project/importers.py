@@ -18,14 +18,14 @@ import stat
 import time
 from typing import Iterator, Optional
 
-from accumlint.project.root import import_lines
-from accumlint.project.root import forget_joins, remember_resolutions
+from accumlint.project.root import (DEFINITION_REST, INSTALLED_PACKAGE_FOLDERS, forget_joins, import_lines,
+                                    remember_resolutions)
 
 # A tree larger than this is not scanned further: importers beyond it stay unknown.
 MAX_FILES = 5_000
 MAX_BYTES = 64 << 20
 MAX_FILE_BYTES = 2_000_000
-_SKIPPED_FOLDERS = {"__pycache__", "node_modules", "site-packages", "dist-packages", "build", "dist"}
+_SKIPPED_FOLDERS = {"__pycache__", "node_modules", "build", "dist", *INSTALLED_PACKAGE_FOLDERS}
 _LOOP = re.compile(r"\n[ \t]*(?:for|while|async[ \t]+for)\b")  # in "\n" + text, as `IMPORT_LINE`
 
 # Outside a check run (`one_run`), a scan serves this many seconds: a long-lived process, such
@@ -39,7 +39,7 @@ _CALLED = re.compile(r"\b(\w+)\s*\(")
 class _Scan:
     """The project files read, and what is learnt of them as it is asked for (it goes with the scan)."""
 
-    __slots__ = ("texts", "paths", "chars", "looped", "complete", "by_name", "mentions", "calls", "digests", "candidates",
+    __slots__ = ("texts", "paths", "chars", "looped", "trains", "complete", "by_name", "mentions", "calls", "digests", "candidates",
                  "memo", "all_index", "middles", "through", "callers")
 
     def __init__(self, texts: dict[str, str], complete: bool) -> None:
@@ -47,10 +47,11 @@ class _Scan:
         self.paths = sorted(texts)
         self.chars = sum(len(text) for text in texts.values())
         self.looped: dict[str, bool] = {}  # path -> whether it holds a loop (`_holds_loop`), as asked
+        self.trains: dict[str, bool] = {}  # path -> whether its loops may train (`_may_train`), as asked
         self.complete = complete  # False: the tree was larger than the bounds, some files were not read
         self.by_name: dict[str, list[str]] = {}  # module name -> the loop files whose import lines mention it, as asked
         self.mentions: dict[str, set[str]] = {}  # path -> the module names its import lines mention
-        self.calls: dict[str, frozenset[str]] = {}  # path -> the names its text calls
+        self.calls: dict[tuple[str, frozenset[str]], bool] = {}  # (path, names) -> whether its text calls one
         self.digests: dict[str, str] = {}  # path -> sha256 of its text
         self.candidates: dict[tuple[str, frozenset[str]], list[tuple[str, str]]] = {}  # see `_candidates`
         self.memo: dict = {}  # see `run_memo`
@@ -117,17 +118,33 @@ def _holds_loop(scan: _Scan, path: str) -> bool:
     return found
 
 
-def _called_names(scan: _Scan, path: str) -> frozenset[str]:
-    names = scan.calls.get(path)
-    if names is None:
-        names = scan.calls[path] = frozenset(_CALLED.findall(scan.texts[path]))
-    return names
+def _calls_one_of(scan: _Scan, path: str, names: frozenset[str]) -> bool:
+    """Whether the file's text calls one of `names` (`name(` or `name (`, the name a whole
+    word): a literal search for each name, where finding every name a large file calls
+    would read each of its calls."""
+    key = (path, names)
+    found = scan.calls.get(key)
+    if found is None:
+        found = scan.calls[key] = any(_calls(scan.texts[path], name) for name in names)
+    return found
+
+
+def _calls(text: str, name: str) -> bool:
+    start = text.find(name)
+    while start != -1:
+        end = start + len(name)
+        if not (start and (text[start - 1].isalnum() or text[start - 1] == "_")):
+            rest = text[end:end + 40].lstrip(" \t")
+            if rest.startswith("("):
+                return True
+        start = text.find(name, end)
+    return False
 
 
 # A top-level function, up to the next top-level statement.
-_TOP_LEVEL_FUNCTION = re.compile(r"^def[ \t]+(\w+)[^\n]*\n(?:[ \t]+[^\n]*\n|[ \t]*\n)*", re.MULTILINE)
+_TOP_LEVEL_FUNCTION = re.compile(r"^def[ \t]+(\w+)" + DEFINITION_REST, re.MULTILINE)
 # A top-level class with its body: its objects' methods run where the importer calls them.
-_TOP_LEVEL_CLASS = re.compile(r"^class[ \t]+(\w+)[^\n]*\n(?:[ \t]+[^\n]*\n|[ \t]*\n)*", re.MULTILINE)
+_TOP_LEVEL_CLASS = re.compile(r"^class[ \t]+(\w+)" + DEFINITION_REST, re.MULTILINE)
 # Text a function needs to hold a statement a rule reports on (role effects, `summary.ROLE_EFFECTS`).
 _ROLE_HINT = re.compile(r"\.backward\(|zero_grad\(|\.step\(|\.grad\b|loss\w*\s*/|/=|sched")
 
@@ -143,7 +160,8 @@ def _top_level_functions(text: str) -> Iterator["re.Match[str]"]:
     """The matches of `_TOP_LEVEL_FUNCTION` in `text`, in order, as `finditer` gives them,
     tried only where a line begins with `def` (found by a literal search), not at every
     offset, where a `^` under MULTILINE is tried. A match ends where a line begins, and
-    no line inside it begins with `def` (its lines after the first are indented or blank)."""
+    no line inside it begins with `def` (its lines after the first are indented, blank, or close a
+    bracket)."""
     start = 0
     while True:
         if not (text.startswith("def", start) and (start == 0 or text[start - 1] == "\n")):
@@ -212,19 +230,48 @@ def _candidates(scan: _Scan, path: str, functions: list[str]) -> list[tuple[str,
     return scan.candidates[asked]
 
 
-def _search(scan: _Scan, path: str, wanted: frozenset[str], everywhere: bool = False) -> list[tuple[str, str]]:
-    """The loop files (with `everywhere`, every file) whose import lines name the module at
-    `path` and whose text calls one of `wanted`."""
+def _search(scan: _Scan, path: str, wanted: frozenset[str], everywhere: bool = False,
+            backpropagates: bool = False) -> list[tuple[str, str]]:
+    """The loop files that may train (with `everywhere`, every file) whose import lines name
+    the module at `path` and whose text calls one of `wanted`. With `backpropagates` (one of
+    `wanted` may run a backward itself), every such loop file may train."""
     stem = _stem(path)
     target = os.path.abspath(path)
+    trains = everywhere or backpropagates or bool(wanted & _backward_functions(path))
     found = []
     for other in (_middles(scan, stem) if everywhere else _mentioning(scan, stem)):  # in a stable order
         if os.path.abspath(other) == target:
             continue
         text = scan.texts[other]
         # a name it calls is in its text: most files do not hold one (one search each, not every call)
-        if any(name in text for name in wanted) and wanted & _called_names(scan, other):
+        if _calls_one_of(scan, other, wanted) and (trains or _may_train(scan, other)):
             found.append((other, text))
+    return found
+
+
+def _backward_functions(path: str) -> frozenset[str]:
+    from accumlint.project.reach import backward_functions
+
+    return backward_functions(path)
+
+
+def _may_train(scan: _Scan, path: str) -> bool:
+    """Whether a loop file's loops may run a backward: the text gate keeps the file (a
+    backward call of its own, an accumulation setting, a `training_step`), or a loop of it
+    calls a project helper that runs one (`reach`). A loop that runs no backward is no
+    training loop, and says nothing of the helpers it calls: a library's loops over
+    schedulers or optimizers (a tree of code that never trains) are not read as importers."""
+    found = scan.trains.get(path)
+    if found is None:
+        from accumlint.project.reach import loop_reaches_project_backward
+        from accumlint.source.gate import might_hold_training_code
+
+        text = scan.texts[path]
+        try:
+            found = might_hold_training_code(text) or loop_reaches_project_backward(path, text)
+        except (OSError, ValueError, RecursionError):
+            found = False  # precision first: a loop whose helpers cannot be read adds nothing
+        scan.trains[path] = found
     return found
 
 
@@ -234,10 +281,11 @@ def _search_through(scan: _Scan, path: str, wanted: frozenset[str], direct: set[
     from the loop): loop file -> that file."""
     target = os.path.abspath(path)
     found: dict[str, str] = {}
+    backpropagates = bool(wanted & _backward_functions(path))  # the loop trains through the middle
     for middle, text in _search(scan, path, wanted, everywhere=True):
         callers = [m.group(1) for m in _top_level_functions(text)
                    if wanted & frozenset(_CALLED.findall(m.group(0).split("\n", 1)[-1]))]
-        for other, _ in _search(scan, middle, frozenset(callers)) if callers else []:
+        for other, _ in _search(scan, middle, frozenset(callers), backpropagates=backpropagates) if callers else []:
             if other not in direct and os.path.abspath(other) != target:
                 found.setdefault(other, middle)
     return found
@@ -421,7 +469,10 @@ def _fingerprint(root: str, path: str, functions: list[str], callers: bool = Fal
 
 def forget(root: Optional[str] = None) -> None:
     """Drop the scans (all, or one root's): the editor server does when files change."""
+    from accumlint.project import reach
+
     forget_joins()  # an import that joined a folder to its parent may be gone
+    reach.forget()
     if root is None:
         _SCANS.clear()
     else:

@@ -19,7 +19,7 @@ import stat
 import time
 
 from accumlint.project.modules import MAX_MODULE_BYTES, definition_effects_of, root_of
-from accumlint.project.root import module_file, own_package_folders, package_folder, resolve_module, search_folders
+from accumlint.project.root import DEFINITION_REST, in_run, module_file, own_package_folders, package_folder, resolve_module, search_folders
 from accumlint.project.summary import BACKWARD
 
 # `from a.b import c, d as e` (one line or in brackets) and `import a.b as c`
@@ -41,13 +41,30 @@ def loop_reaches_project_backward(path: str, text: str) -> bool:
     module calls it and the function's summary runs a backward."""
     if "import" not in text or not _has_loop(text) or not os.path.isfile(path):
         return False
+    _drop_stale()
+    if not in_run():
+        return _reaches(path, text)
+    key = (path, hash(text))
+    found = _REACHES.get(key)
+    if found is None:
+        found = _REACHES[key] = _reaches(path, text)
+    return found
+
+
+# (path, hash of its text) -> `loop_reaches_project_backward`'s answer, within a check run (whose
+# files do not change until it ends): a whole-tree check asks it of each module the text gate
+# drops, and again of the importers of helpers.
+_REACHES: dict[tuple[str, int], bool] = {}
+
+
+def _reaches(path: str, text: str) -> bool:
     root = root_of(path)
     for match in _FROM_IMPORT.finditer(text):
         if not _statement(text, match.start()):
             continue
         level, module, names = len(match.group(1)), match.group(2), match.group(3)
         found, package = _resolved(root, path, module, level)
-        backward = _backward_functions(found) if found is not None else frozenset()
+        backward = backward_functions(found) if found is not None else frozenset()
         for alias in _ALIAS.finditer(names.strip("()")):
             name, local = alias.group(1), alias.group(2) or alias.group(1)
             if found is not None and name in backward and _calls(text, local) and _runs_backward(found, name):
@@ -77,11 +94,6 @@ RESOLVED_LIFETIME = 5.0
 def _resolved(root: str, path: str, module: str, level: int) -> tuple["str | None", "str | None"]:
     """The project file an import names and the package folder it names (`from pkg import
     steps`: a module of it may be imported), each None when there is none."""
-    now = time.monotonic()
-    if now - _RESOLVED_SINCE[0] > RESOLVED_LIFETIME:
-        _RESOLVED.clear()
-        _LISTINGS.clear()
-        _RESOLVED_SINCE[0] = now
     key = (root, os.path.dirname(path), module, level)
     found = _RESOLVED.get(key)
     if found is None:
@@ -95,6 +107,22 @@ def _resolved(root: str, path: str, module: str, level: int) -> tuple["str | Non
 
 # folder -> the names in it (for RESOLVED_LIFETIME seconds, with `_RESOLVED`)
 _LISTINGS: dict[str, frozenset[str]] = {}
+
+
+def forget() -> None:
+    """Drop what was learnt of the tree (a check run does at its start and end)."""
+    _RESOLVED.clear()
+    _LISTINGS.clear()
+    _REACHES.clear()
+
+
+def _drop_stale() -> None:
+    """Forget what was learnt of the tree more than RESOLVED_LIFETIME seconds ago: a
+    long-lived process (the editor server) sees the files as they are now."""
+    now = time.monotonic()
+    if now - _RESOLVED_SINCE[0] > RESOLVED_LIFETIME:
+        forget()
+        _RESOLVED_SINCE[0] = now
 
 
 def _may_name_a_project_file(root: str, path: str, module: str, level: int) -> bool:
@@ -159,7 +187,7 @@ _NAME_OR_DOT = re.compile(r"[\w.]")
 
 def _module_runs_backward(text: str, local: str, module_path: str) -> bool:
     """`import pkg.steps as steps` ... `steps.backward_step(...)`."""
-    if not _backward_functions(module_path):
+    if not backward_functions(module_path):
         return False
     called = re.findall(rf"(?<![\w.]){re.escape(local)}\.(\w+)\s*\(", text)
     return any(_runs_backward(module_path, name) for name in set(called))
@@ -168,22 +196,28 @@ def _module_runs_backward(text: str, local: str, module_path: str) -> bool:
 def _runs_backward(module_path: str, name: str) -> bool:
     """The module's function `name` runs a backward, or its class `name` does when an object
     of it is called (`loss_scaler = Scaler()` ... `loss_scaler(loss, optimizer)`)."""
-    if name not in _backward_functions(module_path):
+    if name not in backward_functions(module_path):
         return False
     effects = definition_effects_of(module_path, name, hint="backward(")
     return effects is not None and BACKWARD in effects
 
 
-# path -> (size, modification time) and the names of its top-level functions (and classes) whose text holds `backward(`
+def _calls_backward(text: str) -> bool:
+    from accumlint.source.gate import backward_calls_in_code
+
+    return bool(backward_calls_in_code(text))
+
+
+# path -> (size, modification time) and the names of its top-level functions (and classes) that may call a backward
 _BACKWARD_FUNCTIONS: dict[str, tuple[tuple[int, int], frozenset[str]]] = {}
-_TOP_LEVEL_FUNCTION = re.compile(r"^(?:(?:async[ \t]+)?def|class)[ \t]+(\w+)[^\n]*\n(?:[ \t]+[^\n]*\n|[ \t]*\n)*",
-                                 re.MULTILINE)
+_TOP_LEVEL_FUNCTION = re.compile(r"^(?:(?:async[ \t]+)?def|class)[ \t]+(\w+)" + DEFINITION_REST, re.MULTILINE)
 
 
-def _backward_functions(module_path: str) -> frozenset[str]:
-    """The module's top-level functions and classes whose text holds `backward(` (its summary
-    decides whether one runs a backward); for most modules, one search of the file's bytes
-    says none."""
+def backward_functions(module_path: str) -> frozenset[str]:
+    """The module's top-level functions and classes whose code calls a `.backward(` (not in a
+    docstring or comment, not a `def backward(`: an autograd Function's own backward is no
+    call of one); its summary decides whether one runs a backward. For most modules, one
+    search of the file's bytes says none."""
     try:
         status = os.stat(module_path)
     except OSError:
@@ -201,6 +235,6 @@ def _backward_functions(module_path: str) -> frozenset[str]:
             data = b""
         if b"backward(" in data:
             text = data.decode("utf-8", errors="replace")
-            names = frozenset(m.group(1) for m in _TOP_LEVEL_FUNCTION.finditer(text) if "backward(" in m.group(0))
+            names = frozenset(m.group(1) for m in _TOP_LEVEL_FUNCTION.finditer(text) if _calls_backward(m.group(0)))
     _BACKWARD_FUNCTIONS[module_path] = (stamp, names)
     return names

@@ -150,7 +150,14 @@ def forget_joins() -> None:
         _RESOLVED.clear()
 
 
+# Folders of installed distributions: each package in them is a project of its own, and
+# the folder is no project (the packages beside an installed one import it, as users do).
+INSTALLED_PACKAGE_FOLDERS = frozenset({"site-packages", "dist-packages"})
+
+
 def _joined(folder: str, parent: str) -> bool:
+    if os.path.basename(parent) in INSTALLED_PACKAGE_FOLDERS:
+        return False
     name = os.path.basename(folder)
     if name.isidentifier() and (name in _imported_names(parent) or _imported_by_a_sibling(folder, parent, name)
                                 or _relative_package(folder)):
@@ -333,6 +340,17 @@ def remember_resolutions(on: bool) -> None:
     (`forget_joins`); outside a run every resolution asks the disk."""
     global _RESOLVED
     _RESOLVED = {} if on else None
+
+
+# The rest of a top-level `def` or `class` line and its block, as text: indented and blank lines,
+# and the lines a bracketed signature closes at the margin (`) -> None:`, as black writes it).
+DEFINITION_REST = r"[^\n]*\n(?:[ \t]+[^\n]*\n|[ \t]*\n|[)\]}][^\n]*\n)*"
+
+
+def in_run() -> bool:
+    """Whether a check run is under way (`importers.one_run`): its files do not change until
+    it writes its fixes, so what is learnt of them may be kept until then."""
+    return _RESOLVED is not None
 
 
 def _remembered(question: str, root: str, importer: str, module: str, level: int, name: str,

@@ -73,7 +73,7 @@ _BLOCK_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
 
 def might_hold_training_code(text: str) -> bool:
     """Stage one, on the text: most files of a tree fail it."""
-    return _might_hold(text, _backward_calls_in_code(text))
+    return _might_hold(text, backward_calls_in_code(text))
 
 
 def lone_carriage_returns_as_newlines(text: str) -> str:
@@ -93,7 +93,7 @@ def text_stage(text: str) -> Optional[bool]:
     """Stage one and the shortcut's test of the text in one scan of it: None when the
     file cannot hold training code, else `plainly_holds_training_code` (for `screen`)."""
     text = lone_carriage_returns_as_newlines(text)
-    calls = _backward_calls_in_code(text)
+    calls = backward_calls_in_code(text)
     return _plainly_holds(text, calls) if _might_hold(text, calls) else None
 
 
@@ -103,7 +103,7 @@ def _might_hold(text: str, backward_calls: list[int]) -> bool:
     return "compute_loss" in text and _COMPUTE_LOSS_DEF.search(text) is not None
 
 
-def _backward_calls_in_code(text: str) -> list[int]:
+def backward_calls_in_code(text: str) -> list[int]:
     """The offsets of the `.backward(` calls outside comments and plain string literals
     (a library's docstrings are full of them); when the scan of literals is not sure, all."""
     forms = backward.BACKWARD
@@ -128,7 +128,7 @@ def plainly_holds_training_code(text: str) -> bool:
 
     A shortcut, not a verdict: a wrong yes costs one LibCST parse of a file with nothing
     to report (the model reads the same shapes), a wrong no costs stage two's tree."""
-    return _plainly_holds(text, _backward_calls_in_code(text))
+    return _plainly_holds(text, backward_calls_in_code(text))
 
 
 def _plainly_holds(text: str, backward_calls: list[int]) -> bool:
