@@ -158,8 +158,27 @@ class ModuleFacts:
     def rebinds_globals(self) -> bool:
         """The module may rebind its globals from elsewhere: `exec(...)` (nanoGPT's
         configurator), `globals().update(...)` or `globals()[name] = ...`. A module-level
-        literal is then only a default."""
-        return any(call_name(call) in ("exec", "globals", "vars") for call in self.calls)
+        literal is then only a default. A read of them (`globals().items()` to list the
+        config keys, `k in globals()`, `globals()[k]`) rebinds nothing."""
+        for call in self.calls:
+            name = call_name(call)
+            if name == "exec":
+                return True
+            if name in ("globals", "vars") and not call.args and self._writes_namespace(call):
+                return True
+        return False
+
+    def _writes_namespace(self, call: cst.Call) -> bool:
+        """`globals().update(...)`, `globals()[k] = v`, `exec(src, globals())`: the call's value
+        is written through (or handed on, where it may be)."""
+        parent = self.parents.get(id(call))
+        if type(parent) is cst.Attribute:
+            return parent.attr.value in ("update", "setdefault", "pop", "popitem", "clear", "__setitem__")
+        if type(parent) is cst.Subscript:
+            holder = self.parents.get(id(parent))
+            return type(holder) in (cst.AssignTarget, cst.Del, cst.AugAssign) or (
+                type(holder) is cst.Element and type(self.parents.get(id(holder))) is cst.Tuple)
+        return type(parent) is cst.Arg or parent is None
 
     @cached_property
     def padding_evidence(self) -> bool:

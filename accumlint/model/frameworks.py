@@ -111,6 +111,7 @@ class Frameworks:
     def __init__(self, facts: ModuleFacts, objects: "Objects") -> None:
         self.facts = facts
         self.objects = objects
+        self._plugin_reads: dict[str, bool] = {}  # see `_needs_deepspeed_plugin`
 
     # -- Accelerate ------------------------------------------------------------------
     def accelerator(self, expr: Optional[cst.BaseExpression]) -> Optional[AcceleratorInfo]:
@@ -127,11 +128,34 @@ class Frameworks:
                 if all(_same_accelerator(infos[0], other) for other in infos[1:]):
                     info = infos[0]
                 break
+        if info.sharded is None and name is not None and self._needs_deepspeed_plugin(name):
+            info = AcceleratorInfo(scales=info.scales, steps=info.steps, sharded="deepspeed")
         later = self.facts.bindings.get(f"{name}.gradient_accumulation_steps", [])
         if info.steps is None and len(later) == 1:
             literal = int_value(later[0].value)
             return AcceleratorInfo(scales=literal is None or literal > 1, steps=later[0].value, sharded=info.sharded)
         return info
+
+    def _needs_deepspeed_plugin(self, name: str) -> bool:
+        """The module reads into the Accelerator's DeepSpeed plugin without testing for it
+        (`accelerator.state.deepspeed_plugin.deepspeed_config["train_batch_size"] = ...`): the
+        run fails unless accelerate was launched with DeepSpeed (its config file or the
+        launcher), so the Accelerator is a DeepSpeed one. A test of the plugin (`if
+        accelerator.state.deepspeed_plugin is not None:`) leaves it unknown."""
+        answer = self._plugin_reads.get(name)
+        if answer is None:
+            holders = {name, f"{name}.state"}
+            reads = tested = False
+            for node in walk(self.facts.module):
+                if type(node) is cst.Attribute and node.attr.value == "deepspeed_plugin" \
+                        and dotted(node.value) in holders:
+                    parent = self.facts.parents.get(id(node))
+                    if type(parent) in (cst.Attribute, cst.Subscript) and getattr(parent, "value", None) is node:
+                        reads = True
+                    else:
+                        tested = True  # compared, tested, passed on or bound: a run may have none
+            answer = self._plugin_reads[name] = reads and not tested
+        return answer
 
     def _accelerator_call(self, call: cst.Call) -> AcceleratorInfo:
         options = keywords(self.facts, call)

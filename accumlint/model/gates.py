@@ -164,8 +164,11 @@ def _modulo(
     numerator = expression.left
     offset = 0
     if type(numerator) is cst.BinaryOperation and type(numerator.operator) is cst.Add:
-        offset = int_value(numerator.right) or 0
-        numerator = numerator.left
+        if int_value(numerator.left) is not None and int_value(numerator.right) is None:
+            offset, numerator = int_value(numerator.left) or 0, numerator.right  # `(1 + i) % K`
+        else:
+            offset = int_value(numerator.right) or 0
+            numerator = numerator.left
     counter = _length_counter(numerator) or dotted(numerator)
     if counter is None or counter.endswith("()"):
         return None

@@ -1252,9 +1252,14 @@ def epoch_multiple(node: cst.BaseExpression, outer: set[Optional[str]]) -> bool:
     return False
 
 
+# Progress bars that yield every item of their first argument, in order. (A project's own logging
+# generator, `metric_logger.log_every(loader, ...)`, may stop early or skip: its length is unknown.)
+_PASS_THROUGH_WRAPPERS = ("tqdm", "track", "progress_bar")
+
+
 def unwrap_iterable(node: Optional[cst.BaseExpression]) -> Optional[cst.BaseExpression]:
     """`tqdm(loader, desc=...)` -> `loader`: progress bars keep the length."""
-    while type(node) is cst.Call and last_part(call_name(node) or "").lower() in ("tqdm", "track", "progress_bar"):
+    while type(node) is cst.Call and last_part(call_name(node) or "").lower() in _PASS_THROUGH_WRAPPERS:
         node = positional(node, 0)
     return node
 

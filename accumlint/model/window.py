@@ -296,7 +296,12 @@ class Window:
         def hands_model(call: cst.Call) -> bool:
             return model is not None and any(dotted(arg.value) == model for arg in call.args)
 
-        for item in {id(i): i for s in self.loop.statements for i in s.withs}.values():
+        # only a context around the forward or the backward can decide whether they sync
+        # (`with FSDP.state_dict_type(model, ...):` in a checkpoint helper decides nothing)
+        steering = [s for s in self.loop.statements
+                    if any(e.kind == "backward" for e in s.events)
+                    or (model is not None and s.helper is None and _names(s.node, model))]  # a helper's `model` is its own
+        for item in {id(i): i for s in steering for i in s.withs}.values():
             # `with self.sync_context(boundary):`: a helper that returns the context
             for call in self.facts.calls_in(item):
                 helper = self.facts.helper(call, self.loop.function)
@@ -1085,7 +1090,12 @@ class Window:
 
     @cached_property
     def gated_zeroing(self) -> bool:
-        return any(e.gate is not None for e in self.loop.of_kind("zero"))
+        """A zeroing runs under a gate, and none runs on every micro-batch: gradients zeroed
+        on each micro-batch anyway (`optimizer.zero_grad()` each iteration, and an evaluation
+        every N steps that zeroes the model's too) never accumulate."""
+        zeroings = self.loop.of_kind("zero")
+        return any(e.gate is not None for e in zeroings) and not any(
+            e.gate is None and not e.statement.conditional and self.loop.micro_loop is None for e in zeroings)
 
     @property
     def has_micro_loop(self) -> bool:
@@ -1532,6 +1542,11 @@ def _tested_within(statement: Statement, loop: cst.CSTNode) -> bool:
         if type(node) in (cst.Try, cst.TryStar) and following is not cast("cst.Try | cst.TryStar", node).body:
             return True
     return False
+
+
+def _names(node: cst.CSTNode, name: str) -> bool:
+    """Whether `node` reads `name` (a plain name or a dotted attribute)."""
+    return any(type(n) in (cst.Name, cst.Attribute) and dotted(n) == name for n in walk(node))
 
 
 def _detached(value: cst.BaseExpression) -> bool:
