@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, cast
 
 import libcst as cst
 
@@ -118,9 +118,21 @@ def _rebound_each_iteration(window: Window) -> _Rebound:
         for small in statement.node.body:
             if type(small) is cst.Assign and _self_sum(small) is None:
                 for target in small.targets:
-                    name = dotted(target.target)
-                    if name is not None:
+                    for name in _target_names(target.target):
                         found.setdefault((statement.helper, False), set()).add(name)
                         if in_micro:
                             found.setdefault((statement.helper, True), set()).add(name)
     return found
+
+
+def _target_names(target: cst.BaseExpression) -> list[str]:
+    """The names an assignment target binds: `loss`, `self.loss`, and each element of a
+    tuple or list target (`loss, logits = outputs[:2]`, `(a, *rest) = ...`)."""
+    if type(target) in (cst.Tuple, cst.List):
+        names: list[str] = []
+        for element in cast("cst.Tuple | cst.List", target).elements:
+            value = element.value
+            names += _target_names(value)
+        return names
+    name = dotted(target)
+    return [] if name is None else [name]

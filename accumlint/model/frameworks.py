@@ -474,7 +474,7 @@ class Frameworks:
                 call = _sync_context_call(item.item)
                 governed = tuple(s for s in statements if any(w is item for w in s.withs))
                 if call is None:
-                    choice = _chosen_context(item.item, statement, statements)
+                    choice = _chosen_context(item.item, statement, statements, self.facts)
                     if choice is not None:
                         seen.add(id(item))
                         found.append(SyncControl("context", item, _chosen_model(choice), choice.test, governed, choice))
@@ -524,10 +524,12 @@ def _sync_context_call(item: cst.BaseExpression) -> Optional[cst.Call]:
     return None
 
 
-def _chosen_context(item: cst.BaseExpression, holder: "Statement", statements: list["Statement"]) -> Optional[cst.IfExp]:
+def _chosen_context(item: cst.BaseExpression, holder: "Statement", statements: list["Statement"],
+                    facts: ModuleFacts) -> Optional[cst.IfExp]:
     """`with ctx():` (or `with ctx:`) where the iteration last bound `ctx` before it to a
     choice between a sync context and another one (`model.no_sync if c else nullcontext`,
-    either arm, called or not)."""
+    either arm, called or not), also written as a statement (`if c: ctx = model.no_sync`
+    / `else: ctx = nullcontext`), read as that expression."""
     name = dotted(item.func) if type(item) is cst.Call and not item.args else dotted(item)
     if name is None or "." in name or name.endswith("()"):
         return None
@@ -538,8 +540,34 @@ def _chosen_context(item: cst.BaseExpression, holder: "Statement", statements: l
         for small in statement.node.body:
             if type(small) is cst.Assign and any(dotted(t.target) == name for t in small.targets):
                 value = small.value
+                if type(value) is not cst.IfExp:
+                    value = _chosen_by_statement(statement.node, name, facts) or value
                 chosen = value if type(value) is cst.IfExp and _chosen_model(value) is not None else None
     return chosen
+
+
+def _chosen_by_statement(line: cst.CSTNode, name: str, facts: ModuleFacts) -> Optional[cst.IfExp]:
+    """`if c: name = A` / `else: name = B`, each arm that one assignment alone, as the
+    expression `A if c else B` (`line` is either arm's statement)."""
+    block = facts.parents.get(id(line))
+    arm = facts.parents.get(id(block))
+    owner = facts.parents.get(id(arm)) if type(arm) is cst.Else else arm
+    if type(owner) is not cst.If or not isinstance(owner.orelse, cst.Else):
+        return None
+    values = [_lone_assignment(branch.body, name) for branch in (owner, owner.orelse)]
+    if values[0] is None or values[1] is None:
+        return None
+    return cst.IfExp(test=owner.test, body=values[0], orelse=values[1])
+
+
+def _lone_assignment(block: cst.BaseSuite, name: str) -> Optional[cst.BaseExpression]:
+    body = block.body if type(block) is cst.IndentedBlock else []
+    if len(body) != 1 or type(body[0]) is not cst.SimpleStatementLine or len(body[0].body) != 1:
+        return None
+    small = body[0].body[0]
+    if type(small) is not cst.Assign or len(small.targets) != 1 or dotted(small.targets[0].target) != name:
+        return None
+    return small.value
 
 
 def _chosen_model(choice: cst.IfExp) -> Optional[cst.BaseExpression]:
