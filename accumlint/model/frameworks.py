@@ -112,6 +112,7 @@ class Frameworks:
         self.facts = facts
         self.objects = objects
         self._plugin_reads: dict[str, bool] = {}  # see `_needs_deepspeed_plugin`
+        self._configured_steps: Optional[list[cst.BaseExpression]] = None  # see `configured_accumulation_steps`
 
     # -- Accelerate ------------------------------------------------------------------
     def accelerator(self, expr: Optional[cst.BaseExpression]) -> Optional[AcceleratorInfo]:
@@ -218,6 +219,23 @@ class Frameworks:
         project = self.facts.project
         found = project.deepspeed_config() if project is not None else None
         return found.accumulation_steps if found is not None else None
+
+    def configured_accumulation_steps(self) -> list[cst.BaseExpression]:
+        """What the module writes under a `"gradient_accumulation_steps"` key (`ds_config[
+        "gradient_accumulation_steps"] = args.gradient_accumulation_steps`, or a dict literal's
+        entry): the K a configuration built in code hands a framework (a DeepSpeed engine)."""
+        if self._configured_steps is None:
+            found: list[cst.BaseExpression] = []
+            for node in walk(self.facts.module):
+                if type(node) is cst.Assign:
+                    for target in node.targets:
+                        if type(target.target) is cst.Subscript and _key_of(target.target) == _STEPS_KEY:
+                            found.append(node.value)
+                elif type(node) is cst.Dict:
+                    found += [e.value for e in node.elements
+                              if type(e) is cst.DictElement and string_value(e.key) == _STEPS_KEY]
+            self._configured_steps = found
+        return self._configured_steps
 
     def project_int(self, expr: cst.BaseExpression) -> Optional[int]:
         """An integer another project module gives a name (an imported constant, a config
@@ -486,6 +504,16 @@ class Frameworks:
                 if control is not None:
                     found.append(control)
         return found
+
+
+_STEPS_KEY = "gradient_accumulation_steps"
+
+
+def _key_of(subscript: cst.Subscript) -> Optional[str]:
+    """`d["key"]` -> "key"."""
+    if len(subscript.slice) != 1 or type(subscript.slice[0].slice) is not cst.Index:
+        return None
+    return string_value(subscript.slice[0].slice.value)
 
 
 def _statements_before(scope: cst.CSTNode, statement: cst.CSTNode) -> set[int]:

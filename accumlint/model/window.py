@@ -1039,6 +1039,23 @@ class Window:
             return self.objects.frameworks.deepspeed_engine_steps()
         return None
 
+    @cached_property
+    def engine_accumulates(self) -> bool:
+        """The loop backpropagates through a DeepSpeed engine that accumulates itself: its K,
+        from the DeepSpeed JSON the module names or from what the module writes under
+        `"gradient_accumulation_steps"` in a configuration it builds, is above 1 or an
+        accumulation count (`args.gradient_accumulation_steps`). The engine then divides each
+        micro-batch's loss by K and steps once per window, with no gate in the loop."""
+        if not any(b.role.flavor == "deepspeed" for b in self.loop.backwards):
+            return False
+        steps = self.objects.frameworks.deepspeed_engine_steps()
+        if steps is not None:
+            return steps > 1
+        written = self.objects.frameworks.configured_accumulation_steps()
+        return bool(written) and all(
+            (self.known_int(value) or 0) > 1 or (self.known_int(value) is None and self.is_accumulation_name(value))
+            for value in written)
+
     def known_int(self, node: cst.BaseExpression) -> Optional[int]:
         """An integer literal, or a name the module (or the project, for a name the module does
         not bind; never an argparse default, which the command line overrides) binds to one

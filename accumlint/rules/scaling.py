@@ -172,7 +172,7 @@ def _mismatched(window: Window, factor: cst.BaseExpression, k: cst.BaseExpressio
 
 
 def token_mean_bias(window: Window) -> Iterable[Finding]:
-    if not window.accumulates:
+    if not (window.accumulates or window.engine_accumulates):
         return
     for flow in (flow for main in window.flows for flow in (main, *main.other_worlds)):
         if not window.token_mean_per_micro_batch(flow):
