@@ -33,7 +33,6 @@ _LOOP = re.compile(r"\n[ \t]*(?:for|while|async[ \t]+for)\b")  # in "\n" + text,
 SCAN_LIFETIME = 5.0
 _SCANS: dict[str, tuple[float, "_Scan"]] = {}
 _in_run = False
-_CALLED = re.compile(r"\b(\w+)\s*\(")
 
 
 class _Scan:
@@ -237,15 +236,15 @@ def _search(scan: _Scan, path: str, wanted: frozenset[str], everywhere: bool = F
     `wanted` may run a backward itself), every such loop file may train."""
     stem = _stem(path)
     target = os.path.abspath(path)
-    trains = everywhere or backpropagates or bool(wanted & _backward_functions(path))
+    backpropagating = wanted & _backward_functions(path)
     found = []
     for other in (_middles(scan, stem) if everywhere else _mentioning(scan, stem)):  # in a stable order
-        if os.path.abspath(other) == target:
+        if os.path.abspath(other) == target or not _calls_one_of(scan, other, wanted):
             continue
-        text = scan.texts[other]
-        # a name it calls is in its text: most files do not hold one (one search each, not every call)
-        if _calls_one_of(scan, other, wanted) and (trains or _may_train(scan, other)):
-            found.append((other, text))
+        # a loop file trains when it calls a helper that backpropagates, here or one call on
+        if everywhere or backpropagates or _may_train(scan, other) \
+                or (backpropagating and _calls_one_of(scan, other, backpropagating)):
+            found.append((other, scan.texts[other]))
     return found
 
 
@@ -284,7 +283,7 @@ def _search_through(scan: _Scan, path: str, wanted: frozenset[str], direct: set[
     backpropagates = bool(wanted & _backward_functions(path))  # the loop trains through the middle
     for middle, text in _search(scan, path, wanted, everywhere=True):
         callers = [m.group(1) for m in _top_level_functions(text)
-                   if wanted & frozenset(_CALLED.findall(m.group(0).split("\n", 1)[-1]))]
+                   if any(_calls(m.group(0).split("\n", 1)[-1], name) for name in wanted)]
         for other, _ in _search(scan, middle, frozenset(callers), backpropagates=backpropagates) if callers else []:
             if other not in direct and os.path.abspath(other) != target:
                 found.setdefault(other, middle)
