@@ -561,12 +561,52 @@ class ModuleFacts:
         if key not in self._called_methods:
             func = call.func
             found = None
-            if type(func) is cst.Attribute:
-                found = self.instance_method(dotted(func.value), func.attr.value)
+            receiver, method = (dotted(func.value), func.attr.value) if type(func) is cst.Attribute else (None, "")
+            if receiver is not None:
+                found = self._passed_object_method(call, receiver, method) or self.instance_method(receiver, method)
             if found is None:
-                found = self.instance_method(dotted(func), "__call__")
+                found = self._passed_object_method(call, dotted(func), "__call__") or self.instance_method(
+                    dotted(func), "__call__")
             self._called_methods[key] = found
         return self._called_methods[key]
+
+    def _passed_object_method(self, call: cst.Call, name: Optional[str], method: str) -> Optional[Function]:
+        """The method `method` of the object that every caller of the call's function passes
+        for its parameter `name` (a binding whose statement is that function: `runner`
+        in `run_train_epoch(..., runner)` after `runner = BackwardRunner(...)`), a class of
+        this module; the module's other functions may bind the name to other classes."""
+        if name is None or "." in name:
+            return None
+        owner = self._passed_class(call, name)
+        return self.class_method(owner, method) if owner is not None else None
+
+    def _passed_class(self, call: cst.Call, name: Optional[str]) -> Optional[cst.ClassDef]:
+        """The class of this module whose object every caller of the call's function passes
+        for its parameter `name` (see `_passed_object_method`)."""
+        if name is None or "." in name:
+            return None
+        function = self.enclosing_function(call)
+        passed = [b for b in self.bindings.get(name, ()) if b.statement is function and type(b.value) is cst.Call]
+        if function is None or len(passed) != 1:
+            return None
+        return self.classes.get(dotted(cast(cst.Call, passed[0].value).func) or "")
+
+    def _project_object_at(self, call: cst.Call, name: Optional[str]) -> bool:
+        """`project_object` for the receiver of `call`, read first as the object the callers of
+        the call's function pass for it."""
+        owner = self._passed_class(call, name)
+        return self.project_object(name) if owner is None else self._plain_local_class(owner)
+
+    def _plain_local_class(self, owner: cst.ClassDef, depth: int = 0) -> bool:
+        """A class of this module that derives from nothing but `object` or other such classes
+        of this module, none forwarding attributes (`__getattr__`): its methods are all it does."""
+        if depth > _MAX_BASES or any(type(s) is cst.FunctionDef and s.name.value == "__getattr__" for s in owner.body.body):
+            return False
+        for base in self.class_bases(owner):
+            local = self.classes.get(base)
+            if base not in PLAIN_BASES and (local is None or not self._plain_local_class(local, depth + 1)):
+                return False
+        return True
 
     def object_method(self, call: cst.Call) -> Optional[Function]:
         """`ed_optimizer.step(loss, i)` on an object of a plain project class (`project_object`):
@@ -576,7 +616,7 @@ class ModuleFacts:
         func = call.func
         if type(func) is not cst.Attribute or func.attr.value not in _OBJECT_METHODS:
             return None
-        if not self.project_object(dotted(func.value)):
+        if not self._project_object_at(call, dotted(func.value)):
             return None
         return self.called_method(call)
 
@@ -588,7 +628,7 @@ class ModuleFacts:
         func = call.func
         if type(func) is not cst.Attribute or func.attr.value in _OBJECT_METHODS:
             return None
-        if not self.project_object(dotted(func.value)):
+        if not self._project_object_at(call, dotted(func.value)):
             return None
         method = self.called_method(call)
         if method is None:
@@ -867,6 +907,15 @@ def _bound_by_own_callers(facts: ModuleFacts) -> None:
                 wraps = _passed_wraps(facts, name, parameter, position)
                 for wrap in wraps if wraps and any(w.target != parameter for w in wraps) else ():
                     facts.bindings.setdefault(parameter, []).append(Binding(parameter, wrap.value, wrap.index, function))
+            for position, param in _parameters(function, skip_self=False):
+                parameter = param.name.value
+                if _rebound_in(facts, parameter, function) or parameter not in _receivers(facts, function.body):
+                    continue
+                objects = _passed_bindings(facts, name, parameter, position, _builds_project_object)
+                if objects and len({code(b.value.func) for b in objects if type(b.value) is cst.Call}) == 1:
+                    # `run_train_epoch(..., runner, ...)` after `runner = BackwardRunner(model, ...)`:
+                    # the object every call passes (one class), for the calls the loop makes on it
+                    facts.bindings.setdefault(parameter, []).append(Binding(parameter, objects[0].value, None, function))
     for name, cls in facts.classes.items():
         init = next((s for s in cls.body.body if type(s) is cst.FunctionDef and s.name.value == "__init__"), None)
         if id(cls) not in trains or init is None:
@@ -920,6 +969,33 @@ def _passed_wraps(facts: ModuleFacts, callee: str, parameter: str, position: Opt
     `parameter` (at `position`, or by keyword): for each call, the bindings of the name it
     passes, in the call's own scope, that wrap (`DDP(...)`, also in an arm of `a if c else
     b`). None when any call passes something else or the module names `callee` otherwise."""
+    return _passed_bindings(facts, callee, parameter, position, _wraps_directly)
+
+
+def _builds_project_object(facts: ModuleFacts, value: cst.BaseExpression) -> bool:
+    """`BackwardRunner(model, device)`: an object of a class this module defines."""
+    return type(value) is cst.Call and type(value.func) is cst.Name and value.func.value in facts.classes
+
+
+def _receivers(facts: ModuleFacts, body: cst.CSTNode) -> set[str]:
+    """The plain names whose methods `body` calls (`runner.step()`: "runner"), or that it
+    calls itself (`loss_scaler(loss, optimizer)`)."""
+    found = set()
+    for node in facts.calls_in(body):
+        func = node.func
+        if type(func) is cst.Attribute and type(func.value) is cst.Name:
+            found.add(func.value.value)
+        elif type(func) is cst.Name:
+            found.add(func.value)
+    return found
+
+
+def _passed_bindings(facts: ModuleFacts, callee: str, parameter: str, position: Optional[int],
+                     accept: Callable[[ModuleFacts, cst.BaseExpression], bool]) -> Optional[list[Binding]]:
+    """The bindings that every call of the module's `callee` passes as `parameter` (at
+    `position`, or by keyword) and that `accept` takes: for each call, the bindings of the
+    name it passes, in the call's own scope. None when any call passes something else or
+    the module names `callee` otherwise."""
     calls = [c for c in facts.calls if type(c.func) is cst.Name and c.func.value == callee]
     if not calls or facts._plain_names[callee] != len(calls) + 1:
         return None  # named otherwise too (a callback, a base class): callers unknown (`model.train()` is no naming of `train`)
@@ -934,11 +1010,11 @@ def _passed_wraps(facts: ModuleFacts, callee: str, parameter: str, position: Opt
         if type(passed) is not cst.Name:
             return None
         scope = facts.enclosing_function(call)
-        wraps = [b for b in facts.bindings.get(passed.value, ()) if b.index is None
-                 and facts.enclosing_function(b.statement) is scope and _wraps_directly(facts, b.value)]
-        if not wraps:
+        accepted = [b for b in facts.bindings.get(passed.value, ()) if b.index is None
+                    and facts.enclosing_function(b.statement) is scope and accept(facts, b.value)]
+        if not accepted:
             return None
-        found.extend(wraps)
+        found.extend(accepted)
     return found
 
 

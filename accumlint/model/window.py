@@ -1297,7 +1297,8 @@ class Window:
         `optimizers` (their names, normalized) apply: a call of the iteration with no role
         that names zeroing or resetting, or that is handed one of them (`reset(optimizer)`);
         distributed autograd, which keeps gradients in its own context; zeroing written
-        anywhere in the loop's function, its class or a helper the iteration walks."""
+        anywhere in the loop's function, its class, a helper the iteration walks or the class
+        of a project object whose methods it walks (`runner.step()`)."""
         function = self.loop.function
         texts = [code(function) if function is not None else self.facts.text]
         owner = self.facts.class_of.get(function) if function is not None else None
@@ -1306,6 +1307,9 @@ class Window:
         for statement in self.loop.statements:
             if statement.helper is not None:
                 texts.append(code(statement.helper))
+                helper_class = self.facts.class_of.get(statement.helper)
+                if helper_class is not None and helper_class is not owner and id(helper_class) in self.facts.parents:
+                    texts.append(code(helper_class))  # a project object's class (its other methods too)
             if any("dist_autograd" in code(item.item) for item in statement.withs):
                 return True
             for node in walk(statement.node):
