@@ -780,6 +780,8 @@ def collect_facts(module: cst.Module, text: str, project: Optional["ProjectView"
             recorder(facts, node)
         if kind in _STRINGS:
             record_parents(parents, node)
+            if kind is cst.FormattedString:
+                _record_lengths_in(facts, cast(cst.FormattedString, node))
             continue
         # `children(node)`, last first, inlined: this walk meets every node of the module
         for name in reversed(fields_of(kind) or content_fields(kind)):
@@ -1088,6 +1090,19 @@ def _record_call(facts: ModuleFacts, node: cst.Call) -> None:
         name = dotted(node.args[0].value)
         if name is not None:
             facts.len_arguments.add(name)
+
+
+def _record_lengths_in(facts: ModuleFacts, node: cst.FormattedString) -> None:
+    """`f"{len(loader)} batches"`: a length taken inside an f-string is taken all the same
+    (the rest of a string's calls are not the module's: logging text is not read)."""
+    for part in node.parts:
+        if type(part) is not cst.FormattedStringExpression:
+            continue
+        for inner in walk(part.expression):
+            if type(inner) is cst.Call and type(inner.func) is cst.Name and inner.func.value == "len" and inner.args:
+                name = dotted(inner.args[0].value)
+                if name is not None:
+                    facts.len_arguments.add(name)
 
 
 def _record_function(facts: ModuleFacts, node: Function) -> None:
