@@ -19,6 +19,7 @@ import libcst as cst
 
 from accumlint.model.names import call_name, code, dotted, last_part, positional, string_value
 from accumlint.model.tree import ABSENT, KNOWN_CONTENT_FIELDS, LEAVES, SEQUENCES, calls_in, content_fields, record_parents, walk
+from accumlint.source.gate import lone_carriage_returns_as_newlines
 from accumlint.source.patterns import LazyPattern
 
 if TYPE_CHECKING:
@@ -95,8 +96,9 @@ _IGNORED_VALUE = LazyPattern(r"ignore_index\s*=\s*(\d+)\b")
 def shows_padding(text: str) -> bool:
     """Whether the module shows that token counts differ between micro-batches (padding,
     labels set to -100, padding collators, an ignore_index that names padding, labels padded
-    with the literal index the loss ignores)."""
-    text = _IGNORE_INDEX_DEFAULT.sub("", re.sub(r"#[^\n]*", "", text))
+    with the literal index the loss ignores). A lone carriage return ends a line, as in
+    Python (the patterns read lines that end with a line feed)."""
+    text = _IGNORE_INDEX_DEFAULT.sub("", re.sub(r"#[^\n]*", "", lone_carriage_returns_as_newlines(text)))
     return bool(_PADDING_EVIDENCE.search(text)) or _labels_padded_to_ignored(text)
 
 

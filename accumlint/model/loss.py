@@ -100,14 +100,18 @@ class LossFlow:
     # each a tensor on the graph the backward runs, with the helper whose scope binds it
     # (None: the loop's own), since a helper's `loss` is another variable than the loop's
     aliases: set[tuple[Optional[Function], str]] = field(default_factory=set)
+    # the names added to the backward's loss in place on the way (`loss += aux_loss`)
+    added: set[str] = field(default_factory=set)
 
     @property
     def loss_terms(self) -> set[str]:
-        """Loss-named tensors the origin combines (`(1 - r) * class_loss + r * kd_loss`):
-        each carries the graph the backward runs on."""
+        """Loss-named tensors the origin combines (`(1 - r) * class_loss + r * kd_loss`), or
+        that are added to the loss in place before the backward (`local_loss +=
+        balancing_loss`): each carries the graph the backward runs on."""
+        added = {name for name in self.added if "loss" in name.lower()}
         if self.origin is None:
-            return set()
-        return {name for name in free_names(self.origin) if "loss" in name.lower()}
+            return added
+        return added | {name for name in free_names(self.origin) if "loss" in name.lower()}
 
 
 def split_scaling(expr: cst.BaseExpression, statement: Optional[Statement]) -> tuple[cst.BaseExpression, list[Scaling]]:
@@ -357,6 +361,9 @@ class LossReader:
                     flow.scalings.append(self._read_factor(
                         Scaling("inverse" if inverse is not None else op, inverse or factor, small, statement, True)
                     ))
+                if type(small) is cst.AugAssign and type(small.operator) is cst.AddAssign \
+                        and type(small.value) is cst.Name:
+                    flow.added.add(small.value.value)
                 self._trace(loop, statement, expr, flow, depth + 1)
                 if type(small) is cst.AugAssign and type(small.operator) is cst.AddAssign and _empty_sum(flow.origin):
                     self._add_term(loop, statement, small.value, name, flow)
