@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Optional, cast
+from typing import Optional
 
 import libcst as cst
 
 from accumlint.model.facts import Function
 from accumlint.model.loop import Statement
 from accumlint.model.names import code, dotted
+from accumlint.model.scopes import target_chains
 from accumlint.model.window import Window
 
 # (the scope the statement runs in, inside the micro-step loop) -> names rebound there
@@ -39,8 +40,10 @@ def accumulations(window: Window) -> list[Accumulation]:
     """The statements of the window's iteration that add a value to a holder that outlives
     the iteration (see the module's docstring), in iteration order. An `append` counts on a
     list, or on a name that no binding says is something else: `run_loss.append(loss)` on
-    a metric object (MONAI's `CumulativeAverage`) keeps a number, not the tensor."""
+    a metric object (MONAI's `CumulativeAverage`) keeps a number, not the tensor. The backward's own
+    loss, summed term by term (`gen_loss += duration_loss`), is no holder: the backward consumes it."""
     rebound = _rebound_each_iteration(window)
+    building = {flow.name for flow in window.flows if flow.name is not None}
     found: list[Accumulation] = []
     for statement in window.loop.statements:
         read = _added(statement.small)
@@ -49,7 +52,7 @@ def accumulations(window: Window) -> list[Accumulation]:
         holder, added, appended = read
         if appended and not _may_be_list(window, holder):
             continue
-        if holder in rebound.get((statement.helper, window.loop.in_micro_loop(statement)), set()):
+        if holder in building or holder in rebound.get((statement.helper, window.loop.in_micro_loop(statement)), set()):
             continue
         found.append(Accumulation(statement, holder, added))
     return found
@@ -118,21 +121,9 @@ def _rebound_each_iteration(window: Window) -> _Rebound:
         for small in statement.node.body:
             if type(small) is cst.Assign and _self_sum(small) is None:
                 for target in small.targets:
-                    for name in _target_names(target.target):
+                    for name in target_chains(target.target):
                         found.setdefault((statement.helper, False), set()).add(name)
                         if in_micro:
                             found.setdefault((statement.helper, True), set()).add(name)
     return found
 
-
-def _target_names(target: cst.BaseExpression) -> list[str]:
-    """The names an assignment target binds: `loss`, `self.loss`, and each element of a
-    tuple or list target (`loss, logits = outputs[:2]`, `(a, *rest) = ...`)."""
-    if type(target) in (cst.Tuple, cst.List):
-        names: list[str] = []
-        for element in cast("cst.Tuple | cst.List", target).elements:
-            value = element.value
-            names += _target_names(value)
-        return names
-    name = dotted(target)
-    return [] if name is None else [name]

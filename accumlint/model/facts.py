@@ -651,8 +651,7 @@ class ModuleFacts:
             return False
         local = self.classes.get(owner)
         if local is not None:
-            return all(base in PLAIN_BASES for base in self.class_bases(local)) and not any(
-                type(s) is cst.FunctionDef and s.name.value == "__getattr__" for s in local.body.body)
+            return self._plain_local_class(local)
         return self.project is not None and self.project.plain_class(owner)
 
     def steps_through_object(self, call: cst.Call) -> bool:

@@ -1111,8 +1111,8 @@ class Window:
         on each micro-batch anyway (`optimizer.zero_grad()` each iteration, and an evaluation
         every N steps that zeroes the model's too) never accumulate."""
         zeroings = self.loop.of_kind("zero")
-        return any(e.gate is not None for e in zeroings) and not any(
-            e.gate is None and not e.statement.conditional and self.loop.micro_loop is None for e in zeroings)
+        return any(e.gate is not None for e in zeroings) and not any(self.runs_every_micro_batch(e.statement)
+                                                                    for e in zeroings)
 
     @property
     def has_micro_loop(self) -> bool:

@@ -21,11 +21,9 @@ def graph_kept_alive(window: Window) -> Iterable[Finding]:
     aliases = {(scope, alias) for flow in window.flows for scope, alias in flow.aliases if "loss" in alias.lower()}
     if not names and not aliases:
         return
-    # the backward's own loss, built term by term (`gen_loss += duration_loss`): the backward consumes its graph
-    building = {flow.name for flow in window.flows if flow.name is not None}
     for accumulation in accumulations(window):
         statement, holder, added = accumulation.statement, accumulation.holder, accumulation.added
-        if window.builds_no_graph(statement) or holder in building:
+        if window.builds_no_graph(statement):
             continue  # `with torch.no_grad(): metrics += loss` keeps no graph
         # the backward's loss under the other names it had in this statement's scope
         known = names | {alias for scope, alias in aliases if scope is statement.helper}
