@@ -994,7 +994,7 @@ def test_a_helper_module_asked_by_a_relative_path_is_summarised_once(tmp_path: P
         monkeypatch.setattr(home, "summarize", lambda path, text, real=real: summarised.append(path) or real(path, text))
     for relative in (False, True):
         importers.forget()
-        index._LAST_TEXT.clear()
+        modules._LAST_TEXT.clear()
         summarised.clear()
         if relative:
             monkeypatch.chdir(tmp_path)

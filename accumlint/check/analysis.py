@@ -177,7 +177,6 @@ def findings_from_importers(text: str, path: str, options: AnalysisOptions = Ana
     from accumlint.project.importers import candidate_importers, dependency, helper_names, importers_through
     from accumlint.project.modules import overlaid
     from accumlint.project.root import find_root
-    from accumlint.project.summary import ROLE_EFFECTS
 
     if not path or not os.path.isfile(path):
         return ProjectAnalysis([], {})
@@ -193,10 +192,7 @@ def findings_from_importers(text: str, path: str, options: AnalysisOptions = Ana
     own = view_for(target, text)  # summarised at the path `overlaid` keeps it under, which then reuses it
     if own is None:
         return ProjectAnalysis([], {key: fingerprint})
-    # its top-level functions, and its classes whose own methods hold a role (an object's `step`)
-    classes = own.summary.classes
-    functions = sorted({f.name.partition(".")[0] for f in own.summary.functions.values()
-                        if f.effects & ROLE_EFFECTS and ("." not in f.name or f.name.partition(".")[0] in classes)})
+    functions = own.summary.role_helpers()
     importers = candidate_importers(root, target, functions)
     if not importers:
         return ProjectAnalysis([], {key: fingerprint})

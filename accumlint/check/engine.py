@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import Callable, NamedTuple, Optional, Union
+from typing import Any, Callable, NamedTuple, Optional, Union
 
 from accumlint.check.analysis import AnalysisOptions
 from accumlint.compat.collector import collector_paused
@@ -412,10 +412,13 @@ def check(request: Request, resolver: Resolver, progress: Progress = _no_progres
 
 def _check_in_run(request: Request, resolver: Resolver, progress: Progress, cache, roots: "Optional[_Roots]") -> RunResult:
     """`check` within the run's project state (`check` sets it up)."""
+    from accumlint.project.importers import note_training
+
     files: list[FileResult] = []
     unfixable: list[tuple[FileResult, frozenset[str]]] = []
     pending: list[_Pending] = []
     tasks: list[Task] = []
+    read: list[tuple[str, Settings, FileResult, Any, Optional[bool], bool]] = []
     for path, settings, data, root in _sources(request, resolver):
         result = FileResult(path, unsafe_fixes=settings.unsafe_fixes, root=root)
         files.append(result)
@@ -426,12 +429,15 @@ def _check_in_run(request: Request, resolver: Resolver, progress: Progress, cach
             continue
         result.document = result.original = document
         plain = text_stage(document.text) if request.prefilter else None
-        gate = request.prefilter
-        if request.prefilter and plain is None:
-            if _reaches_backward_elsewhere(path, document.text):
-                gate = False  # the text gate's stage two would drop it too: its backward is elsewhere
-            elif not _called_from_project_loops(path, document.text):
-                continue
+        elsewhere = request.prefilter and plain is None and _reaches_backward_elsewhere(path, document.text)
+        if request.prefilter:
+            note_training(path, document.text, plain is not None or elsewhere)
+        read.append((path, settings, result, document, plain, elsewhere))
+    # every file's own verdict is known before any file asks whether another's loops train
+    for path, settings, result, document, plain, elsewhere in read:
+        gate = request.prefilter and not elsewhere  # the text gate's stage two would drop it: its backward is elsewhere
+        if request.prefilter and plain is None and not elsewhere and not _called_from_project_loops(path, document.text):
+            continue
         if len(document.text) > MAX_ANALYSED_CHARS:
             size = len(document.text) / 1e6
             limit = MAX_ANALYSED_CHARS / 1e6
@@ -518,10 +524,14 @@ def _called_from_project_loops(path: str, text: str) -> bool:
     names = helper_names(text)
     if not names or not os.path.isfile(path):
         return False
-    from accumlint.project.modules import root_of
+    from accumlint.project.modules import root_of, summary_of_text
 
+    target = os.path.abspath(path)
     try:
-        return bool(candidate_importers(root_of(path), os.path.abspath(path), names))
+        root = root_of(path)
+        # by the text first, then by the summary (`ast`) of the few modules whose names an importer calls
+        return bool(candidate_importers(root, target, names)) and bool(
+            candidate_importers(root, target, summary_of_text(target, text).role_helpers()))
     except (OSError, ValueError, RecursionError):
         return False  # precision first: a project that cannot be read adds nothing
 

@@ -151,6 +151,8 @@ _ROLE_HINT = re.compile(r"\.backward\(|zero_grad\(|\.step\(|\.grad\b|loss\w*\s*/
 def helper_names(text: str) -> list[str]:
     """Top-level functions and classes of a module whose text may hold a backward, step, zeroing,
     loss division or scheduler (the summary decides; this only spares reading the tree)."""
+    if _ROLE_HINT.search(text) is None:  # most modules: no function of theirs can hold one
+        return []
     found = [m.group(1) for m in _top_level_functions(text) if _ROLE_HINT.search(m.group(0))]
     return found + [m.group(1) for m in _TOP_LEVEL_CLASS.finditer(text) if _ROLE_HINT.search(m.group(0))]
 
@@ -239,7 +241,11 @@ def _search(scan: _Scan, path: str, wanted: frozenset[str], everywhere: bool = F
     backpropagating = wanted & _backward_functions(path)
     found = []
     for other in (_middles(scan, stem) if everywhere else _mentioning(scan, stem)):  # in a stable order
-        if os.path.abspath(other) == target or not _calls_one_of(scan, other, wanted):
+        if os.path.abspath(other) == target:
+            continue
+        if not (everywhere or backpropagates or backpropagating) and _noted_training(scan, other) is False:
+            continue  # the run's gate found that its loops run no backward: no text search
+        if not _calls_one_of(scan, other, wanted):
             continue
         # a loop file trains when it calls a helper that backpropagates, here or one call on
         if everywhere or backpropagates or _may_train(scan, other) \
@@ -254,6 +260,25 @@ def _backward_functions(path: str) -> frozenset[str]:
     return backward_functions(path)
 
 
+# abspath -> (hash of its text, whether its loops may train): the run's own verdicts on the
+# files it checks (`note_training`), which `_may_train` takes instead of reading them again.
+_NOTED: dict[str, tuple[int, bool]] = {}
+
+
+def note_training(path: str, text: str, trains: bool) -> None:
+    """Within a check run, record the text gate's verdict on a checked file (`trains`: it
+    may hold training code, or a loop of it reaches a project backward): the search for
+    importers asks it of the project's loop files, and most of them are checked too."""
+    if _in_run:
+        _NOTED[os.path.abspath(path)] = (hash(text), trains)
+
+
+def _noted_training(scan: _Scan, path: str) -> Optional[bool]:
+    """The recorded verdict on a scanned file, when it was made on the text scanned."""
+    noted = _NOTED.get(os.path.abspath(path))
+    return noted[1] if noted is not None and noted[0] == hash(scan.texts[path]) else None
+
+
 def _may_train(scan: _Scan, path: str) -> bool:
     """Whether a loop file's loops may run a backward: the text gate keeps the file (a
     backward call of its own, an accumulation setting, a `training_step`), or a loop of it
@@ -266,8 +291,9 @@ def _may_train(scan: _Scan, path: str) -> bool:
         from accumlint.source.gate import might_hold_training_code
 
         text = scan.texts[path]
+        noted = _noted_training(scan, path)
         try:
-            found = might_hold_training_code(text) or loop_reaches_project_backward(path, text)
+            found = noted if noted is not None else might_hold_training_code(text) or loop_reaches_project_backward(path, text)
         except (OSError, ValueError, RecursionError):
             found = False  # precision first: a loop whose helpers cannot be read adds nothing
         scan.trains[path] = found
@@ -474,5 +500,6 @@ def forget(root: Optional[str] = None) -> None:
     reach.forget()
     if root is None:
         _SCANS.clear()
+        _NOTED.clear()
     else:
         _SCANS.pop(root, None)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, NamedTuple, Optional, TypeVar, Union, cast
 import libcst as cst
 
 from accumlint.project.configs import ConfigError, ConfigFacts
-from accumlint.project.modules import INDEX, ProjectIndex, digest
+from accumlint.project.modules import INDEX, ProjectIndex, digest, summary_of_text
 from accumlint.project.root import resolve_module, resolve_submodule
 from accumlint.model.facts import PLAIN_BASES
 from accumlint.model.tree import children, walk
@@ -72,22 +72,8 @@ def view_for(path: Optional[str], text: str, module: Optional[cst.Module] = None
     of it (imports, configuration files), read from that tree."""
     if not path or path == "-" or not path.endswith(".py") or not os.path.isfile(path):
         return None
-    summary = imports_and_configs(path, text, module) if module is not None else _summary_of_text(path, text)
+    summary = imports_and_configs(path, text, module) if module is not None else summary_of_text(path, text)
     return ProjectView(INDEX, os.path.abspath(path), summary)
-
-
-_LAST_TEXT: dict[str, tuple[str, ModuleSummary]] = {}
-
-
-def _summary_of_text(path: str, text: str) -> ModuleSummary:
-    """The summary of a module's text, computed once for the last text of each path
-    (the analysis and the search for its importers both ask)."""
-    found = _LAST_TEXT.get(path)
-    if found is None or found[0] != text:
-        if len(_LAST_TEXT) > 64:
-            _LAST_TEXT.clear()
-        found = _LAST_TEXT[path] = (text, summarize(path, text))
-    return found[1]
 
 
 def view_for_file(path: str) -> Optional["ProjectView"]:

@@ -197,3 +197,18 @@ def definition_effects_of(path: str, name: str, hint: str) -> Optional[frozenset
     """The effects of a project module's top-level function (or callable class) `name`,
     when its text mentions `hint` (None otherwise: see `ProjectIndex.effects`)."""
     return INDEX.effects(path, name, hint)
+
+
+_LAST_TEXT: dict[str, tuple[str, ModuleSummary]] = {}
+
+
+def summary_of_text(path: str, text: str) -> ModuleSummary:
+    """The summary of a module's text, computed once for the last text of each path (the
+    gate's project clause, the search for its importers and the analysis all ask; forked
+    workers inherit what the run's own process computed)."""
+    found = _LAST_TEXT.get(path)
+    if found is None or found[0] != text:
+        if len(_LAST_TEXT) > 64:
+            _LAST_TEXT.clear()
+        found = _LAST_TEXT[path] = (text, summarize(path, text))
+    return found[1]

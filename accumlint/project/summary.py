@@ -132,6 +132,13 @@ class ModuleSummary:
             self._passes = _passes("".join(self.lines)) if self.error is None else ((), frozenset())
         return self._passes
 
+    def role_helpers(self) -> list[str]:
+        """The names (sorted) of the module's top-level functions that hold a role effect,
+        and of its classes whose own methods hold one (an object's `step`): what a loop of
+        another module may run, whose statements are then part of its window."""
+        return sorted({f.name.partition(".")[0] for f in self.functions.values()
+                       if f.effects & ROLE_EFFECTS and ("." not in f.name or f.name.partition(".")[0] in self.classes)})
+
 
 # What a name passed as an argument holds as far as the caller's own function (or module
 # level) shows before the call: the dotted callee of each call it was bound to (with the
