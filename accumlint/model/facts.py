@@ -477,14 +477,24 @@ class ModuleFacts:
         is the module's), and that class (or a base class of this module) defines `forward`.
         None when anything else binds the object, or the class is another module's: a loss
         from another module's code is unknown (SPEC, GA201)."""
-        return self.object_forward(dotted(call.func))
+        name = dotted(call.func)
+        function = self.enclosing_function(call)
+        if name is not None and "." not in name and function is not None:
+            scoped = self.values_in(name, function)
+            wrapped = self._from_last_wrap(name, scoped)
+            if wrapped is not scoped:
+                return self._forward_of_bindings(name, wrapped)
+        return self.object_forward(name)
 
     def object_forward(self, name: Optional[str]) -> Optional[Function]:
         """`forward_of` for the object bound to `name`."""
-        if name is None or name == "self" or name.endswith("()"):
+        return self._forward_of_bindings(name, self.values_of(name)) if name is not None else None
+
+    def _forward_of_bindings(self, name: str, bindings: list[Binding]) -> Optional[Function]:
+        if name == "self" or name.endswith("()"):
             return None
         owners = set()
-        for binding in self.values_of(name):
+        for binding in bindings:
             value = binding.value
             while type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in _MOVES \
                     and type(value.func.value) is cst.Call:
@@ -510,6 +520,28 @@ class ModuleFacts:
         owner = owners.pop()
         local = self.classes.get(owner)
         return self.class_method(local, "forward") if local is not None else None
+
+    def _from_last_wrap(self, name: str, bindings: list[Binding]) -> list[Binding]:
+        """The bindings from the last one that wraps the object in a model class of this module
+        (`model = build(cfg)`, then `model = LossWrapper(model, ...)`): in straight-line code of
+        one function, what was bound before it is the wrapped module, and calling the object
+        runs the wrapper's `forward`. All of them when there is no such wrap, or when it
+        stands under a test or a loop, or another function binds the name too."""
+        wraps = [i for i, b in enumerate(bindings) if b.index is None and type(b.value) is cst.Call
+                 and dotted(positional(b.value, 0)) == name and dotted(b.value.func) in self.classes]
+        if not wraps:
+            return bindings
+        last = bindings[wraps[-1]]
+        if type(last.statement) is not cst.Assign:
+            return bindings
+        function = self.enclosing_function(last.statement)
+        body = function.body.body if function is not None and type(function.body) is cst.IndentedBlock else ()
+        if not any(type(statement) is cst.SimpleStatementLine and any(small is last.statement for small in statement.body)
+                   for statement in body):
+            return bindings  # under a test, a loop or a `with`: an earlier binding may reach the call too
+        if any(self.enclosing_function(b.statement) is not function for b in bindings):
+            return bindings
+        return bindings[wraps[-1]:]
 
     def generator_field(self, node: cst.Subscript) -> Optional[tuple[cst.BaseExpression, Function, cst.Call]]:
         """What `meta["grad_accum_index"]` holds when `meta` is a target of the loop around it

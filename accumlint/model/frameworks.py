@@ -113,6 +113,8 @@ class Frameworks:
         self.objects = objects
         self._plugin_reads: dict[str, bool] = {}  # see `_needs_deepspeed_plugin`
         self._configured_steps: Optional[list[cst.BaseExpression]] = None  # see `configured_accumulation_steps`
+        # id(`with` call of a context class) -> (that call, the `accumulate(...)` it stands for, or None)
+        self._context_classes: dict[int, tuple[cst.Call, Optional[cst.Call]]] = {}
 
     # -- Accelerate ------------------------------------------------------------------
     def accelerator(self, expr: Optional[cst.BaseExpression]) -> Optional[AcceleratorInfo]:
@@ -282,7 +284,41 @@ class Frameworks:
             bound = [b.value for b in self.facts.bindings.get(value.value, ()) if b.index is None]
             calls = [v for v in bound if type(v) is cst.Call and self._is_accumulate(v)]
             return calls[0] if calls and len(calls) == len(bound) else None
-        return value if type(value) is cst.Call and self._is_accumulate(value) else None
+        if type(value) is not cst.Call:
+            return None
+        return value if self._is_accumulate(value) else self._entered_by_class(value)
+
+    def is_written_accumulate(self, call: cst.Call) -> bool:
+        """Whether an `accumulate(...)` call stands in the code (not one a context class of the
+        module enters for its arguments, `_entered_by_class`)."""
+        return not any(entered is call for _, entered in self._context_classes.values())
+
+    def _entered_by_class(self, call: cst.Call) -> Optional[cst.Call]:
+        """`with ConditionalAccumulator(accelerator, unet, text_encoder):` where the class of this
+        module enters `self.accelerator.accumulate(model)` in its `__enter__` (directly or through
+        an `ExitStack`) for the Accelerator its `__init__` keeps: the `accumulate(...)` of that
+        Accelerator over the other arguments, as if written in the `with` (made once per call)."""
+        known = self._context_classes.get(id(call))
+        if known is not None:
+            return known[1]
+        found = None
+        owner = self.facts.classes.get(dotted(call.func) or "")
+        enter = self.facts.class_method(owner, "__enter__") if owner is not None else None
+        init = self.facts.class_method(owner, "__init__") if owner is not None else None
+        if enter is not None and init is not None and not any(a.star or a.keyword for a in call.args):
+            kept = {dotted(n.func.value) for n in walk(enter.body) if type(n) is cst.Call
+                    and type(n.func) is cst.Attribute and n.func.attr.value == "accumulate"}
+            names = [p.name.value for p in init.params.params][1:]  # after `self`
+            for node in walk(init.body):
+                if type(node) is cst.Assign and len(node.targets) == 1 and dotted(node.targets[0].target) in kept \
+                        and type(node.value) is cst.Name and node.value.value in names:
+                    position = names.index(node.value.value)
+                    if position < len(call.args) and self.objects.kind_of(call.args[position].value) == "accelerator":
+                        found = cst.Call(func=cst.Attribute(value=call.args[position].value, attr=cst.Name("accumulate")),
+                                         args=[a for i, a in enumerate(call.args) if i != position])
+                        break
+        self._context_classes[id(call)] = (call, found)
+        return found
 
     def _is_accumulate(self, call: cst.Call) -> bool:
         return (type(call.func) is cst.Attribute and call.func.attr.value == "accumulate"

@@ -111,7 +111,16 @@ class LossFlow:
         added = {name for name in self.added if "loss" in name.lower()}
         if self.origin is None:
             return added
-        return added | {name for name in free_names(self.origin) if "loss" in name.lower()}
+        summed = _summands(self.origin) if type(self.origin) is cst.BinaryOperation else set()
+        return added | {name for name in free_names(self.origin) if "loss" in name.lower()} | summed
+
+
+def _summands(expr: cst.BaseExpression) -> set[str]:
+    """The plain names a sum adds up as they are (`divergence + divergence_32x32`): each is
+    a term of the loss, whatever its name; a weighted term (`w * kd`) is not read here."""
+    if type(expr) is cst.BinaryOperation and type(expr.operator) in (cst.Add, cst.Subtract):
+        return _summands(expr.left) | _summands(expr.right)
+    return {expr.value} if type(expr) is cst.Name else set()
 
 
 def split_scaling(expr: cst.BaseExpression, statement: Optional[Statement]) -> tuple[cst.BaseExpression, list[Scaling]]:
@@ -119,6 +128,8 @@ def split_scaling(expr: cst.BaseExpression, statement: Optional[Statement]) -> t
     scalings: list[Scaling] = []
     while True:
         if type(expr) is cst.BinaryOperation and type(expr.operator) is cst.Divide:
+            if masked_token_mean(expr):
+                return expr, scalings  # the micro-batch's token mean: a loss, not a scaled one
             if _reduced_along_axis(expr.left) and _reduced_along_axis(expr.right):
                 # `(losses * mask).sum(1) / mask.sum(1)`: each row's mean over its own tokens
                 # (a vector, reduced later), not a scaling of the loss
@@ -156,6 +167,61 @@ def split_scaling(expr: cst.BaseExpression, statement: Optional[Statement]) -> t
             expr = expr.func.value
         else:
             return expr, scalings
+
+
+def masked_token_mean(expr: cst.BaseExpression) -> bool:
+    """`(ce * mask).sum() / mask.sum()`, `nll.sum() / n_tokens.clamp(min=1)`: a sum over the
+    whole micro-batch divided by its count of real tokens (a mask's sum, the labels that are
+    not ignored, a name for a token count): the micro-batch's token mean, not a scaling."""
+    return (type(expr) is cst.BinaryOperation and type(expr.operator) is cst.Divide
+            and _whole_sum(expr.left) and _token_count(expr.right))
+
+
+def _whole_sum(node: cst.BaseExpression) -> bool:
+    """`x.sum()` or `torch.sum(x)`: a sum over every element (no dimension given)."""
+    if type(node) is not cst.Call or keyword(node, "dim") is not None or keyword(node, "axis") is not None:
+        return False
+    if type(node.func) is cst.Attribute and node.func.attr.value in ("sum", "nansum"):
+        method = dotted(node.func.value) not in ("torch", "np", "numpy")
+        return len(node.args) == (0 if method else 1)
+    return False
+
+
+# A count of real tokens by its name (`num_tokens`, `n_tok`, `num_items_in_batch`).
+_TOKEN_COUNT = LazyPattern(r"tok|items", re.IGNORECASE)
+# Methods that keep a count a count (`mask.sum().clamp_min(1)`, `n.float()`).
+_COUNT_KEEPING = frozenset({"clamp", "clamp_min", "float", "to", "type", "item", "detach", "long", "int"})
+
+
+def _token_count(node: cst.BaseExpression) -> bool:
+    """Whether a divisor counts real tokens: the sum of a mask (`mask.sum()`, `(labels !=
+    -100).sum()`, `labels.ne(pad_id).sum()`) or a name for a token count, kept from zero or
+    cast (`.clamp(min=1)`, `max(n, 1)`, `.float()`)."""
+    for _ in range(4):
+        if type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value in _COUNT_KEEPING:
+            node = node.func.value
+        elif type(node) is cst.Call and dotted(node.func) == "max" and len(node.args) == 2:
+            node = next((a.value for a in node.args if type(a.value) is not cst.Integer), node.args[0].value)
+        else:
+            break
+    if type(node) is cst.Name or type(node) is cst.Attribute:
+        name = dotted(node)
+        return name is not None and _TOKEN_COUNT.search(last_part(name)) is not None
+    if not _whole_sum(node):
+        return False
+    assert type(node) is cst.Call and type(node.func) is cst.Attribute
+    counted = node.func.value if node.args == () or len(node.args) == 0 else node.args[0].value
+    for _ in range(3):  # `mask.float().sum()`, `(mask > 0).sum()`
+        if type(counted) is cst.Call and type(counted.func) is cst.Attribute and counted.func.attr.value in _COUNT_KEEPING:
+            counted = counted.func.value
+        else:
+            break
+    if type(counted) is cst.Comparison:
+        return True  # `(labels != -100)`, `(targets != pad_id)`
+    if type(counted) is cst.Call and type(counted.func) is cst.Attribute and counted.func.attr.value in ("ne", "not_equal", "bool"):
+        return True
+    name = dotted(counted)
+    return name is not None and "mask" in last_part(name).lower()
 
 
 def _reduced_along_axis(node: cst.BaseExpression) -> bool:
@@ -283,6 +349,7 @@ class LossReader:
         self.facts = facts
         self.objects = objects
         self.lm_module: Optional[bool] = None
+        self.hf_module: Optional[bool] = None
 
     def flows(self, loop: TrainingLoop) -> list[LossFlow]:
         return [self.flow(loop, event) for event in loop.backwards]
@@ -346,6 +413,18 @@ class LossReader:
                 flow.reduction = self.reduction(expr, self._reader(loop, before), flow)
                 return
             statement, small = definition
+            self_added = _self_added(small, name)
+            if self_added is not None:
+                # `disc_loss = disc_loss + aux_loss`: a term added to the loss on the way; the sum
+                # is reduced as both sides agree (`loss + w * reg_loss` of unknown scale: unknown)
+                flow.added |= free_names(self_added)
+                self._trace(loop, statement, expr, flow, depth + 1)
+                if _empty_sum(flow.origin):
+                    self._add_term(loop, statement, self_added, name, flow)
+                elif self.reduction(self_added, self._reader(loop, statement), flow, terms=lambda term, level: self._term(
+                        loop, statement, term, flow, level)) != flow.reduction:
+                    flow.reduction = UNKNOWN
+                return
             in_place = _in_place_scaling(small, name)
             if type(small) is cst.AugAssign or in_place is not None:
                 op: Optional[ScalingOp]
@@ -372,9 +451,13 @@ class LossReader:
             assert value is not None  # `_last_definition` skips an annotation without a value
             if type(small) is cst.Assign and type(small.targets[0].target) in (cst.Tuple, cst.List):
                 # `logits, loss = model(x, y)`: a model's own loss may be any reduction (a sum,
-                # a loss scaled by its batch size as in `loss, items = self.model(batch)`)
+                # a loss scaled by its batch size as in `loss, items = self.model(batch)`),
+                # unless the model is of a class of this module, whose `forward` says
                 flow.origin, flow.origin_statement = value, statement
-                flow.reduction = UNKNOWN
+                forward = self.facts.forward_of(value) if type(value) is cst.Call else None
+                position = _target_position(small.targets[0].target, name)
+                flow.reduction = UNKNOWN if forward is None or position is None else \
+                    self._forward_element(forward, position, depth)
                 return
             inner, scalings = split_scaling(_division_unless_one(value), statement)
             for scaling in scalings:
@@ -384,6 +467,12 @@ class LossReader:
             if inner_name is not None and not inner_name.endswith("()"):
                 self._trace(loop, statement, inner, flow, depth + 1)
                 return
+            own = next((n for n in walk(inner) if type(n) is cst.Name and n.value == name), None) \
+                if masked_token_mean(inner) and depth < 8 else None
+            if own is not None:
+                # `loss = (loss * mask).sum() / mask.sum()` over a loss already divided by K on
+                # the line before: the earlier scalings of the loss count, the origin is this mean
+                self._trace(loop, statement, own, flow, depth + 1)
             flow.origin, flow.origin_statement = inner, statement
             flow.reduction = self.reduction(inner, self._reader(loop, statement), flow,
                                             terms=lambda term, level: self._term(loop, statement, term, flow, level))
@@ -527,8 +616,15 @@ class LossReader:
             inner, scalings = split_scaling(value, candidate)
             flow.scalings.extend(scalings)
             self._trace(loop, candidate, inner, flow, depth + 1)
+            if self._home(helper) != self._home(statement.helper or loop.function):
+                flow.reduction = UNKNOWN  # a loss another module's function returns: its scalings count, its reduction is unknown
             return True
         return False
+
+    def _home(self, function: Optional[Function]) -> Optional[str]:
+        """The module a function was read from: None for the analysed module's own."""
+        project = self.facts.project
+        return project.home_path(function) if project is not None and function is not None else None
 
     def _after(self, loop: TrainingLoop, backward: Statement, name: str) -> list[Scaling]:
         found = []
@@ -554,6 +650,8 @@ class LossReader:
         unknown."""
         if depth > 4:
             return UNKNOWN
+        if masked_token_mean(expr):
+            return TOKEN
         if type(expr) is cst.BinaryOperation and type(expr.operator) in (cst.Add, cst.Subtract):
             kinds = {self.reduction(side, function, None, depth + 1, terms) for side in (expr.left, expr.right)}
             return kinds.pop() if len(kinds) == 1 else UNKNOWN
@@ -751,6 +849,18 @@ class LossReader:
                  if (name := dotted(value)) is None or "loss" in last_part(name).lower()}
         return kinds.pop() if len(kinds) == 1 else UNKNOWN
 
+    def _forward_element(self, forward: Function, position: int, depth: int) -> Reduction:
+        """The reduction of the element at `position` of the tuples a model's `forward`
+        returns (`mel_loss, metrics = model(batch)`): every such return must agree; a return
+        of something else than a tuple that long (the inference path's logits) is skipped."""
+        kinds = set()
+        for value in _returns(forward):
+            if type(value) is not cst.Tuple or any(type(e) is cst.StarredElement for e in value.elements):
+                continue
+            if position < len(value.elements):
+                kinds.add(self._returned_value(forward, value.elements[position].value, depth))
+        return kinds.pop() if len(kinds) == 1 else UNKNOWN
+
     def _returned_value(self, helper: Function, value: cst.BaseExpression, depth: int) -> Reduction:
         """The reduction of `value`, returned by `helper`: a name is read at its first
         assignment in the helper to something else than `None` (`loss = None` before the
@@ -777,9 +887,15 @@ class LossReader:
         return UNKNOWN
 
     def _hugging_face_module(self) -> bool:
-        """The module imports a Hugging Face library (transformers, peft, trl, accelerate),
-        so a model's `outputs.loss` is theirs."""
-        return any(full.split(".")[0] in _HUGGING_FACE_PACKAGES for full in self.facts.imports.values())
+        """The module imports a Hugging Face library (transformers, peft, trl, accelerate) and
+        loads a pretrained model (`AutoModelForCausalLM.from_pretrained(...)`, `model =
+        BertForSequenceClassification.from_pretrained(...)`), so a model's `outputs.loss` is
+        theirs; a module that imports transformers for its schedulers only and trains a
+        model of its own says nothing of that model's loss."""
+        if self.hf_module is None:
+            self.hf_module = any(full.split(".")[0] in _HUGGING_FACE_PACKAGES for full in self.facts.imports.values()) \
+                and any(_loads_pretrained_model(call) for call in self.facts.calls)
+        return self.hf_module
 
     def _from_loss_function(self, holder: cst.BaseExpression, function: Optional[Function]) -> bool:
         """`terms = diffusion.training_losses(model, x, t)` then `terms["loss"]`: the dict a loss
@@ -798,16 +914,27 @@ class LossReader:
         return self.lm_module
 
 
+# What `from_pretrained` loads besides models.
+_NOT_A_MODEL = LazyPattern(r"Tokenizer|Config|Processor|FeatureExtractor|Scheduler|Pipeline", re.IGNORECASE)
+
+
+def _loads_pretrained_model(call: cst.Call) -> bool:
+    """`AutoModelFor*.from_pretrained(...)`, `XForY.from_pretrained(...)`, `AutoModel.from_pretrained(...)`."""
+    callee = dotted(call.func) or ""
+    if not callee.endswith(".from_pretrained"):
+        return False
+    owner = last_part(callee[: -len(".from_pretrained")])
+    return bool(owner) and owner[:1].isupper() and _NOT_A_MODEL.search(owner) is None
+
+
 def _returned_values(function: Function) -> list[cst.BaseExpression]:
     """What each `return` of the function returns, the first element of a tuple."""
-    values = []
-    for node in walk(function.body):
-        if type(node) is cst.Return and node.value is not None:
-            value = node.value
-            if type(value) is cst.Tuple and value.elements:
-                value = value.elements[0].value
-            values.append(value)
-    return values
+    return [value.elements[0].value if type(value) is cst.Tuple and value.elements else value for value in _returns(function)]
+
+
+def _returns(function: Function) -> list[cst.BaseExpression]:
+    """What each `return` of the function returns, as written."""
+    return [node.value for node in walk(function.body) if type(node) is cst.Return and node.value is not None]
 
 
 def _empty_sum(node: Optional[cst.BaseExpression]) -> bool:
@@ -876,6 +1003,20 @@ def _division_unless_one(value: cst.BaseExpression) -> cst.BaseExpression:
             if normalized(divided.left) == normalized(plain) and code(divided.right) in tested:
                 return divided
     return value
+
+
+def _self_added(small: cst.BaseSmallStatement, name: str) -> Optional[cst.BaseExpression]:
+    """`loss = loss + term` (or `term + loss`): the term added to the loss."""
+    if type(small) is not cst.Assign or len(small.targets) != 1 or dotted(small.targets[0].target) != name:
+        return None
+    value = small.value
+    if type(value) is not cst.BinaryOperation or type(value.operator) is not cst.Add:
+        return None
+    if dotted(value.left) == name and dotted(value.right) != name:
+        return value.right
+    if dotted(value.right) == name and dotted(value.left) != name:
+        return value.left
+    return None
 
 
 def _in_place_scaling(small: cst.BaseSmallStatement, name: str) -> Optional[tuple[ScalingOp, cst.BaseExpression]]:

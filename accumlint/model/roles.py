@@ -17,7 +17,7 @@ from typing import Literal, Optional, cast
 
 import libcst as cst
 
-from accumlint.model.facts import DATA_PARALLEL_WRAPS, Binding, ModuleFacts, ancestors
+from accumlint.model.facts import DATA_PARALLEL_WRAPS, Binding, Function, ModuleFacts, ancestors
 from accumlint.model.gates import single_micro_batch_arm
 from accumlint.model.frameworks import AcceleratorInfo, Frameworks
 from accumlint.model.names import (
@@ -140,8 +140,11 @@ class Objects:
             if name.endswith("deepspeed.initialize") or tail == "initialize" and "deepspeed" in name:
                 return _DEEPSPEED_RETURNS.get(index)
             return self._returned_kind(value, index)
-        if name.startswith("torch.optim.lr_scheduler") or (tail.startswith("get_") and "schedule" in tail):
+        if name.startswith("torch.optim.lr_scheduler") or (tail.startswith("get_") and "schedule" in tail) \
+                or name == "torch.optim.swa_utils.SWALR":
             return "scheduler"
+        if name == "torch.optim.swa_utils.AveragedModel":
+            return "ema"
         if name.startswith("torch.optim.") and tail[:1].isupper() or _OPTIMIZER_CLASSES.match(tail):
             return "optimizer"
         if tail == "optimizers" and name.startswith("self."):
@@ -181,6 +184,27 @@ class Objects:
         finally:
             self._asking.discard(id(call))
         return kinds.pop() if len(kinds) == 1 else None
+
+    def engine_owned(self, expr: Optional[cst.BaseExpression], function: Optional[Function], depth: int = 0) -> bool:
+        """An object that `deepspeed.initialize` returned (`engine, opt, _, _ =
+        deepspeed.initialize(...)`), as `function` binds the name, directly or through a
+        module function that returns it (`model, opt, sched = setup_deepspeed(...)`): the
+        engine runs its step and zeroes its gradients, so a zeroing of its own is not owed."""
+        name = dotted(expr) if expr is not None else None
+        if name is None or depth > 2:
+            return False
+        for binding in self.facts.values_in(name, function):
+            value = binding.value
+            if type(value) is not cst.Call or binding.index is None:
+                continue
+            qualified = self.facts.qualified(call_name(value)) or ""
+            if qualified.endswith("deepspeed.initialize") or last_part(qualified) == "initialize" and "deepspeed" in qualified:
+                return True
+            helper = self.facts.functions.get(call_name(value) or "")
+            if helper is not None and any(self.engine_owned(returned, helper, depth + 1)
+                                          for returned in self.facts.returned(value, binding.index)):
+                return True
+        return False
 
     def kind_of(self, expr: Optional[cst.BaseExpression]) -> Optional[ObjectKind]:
         """The role of an object expression, from its bindings, else its name

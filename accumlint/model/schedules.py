@@ -19,12 +19,12 @@ from accumlint.model import scopes
 from accumlint.model.facts import Function, ModuleFacts
 from accumlint.model.names import call_name, dotted, keyword, last_part, looks_like_batch_size, positional
 from accumlint.model.roles import Objects
-from accumlint.model.tree import children
+from accumlint.model.tree import children, walk
 from accumlint.source.patterns import LazyPattern
 
 LENGTH_KEYWORDS = (
     "num_training_steps", "num_warmup_steps", "T_max", "total_steps", "total_iters", "max_steps",
-    "steps_per_epoch", "warmup_steps", "T_0", "decay_steps", "max_iters", "warmup_iters",
+    "steps_per_epoch", "warmup_steps", "T_0", "decay_steps", "max_iters", "warmup_iters", "step_size",
 )
 _LOADER_NAME = LazyPattern(r"loader|(^|_)dl($|_)|batches", re.IGNORECASE)
 
@@ -89,12 +89,17 @@ def length_arguments(call: cst.Call, facts: Optional[ModuleFacts] = None) -> lis
         positions = (2, 3)
     elif tail.startswith("get_") and "with_warmup" in tail:
         positions = (1, 2)
-    elif tail == "CosineAnnealingLR":
-        positions = (1,)
+    elif tail in ("CosineAnnealingLR", "StepLR"):
+        positions = (1,)  # `T_max`, `step_size`: counted in scheduler steps
     for index in positions:
         value = positional(call, index)
         if value is not None:
             found.append(value)
+    after = keyword(call, "after_scheduler")  # a warmup wrapper handing over to another scheduler
+    if after is not None and facts is not None and type(after.value) is cst.Name:
+        for binding in facts.values_of(after.value.value):
+            if type(binding.value) is cst.Call and binding.index is None:
+                found.extend(length_arguments(binding.value))
     if tail in _COMPOSED_SCHEDULERS:
         # `SequentialLR(opt, [LinearLR(..., total_iters=warmup), LinearLR(..., total_iters=decay)])`
         parts = [node for node in _expression_nodes(call) if node is not call and type(node) is cst.Call]
@@ -147,9 +152,61 @@ def sized_in_micro_batches(facts: ModuleFacts, objects: Objects, name: Optional[
                         return True
             if optimizer_step_value(facts, argument, is_k):
                 return False
-            if micro_batch_length(facts, objects, argument, is_k) is not None or _batches_of_samples(facts, argument, is_k):
+            if micro_batch_length(facts, objects, argument, is_k) is not None or _batches_of_samples(facts, argument, is_k) \
+                    or _epoch_lengths(facts, argument):
                 from_loader = True
     return from_loader
+
+
+def _epoch_lengths(facts: ModuleFacts, expr: cst.BaseExpression) -> bool:
+    """The value reads (here or through its bindings) a name that a loop's last-batch test
+    compares with its index (`i == args.steps_per_epoch - 1`, `step + 1 == n_batches`): that
+    name counts the micro-batches of an epoch, as `len(loader)` does."""
+    names = facts.once(_last_batch_names, facts.module)
+    if not names:
+        return False
+    return _through_bindings(facts, expr, lambda value: any(dotted(node) in names for node in _expression_nodes(value)
+                                                            if type(node) in (cst.Name, cst.Attribute)))
+
+
+def _last_batch_names(module: cst.CSTNode) -> frozenset[str]:
+    """Names compared with an enumerated loop index as its last value: `i == n - 1`, `i + 1 == n`."""
+    index_names = set()
+    for node in walk(module):
+        if type(node) is cst.For and type(node.target) is cst.Tuple and node.target.elements \
+                and type(node.iter) is cst.Call and call_name(node.iter) == "enumerate":
+            index = node.target.elements[0].value
+            if type(index) is cst.Name:
+                index_names.add(index.value)
+    found = set()
+    for node in walk(module):
+        if type(node) is not cst.Comparison or len(node.comparisons) != 1 or type(node.comparisons[0].operator) is not cst.Equal:
+            continue
+        left, right = node.left, node.comparisons[0].comparator
+        for index, other in ((left, right), (right, left)):
+            if type(index) is cst.Name and index.value in index_names and _minus_one(other) is not None:
+                name = dotted(_minus_one(other))
+            elif _plus_one(index) in index_names:
+                name = dotted(other)
+            else:
+                continue
+            if name is not None:
+                found.add(name)
+    return frozenset(found)
+
+
+def _minus_one(node: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    if type(node) is cst.BinaryOperation and type(node.operator) is cst.Subtract and type(node.right) is cst.Integer \
+            and node.right.value == "1":
+        return node.left
+    return None
+
+
+def _plus_one(node: cst.BaseExpression) -> Optional[str]:
+    if type(node) is cst.BinaryOperation and type(node.operator) is cst.Add and type(node.right) is cst.Integer \
+            and node.right.value == "1" and type(node.left) is cst.Name:
+        return node.left.value
+    return None
 
 
 def _batches_of_samples(facts: ModuleFacts, expr: cst.BaseExpression, is_k: IsK) -> bool:

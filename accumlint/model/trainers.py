@@ -74,14 +74,6 @@ def uses_items_in_batch(function: Function) -> bool:
     return False
 
 
-def written_for_items_in_batch(function: Function) -> bool:
-    """The signature accepts `num_items_in_batch` (or `**kwargs`): code for transformers >= 4.46,
-    which passes it (older signatures fail there with a TypeError instead)."""
-    params = function.params
-    names = [p.name.value for p in [*params.params, *params.kwonly_params, *params.posonly_params]]
-    return "num_items_in_batch" in names or type(params.star_kwarg) is cst.Param
-
-
 def division_by_trainer_k(function: Function) -> Optional[cst.BinaryOperation]:
     """The first division in the body by the Trainer's own K (`loss / TRAINER_K`)."""
     for node in walk(function.body):

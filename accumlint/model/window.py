@@ -980,9 +980,16 @@ class Window:
         passed = self._passed_for_factors.get(id(node))
         if passed is not None and self._is_k_here(passed):
             return True
-        while type(node) is cst.Call and type(node.func) is cst.Name and node.func.value in ("float", "int") \
-                and len(node.args) == 1:
-            node = node.args[0].value  # `float(acc_steps)`: K cast to a number is K
+        while type(node) is cst.Call and type(node.func) is cst.Name:
+            callee = node.func.value
+            if callee in ("float", "int") and len(node.args) == 1:
+                node = node.args[0].value  # `float(acc_steps)`: K cast to a number is K
+            elif callee == "max" and len(node.args) == 2 and not any(a.star or a.keyword for a in node.args) \
+                    and [int_value(a.value) for a in node.args].count(1) == 1:
+                # `max(1, acc_steps)`: K kept from zero is K
+                node = next(a.value for a in node.args if int_value(a.value) != 1)
+            else:
+                break
         return self._is_k_here(node)
 
     @cached_property

@@ -381,6 +381,11 @@ class ProjectView:
     def is_foreign(self, function: cst.CSTNode) -> bool:
         return id(function) in self._homes
 
+    def home_path(self, function: cst.CSTNode) -> Optional[str]:
+        """The path of the module a foreign function was read from (None: the analysed module's own)."""
+        home = self._homes.get(id(function))
+        return home[0].path if home is not None else None
+
     def returned_call(self, callee: Optional[str], index: Optional[int] = None) -> Optional[cst.Call]:
         """For a call of a project function that wraps a model or builds a scheduler and
         returns calls of one callee (`return DDP(model, ...)`, in every arm), that call with its callee written in

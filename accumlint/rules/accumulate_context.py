@@ -49,7 +49,7 @@ def _accumulate_entries(window: Window) -> list[tuple[cst.Call, Statement]]:
     for statement in window.loop.statements:
         for item in statement.withs:
             call = window.objects.frameworks.accumulate_of(item)
-            if id(item) not in seen and call is not None:
+            if id(item) not in seen and call is not None and window.objects.frameworks.is_written_accumulate(call):
                 seen.add(id(item))
                 entries.append((call, statement))
     return entries

@@ -20,7 +20,6 @@ from accumlint.model.trainers import (
     super_init,
     trainer_classes,
     uses_items_in_batch,
-    written_for_items_in_batch,
 )
 from accumlint.rules.base import Finding
 from accumlint.rules.catalog import Rule
@@ -35,7 +34,7 @@ def trainer_loss_not_normalized(model: ModuleModel) -> Iterable[Finding]:
         compute_loss = trainer.compute_loss
         if compute_loss is None or trainer.disables_loss_kwargs or not (hf_model or trainer.trl):
             continue
-        if not written_for_items_in_batch(compute_loss) or uses_items_in_batch(compute_loss):
+        if uses_items_in_batch(compute_loss):
             continue
         yield Finding(
             compute_loss,

@@ -370,6 +370,8 @@ def missing_zero_grad(window: Window) -> Iterable[Finding]:
         return
     if any(window.built_each_iteration(e.role.target) for e in steps):
         return  # a fresh optimizer every iteration (a one-off probe step): no update carries over
+    if any(window.objects.engine_owned(e.role.target, window.facts.enclosing_function(e.statement.node)) for e in steps):
+        return  # DeepSpeed's optimizer: its engine zeroes the gradients
     optimizers = {normalized(e.role.target) for e in steps if e.role.target is not None}  # an optimizer's step names it
     if window.may_zero_otherwise(optimizers):
         return
@@ -467,8 +469,8 @@ def _epoch_tail_erased(window: Window) -> Iterable[Finding]:
     the partial window an epoch ends with before any step uses it."""
     for gate, statement in _gates_with_steps(window):
         zeroing = window.tail_eraser(gate.counter)
-        if zeroing is None or not _across_epochs(window, gate, statement):
-            continue
+        if zeroing is None or window.flushes_after_loop or not _across_epochs(window, gate, statement):
+            continue  # a step after the loop applies the partial window before the next epoch zeroes it
         yield Finding(
             gate.test,
             "the partial window each epoch ends with is erased by the zeroing at the start of the next "
