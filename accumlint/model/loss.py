@@ -888,13 +888,14 @@ class LossReader:
 
     def _hugging_face_module(self) -> bool:
         """The module imports a Hugging Face library (transformers, peft, trl, accelerate) and
-        loads a pretrained model (`AutoModelForCausalLM.from_pretrained(...)`, `model =
-        BertForSequenceClassification.from_pretrained(...)`), so a model's `outputs.loss` is
-        theirs; a module that imports transformers for its schedulers only and trains a
-        model of its own says nothing of that model's loss."""
+        names a model class of theirs or loads a pretrained model
+        (`AutoModelForCausalLM.from_pretrained(...)`, `BertForSequenceClassification`), so a
+        model's `outputs.loss` is theirs; a module that imports transformers for its
+        schedulers only and trains a model of its own says nothing of that model's loss."""
         if self.hf_module is None:
             self.hf_module = any(full.split(".")[0] in _HUGGING_FACE_PACKAGES for full in self.facts.imports.values()) \
-                and any(_loads_pretrained_model(call) for call in self.facts.calls)
+                and (_HF_MODEL_CLASS.search(self.facts.text) is not None
+                     or any(_loads_pretrained_model(call) for call in self.facts.calls))
         return self.hf_module
 
     def _from_loss_function(self, holder: cst.BaseExpression, function: Optional[Function]) -> bool:
@@ -914,6 +915,8 @@ class LossReader:
         return self.lm_module
 
 
+# A Hugging Face model class named in the text (`AutoModelForCausalLM`, `T5ForConditionalGeneration`).
+_HF_MODEL_CLASS = LazyPattern(r"\b(?:AutoModel|[A-Z]\w*For[A-Z]\w*|\w+LMHeadModel)\b")
 # What `from_pretrained` loads besides models.
 _NOT_A_MODEL = LazyPattern(r"Tokenizer|Config|Processor|FeatureExtractor|Scheduler|Pipeline", re.IGNORECASE)
 
