@@ -24,8 +24,11 @@ from accumlint.source.patterns import LazyPattern
 
 LENGTH_KEYWORDS = (
     "num_training_steps", "num_warmup_steps", "T_max", "total_steps", "total_iters", "max_steps",
-    "steps_per_epoch", "warmup_steps", "T_0", "decay_steps", "max_iters", "warmup_iters", "step_size",
+    "steps_per_epoch", "warmup_steps", "T_0", "decay_steps", "max_iters", "warmup_iters",
 )
+# A period counted in scheduler steps (`StepLR(opt, step_size=...)`): not a total or warmup length
+# (GA305 reads those), but it says in which unit the schedule counts.
+PERIOD_KEYWORDS = ("step_size",)
 _LOADER_NAME = LazyPattern(r"loader|(^|_)dl($|_)|batches", re.IGNORECASE)
 
 IsK = Callable[[cst.BaseExpression], bool]
@@ -79,18 +82,20 @@ def known_schedule(facts: ModuleFacts, call: cst.Call) -> bool:
         name not in facts.imports and name not in facts.functions and not facts.star_imports)
 
 
-def length_arguments(call: cst.Call, facts: Optional[ModuleFacts] = None) -> list[cst.BaseExpression]:
+def length_arguments(call: cst.Call, facts: Optional[ModuleFacts] = None, periods: bool = False) -> list[cst.BaseExpression]:
     """The arguments of a scheduler constructor that carry a length in steps (with `facts`,
-    those of the schedulers a composed one names: `SequentialLR(opt, [warmup, decay], ...)`)."""
-    found = [arg.value for arg in call.args if arg.keyword is not None and arg.keyword.value in LENGTH_KEYWORDS]
+    those of the schedulers a composed one names: `SequentialLR(opt, [warmup, decay], ...)`,
+    or a warmup wrapper's `after_scheduler=`); with `periods`, its periods too (`step_size`)."""
+    keywords = LENGTH_KEYWORDS + PERIOD_KEYWORDS if periods else LENGTH_KEYWORDS
+    found = [arg.value for arg in call.args if arg.keyword is not None and arg.keyword.value in keywords]
     tail = last_part(call_name(call) or "")
     positions: tuple[int, ...] = ()
     if tail == "get_scheduler":
         positions = (2, 3)
     elif tail.startswith("get_") and "with_warmup" in tail:
         positions = (1, 2)
-    elif tail in ("CosineAnnealingLR", "StepLR"):
-        positions = (1,)  # `T_max`, `step_size`: counted in scheduler steps
+    elif tail == "CosineAnnealingLR" or tail == "StepLR" and periods:
+        positions = (1,)  # `T_max`; `step_size`
     for index in positions:
         value = positional(call, index)
         if value is not None:
@@ -99,7 +104,7 @@ def length_arguments(call: cst.Call, facts: Optional[ModuleFacts] = None) -> lis
     if after is not None and facts is not None and type(after.value) is cst.Name:
         for binding in facts.values_of(after.value.value):
             if type(binding.value) is cst.Call and binding.index is None:
-                found.extend(length_arguments(binding.value))
+                found.extend(length_arguments(binding.value, periods=periods))
     if tail in _COMPOSED_SCHEDULERS:
         # `SequentialLR(opt, [LinearLR(..., total_iters=warmup), LinearLR(..., total_iters=decay)])`
         parts = [node for node in _expression_nodes(call) if node is not call and type(node) is cst.Call]
@@ -107,7 +112,7 @@ def length_arguments(call: cst.Call, facts: Optional[ModuleFacts] = None) -> lis
             parts += _named_parts(facts, call, 0 if tail == "ChainedScheduler" else 1)
         for part in parts:
             found.extend(arg.value for arg in part.args
-                         if arg.keyword is not None and arg.keyword.value in LENGTH_KEYWORDS)
+                         if arg.keyword is not None and arg.keyword.value in keywords)
     return found
 
 
@@ -145,7 +150,7 @@ def sized_in_micro_batches(facts: ModuleFacts, objects: Objects, name: Optional[
     computed from `len(loader)` (times epochs) that nothing on the way divides by K."""
     from_loader = False
     for call in scheduler_constructors(facts, objects, name):
-        for argument in length_arguments(call, facts):
+        for argument in length_arguments(call, facts, periods=True):
             for node in _expression_nodes(argument):
                 if type(node) is cst.BinaryOperation and type(node.operator) is cst.Multiply:
                     if is_k(node.left) or is_k(node.right):
