@@ -966,6 +966,8 @@ def build_loops(
             for s in around if not s.loops and any(e.kind == "backward" for e in s.events))
 
     chosen: dict[Union[Loop, Function], Optional[Loop]] = {}
+    # a per-step function's micro-step loops after its first, each stepped after it (`chosen` holds the first)
+    later_micro_loops: dict[Union[Loop, Function], list[Loop]] = {}
     node: Union[Loop, Function]
     for node, site in sites.items():
         if retry_loop(node) or not runs_backward(site):
@@ -990,6 +992,8 @@ def build_loops(
         if not direct(statements, "step") and parent is None and function is not None:
             around = walked(LoopSite(function, site.ancestors[: site.ancestors.index(function) + 1]))
             if steps_after(around, node) and (not direct(around, "backward") or micro_batches(node, around)):
+                if chosen.get(function) not in (None, node):
+                    later_micro_loops.setdefault(function, []).append(node)  # a GAN's generator after its critic
                 chosen.setdefault(function, node)
                 continue
             if (not direct(around, "step") and _walks_micro_batches(node, accumulation_names)
@@ -1011,12 +1015,51 @@ def build_loops(
                 if not s.single_micro_batch and not any(loop in nested_training for loop in s.loops)
                 and not any(caller in nested_training for caller in s.callers)]
         _drop_update_gates(kept)
-        for world in _worlds(kept):
-            loop = TrainingLoop(site=site, statements=world, micro_loop=micro)
-            _read_header(loop, facts)
-            _read_derived_counters(loop)
-            loops.append(loop)
+        for part_micro, part in _split_by_micro_loops(kept, micro, later_micro_loops.get(node, [])):
+            for world in _worlds(part):
+                loop = TrainingLoop(site=site, statements=world, micro_loop=part_micro)
+                _read_header(loop, facts)
+                _read_derived_counters(loop)
+                loops.append(loop)
     return loops
+
+
+def _split_by_micro_loops(statements: list[Statement], first: Optional[Loop],
+                          later: list[Loop]) -> list[tuple[Optional[Loop], list[Statement]]]:
+    """A per-step function with several micro-step loops, each followed by its own step
+    (a GAN's critic, then its generator, over K micro-batches each): one window per micro-step
+    loop. The statements between two of them go with the first up to its last step (and
+    what follows that step before a zeroing), the rest with the next. When no step stands
+    between two of them, the function stays one window around the first."""
+    if first is None or not later:
+        return [(first, statements)]
+    micros = sorted({first, *later}, key=lambda m: min((s.order for s in statements if m in s.loops), default=-1))
+    spans = []
+    for micro in micros:
+        orders = [s.order for s in statements if micro in s.loops]
+        if not orders:
+            return [(first, statements)]
+        spans.append((min(orders), max(orders)))
+    bounds = []
+    for (_, end), (start, _) in zip(spans, spans[1:]):
+        between = sorted((s for s in statements if end < s.order < start and not s.loops), key=lambda s: s.order)
+        steps = [s.order for s in between if any(e.kind == "step" for e in s.events)]
+        if not steps:
+            return [(first, statements)]
+        bound = steps[-1]
+        for s in between:
+            if s.order <= bound:
+                continue
+            if any(e.kind == "zero" for e in s.events):
+                break
+            bound = s.order
+        bounds.append(bound)
+    parts: list[tuple[Optional[Loop], list[Statement]]] = []
+    low = -1
+    for micro, high in zip(micros, [*bounds, None]):
+        parts.append((micro, [s for s in statements if s.order > low and (high is None or s.order <= high)]))
+        low = high if high is not None else low
+    return parts
 
 
 _MICRO_ITERABLE = re.compile(r"micro|chunk|split|shard", re.IGNORECASE)
