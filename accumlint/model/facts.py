@@ -1123,6 +1123,10 @@ def _record_call(facts: ModuleFacts, node: cst.Call) -> None:
         name = dotted(node.args[0].value)
         if name is not None:
             facts.len_arguments.add(name)
+    elif type(node.func) is cst.Attribute and node.func.attr.value == "__len__" and not node.args:
+        name = dotted(node.func.value)  # `train_loader.__len__()`: its length, taken the long way
+        if name is not None:
+            facts.len_arguments.add(name)
 
 
 def _record_lengths_in(facts: ModuleFacts, node: cst.FormattedString) -> None:

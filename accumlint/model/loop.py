@@ -1204,7 +1204,7 @@ def _read_header(loop: TrainingLoop, facts: ModuleFacts) -> None:
     if type(node) is not cst.For:
         return
     target, iterable = node.target, node.iter
-    iterable = _enumerated(iterable, facts) or iterable
+    iterable = _enumerated(iterable, facts, loop.function) or iterable
     if type(iterable) is cst.Call and last_part(call_name(iterable) or "") == "enumerate":
         if type(target) in (cst.Tuple, cst.List) and (elements := cast("cst.Tuple | cst.List", target).elements):
             loop.counter = dotted(elements[0].value)
@@ -1243,13 +1243,13 @@ def _through_progress_bar(iterable: Optional[cst.BaseExpression], facts: ModuleF
     return inner if inner is not value and inner is not None else iterable
 
 
-def _enumerated(iterable: cst.BaseExpression, facts: ModuleFacts) -> Optional[cst.Call]:
+def _enumerated(iterable: cst.BaseExpression, facts: ModuleFacts, function: Optional[Function]) -> Optional[cst.Call]:
     """The `enumerate(...)` behind a loop's iterable: under a progress bar
-    (`tqdm(enumerate(loader), total=...)`) or through a name bound to one
-    (`iterable = tqdm(enumerate(dl)) if rank0 else enumerate(dl)`); None unless every
-    form agrees on the start."""
+    (`tqdm(enumerate(loader), total=...)`) or through a name bound to one, as the loop's
+    function binds it (`iterable = tqdm(enumerate(dl)) if rank0 else enumerate(dl)`; other
+    functions may bind their own `pbar`); None unless every form agrees on the start."""
     name = dotted(iterable)
-    values = [b.value for b in facts.values_of(name) if b.index is None] if name is not None else [iterable]
+    values = [b.value for b in facts.values_in(name, function) if b.index is None] if name is not None else [iterable]
     found: list[cst.Call] = []
     option: Optional[cst.BaseExpression]  # unwrapped: a progress bar with no argument leaves none
     for value in values:

@@ -18,7 +18,7 @@ from typing import Optional, cast
 import libcst as cst
 
 from accumlint.model import scopes
-from accumlint.model.facts import ModuleFacts
+from accumlint.model.facts import Function, ModuleFacts
 from accumlint.model.frameworks import SyncControl, carries_k, mentions_sync_control
 from accumlint.model.gates import PLUS_ONE, ZERO, Gate
 from accumlint.model.loop import Event, Statement, TrainingLoop, epoch_multiple
@@ -713,6 +713,22 @@ class Window:
         return []
 
     @cached_property
+    def _function_start(self) -> list[cst.SimpleStatementLine]:
+        """The simple statements of the loop's function body before the loop, when the loop
+        stands at the top level of that body."""
+        function = self.loop.function
+        node = self.loop.node
+        if function is None or node is function or type(function.body) is not cst.IndentedBlock:
+            return []
+        found: list[cst.SimpleStatementLine] = []
+        for statement in function.body.body:
+            if statement is node:
+                return found
+            if type(statement) is cst.SimpleStatementLine:
+                found.append(statement)
+        return []
+
+    @cached_property
     def zeroes_on_epoch_start(self) -> Optional[cst.CSTNode]:
         """The zeroing call the enclosing loop makes before it enters this loop, if any."""
         for statement in self.epoch_start:
@@ -769,8 +785,10 @@ class Window:
         return None
 
     def reset_on_epoch_start(self, name: str) -> bool:
-        """`nb_tr_steps = 0` (alone or in a tuple) before this loop in the loop over epochs."""
-        starts = {id(small) for line in self.epoch_start for small in line.body}
+        """`nb_tr_steps = 0` (alone or in a tuple) before this loop in the loop over epochs, or,
+        in a function whose loop no other loop encloses (`train_one_epoch`, called once per
+        epoch), in the function's body before the loop: each run of the loop starts it again."""
+        starts = {id(small) for line in self.epoch_start + self._function_start for small in line.body}
         return any(id(binding.statement) in starts and int_value(binding.value) == 0
                    for binding in self.facts.bindings.get(name, ()))
 
@@ -1244,15 +1262,25 @@ class Window:
 
     @cached_property
     def flushes_after_loop(self) -> bool:
-        """An optimizer step follows the loop in its function: it applies the partial window
-        the loop ends with."""
+        """An optimizer step follows the loop in its function, itself or in a helper of the
+        module it calls (`if pending: self._update()`): it applies the partial window the
+        loop ends with."""
+        function = self.loop.function
         for statement in self.loop.site.siblings(before=False):
             for node in walk(statement):
-                if type(node) is cst.Call:
-                    role = self.objects.role(node)
-                    if role is not None and role.kind == "step":
-                        return True
+                if type(node) is cst.Call and (self._steps(node) or any(
+                        self._steps(inner) for inner in self._helper_calls(node, function))):
+                    return True
         return False
+
+    def _steps(self, call: cst.Call) -> bool:
+        role = self.objects.role(call)
+        return role is not None and role.kind == "step"
+
+    def _helper_calls(self, call: cst.Call, caller: Optional[Function]) -> list[cst.Call]:
+        """The calls in the body of the module function or method a call runs (none when it runs none)."""
+        helper = self.facts.helper(call, caller)
+        return [] if helper is None else [node for node in walk(helper.body) if type(node) is cst.Call]
 
     @cached_property
     def steps_after_loop(self) -> bool:

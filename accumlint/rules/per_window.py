@@ -108,9 +108,10 @@ def scaler_every_micro_batch(window: Window) -> Iterable[Finding]:
     for event in _per_micro_batch(window, "update") + _per_micro_batch(window, "unscale"):
         if event.kind == "update":
             edits = _move(window, event, anchor, before=False)
-        elif any(clip.order > event.order and not _move(window, clip, window_step(window, clip), before=True)
-                 for clip in _per_micro_batch(window, "clip")):
-            edits = ()  # a clip that must stay where it is would then run on still-scaled gradients (GA304)
+        elif any(clip.order > event.order for clip in _per_micro_batch(window, "clip")):
+            # a clip after it that runs on every micro-batch moves first (GA302's fix), and this
+            # call then goes before it; moved alone, the clip would run on still-scaled gradients (GA304)
+            edits = ()
         else:
             edits = _move(window, event, gated_clip or anchor, before=True)
         yield Finding(
