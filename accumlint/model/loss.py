@@ -128,7 +128,7 @@ def split_scaling(expr: cst.BaseExpression, statement: Optional[Statement]) -> t
     scalings: list[Scaling] = []
     while True:
         if type(expr) is cst.BinaryOperation and type(expr.operator) is cst.Divide:
-            if masked_token_mean(expr):
+            if _masked_token_mean(expr):
                 return expr, scalings  # the micro-batch's token mean: a loss, not a scaled one
             if _reduced_along_axis(expr.left) and _reduced_along_axis(expr.right):
                 # `(losses * mask).sum(1) / mask.sum(1)`: each row's mean over its own tokens
@@ -169,7 +169,7 @@ def split_scaling(expr: cst.BaseExpression, statement: Optional[Statement]) -> t
             return expr, scalings
 
 
-def masked_token_mean(expr: cst.BaseExpression) -> bool:
+def _masked_token_mean(expr: cst.BaseExpression) -> bool:
     """`(ce * mask).sum() / mask.sum()`, `nll.sum() / n_tokens.clamp(min=1)`: a sum over the
     whole micro-batch divided by its count of real tokens (a mask's sum, the labels that are
     not ignored, a name for a token count): the micro-batch's token mean, not a scaling."""
@@ -187,7 +187,9 @@ def _whole_sum(node: cst.BaseExpression) -> bool:
     return False
 
 
-# A count of real tokens by its name (`num_tokens`, `n_tok`, `num_items_in_batch`).
+# A count of real tokens by its name (`num_tokens`, `n_tok`, `num_items_in_batch`): narrower than
+# `names.looks_like_token_count`, whose `count` also names counts of samples (a sample mean is no
+# token mean).
 _TOKEN_COUNT = LazyPattern(r"tok|items", re.IGNORECASE)
 # Methods that keep a count a count (`mask.sum().clamp_min(1)`, `n.float()`).
 _COUNT_KEEPING = frozenset({"clamp", "clamp_min", "float", "to", "type", "item", "detach", "long", "int"})
@@ -210,7 +212,7 @@ def _token_count(node: cst.BaseExpression) -> bool:
     if not _whole_sum(node):
         return False
     assert type(node) is cst.Call and type(node.func) is cst.Attribute
-    counted = node.func.value if node.args == () or len(node.args) == 0 else node.args[0].value
+    counted = node.func.value if not node.args else node.args[0].value
     for _ in range(3):  # `mask.float().sum()`, `(mask > 0).sum()`
         if type(counted) is cst.Call and type(counted.func) is cst.Attribute and counted.func.attr.value in _COUNT_KEEPING:
             counted = counted.func.value
@@ -468,7 +470,7 @@ class LossReader:
                 self._trace(loop, statement, inner, flow, depth + 1)
                 return
             own = next((n for n in walk(inner) if type(n) is cst.Name and n.value == name), None) \
-                if masked_token_mean(inner) and depth < 8 else None
+                if _masked_token_mean(inner) and depth < 8 else None
             if own is not None:
                 # `loss = (loss * mask).sum() / mask.sum()` over a loss already divided by K on
                 # the line before: the earlier scalings of the loss count, the origin is this mean
@@ -650,7 +652,7 @@ class LossReader:
         unknown."""
         if depth > 4:
             return UNKNOWN
-        if masked_token_mean(expr):
+        if _masked_token_mean(expr):
             return TOKEN
         if type(expr) is cst.BinaryOperation and type(expr.operator) in (cst.Add, cst.Subtract):
             kinds = {self.reduction(side, function, None, depth + 1, terms) for side in (expr.left, expr.right)}

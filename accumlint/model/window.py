@@ -704,13 +704,7 @@ class Window:
         outer = cast("cst.For | cst.While", parent)  # when the first test below passes
         if type(parent) not in (cst.For, cst.While) or type(outer.body) is not cst.IndentedBlock:
             return []
-        found: list[cst.SimpleStatementLine] = []
-        for statement in outer.body.body:
-            if statement is node:
-                return found
-            if type(statement) is cst.SimpleStatementLine:
-                found.append(statement)
-        return []
+        return _simple_statements_before(outer.body, node)
 
     @cached_property
     def _function_start(self) -> list[cst.SimpleStatementLine]:
@@ -720,13 +714,7 @@ class Window:
         node = self.loop.node
         if function is None or node is function or type(function.body) is not cst.IndentedBlock:
             return []
-        found: list[cst.SimpleStatementLine] = []
-        for statement in function.body.body:
-            if statement is node:
-                return found
-            if type(statement) is cst.SimpleStatementLine:
-                found.append(statement)
-        return []
+        return _simple_statements_before(function.body, node)
 
     @cached_property
     def zeroes_on_epoch_start(self) -> Optional[cst.CSTNode]:
@@ -1643,3 +1631,14 @@ def _scalar_operand(value: cst.BaseExpression) -> bool:
         return True
     name = dotted(value)
     return name is not None and "loss" not in last_part(name).lower()
+
+
+def _simple_statements_before(block: cst.IndentedBlock, node: cst.CSTNode) -> list[cst.SimpleStatementLine]:
+    """The simple statements of a block before `node`, one of its statements (none when it is not one)."""
+    found: list[cst.SimpleStatementLine] = []
+    for statement in block.body:
+        if statement is node:
+            return found
+        if type(statement) is cst.SimpleStatementLine:
+            found.append(statement)
+    return []
