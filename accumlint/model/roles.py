@@ -79,6 +79,11 @@ _SCALER_ROLES: dict[str, RoleKind] = {"scale": "scale", "unscale_": "unscale", "
 _DEEPSPEED_RETURNS: dict[int, ObjectKind] = {0: "engine", 1: "optimizer", 3: "scheduler"}  # `deepspeed.initialize(...)`
 
 
+def _deepspeed_initialize(qualified: str) -> bool:
+    """The qualified callee is DeepSpeed's `initialize` (`deepspeed.initialize`, `ds.initialize` imported from it)."""
+    return qualified.endswith("deepspeed.initialize") or last_part(qualified) == "initialize" and "deepspeed" in qualified
+
+
 @dataclass(frozen=True)
 class Role:
     """What one call does in a training loop.
@@ -137,7 +142,7 @@ class Objects:
         name = self.facts.qualified(call_name(value)) or ""
         tail = last_part(name)
         if index is not None:
-            if name.endswith("deepspeed.initialize") or tail == "initialize" and "deepspeed" in name:
+            if _deepspeed_initialize(name):
                 return _DEEPSPEED_RETURNS.get(index)
             return self._returned_kind(value, index)
         if name.startswith("torch.optim.lr_scheduler") or (tail.startswith("get_") and "schedule" in tail) \
@@ -198,7 +203,7 @@ class Objects:
             if type(value) is not cst.Call or binding.index is None:
                 continue
             qualified = self.facts.qualified(call_name(value)) or ""
-            if qualified.endswith("deepspeed.initialize") or last_part(qualified) == "initialize" and "deepspeed" in qualified:
+            if _deepspeed_initialize(qualified):
                 return True
             helper = self.facts.functions.get(call_name(value) or "")
             if helper is not None and any(self.engine_owned(returned, helper, depth + 1)
