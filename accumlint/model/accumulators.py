@@ -17,9 +17,11 @@ from typing import Optional
 import libcst as cst
 
 from accumlint.model.facts import Function
-from accumlint.model.loop import Statement
+from accumlint.model.loop import Statement, lightning_returned_loss
+from accumlint.model.loss import VALUE_KEEPING_METHODS
 from accumlint.model.names import code, dotted
 from accumlint.model.scopes import target_chains
+from accumlint.model.tree import walk
 from accumlint.model.window import Window
 
 # (the scope the statement runs in, inside the micro-step loop) -> names rebound there
@@ -58,13 +60,59 @@ def accumulations(window: Window) -> list[Accumulation]:
     return found
 
 
+def copies_of(window: Window, names: set[str]) -> set[str]:
+    """The names the iteration binds by plain assignment to one of `names`, or to such a
+    copy (`loss_train = l1`, then `total += loss_train`): each is the same tensor."""
+    copies: set[str] = set()
+    grew = True
+    while grew:
+        grew = False
+        for statement in window.loop.statements:
+            for small in statement.node.body:
+                if type(small) is not cst.Assign or len(small.targets) != 1:
+                    continue
+                if type(small.value) not in (cst.Name, cst.Attribute):
+                    continue  # `logs = output["log"]` beside `loss = output["loss"]` is another value
+                target, value = dotted(small.targets[0].target), dotted(small.value)
+                if target is not None and value is not None and target not in names | copies \
+                        and value in names | copies:
+                    copies.add(target)
+                    grew = True
+    return copies
+
+
+def kept_tensor(added: cst.BaseExpression) -> cst.BaseExpression:
+    """The tensor whose graph a value added to a holder keeps: `loss` in `loss.sum()`,
+    `loss.mean()`, `loss.float()` (a reduction or a cast keeps the graph; `.item()` and
+    `.detach()` do not, and are left as they are)."""
+    while (type(added) is cst.Call and type(added.func) is cst.Attribute
+           and added.func.attr.value in _GRAPH_KEEPING_METHODS and all(arg.keyword is not None for arg in added.args)):
+        added = added.func.value
+    return added
+
+
+# Methods whose result is on the same autograd graph as their receiver: those that keep its
+# value's scale, and reductions and copies that change it.
+_GRAPH_KEEPING_METHODS = VALUE_KEEPING_METHODS | {"sum", "nansum", "clone"}
+
+
 def backpropagated_later(window: Window, holder: str) -> bool:
     """The holder is a queue of graphs that a backward after the loop consumes
     (`losses.append(loss)` in the loop, `sum(losses).backward()` after it): keeping the
     graphs is its purpose."""
     pattern = re.compile(rf"\b{re.escape(holder)}\b")
     later = [code(s) for s in window.loop.site.siblings(before=False)]
-    return any(pattern.search(text) and "backward" in text for text in later)
+    return any(pattern.search(text) and "backward" in text for text in later) or _returned_to_lightning(window, holder)
+
+
+def _returned_to_lightning(window: Window, holder: str) -> bool:
+    """The holder is what a `training_step` returns for Lightning to backpropagate (`loss +=
+    chunk_loss` over the chunks, then `return {"loss": loss}`)."""
+    function = window.loop.function
+    if function is None or function.name.value != "training_step":
+        return False
+    return any(type(node) is cst.Return and node.value is not None and dotted(lightning_returned_loss(node.value)) == holder
+               for node in walk(function.body))
 
 
 def _added(small: cst.BaseSmallStatement) -> Optional[tuple[str, cst.BaseExpression, bool]]:

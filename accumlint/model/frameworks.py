@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Literal, Optional
+from typing import TYPE_CHECKING, Iterable, Literal, Optional, cast
 
 import libcst as cst
 
@@ -88,6 +88,16 @@ class SyncControl:
     statements: tuple["Statement", ...]
     # `ctx = model.no_sync if c else nullcontext` earlier in the iteration, for `with ctx():`
     choice: Optional[cst.IfExp] = None
+
+    @property
+    def site(self) -> cst.CSTNode:
+        """Where the control is written, and a finding on it reported: the call that makes the
+        sync context. For a choice bound before the `with`, that is its `model.no_sync()`
+        (`ctx = model.no_sync() if c else nullcontext()`), unless the choice names the method
+        uncalled (`ctx = model.no_sync`, then `with ctx():`): the call is the `with`'s, as for
+        every other control."""
+        arm = _sync_arm(self.choice) if self.choice is not None else None
+        return arm if type(arm) is cst.Call else self.node
 
 
 def _accelerator_calls(value: cst.BaseExpression) -> list[cst.Call]:
@@ -637,10 +647,18 @@ def _lone_assignment(block: cst.BaseSuite, name: str) -> Optional[cst.BaseExpres
 def _chosen_model(choice: cst.IfExp) -> Optional[cst.BaseExpression]:
     """The model whose `no_sync` one arm of the choice names (`model.no_sync` or
     `model.no_sync()`)."""
+    arm = _sync_arm(choice)
+    if arm is None:
+        return None
+    return cast(cst.Attribute, arm.func if type(arm) is cst.Call else arm).value
+
+
+def _sync_arm(choice: cst.IfExp) -> Optional[cst.BaseExpression]:
+    """The arm of the choice that names a model's `no_sync` (`model.no_sync` or `model.no_sync()`)."""
     for arm in (choice.body, choice.orelse):
         method = arm.func if type(arm) is cst.Call and not arm.args else arm
         if type(method) is cst.Attribute and method.attr.value == "no_sync":
-            return method.value
+            return arm
     return None
 
 

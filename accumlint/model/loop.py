@@ -61,6 +61,20 @@ class Statement:
         """Alone on its line, so the statement can be moved or wrapped as a whole."""
         return len(self.node.body) == 1
 
+    @property
+    def before_exit(self) -> bool:
+        """Its block ends the run (`raise ...`, `sys.exit(1)`): an error path, such as the
+        report of a non-finite loss before stopping, not the iteration's own work."""
+        block = self.block[-1] if self.block else None
+        body = block.body if type(block) is cst.IndentedBlock else ()
+        if not body or type(body[-1]) is not cst.SimpleStatementLine:
+            return False
+        last = body[-1].body[-1]
+        if type(last) is cst.Raise:
+            return True
+        return type(last) is cst.Expr and type(last.value) is cst.Call and \
+            (dotted(last.value.func) or "") in ("sys.exit", "exit", "quit", "os._exit")
+
     def exclusive_with(self, other: "Statement") -> bool:
         """In different arms of one `if`/`elif`/`else`, `match` or `try`/`except`:
         at most one of the two runs in an iteration."""
@@ -1230,6 +1244,15 @@ def _through_progress_bar(iterable: Optional[cst.BaseExpression], facts: ModuleF
     name = dotted(iterable) if type(iterable) in (cst.Name, cst.Attribute) else None
     if name is None:
         return iterable
+    own = [b for b in facts.bindings.get(name, ()) if facts.enclosing_function(b.statement) is function]
+    if len(own) > 1:
+        # `active_dataloader = accelerator.skip_first_batches(train_dataloader, n)` when
+        # resuming, else `active_dataloader = train_dataloader`: the same loader
+        walked = [unwrap_iterable(_resumed(b.value)) if b.index is None else None for b in own]
+        first = walked[0]
+        if first is None or any(w is None or _code(w) != _code(first) for w in walked) or name in facts.len_arguments:
+            return iterable
+        return first
     bindings = [b for b in facts.values_in(name, function) if b.index is None]
     if len(bindings) != 1:
         return iterable
@@ -1243,12 +1266,19 @@ def _through_progress_bar(iterable: Optional[cst.BaseExpression], facts: ModuleF
     return inner if inner is not value and inner is not None else iterable
 
 
+def _resumed(value: cst.BaseExpression) -> cst.BaseExpression:
+    """`accelerator.skip_first_batches(loader, n)` -> `loader`: the loader a resumed epoch walks."""
+    if type(value) is cst.Call and last_part(call_name(value) or "") == "skip_first_batches":
+        return positional(value, 0) or value
+    return value
+
+
 def _enumerated(iterable: cst.BaseExpression, facts: ModuleFacts, function: Optional[Function]) -> Optional[cst.Call]:
     """The `enumerate(...)` behind a loop's iterable: under a progress bar
     (`tqdm(enumerate(loader), total=...)`) or through a name bound to one, as the loop's
     function binds it (`iterable = tqdm(enumerate(dl)) if rank0 else enumerate(dl)`; other
     functions may bind their own `pbar`); None unless every form agrees on the start."""
-    name = dotted(iterable)
+    name = dotted(iterable) if type(iterable) in (cst.Name, cst.Attribute) else None
     values = [b.value for b in facts.values_in(name, function) if b.index is None] if name is not None else [iterable]
     found: list[cst.Call] = []
     option: Optional[cst.BaseExpression]  # unwrapped: a progress bar with no argument leaves none
@@ -1376,14 +1406,14 @@ def _lightning_steps(facts: ModuleFacts, objects: Objects, skip: Collection[cst.
             for statement in statements:
                 small = statement.small
                 if statement.helper is None and type(small) is cst.Return and small.value is not None:
-                    loss = _returned_loss(small.value)
+                    loss = lightning_returned_loss(small.value)
                     role = Role("backward", loss, "trainer", loss, "lightning-auto")
                     statement.events.append(Event(role, statement))
             found.append(loop)
     return found
 
 
-def _returned_loss(value: cst.BaseExpression) -> cst.BaseExpression:
+def lightning_returned_loss(value: cst.BaseExpression) -> cst.BaseExpression:
     """What Lightning backpropagates of a `training_step`'s return: the value itself, or its
     `"loss"` entry when it returns a dict literal (`{"loss": loss, "log": logs}`)."""
     if type(value) is cst.Dict:

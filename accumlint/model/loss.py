@@ -24,6 +24,7 @@ from accumlint.model.names import (
 )
 from accumlint.model.roles import Objects, Role
 from accumlint.model.scopes import all_parameters, argument_for, free_names
+from accumlint.model.trainers import hf_model_in_module
 from accumlint.model.tree import walk
 from accumlint.source.patterns import LazyPattern
 
@@ -39,9 +40,8 @@ TermReader = Callable[[cst.Name, int], Reduction]
 # What a scaling does with its factor (see `Scaling`).
 ScalingOp = Literal["div", "mul", "inverse", "const", "count", "amp"]
 # Methods that keep a loss's scale (a mean over DataParallel's per-device copies, a cast).
-_VALUE_KEEPING_METHODS = frozenset({"mean", "float", "half", "bfloat16", "double", "squeeze", "contiguous"})
+VALUE_KEEPING_METHODS = frozenset({"mean", "float", "half", "bfloat16", "double", "squeeze", "contiguous"})
 _AUGMENTED_SCALINGS: dict[type, ScalingOp] = {cst.DivideAssign: "div", cst.MultiplyAssign: "mul"}  # `loss /= K`
-_HUGGING_FACE_PACKAGES = frozenset({"transformers", "peft", "trl", "accelerate", "diffusers", "optimum"})
 
 _LOSS_FUNCTIONS = LazyPattern(
     r"^(cross_entropy|nll_loss|mse_loss|l1_loss|smooth_l1_loss|huber_loss|binary_cross_entropy"
@@ -568,7 +568,7 @@ class LossReader:
         reduction is what the backward sees)."""
         if type(inner) is not cst.Call or type(inner.func) is not cst.Attribute or inner.args:
             return
-        if inner.func.attr.value not in _VALUE_KEEPING_METHODS:
+        if inner.func.attr.value not in VALUE_KEEPING_METHODS:
             return
         receiver = dotted(inner.func.value)
         if receiver is None or receiver.endswith("()"):
@@ -889,15 +889,9 @@ class LossReader:
         return UNKNOWN
 
     def _hugging_face_module(self) -> bool:
-        """The module imports a Hugging Face library (transformers, peft, trl, accelerate) and
-        names a model class of theirs or loads a pretrained model
-        (`AutoModelForCausalLM.from_pretrained(...)`, `BertForSequenceClassification`), so a
-        model's `outputs.loss` is theirs; a module that imports transformers for its
-        schedulers only and trains a model of its own says nothing of that model's loss."""
+        """`trainers.hf_model_in_module`, asked once per module."""
         if self.hf_module is None:
-            self.hf_module = any(full.split(".")[0] in _HUGGING_FACE_PACKAGES for full in self.facts.imports.values()) \
-                and (_HF_MODEL_CLASS.search(self.facts.text) is not None
-                     or any(_loads_pretrained_model(call) for call in self.facts.calls))
+            self.hf_module = hf_model_in_module(self.facts)
         return self.hf_module
 
     def _from_loss_function(self, holder: cst.BaseExpression, function: Optional[Function]) -> bool:
@@ -915,21 +909,6 @@ class LossReader:
         if self.lm_module is None:
             self.lm_module = bool(_LM_CLASS.search(self.facts.text))
         return self.lm_module
-
-
-# A Hugging Face model class named in the text (`AutoModelForCausalLM`, `T5ForConditionalGeneration`).
-_HF_MODEL_CLASS = LazyPattern(r"\b(?:AutoModel|[A-Z]\w*For[A-Z]\w*|\w+LMHeadModel)\b")
-# What `from_pretrained` loads besides models.
-_NOT_A_MODEL = LazyPattern(r"Tokenizer|Config|Processor|FeatureExtractor|Scheduler|Pipeline", re.IGNORECASE)
-
-
-def _loads_pretrained_model(call: cst.Call) -> bool:
-    """`AutoModelFor*.from_pretrained(...)`, `XForY.from_pretrained(...)`, `AutoModel.from_pretrained(...)`."""
-    callee = dotted(call.func) or ""
-    if not callee.endswith(".from_pretrained"):
-        return False
-    owner = last_part(callee[: -len(".from_pretrained")])
-    return bool(owner) and owner[:1].isupper() and _NOT_A_MODEL.search(owner) is None
 
 
 def _returned_values(function: Function) -> list[cst.BaseExpression]:

@@ -13,19 +13,25 @@ included), directly or through another class of the module.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal, Optional
 
 import libcst as cst
 
 from accumlint.model.facts import Function, ModuleFacts
-from accumlint.model.names import dotted
+from accumlint.model.names import dotted, last_part
 from accumlint.model.tree import walk
 from accumlint.source.patterns import LazyPattern
 
 _TRANSFORMERS_TRAINER = LazyPattern(r"^transformers(\.[\w.]+)?\.(Trainer|Seq2SeqTrainer)$")
 _TRL_TRAINER = LazyPattern(r"^trl(\.[\w.]+)?\.\w*Trainer$")
-_HF_MODEL = LazyPattern(r"AutoModelFor\w+|\b\w+For\w+\.from_pretrained\b")
+_HUGGING_FACE_PACKAGES = frozenset({"transformers", "peft", "trl", "accelerate", "diffusers", "optimum"})
+# A Hugging Face model class named in the text (`AutoModelForCausalLM`, `T5ForConditionalGeneration`).
+_HF_MODEL_CLASS = LazyPattern(r"\b(?:AutoModel|[A-Z]\w*For[A-Z]\w*|\w+LMHeadModel)\b")
+# What `from_pretrained` loads besides models.
+_NOT_A_MODEL = LazyPattern(r"Tokenizer|Config|Processor|FeatureExtractor|Scheduler|Pipeline", re.IGNORECASE)
+_LOSS_KWARGS_MODEL = LazyPattern(r"AutoModelFor\w+|\b\w+For\w+\.from_pretrained\b")
 _FLAG = "model_accepts_loss_kwargs"
 # the K of a Trainer, as its methods read it
 TRAINER_K = "self.args.gradient_accumulation_steps"
@@ -59,8 +65,30 @@ def trainer_classes(facts: ModuleFacts) -> list[TrainerClass]:
 
 
 def hf_model_in_module(facts: ModuleFacts) -> bool:
-    """The module loads a Hugging Face model (`AutoModelFor*`, `*For*.from_pretrained`)."""
-    return any(_HF_MODEL.search(dotted(call.func) or "") for call in facts.calls)
+    """The module imports a Hugging Face library (transformers, peft, trl, accelerate, diffusers)
+    and names a model class of theirs or loads a pretrained model
+    (`AutoModelForCausalLM.from_pretrained(...)`, `BertForSequenceClassification`): its models
+    are theirs, with their loss (`outputs.loss`). A module that imports transformers for its
+    schedulers only and trains a model of its own says nothing of that model."""
+    return any(full.split(".")[0] in _HUGGING_FACE_PACKAGES for full in facts.imports.values()) and (
+        _HF_MODEL_CLASS.search(facts.text) is not None or any(_loads_pretrained_model(call) for call in facts.calls))
+
+
+def loss_kwargs_model_in_module(facts: ModuleFacts) -> bool:
+    """The module loads a model of a transformers task class (`AutoModelFor*`,
+    `*For*.from_pretrained`), whose forward takes the Trainer's loss kwargs (GA207's evidence).
+    A bare `AutoModel.from_pretrained(..., trust_remote_code=True)` may be remote code whose
+    forward takes none, and then the Trainer divides the loss itself."""
+    return any(_LOSS_KWARGS_MODEL.search(dotted(call.func) or "") for call in facts.calls)
+
+
+def _loads_pretrained_model(call: cst.Call) -> bool:
+    """`AutoModelFor*.from_pretrained(...)`, `XForY.from_pretrained(...)`, `AutoModel.from_pretrained(...)`."""
+    callee = dotted(call.func) or ""
+    if not callee.endswith(".from_pretrained"):
+        return False
+    owner = last_part(callee[: -len(".from_pretrained")])
+    return bool(owner) and owner[:1].isupper() and _NOT_A_MODEL.search(owner) is None
 
 
 def uses_items_in_batch(function: Function) -> bool:

@@ -336,6 +336,8 @@ class Window:
         latest: Optional[cst.BaseExpression] = None
         latest_own: Optional[cst.BaseExpression] = None
         unpacked: Optional[tuple[cst.Call, int]] = None
+        # the statement that last bound each plain name of `at`'s scope
+        bound_at: dict[str, Statement] = {}
         for statement in self.loop.statements:
             if statement.order >= at.order:
                 break
@@ -344,6 +346,8 @@ class Window:
                 if type(small) is not cst.Assign:
                     continue
                 for target in small.targets:
+                    if own_scope and type(target.target) is cst.Name:
+                        bound_at[target.target.value] = statement
                     if dotted(target.target) == name:
                         latest = small.value  # an attribute (`self.loss`) is one object in every scope
                         if own_scope:
@@ -357,6 +361,9 @@ class Window:
             latest = latest_own  # a plain name is the variable of `at`'s own scope
         if latest is not None and _detached(latest):
             return False
+        root = _root_name(latest) if latest is not None else None
+        if root is not None and root in bound_at and self.builds_no_graph(bound_at[root]):
+            return False  # `outputs = model(**batch)` under `torch.no_grad()`, then `loss = outputs.loss`
         if unpacked is None:
             returned = self.facts.returned(latest) if type(latest) is cst.Call else []
         else:
@@ -1591,6 +1598,13 @@ def _tested_within(statement: Statement, loop: cst.CSTNode) -> bool:
 def _names(node: cst.CSTNode, name: str) -> bool:
     """Whether `node` reads `name` (a plain name or a dotted attribute)."""
     return any(type(n) in (cst.Name, cst.Attribute) and dotted(n) == name for n in walk(node))
+
+
+def _root_name(expr: cst.BaseExpression) -> Optional[str]:
+    """`outputs` in `outputs.loss`, `outputs["loss"]`, `outputs[0]` or `outputs` itself."""
+    while type(expr) in (cst.Attribute, cst.Subscript):
+        expr = cast("cst.Attribute | cst.Subscript", expr).value
+    return expr.value if type(expr) is cst.Name else None
 
 
 def _detached(value: cst.BaseExpression) -> bool:

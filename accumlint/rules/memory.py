@@ -7,7 +7,7 @@ from typing import Iterable
 import libcst as cst
 
 from accumlint.fix.edits import filled_expression, parenthesized, replace
-from accumlint.model.accumulators import accumulations, backpropagated_later
+from accumlint.model.accumulators import accumulations, backpropagated_later, copies_of, kept_tensor
 from accumlint.model.loss import operand_in, split_scaling
 from accumlint.model.names import code, dotted, keyword
 from accumlint.model.window import Window
@@ -19,6 +19,9 @@ def graph_kept_alive(window: Window) -> Iterable[Finding]:
              flow.name is not None and "loss" in flow.name}
     names |= {term for flow in window.flows for term in flow.loss_terms}
     aliases = {(scope, alias) for flow in window.flows for scope, alias in flow.aliases if "loss" in alias.lower()}
+    # copies of the backward's loss (`loss_train = l1`) under a loss's name count too
+    read = {alias for flow in window.flows for _, alias in flow.aliases}
+    names |= copies_of(window, names | read) if names else {c for c in copies_of(window, read) if "loss" in c.lower()}
     if not names and not aliases:
         return
     for accumulation in accumulations(window):
@@ -27,7 +30,7 @@ def graph_kept_alive(window: Window) -> Iterable[Finding]:
             continue  # `with torch.no_grad(): metrics += loss` keeps no graph
         # the backward's loss under the other names it had in this statement's scope
         known = names | {alias for scope, alias in aliases if scope is statement.helper}
-        name = dotted(split_scaling(added, None)[0])  # `loss * n_tokens` keeps `loss`'s graph
+        name = dotted(split_scaling(kept_tensor(added), None)[0])  # `loss * n_tokens` keeps `loss`'s graph
         if name not in known:
             name = operand_in(added, known, holder)  # a running mean: `avg += (loss - avg) / n`
         if name not in known or not window.may_hold_graph(statement, name) or backpropagated_later(window, holder):

@@ -89,7 +89,8 @@ def _logs_after(window: Window, scaled_at: Statement, name: str) -> list[Event]:
     for statement in window.loop.statements:
         if statement.order <= scaled_at.order or statement.helper is not scaled_at.helper:
             continue
-        found.extend(event for event in statement.events if event.kind == "log")
+        if not statement.before_exit:  # `print(f"Loss is {loss}, stopping")` then `sys.exit(1)`
+            found.extend(event for event in statement.events if event.kind == "log")
         if _assigns(statement, name):
             break
     return found

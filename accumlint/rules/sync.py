@@ -53,9 +53,12 @@ def _late_context(window: Window, control: SyncControl, statements: list[Stateme
     forward = earlier[-1]
     if window.forward_in_own_sync_context(forward, control):
         return  # `with model.no_sync(): outputs = model(...)` earlier, in its own block
+    entered = code(cast(cst.WithItem, control.node).item)
+    written = code(control.site) if control.site is not control.node else entered
     yield Finding(
-        control.node,
-        f"`{code(cast(cst.WithItem, control.node).item)}` holds the backward but not the forward of `{code(control.model)}` "
+        control.site,
+        f"`{written}`{'' if written == entered else f' (entered as `{entered}`)'} holds the backward "
+        f"but not the forward of `{code(control.model)}` "
         "({related}), so it does not skip the all-reduce",
         _wrap_forward(window, control, forward),
         "Move the forward inside the no-sync block",
@@ -160,7 +163,7 @@ def _wrong_condition(window: Window, control: SyncControl) -> Iterable[Finding]:
         return
     edits = (replace(target, fix),) if fix is not None else ()
     yield Finding(
-        control.node,
+        control.site,
         f"the sync condition `{code(condition)}` is not the complement of the step gate",
         edits,
         "Sync exactly on the micro-batch that closes the window",

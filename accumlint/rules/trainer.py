@@ -16,7 +16,7 @@ from accumlint.model.trainers import (
     TRAINER_K,
     TrainerClass,
     division_by_trainer_k,
-    hf_model_in_module,
+    loss_kwargs_model_in_module,
     super_init,
     trainer_classes,
     uses_items_in_batch,
@@ -29,7 +29,7 @@ def trainer_loss_not_normalized(model: ModuleModel) -> Iterable[Finding]:
     classes = trainer_classes(model.facts)
     if not classes:
         return
-    hf_model = hf_model_in_module(model.facts)
+    hf_model = loss_kwargs_model_in_module(model.facts)
     for trainer in classes:
         compute_loss = trainer.compute_loss
         if compute_loss is None or trainer.disables_loss_kwargs or not (hf_model or trainer.trl):
