@@ -149,6 +149,14 @@ class Frameworks:
             return AcceleratorInfo(scales=literal is None or literal > 1, steps=later[0].value, sharded=info.sharded)
         return info
 
+    def steps_attribute_value(self, expr: cst.BaseExpression) -> Optional[int]:
+        """`accelerator.gradient_accumulation_steps` read off an Accelerator built with a
+        literal K (`Accelerator(gradient_accumulation_steps=1)`): that number; else None."""
+        if type(expr) is not cst.Attribute or expr.attr.value != _STEPS_KEY:
+            return None
+        info = self.accelerator(expr.value)
+        return int_value(info.steps) if info is not None and info.steps is not None else None
+
     def _needs_deepspeed_plugin(self, name: str) -> bool:
         """The module reads into the Accelerator's DeepSpeed plugin without testing for it
         (`accelerator.state.deepspeed_plugin.deepspeed_config["train_batch_size"] = ...`): the

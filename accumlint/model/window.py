@@ -158,9 +158,22 @@ class Window:
         own gated step, before the discriminator's backward and gated step)."""
         if zero.role.target is None or step.role.target is None:
             return False
-        stepped = {normalized(e.role.target) for e in self.optimizer_steps if e.role.target is not None}
-        mine = normalized(zero.role.target)
-        return mine in stepped and mine != normalized(step.role.target)
+        stepped = {self.object_as_passed(e) for e in self.optimizer_steps if e.role.target is not None}
+        mine = self.object_as_passed(zero)
+        return mine in stepped and mine != self.object_as_passed(step)
+
+    def object_as_passed(self, event: Event) -> Optional[str]:
+        """The object an event acts on, as the loop names it: a helper's parameter is what the
+        call that ran the helper passes for it (`update(model, step, loss, optimizer)` called
+        once with `optD` and once with `optG` zeroes two optimizers, not one)."""
+        target = event.role.target
+        if target is None:
+            return None
+        if type(target) is cst.Name:
+            passed = self._passed(event.statement, target.value)
+            if passed is not None and dotted(passed) is not None:
+                return normalized(passed)
+        return normalized(target)
 
     @cached_property
     def separate_updates(self) -> frozenset[int]:
@@ -406,6 +419,40 @@ class Window:
             else:
                 return False
         return True
+
+    def unpacked_from_call(self, at: Statement, name: str) -> bool:
+        """The latest binding of the plain name `name` before `at`, in `at`'s scope, unpacks
+        a call's returned tuple (`loss, loss_list, acc = loss_func(reward)`)."""
+        unpacked = False
+        for statement in self.loop.statements:
+            if statement.order >= at.order:
+                break
+            if statement.helper is not at.helper:
+                continue
+            for small in statement.node.body:
+                if type(small) is not cst.Assign:
+                    continue
+                for target in small.targets:
+                    if type(target.target) is cst.Name and target.target.value == name:
+                        unpacked = False
+                    elif type(target.target) in (cst.Tuple, cst.List) and any(
+                            dotted(e.value) == name for e in cast("cst.Tuple | cst.List", target.target).elements):
+                        unpacked = type(small.value) is cst.Call
+        return unpacked
+
+    def under_non_finite_test(self, statement: Statement) -> bool:
+        """The statement sits in an arm of a test of non-finite values (`if math.isnan(grad_norm):
+        optimizer.zero_grad()` before the step, `if not torch.isfinite(loss): ...`): a
+        deliberate discard of bad gradients, not the window's own work."""
+        child: cst.CSTNode = statement.node
+        parent = self.facts.parents.get(id(child))
+        while parent is not None and parent is not self.loop.node:
+            if type(parent) is cst.If and _NON_FINITE_TEST.search(code(parent.test)):
+                # an arm that jumps (`optimizer.zero_grad(); continue`) means to skip what
+                # follows; if the jump does not reach the step, the step applies zeroed gradients
+                return not _ends_in_jump(child)
+            child, parent = parent, self.facts.parents.get(id(parent))
+        return False
 
     def builds_no_graph(self, statement: Statement) -> bool:
         """The statement runs in a no-grad region: under `with torch.no_grad()`,
@@ -1117,8 +1164,13 @@ class Window:
 
     @cached_property
     def divides_by_accumulation(self) -> bool:
+        """The loss is divided by a name that means accumulation steps, unless its value is
+        known to be 1 (`loss / accelerator.gradient_accumulation_steps` on an Accelerator built
+        with `gradient_accumulation_steps=1`: a plain loop)."""
         return any(
-            s.op == "div" and self.is_accumulation_name(s.factor) for flow in self.flows for s in flow.scalings
+            s.op == "div" and self.is_accumulation_name(s.factor)
+            and self.objects.frameworks.steps_attribute_value(s.factor) != 1
+            for flow in self.flows for s in flow.scalings
         )
 
     @cached_property
@@ -1169,6 +1221,27 @@ class Window:
         if self.loop.micro_loop is not None:
             return self.loop.in_micro_loop(statement) and not _tested_within(statement, self.loop.micro_loop)
         return statement.gate is None and not statement.conditional
+
+    def runs_with_backward(self, statement: Statement) -> bool:
+        """Ungated, in the same block as an ungated backward (or in loops inside that block):
+        whatever tests hold the block (`if loss_bw < 1e6: count += 1; loss.backward();
+        clip_grad_norm_(...)`), the statement runs whenever the backward does, on every
+        micro-batch whose gradients the window keeps."""
+        if statement.gate is not None or not statement.block:
+            return False
+        blocks = statement.block
+        for backward in self.loop.backwards:
+            held = backward.statement.block
+            if backward.gate is not None or not held or backward.statement.helper is not statement.helper:
+                continue
+            if not (backward.statement.precedes(statement) or statement.precedes(backward.statement)) \
+                    or len(held) > len(blocks):
+                continue
+            # the same block, or loops inside it (`for m in models: clip_grad_norm_(m.parameters(), c)`)
+            if all(a is b for a, b in zip(held, blocks)) and all(
+                    type(node) in (cst.For, cst.IndentedBlock) for node in blocks[len(held):]):
+                return True
+        return False
 
     # -- counters -------------------------------------------------------------------
     def counter_base(self, gate: Gate, statement: Statement) -> Optional[int]:
@@ -1306,11 +1379,13 @@ class Window:
 
     def counts_before(self, gate: Gate, statement: Statement) -> bool:
         """A count gate's counter (`n += 1`, then `if n == K:`) is incremented on every
-        micro-batch, before the gated `statement`, in the loop's own code."""
+        micro-batch (or with every backward, under the same tests), before the gated
+        `statement`, in the loop's own code."""
         increment = self.increment_of(gate.counter or "")
         if increment is None:
             return False
-        return (increment.helper is None and increment.gate is None and not increment.conditional
+        return (increment.helper is None and increment.gate is None
+                and (not increment.conditional or self.runs_with_backward(increment))
                 and increment.order < statement.order)
 
     def correct_boundary(self, gate: Gate, statement: Statement) -> bool:
@@ -1598,6 +1673,18 @@ def _tested_within(statement: Statement, loop: cst.CSTNode) -> bool:
 def _names(node: cst.CSTNode, name: str) -> bool:
     """Whether `node` reads `name` (a plain name or a dotted attribute)."""
     return any(type(n) in (cst.Name, cst.Attribute) and dotted(n) == name for n in walk(node))
+
+
+# A test of non-finite values: `math.isnan(x)`, `torch.isinf(x)`, `x.isfinite()`, `found_inf`.
+_NON_FINITE_TEST = LazyPattern(r"\bis(?:nan|inf|finite|_finite)\b|\bfound_inf\b|\bhas_(?:nan|inf)")
+
+
+def _ends_in_jump(arm: cst.CSTNode) -> bool:
+    """The arm's block (`if` body or `else`) ends in `continue`, `break` or `return`."""
+    body = arm.body if type(arm) is cst.Else else arm
+    statements = body.body if type(body) is cst.IndentedBlock else ()
+    last = statements[-1] if statements else None
+    return type(last) is cst.SimpleStatementLine and type(last.body[-1]) in (cst.Continue, cst.Break, cst.Return)
 
 
 def _root_name(expr: cst.BaseExpression) -> Optional[str]:

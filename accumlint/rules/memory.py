@@ -17,7 +17,13 @@ from accumlint.rules.catalog import Rule
 def graph_kept_alive(window: Window) -> Iterable[Finding]:
     names = {flow.name for flow in window.flows if flow.name is not None and flow.reduction != "unknown" or
              flow.name is not None and "loss" in flow.name}
-    names |= {term for flow in window.flows for term in flow.loss_terms}
+    terms = {term for flow in window.flows for term in flow.loss_terms} - names
+    names |= terms
+    # the terms of losses combined in a helper (`loss = torch.mean(loss_list)` in `loss_func`), each with
+    # that helper: in the loop, the same name unpacked from the helper's tuple is one of its results
+    helper_terms = {(term, flow.origin_statement.helper) for flow in window.flows
+                    if flow.origin_statement is not None and flow.origin_statement.helper is not None
+                    for term in flow.loss_terms}
     aliases = {(scope, alias) for flow in window.flows for scope, alias in flow.aliases if "loss" in alias.lower()}
     # copies of the backward's loss (`loss_train = l1`) under a loss's name count too
     read = {alias for flow in window.flows for _, alias in flow.aliases}
@@ -35,6 +41,9 @@ def graph_kept_alive(window: Window) -> Iterable[Finding]:
             name = operand_in(added, known, holder)  # a running mean: `avg += (loss - avg) / n`
         if name not in known or not window.may_hold_graph(statement, name) or backpropagated_later(window, holder):
             continue
+        if name in terms and any(term == name and scope is not statement.helper for term, scope in helper_terms) \
+                and window.unpacked_from_call(statement, name):
+            continue  # another element of the tuple a loss function returns (`loss, per_sample, acc = f(...)`)
         yield Finding(
             statement.node,
             f"`{name}` is kept in `{holder}` with its autograd graph",

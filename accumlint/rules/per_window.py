@@ -29,7 +29,8 @@ def _per_micro_batch(window: Window, kind: RoleKind) -> list[Event]:
         return []
     return [
         event for event in window.loop.of_kind(kind)
-        if not window.framework_managed(event) and window.runs_every_micro_batch(event.statement)
+        if not window.framework_managed(event)
+        and (window.runs_every_micro_batch(event.statement) or window.runs_with_backward(event.statement))
     ]
 
 
@@ -39,6 +40,11 @@ def _move(window: Window, event: Event, anchor: Optional[Event], *, before: bool
     if anchor is None or not movable_to(event.statement, anchor.statement):
         return ()
     place = insert_before if before else insert_after
+    loop = _sole_loop(event.statement)
+    if loop is not None:  # `for m in models: clip_grad_norm_(m.parameters(), c)`: the loop moves whole
+        if leaves_world(event.statement, anchor.statement) or window.accumulate_call(event.statement) is not None:
+            return ()
+        return (remove(loop), place(anchor.statement.node, loop))
     if leaves_world(event.statement, anchor.statement):
         guard = _sole_guard(event.statement, anchor.statement)
         if guard is None or window.accumulate_call(event.statement) is not None:
@@ -47,6 +53,19 @@ def _move(window: Window, event: Event, anchor: Optional[Event], *, before: bool
         return (remove(guard), place(anchor.statement.node, guard))
     moved = sync_gated(window, event, anchor) or event.statement.node
     return (remove(event.statement.node), place(anchor.statement.node, moved))
+
+
+def _sole_loop(statement: Statement) -> Optional[cst.For]:
+    """The `for` (no `else`) whose body is this statement alone, itself in an indented block,
+    so that the whole loop can move where the statement belongs."""
+    if len(statement.block) < 3 or statement.helper is not None:
+        return None
+    suite, loop, outer = statement.block[-1], statement.block[-2], statement.block[-3]
+    if type(loop) is not cst.For or loop.orelse is not None or type(suite) is not cst.IndentedBlock:
+        return None
+    if len(suite.body) != 1 or suite.body[0] is not statement.node:
+        return None
+    return loop if type(outer) is cst.IndentedBlock and any(s is loop for s in outer.body) else None
 
 
 def _sole_guard(statement: Statement, anchor: Statement) -> Optional[cst.If]:

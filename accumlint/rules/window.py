@@ -56,6 +56,8 @@ def zeroing_before_step(window: Window) -> list[tuple[Event, Event]]:
         for zero in earlier[backwards[-1] + 1:]:
             if zero.kind != "zero" or window.framework_managed(zero) or not last_backward.precedes(zero):
                 continue
+            if window.under_non_finite_test(zero.statement):
+                continue  # `if math.isnan(grad_norm): optimizer.zero_grad()`: bad gradients discarded on purpose
             target = zero.role.target
             same = target is not None and normalized(target) == normalized(step.role.target)
             model_zeroing = target is not None and window.objects.kind_of(target) != "optimizer"
