@@ -64,11 +64,7 @@ def _last_assignment(window: Window, before: Statement, name: str) -> Optional[S
     """The last statement before `before` that binds `name` afresh (None when the
     last one adds to it: `+=`, or `name = name + ...`)."""
     found: Optional[Statement] = None
-    for statement in window.loop.statements:
-        if statement.order >= before.order:
-            break
-        if statement.helper is not before.helper:
-            continue
+    for statement in window.earlier_in_scope(before):
         for small in statement.node.body:
             if type(small) is cst.AugAssign and dotted(small.target) == name:
                 found = None if type(small.operator) not in (cst.DivideAssign, cst.MultiplyAssign) else found

@@ -13,7 +13,7 @@ import re
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Optional, cast
+from typing import Iterator, Optional, cast
 
 import libcst as cst
 
@@ -420,15 +420,20 @@ class Window:
                 return False
         return True
 
+    def earlier_in_scope(self, at: Statement) -> Iterator[Statement]:
+        """The iteration's statements before `at` that run in its scope (the loop's own code,
+        or the same helper), in order."""
+        for statement in self.loop.statements:
+            if statement.order >= at.order:
+                return
+            if statement.helper is at.helper:
+                yield statement
+
     def unpacked_from_call(self, at: Statement, name: str) -> bool:
         """The latest binding of the plain name `name` before `at`, in `at`'s scope, unpacks
         a call's returned tuple (`loss, loss_list, acc = loss_func(reward)`)."""
         unpacked = False
-        for statement in self.loop.statements:
-            if statement.order >= at.order:
-                break
-            if statement.helper is not at.helper:
-                continue
+        for statement in self.earlier_in_scope(at):
             for small in statement.node.body:
                 if type(small) is not cst.Assign:
                     continue

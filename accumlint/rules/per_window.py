@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable, Optional
+from typing import Iterable, Optional, TypeVar
 
 import libcst as cst
 
@@ -19,6 +19,9 @@ from accumlint.rules.placement import once_per_window
 from accumlint.rules.window import steps_every_micro_batch, window_step
 
 _SELF_UNSCALING_CLIPS = ("accelerator", "fabric", "self", "engine", "model_engine")
+
+
+_Holder = TypeVar("_Holder", cst.If, cst.For)
 
 
 def _per_micro_batch(window: Window, kind: RoleKind) -> list[Event]:
@@ -58,30 +61,33 @@ def _move(window: Window, event: Event, anchor: Optional[Event], *, before: bool
 def _sole_loop(statement: Statement) -> Optional[cst.For]:
     """The `for` (no `else`) whose body is this statement alone, itself in an indented block,
     so that the whole loop can move where the statement belongs."""
-    if len(statement.block) < 3 or statement.helper is not None:
-        return None
-    suite, loop, outer = statement.block[-1], statement.block[-2], statement.block[-3]
-    if type(loop) is not cst.For or loop.orelse is not None or type(suite) is not cst.IndentedBlock:
-        return None
-    if len(suite.body) != 1 or suite.body[0] is not statement.node:
-        return None
+    loop = _sole_holder(statement, cst.For)
+    outer = statement.block[-3] if loop is not None else None
     return loop if type(outer) is cst.IndentedBlock and any(s is loop for s in outer.body) else None
 
 
 def _sole_guard(statement: Statement, anchor: Statement) -> Optional[cst.If]:
     """The `if` (no `else`) whose body is this statement alone, in a block that also holds the
     anchor, so that the whole `if` can move next to the anchor."""
-    if len(statement.block) < 3 or statement.helper is not None:
+    guard = _sole_holder(statement, cst.If)
+    if guard is None:
         return None
-    suite, guard, outer = statement.block[-1], statement.block[-2], statement.block[-3]
-    if type(guard) is not cst.If or guard.orelse is not None or type(suite) is not cst.IndentedBlock:
-        return None
-    if len(suite.body) != 1 or suite.body[0] is not statement.node:
-        return None
+    outer = statement.block[-3]
     outside = {world for world in statement.worlds if world[0] != id(guard)}  # its worlds but the guard's own
     if not any(block is outer for block in anchor.block) or not outside <= set(anchor.worlds):
         return None
     return guard
+
+
+def _sole_holder(statement: Statement, kind: type[_Holder]) -> Optional[_Holder]:
+    """The compound statement of `kind` (with no `else`) right around the statement, when
+    its body is that statement alone, in the loop's own code."""
+    if len(statement.block) < 3 or statement.helper is not None:
+        return None
+    suite, holder = statement.block[-1], statement.block[-2]
+    if type(holder) is not kind or holder.orelse is not None or type(suite) is not cst.IndentedBlock:
+        return None
+    return holder if len(suite.body) == 1 and suite.body[0] is statement.node else None
 
 
 def scheduler_every_micro_batch(window: Window) -> Iterable[Finding]:
