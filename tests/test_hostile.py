@@ -263,6 +263,44 @@ def test_valid_python_libcst_cannot_parse_is_not_a_syntax_error(tmp_path, monkey
     assert found[0]["message"].startswith("cannot be analysed: ")
 
 
+# An indentation of seven spaces and a tab is eight columns to CPython; LibCST's tokenizer
+# rejects it beside blocks indented by spaces.
+TAB_INDENTED_LOOP = (
+    "import torch\n\n\n"
+    "def train(model, loader, optimizer, accum_steps):\n"
+    "    optimizer.zero_grad()\n"
+    "    for i, (x, y) in enumerate(loader):\n"
+    "        loss = torch.nn.functional.cross_entropy(model(x), y)\n"
+    "       \tif x is not None:\n"
+    "\t        loss.backward()\n"
+    "       \tif (i + 1) % accum_steps == 0:\n"
+    "\t        optimizer.step()\n"
+    "\t        optimizer.zero_grad()\n"
+)
+
+
+def test_tab_indentation_libcst_rejects_is_checked_as_cpython_reads_it(tmp_path, monkeypatch):
+    import libcst
+
+    compile(TAB_INDENTED_LOOP, "tabs.py", "exec")
+    with pytest.raises(libcst.ParserSyntaxError):
+        libcst.parse_module(TAB_INDENTED_LOOP)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tabs.py").write_text(TAB_INDENTED_LOOP)
+    code, found = check_json("tabs.py")
+    assert code == 1
+    # column 10 of `\t        loss.backward()` as written (17 once the tab is expanded)
+    assert [(d["code"], d["line"], d["column"], d["fix"]) for d in found] == [("GA201", 9, 10, None)]
+
+
+def test_fix_leaves_tab_indentation_libcst_rejects_as_it_is(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tabs.py").write_text(TAB_INDENTED_LOOP)
+    code, found = check_json("--fix", "--unsafe-fixes", "tabs.py")
+    assert (tmp_path / "tabs.py").read_text() == TAB_INDENTED_LOOP
+    assert [d["code"] for d in found] == ["GA201"]
+
+
 def test_odd_file_names_do_not_break_any_output(tmp_path, monkeypatch):
     import subprocess
     import sys

@@ -397,7 +397,17 @@ def analyze(text: str, path: str, options: AnalysisOptions = AnalysisOptions()) 
     from accumlint.project import view_for
 
     _LAST_REPORT.clear()
-    module = parse(text)
+    try:
+        module = parse(text)
+    except ParseFailure as failure:
+        expanded = tabs_expanded(text)
+        if expanded is None:
+            raise
+        try:
+            found = analyze(expanded, path, options)
+        except ParseFailure:
+            raise failure from None
+        return [_back_to_tabs(d, text, expanded) for d in found]
     project = view_for(path, text, module)
     found = [located.diagnostic for located in find(module, text, path, options, project)]
     if any(d.fix for d in found) and may_not_round_trip(text) and lost_by_libcst(module, text) is None:
@@ -407,6 +417,38 @@ def analyze(text: str, path: str, options: AnalysisOptions = AnalysisOptions()) 
     mine = {(d.code, d.line, d.column) for d in found}
     elsewhere = [d for d in importers.diagnostics if (d.code, d.line, d.column) not in mine]
     return sorted(found + elsewhere, key=Diagnostic.sort_key) if elsewhere else found
+
+
+def tabs_expanded(text: str) -> Optional[str]:
+    """The text with the tabs of each line's indentation expanded as CPython reads them (to
+    the next multiple of 8), when some line is indented with tabs: LibCST's tokenizer
+    rejects some indentation CPython accepts (a block indented by a tab beside blocks
+    indented by spaces). None when no line is."""
+    lines = text.splitlines(keepends=True)
+    changed = False
+    for index, line in enumerate(lines):
+        body = line.lstrip(" \t")
+        indent = line[: len(line) - len(body)]
+        if "\t" in indent and body.strip():
+            lines[index] = indent.expandtabs(8) + body
+            changed = True
+    return "".join(lines) if changed else None
+
+
+def _back_to_tabs(diagnostic: Diagnostic, text: str, expanded: str) -> Diagnostic:
+    """A diagnostic found in `tabs_expanded(text)`, placed in `text`: the columns of a line
+    whose indentation was expanded move back by what the expansion added; no fix (applied,
+    it would rewrite those indentations)."""
+    original, wider = text.splitlines(), expanded.splitlines()
+
+    def column(line: int, value: int) -> int:
+        if not 0 < line <= len(original) or original[line - 1] == wider[line - 1]:
+            return value
+        added = len(wider[line - 1]) - len(original[line - 1])
+        return max(value - added, 1)
+
+    return diagnostic._replace(column=column(diagnostic.line, diagnostic.column),
+                               end_column=column(diagnostic.end_line, diagnostic.end_column), fix=None)
 
 
 def lost_by_libcst(module: "cst.Module", text: str) -> Optional[str]:

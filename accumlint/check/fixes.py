@@ -38,10 +38,12 @@ from accumlint.check.analysis import (
     Located,
     ParseFailure,
     ProjectAnalysis,
+    analyze,
     find,
     findings_from_importers,
     lost_by_libcst,
     parse,
+    tabs_expanded,
 )
 from accumlint.diagnostics import Diagnostic
 
@@ -113,7 +115,13 @@ def fix_text(
     refused: set[tuple[str, str]] = set()
     rounds = 0
     for _ in range(MAX_ROUNDS):
-        module = parse(text)
+        try:
+            module = parse(text)
+        except ParseFailure:
+            if rounds or tabs_expanded(text) is None:
+                raise
+            # indentation LibCST cannot read: the findings of its tab-expanded twin, without fixes
+            return FixOutcome(text, fixed, [d for d in analyze(text, path, options) if keep(text, d)], True, rounds)
         enabled = [item for item in find(module, text, path, options) if keep(text, item.diagnostic)]
         # (without findings nothing is written: skip the codegen)
         lost = lost_by_libcst(module, text) if enabled else ""
