@@ -33,6 +33,7 @@ from accumlint.model.names import (
     looks_like_accumulation,
     normalized,
     positional,
+    string_value,
 )
 from accumlint.model.roles import Objects, RoleKind
 from accumlint.model.tree import walk
@@ -505,7 +506,8 @@ class Window:
         return False
 
     def _iterable_dataset(self, loader: cst.Call) -> bool:
-        """The loader's dataset may be iterable-style (no length), or is not given."""
+        """The loader's dataset may be iterable-style (no length), is not given, or is of a
+        class chosen at run time."""
         dataset = keyword(loader, "dataset")
         dataset_expr = dataset.value if dataset is not None else positional(loader, 0)
         if dataset_expr is None:
@@ -517,6 +519,8 @@ class Window:
             built.append(binding.value)
         for value in built:
             if type(value) is cst.Call:
+                if type(value.func) in (cst.Call, cst.Subscript):
+                    return True  # a class a registry picks at run time (`Registry.get(task)(...)`): unknown
                 texts.append(" ".join(self.facts.bases_of(dotted(value.func))))
         return any(_ITERABLE_DATASET.search(t) for t in texts)
 
@@ -849,6 +853,13 @@ class Window:
             for statement in self.loop.statements for call in self.facts.calls_in(statement.node)
         )
 
+    @cached_property
+    def gated_engine_step(self) -> Optional[Event]:
+        """A DeepSpeed engine's `step()` under the loop's own gate (`if (step + 1) % K == 0:
+        model_engine.step()`): the loop marks its windows itself, and what runs outside that
+        gate runs on every micro-batch of them."""
+        return next((e for e in self.loop.steps if e.role.flavor == "engine" and e.gate is not None), None)
+
     def framework_managed(self, event: Event) -> bool:
         """A step/zero/scheduler call the framework turns into a no-op off the boundary (under
         an Accelerator with a DeepSpeed plugin, the prepared optimizer's `step()` and
@@ -1036,6 +1047,11 @@ class Window:
         return cst.Name(parameter)
 
     def is_accumulation_name(self, node: cst.BaseExpression) -> bool:
+        """A name (or a config entry: `conf["gradient_accumulation_steps"]`) that means
+        accumulation steps."""
+        if type(node) is cst.Subscript and len(node.slice) == 1 and type(node.slice[0].slice) is cst.Index:
+            key = string_value(node.slice[0].slice.value)
+            return key is not None and looks_like_accumulation(key, self.accumulation_names)
         name = dotted(node)
         return name is not None and looks_like_accumulation(name, self.accumulation_names)
 
@@ -1149,13 +1165,17 @@ class Window:
         bound to the literal 1 and nothing else (`GRAD_ACCUM = 1`, `n_accumulate = 1` above
         the loop), in a module that does not rebind its globals from a config
         (`exec(...)`, `globals().update(...)`). Every window then holds one micro-batch: a
-        plain loop, as the arm of `if K == 1:` is, where no accumulation rule applies. A
-        parameter, attribute, config field or argparse default of 1 is not known to stay 1."""
+        plain loop, as the arm of `if K == 1:` is, where no accumulation rule applies. So is
+        an attribute of a plain configuration class the function instantiates (`args =
+        TrainConfig()`, `gradient_accumulation_steps = 1` in its body). A parameter, another
+        attribute, a dataclass field or an argparse default of 1 is not known to stay 1."""
         k = self.k
         if k is None:
             return False
         if int_value(k) is not None:
             return int_value(k) == 1
+        if type(k) is cst.Attribute:
+            return self._class_constant(k) == 1
         if type(k) is not cst.Name:
             return False
         function = self.loop.function
@@ -1166,6 +1186,29 @@ class Window:
             b.index is None and int_value(b.value) == 1
             and self.facts.enclosing_function(b.statement) in (None, function)
             and type(b.statement) is not cst.For for b in bindings)
+
+    def _class_constant(self, k: cst.Attribute) -> Optional[int]:
+        """`args.gradient_accumulation_steps` where the loop's function binds `args` once to an
+        instance of a plain class of the module (`args = TrainConfig()`, no decorator, no
+        arguments) whose body sets that attribute to an integer, and nothing in the module
+        sets it otherwise: a configuration edited in the file, read as written."""
+        owner = k.value
+        if type(owner) is not cst.Name or self.facts.rebinds_globals or self.facts.bindings.get(dotted(k) or ""):
+            return None
+        bindings = [b for b in self.facts.bindings.get(owner.value, ())
+                    if self.facts.enclosing_function(b.statement) is self.loop.function]
+        if len(bindings) != 1 or bindings[0].index is not None:
+            return None
+        made = bindings[0].value
+        if type(made) is not cst.Call or made.args or type(made.func) is not cst.Name:
+            return None
+        cls = self.facts.classes.get(made.func.value)
+        if cls is None or cls.decorators or cls.bases:
+            return None
+        values = [int_value(small.value) for line in cls.body.body if type(line) is cst.SimpleStatementLine
+                  for small in line.body if type(small) is cst.Assign and len(small.targets) == 1
+                  and dotted(small.targets[0].target) == k.attr.value]
+        return values[0] if len(values) == 1 else None
 
     @cached_property
     def divides_by_accumulation(self) -> bool:

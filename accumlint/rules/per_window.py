@@ -26,9 +26,11 @@ _Holder = TypeVar("_Holder", cst.If, cst.For)
 
 def _per_micro_batch(window: Window, kind: RoleKind) -> list[Event]:
     """Events of `kind` that run on every micro-batch of a window whose step does not."""
-    if not window.accumulates or steps_every_micro_batch(window):
+    # a clip beside a DeepSpeed engine whose step the loop gates clips the engine's partial sums
+    engine_window = kind == "clip" and window.deepspeed and window.gated_engine_step is not None
+    if not (window.accumulates or engine_window) or steps_every_micro_batch(window):
         return []
-    if not window.steps_once_per_window:
+    if not window.steps_once_per_window and not engine_window:
         return []
     return [
         event for event in window.loop.of_kind(kind)

@@ -169,14 +169,15 @@ def _same_gradients(window: Window, zero: Event, other: Event) -> bool:
 
 
 def window_step(window: Window, near: Optional[Event] = None) -> Optional[Event]:
-    """The step that closes the window: gated, after the micro-step loop, or (for a call
-    inside `accumulate()`) the managed step of the same block."""
+    """The step that closes the window: gated, after the micro-step loop, (for a call
+    inside `accumulate()`) the managed step of the same block, or a DeepSpeed engine's
+    step under the loop's gate."""
     for event in window.optimizer_steps:
         if event.gate is not None or (window.has_micro_loop and not window.loop.in_micro_loop(event.statement)):
             return event
     if near is not None and window.accumulate_k is not None:
         return window.managed_step(near.statement)
-    return None
+    return window.gated_engine_step
 
 
 def step_every_micro_batch(window: Window) -> Iterable[Finding]:
