@@ -87,6 +87,12 @@ def _parse(test: cst.BaseExpression, resolve: Resolver, depth: int) -> Optional[
         # `if (i + 1) % K:` is true off the boundary
         gate = _modulo(test, test, zero_means_boundary=True)
         return None if gate is None else replace(gate, positive=False)
+    if type(test) is cst.IfExp and {_bool(test.body), _bool(test.orelse)} == {True, False}:
+        # `True if (j + 1) % K == 0 else False`: the test itself (negated when the arms are swapped)
+        inner = _parse(test.test, resolve, depth + 1)
+        if inner is None:
+            return None
+        return inner if _bool(test.body) else replace(inner, positive=not inner.positive)
     if type(test) is cst.Call:
         callee = dotted(test.func) or ""
         if last_part(callee) == "is_gradient_accumulation_boundary":
@@ -101,6 +107,11 @@ def _parse(test: cst.BaseExpression, resolve: Resolver, depth: int) -> Optional[
     if value is not None and value is not test:
         return _parse(value, resolve, depth + 1)
     return None
+
+
+def _bool(node: cst.BaseExpression) -> Optional[bool]:
+    """The value of a `True` or `False` literal; None for anything else."""
+    return {"True": True, "False": False}.get(node.value) if type(node) is cst.Name else None
 
 
 def _parse_boolean(test: cst.BooleanOperation, resolve: Resolver, depth: int) -> Optional[Gate]:
