@@ -1165,17 +1165,13 @@ class Window:
         bound to the literal 1 and nothing else (`GRAD_ACCUM = 1`, `n_accumulate = 1` above
         the loop), in a module that does not rebind its globals from a config
         (`exec(...)`, `globals().update(...)`). Every window then holds one micro-batch: a
-        plain loop, as the arm of `if K == 1:` is, where no accumulation rule applies. So is
-        an attribute of a plain configuration class the function instantiates (`args =
-        TrainConfig()`, `gradient_accumulation_steps = 1` in its body). A parameter, another
-        attribute, a dataclass field or an argparse default of 1 is not known to stay 1."""
+        plain loop, as the arm of `if K == 1:` is, where no accumulation rule applies. A
+        parameter, attribute, config field or argparse default of 1 is not known to stay 1."""
         k = self.k
         if k is None:
             return False
         if int_value(k) is not None:
             return int_value(k) == 1
-        if type(k) is cst.Attribute:
-            return self._class_constant(k) == 1
         if type(k) is not cst.Name:
             return False
         function = self.loop.function
@@ -1186,29 +1182,6 @@ class Window:
             b.index is None and int_value(b.value) == 1
             and self.facts.enclosing_function(b.statement) in (None, function)
             and type(b.statement) is not cst.For for b in bindings)
-
-    def _class_constant(self, k: cst.Attribute) -> Optional[int]:
-        """`args.gradient_accumulation_steps` where the loop's function binds `args` once to an
-        instance of a plain class of the module (`args = TrainConfig()`, no decorator, no
-        arguments) whose body sets that attribute to an integer, and nothing in the module
-        sets it otherwise: a configuration edited in the file, read as written."""
-        owner = k.value
-        if type(owner) is not cst.Name or self.facts.rebinds_globals or self.facts.bindings.get(dotted(k) or ""):
-            return None
-        bindings = [b for b in self.facts.bindings.get(owner.value, ())
-                    if self.facts.enclosing_function(b.statement) is self.loop.function]
-        if len(bindings) != 1 or bindings[0].index is not None:
-            return None
-        made = bindings[0].value
-        if type(made) is not cst.Call or made.args or type(made.func) is not cst.Name:
-            return None
-        cls = self.facts.classes.get(made.func.value)
-        if cls is None or cls.decorators or cls.bases:
-            return None
-        values = [int_value(small.value) for line in cls.body.body if type(line) is cst.SimpleStatementLine
-                  for small in line.body if type(small) is cst.Assign and len(small.targets) == 1
-                  and dotted(small.targets[0].target) == k.attr.value]
-        return values[0] if len(values) == 1 else None
 
     @cached_property
     def divides_by_accumulation(self) -> bool:
