@@ -73,6 +73,25 @@ def test_bad_configuration_exits_2_naming_key_and_file(project, fake_analysis, b
     assert str(path) in result.stderr
 
 
+def test_another_tools_broken_pyproject_on_the_way_up_does_not_stop_the_run(project, fake_analysis):
+    package = project / "packages" / "data"
+    package.mkdir(parents=True)
+    (package / "pyproject.toml").write_text("[tool.hatch.build]\nx = 1\n[tool.hatch.build]\ny = 2\n")
+    (package / "train.py").write_text(BUGGY)
+    result = run("check", "--output-format", "json")
+    assert result.exit_code == 1, result.stderr
+    assert {d["path"] for d in json.loads(result.stdout)} == {"train.py", "packages/data/train.py"}
+
+
+def test_a_broken_pyproject_that_names_accumlint_still_stops_the_run(project, fake_analysis):
+    package = project / "packages" / "data"
+    package.mkdir(parents=True)
+    (package / "pyproject.toml").write_text("[tool.accumlint]\nselect = [\n")
+    (package / "train.py").write_text(BUGGY)
+    result = run("check")
+    assert result.exit_code == 2 and "invalid TOML" in result.stderr
+
+
 def test_missing_config_file(project, fake_analysis):
     result = run("check", "--config", "nope.toml")
     assert result.exit_code == 2 and "nope.toml: configuration file not found" in result.stderr

@@ -376,6 +376,22 @@ def load_config(path: Path) -> Optional[Config]:
     return None if table is None else parse_table(table, path)
 
 
+def _found_config(path: Path) -> Optional[Config]:
+    """`load_config` of a `pyproject.toml` met on the way up from a checked file. One that
+    is not valid TOML and never names accumlint cannot hold its table (another tool's
+    broken file, a sub-package's): it says nothing, and the run goes on; one that names it
+    is the user's configuration, and its error stops the run."""
+    try:
+        return load_config(path)
+    except ConfigError:
+        try:
+            if b"accumlint" not in read_bytes(str(path)):
+                return None
+        except SourceError:
+            pass
+        raise
+
+
 class Resolver:
     """Finds the settings for each checked file, reading each config file once.
 
@@ -416,7 +432,7 @@ class Resolver:
         if directory in self._by_dir:
             return self._by_dir[directory]
         candidate = os.path.join(directory, PYPROJECT)
-        config = load_config(Path(candidate)) if os.path.isfile(candidate) else None
+        config = _found_config(Path(candidate)) if os.path.isfile(candidate) else None
         if config is not None:
             settings = self._settings(config)
         else:
