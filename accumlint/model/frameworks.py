@@ -249,7 +249,7 @@ class Frameworks:
             for node in walk(self.facts.module):
                 if type(node) is cst.Assign:
                     for target in node.targets:
-                        if type(target.target) is cst.Subscript and _key_of(target.target) == _STEPS_KEY:
+                        if type(target.target) is cst.Subscript and key_of(target.target) == _STEPS_KEY:
                             found.append(node.value)
                 elif type(node) is cst.Dict:
                     found += [e.value for e in node.elements
@@ -563,7 +563,7 @@ class Frameworks:
 _STEPS_KEY = "gradient_accumulation_steps"
 
 
-def _key_of(subscript: cst.Subscript) -> Optional[str]:
+def key_of(subscript: cst.Subscript) -> Optional[str]:
     """`d["key"]` -> "key"."""
     if len(subscript.slice) != 1 or type(subscript.slice[0].slice) is not cst.Index:
         return None

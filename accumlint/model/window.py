@@ -19,7 +19,7 @@ import libcst as cst
 
 from accumlint.model import scopes
 from accumlint.model.facts import Function, ModuleFacts
-from accumlint.model.frameworks import SyncControl, carries_k, mentions_sync_control
+from accumlint.model.frameworks import SyncControl, carries_k, key_of, mentions_sync_control
 from accumlint.model.gates import PLUS_ONE, ZERO, Gate
 from accumlint.model.loop import Event, Statement, TrainingLoop, epoch_multiple
 from accumlint.model.loss import TOKEN, LossFlow, LossReader
@@ -33,7 +33,6 @@ from accumlint.model.names import (
     looks_like_accumulation,
     normalized,
     positional,
-    string_value,
 )
 from accumlint.model.roles import Objects, RoleKind
 from accumlint.model.tree import walk
@@ -1049,8 +1048,8 @@ class Window:
     def is_accumulation_name(self, node: cst.BaseExpression) -> bool:
         """A name (or a config entry: `conf["gradient_accumulation_steps"]`) that means
         accumulation steps."""
-        if type(node) is cst.Subscript and len(node.slice) == 1 and type(node.slice[0].slice) is cst.Index:
-            key = string_value(node.slice[0].slice.value)
+        if type(node) is cst.Subscript:
+            key = key_of(node)
             return key is not None and looks_like_accumulation(key, self.accumulation_names)
         name = dotted(node)
         return name is not None and looks_like_accumulation(name, self.accumulation_names)
