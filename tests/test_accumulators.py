@@ -10,7 +10,7 @@ import libcst
 import pytest
 
 from accumlint.check.analysis import AnalysisOptions
-from accumlint.model.accumulators import accumulations, backpropagated_later
+from accumlint.model.accumulators import accumulations, backpropagated_later, graphs_kept
 from accumlint.model.build import windows_of
 from accumlint.model.loss import operand_in
 from accumlint.model.names import code
@@ -144,3 +144,23 @@ def test_a_running_mean_combines_its_loss(expression: str) -> None:
 ])
 def test_no_single_loss_is_combined(expression: str) -> None:
     assert operand_in(_expression(expression), {"loss", "aux_loss", "running"}, "running") is None
+
+
+def _kept(source: str) -> list[tuple[str, str]]:
+    window = _window(source)
+    assert window.loop.backwards  # the loop was modelled
+    return [(found.holder, name) for found, name in graphs_kept(window)]
+
+
+def test_a_copy_of_the_loss_keeps_its_graph_in_its_own_scope() -> None:
+    assert _kept(_loop("kept = loss\nrunning += kept\n", before="running = 0\n")) == [("running", "kept")]
+
+
+def test_a_helpers_copy_of_the_loss_is_not_the_loops_name() -> None:
+    helper = "def note(loss):\n    kept = loss\n    print(kept.item())\n\n"
+    source = _loop("note(loss)\nkept = accuracy(model(x), y)\nrunning += kept\n", before=helper + "running = 0\n")
+    assert _kept(source) == []
+
+
+def test_a_value_detached_before_it_is_summed_keeps_no_graph() -> None:
+    assert _kept(_loop("running += loss.item()\n", before="running = 0\n")) == []

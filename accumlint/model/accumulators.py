@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import libcst as cst
 
 from accumlint.model.facts import Function
 from accumlint.model.loop import Statement, lightning_returned_loss
-from accumlint.model.loss import VALUE_KEEPING_METHODS
+from accumlint.model.loss import VALUE_KEEPING_METHODS, operand_in, split_scaling
 from accumlint.model.names import code, dotted
 from accumlint.model.scopes import target_chains
 from accumlint.model.tree import walk
@@ -60,23 +60,91 @@ def accumulations(window: Window) -> list[Accumulation]:
     return found
 
 
-def copies_of(window: Window, names: set[str]) -> set[str]:
-    """The names the iteration binds by plain assignment to one of `names`, or to such a
-    copy (`loss_train = l1`, then `total += loss_train`): each is the same tensor."""
-    copies: set[str] = set()
+def graphs_kept(window: Window) -> list[tuple[Accumulation, str]]:
+    """The accumulations that keep the autograd graph of the loss the window's backward runs
+    alive (`total_loss += loss`), each with the name it adds: the loss, a term of it, or
+    another name it has in that statement's scope (an alias, a copy). Not kept: a value that
+    is not the loss, or keeps no graph there (`.item()`, under `torch.no_grad()`, a loss that
+    a branch of this scope detached); a holder that exists to keep graphs (a queue for a later
+    backward, a `training_step`'s returned total); the other element of a loss function's
+    returned tuple (`loss, per_sample, acc = f(...)`)."""
+    names = _graph_names(window)
+    if not names.loop and not names.scoped:
+        return []
+    found = []
+    for accumulation in accumulations(window):
+        statement, holder, added = accumulation.statement, accumulation.holder, accumulation.added
+        if window.builds_no_graph(statement):
+            continue  # `with torch.no_grad(): metrics += loss` keeps no graph
+        known = names.in_scope(statement.helper)
+        name = dotted(split_scaling(kept_tensor(added), None)[0])  # `loss * n_tokens` keeps `loss`'s graph
+        if name not in known:
+            name = operand_in(added, known, holder)  # a running mean: `avg += (loss - avg) / n`
+        if name is None or name not in known or not window.may_hold_graph(statement, name) \
+                or backpropagated_later(window, holder):
+            continue
+        if any(scope is not statement.helper for scope in names.helper_terms.get(name, ())) \
+                and window.unpacked_from_call(statement, name):
+            continue  # another element of the tuple a loss function returns
+        found.append((accumulation, name))
+    return found
+
+
+class _GraphNames(NamedTuple):
+    """The names that hold the graph of the loss the window's backward runs."""
+
+    loop: frozenset[str]  # the loss flows' names and terms, read in every scope
+    scoped: frozenset[tuple[Optional[Function], str]]  # (scope, name): an alias or a copy of the loss there
+    # a term of a loss that a helper combines (`loss = torch.mean(loss_list)` in `loss_func`) -> those
+    # helpers: the same name unpacked from the helper's returned tuple elsewhere is another result of it
+    helper_terms: dict[str, frozenset[Optional[Function]]]
+
+    def in_scope(self, scope: Optional[Function]) -> set[str]:
+        """The names that hold the loss's graph in a statement of `scope` (a helper, or the loop's function)."""
+        return set(self.loop) | {name for where, name in self.scoped if where is scope}
+
+
+def _graph_names(window: Window) -> _GraphNames:
+    flows = window.flows
+    # a flow's name counts when its reduction is read, or when it is named for a loss
+    names = {flow.name for flow in flows if flow.name is not None and (flow.reduction != "unknown" or "loss" in flow.name)}
+    terms = {term for flow in flows for term in flow.loss_terms} - names
+    helper_terms: dict[str, set[Optional[Function]]] = {}
+    for flow in flows:
+        if flow.origin_statement is not None and flow.origin_statement.helper is not None:
+            for term in flow.loss_terms & terms:
+                helper_terms.setdefault(term, set()).add(flow.origin_statement.helper)
+    names |= terms
+    aliases = {(scope, alias) for flow in flows for scope, alias in flow.aliases if "loss" in alias.lower()}
+    # copies of the backward's loss (`loss_train = l1`) count too; with no named loss, those named for one
+    read = {alias for flow in flows for _, alias in flow.aliases}
+    copies = copies_of(window, names | read)
+    if not names:
+        copies = {(scope, copy) for scope, copy in copies if "loss" in copy.lower()}
+    return _GraphNames(frozenset(names), frozenset(aliases | copies),
+                       {term: frozenset(scopes) for term, scopes in helper_terms.items()})
+
+
+def copies_of(window: Window, names: set[str]) -> set[tuple[Optional[Function], str]]:
+    """(scope, name) for each name the iteration binds by plain assignment to one of `names`,
+    or to such a copy made in the same scope (`loss_train = l1`, then `total += loss_train`):
+    each is the same tensor there. A helper's `x = loss` is not the loop's `x`."""
+    copies: set[tuple[Optional[Function], str]] = set()
     grew = True
     while grew:
         grew = False
         for statement in window.loop.statements:
+            scope = statement.helper
             for small in statement.node.body:
                 if type(small) is not cst.Assign or len(small.targets) != 1:
                     continue
                 if type(small.value) not in (cst.Name, cst.Attribute):
                     continue  # `logs = output["log"]` beside `loss = output["loss"]` is another value
                 target, value = dotted(small.targets[0].target), dotted(small.value)
-                if target is not None and value is not None and target not in names | copies \
-                        and value in names | copies:
-                    copies.add(target)
+                if target is None or value is None or target in names or (scope, target) in copies:
+                    continue
+                if value in names or (scope, value) in copies:
+                    copies.add((scope, target))
                     grew = True
     return copies
 
