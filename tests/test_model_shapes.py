@@ -545,3 +545,30 @@ def test_a_call_of_a_helper_that_clips_makes_a_clip_there() -> None:
                                   "loss = criterion(model(x), y) / 4"])
 def test_a_statement_that_calls_no_working_helper_makes_nothing_there(line: str) -> None:
     assert _helper_kinds_by_line()[line] == set()
+
+
+@pytest.mark.parametrize("test, discards", [
+    ("math.isnan(grad_norm)", True),
+    ("not torch.isfinite(loss).all()", True),
+    ("grad_norm.isinf().any()", True),
+    ("not is_finite", True),
+    ("scaler.found_inf", True),
+    ("has_inf_or_nan", True),
+    ("grad_norm > max_norm", False),
+    ("isnan_count > 3", False),  # a name that only begins like the call
+    ("args.reset_each_step", False),
+])
+def test_a_zeroing_under_a_test_of_non_finite_values_is_a_discard(test: str, discards: bool) -> None:
+    (window,) = _windows(f"""\
+        for i, (x, y) in enumerate(loader):
+            loss = criterion(model(x), y) / K
+            loss.backward()
+            if {test}:
+                optimizer.zero_grad()
+            if (i + 1) % K == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+        """)
+    zeroing = window.loop.of_kind("zero")[0]
+    assert zeroing.gate is None  # modelled: the discard is the first zeroing, outside the window's gate
+    assert window.under_non_finite_test(zeroing.statement) is discards

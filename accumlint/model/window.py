@@ -452,7 +452,7 @@ class Window:
         child: cst.CSTNode = statement.node
         parent = self.facts.parents.get(id(child))
         while parent is not None and parent is not self.loop.node:
-            if type(parent) is cst.If and _NON_FINITE_TEST.search(code(parent.test)):
+            if type(parent) is cst.If and _tests_non_finite(parent.test):
                 # an arm that jumps (`optimizer.zero_grad(); continue`) means to skip what
                 # follows; if the jump does not reach the step, the step applies zeroed gradients
                 return not _ends_in_jump(child)
@@ -1695,8 +1695,21 @@ def _names(node: cst.CSTNode, name: str) -> bool:
     return any(type(n) in (cst.Name, cst.Attribute) and dotted(n) == name for n in walk(node))
 
 
-# A test of non-finite values: `math.isnan(x)`, `torch.isinf(x)`, `x.isfinite()`, `found_inf`.
-_NON_FINITE_TEST = LazyPattern(r"\bis(?:nan|inf|finite|_finite)\b|\bfound_inf\b|\bhas_(?:nan|inf)")
+# The calls that test values for NaN or infinity (`math.isnan(x)`, `torch.isinf(x)`, `x.isfinite()`).
+_NON_FINITE_CALLS = frozenset({"isnan", "isinf", "isfinite", "is_finite"})
+
+
+def _tests_non_finite(test: cst.BaseExpression) -> bool:
+    """The test reads whether values are finite: it calls one of `_NON_FINITE_CALLS`, or
+    reads a flag named for one (`is_finite`, a scaler's `found_inf`, `has_nan`, `has_inf_or_nan`)."""
+    for node in walk(test):
+        if type(node) is cst.Call and last_part(dotted(node.func) or "") in _NON_FINITE_CALLS:
+            return True
+        if type(node) in (cst.Name, cst.Attribute):
+            name = last_part(dotted(node) or "")
+            if name in _NON_FINITE_CALLS or name == "found_inf" or name.startswith(("has_nan", "has_inf")):
+                return True
+    return False
 
 
 def _ends_in_jump(arm: cst.CSTNode) -> bool:
