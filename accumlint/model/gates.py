@@ -15,7 +15,7 @@ from typing import Callable, Final, Literal, Optional
 
 import libcst as cst
 
-from accumlint.model.names import dotted, int_value, last_part, normalized
+from accumlint.model.names import dotted, int_value, last_part, minus_one, normalized
 from accumlint.model.tree import walk
 
 # The forms of a modulo test, by what the tested expression is:
@@ -204,8 +204,9 @@ def _length_counter(node: cst.BaseExpression) -> Optional[str]:
 
 
 def _is_k_minus_one(node: cst.BaseExpression, k: cst.BaseExpression) -> bool:
-    if type(node) is cst.BinaryOperation and type(node.operator) is cst.Subtract:
-        return int_value(node.right) == 1 and normalized(node.left) == normalized(k)
+    left = minus_one(node)
+    if left is not None:
+        return normalized(left) == normalized(k)
     if type(node) is cst.Integer and type(k) is cst.Integer:
         return int_value(node) == (int_value(k) or 0) - 1
     return False

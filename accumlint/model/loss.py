@@ -19,8 +19,8 @@ import libcst as cst
 from accumlint.model.facts import Function, ModuleFacts
 from accumlint.model.loop import Event, Statement, TrainingLoop
 from accumlint.model.names import (
-    call_name, code, dotted, int_value, keyword, last_part, looks_like_batch_size, looks_like_token_count, normalized,
-    positional, string_value,
+    call_name, code, dotted, int_value, keyword, last_part, looks_like_batch_size, looks_like_token_count, names_token_count,
+    normalized, positional, string_value,
 )
 from accumlint.model.roles import Objects, Role
 from accumlint.model.scopes import all_parameters, argument_for, free_names
@@ -187,10 +187,6 @@ def _whole_sum(node: cst.BaseExpression) -> bool:
     return False
 
 
-# A count of real tokens by its name (`num_tokens`, `n_tok`, `num_items_in_batch`): narrower than
-# `names.looks_like_token_count`, whose `count` also names counts of samples (a sample mean is no
-# token mean).
-_TOKEN_COUNT = LazyPattern(r"tok|items", re.IGNORECASE)
 # Methods that keep a count a count (`mask.sum().clamp_min(1)`, `n.float()`).
 _COUNT_KEEPING = frozenset({"clamp", "clamp_min", "float", "to", "type", "item", "detach", "long", "int"})
 
@@ -208,7 +204,7 @@ def _token_count(node: cst.BaseExpression) -> bool:
             break
     if type(node) is cst.Name or type(node) is cst.Attribute:
         name = dotted(node)
-        return name is not None and _TOKEN_COUNT.search(last_part(name)) is not None
+        return name is not None and names_token_count(name)
     if not _whole_sum(node):
         return False
     assert type(node) is cst.Call and type(node.func) is cst.Attribute

@@ -28,6 +28,8 @@ _ACCUMULATION_NAME = LazyPattern(
     re.IGNORECASE,
 )
 _TOKEN_COUNT_NAME = LazyPattern(r"token|tok|count|num_items|n_items|ntok", re.IGNORECASE)
+# Narrower: `count` also names counts of samples (a sample mean is no token mean).
+_REAL_TOKEN_COUNT_NAME = LazyPattern(r"tok|items", re.IGNORECASE)
 _BATCH_SIZE_NAME = LazyPattern(r"batch_size|bsz|batchsize|(^|_)bs($|_)", re.IGNORECASE)
 
 
@@ -81,7 +83,14 @@ def looks_like_accumulation(name: str, extra: tuple[str, ...] = ()) -> bool:
 
 
 def looks_like_token_count(name: str) -> bool:
+    """A name for a count that may be of tokens (`num_tokens`, `n_tok`, `count`, `num_items_in_batch`)."""
     return bool(_TOKEN_COUNT_NAME.search(last_part(name)))
+
+
+def names_token_count(name: str) -> bool:
+    """A name for a count of real tokens (`num_tokens`, `n_tok`, `num_items_in_batch`):
+    narrower than `looks_like_token_count`, whose `count` also names counts of samples."""
+    return _REAL_TOKEN_COUNT_NAME.search(last_part(name)) is not None
 
 
 def looks_like_batch_size(name: str) -> bool:
@@ -133,6 +142,13 @@ def string_value(node: Optional[cst.CSTNode]) -> Optional[str]:
 def int_value(node: Optional[cst.CSTNode]) -> Optional[int]:
     if type(node) is cst.Integer:
         return int(node.value.replace("_", ""), 0)
+    return None
+
+
+def minus_one(node: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    """`x` of `x - 1` (the last index of a count, `K - 1`, `len(loader) - 1`); None otherwise."""
+    if type(node) is cst.BinaryOperation and type(node.operator) is cst.Subtract and int_value(node.right) == 1:
+        return node.left
     return None
 
 

@@ -17,7 +17,7 @@ import libcst as cst
 
 from accumlint.model import scopes
 from accumlint.model.facts import Function, ModuleFacts
-from accumlint.model.names import call_name, dotted, keyword, last_part, looks_like_batch_size, positional
+from accumlint.model.names import call_name, dotted, keyword, last_part, looks_like_batch_size, minus_one, positional
 from accumlint.model.roles import Objects
 from accumlint.model.tree import children, walk
 from accumlint.source.patterns import LazyPattern
@@ -189,8 +189,8 @@ def _last_batch_names(module: cst.CSTNode) -> frozenset[str]:
             continue
         left, right = node.left, node.comparisons[0].comparator
         for index, other in ((left, right), (right, left)):
-            if type(index) is cst.Name and index.value in index_names and _minus_one(other) is not None:
-                name = dotted(_minus_one(other))
+            if type(index) is cst.Name and index.value in index_names and minus_one(other) is not None:
+                name = dotted(minus_one(other))
             elif _plus_one(index) in index_names:
                 name = dotted(other)
             else:
@@ -198,13 +198,6 @@ def _last_batch_names(module: cst.CSTNode) -> frozenset[str]:
             if name is not None:
                 found.add(name)
     return frozenset(found)
-
-
-def _minus_one(node: cst.BaseExpression) -> Optional[cst.BaseExpression]:
-    if type(node) is cst.BinaryOperation and type(node.operator) is cst.Subtract and type(node.right) is cst.Integer \
-            and node.right.value == "1":
-        return node.left
-    return None
 
 
 def _plus_one(node: cst.BaseExpression) -> Optional[str]:
