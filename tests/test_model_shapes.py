@@ -20,6 +20,7 @@ from silence import assert_silent
 from accumlint.check.analysis import AnalysisOptions
 from accumlint.model.build import windows_of
 from accumlint.model.gates import parse_gate
+from accumlint.model.names import code
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -572,3 +573,26 @@ def test_a_zeroing_under_a_test_of_non_finite_values_is_a_discard(test: str, dis
     zeroing = window.loop.of_kind("zero")[0]
     assert zeroing.gate is None  # modelled: the discard is the first zeroing, outside the window's gate
     assert window.under_non_finite_test(zeroing.statement) is discards
+
+
+def test_a_zeroing_between_phases_of_an_accumulate_block_is_followed_by_its_optimizers_step() -> None:
+    (window,) = _windows("""\
+        accelerator = Accelerator(gradient_accumulation_steps=4)
+        model, critic, opt, opt_c, loader = accelerator.prepare(model, critic, opt, opt_c, loader)
+        for x, y in loader:
+            with accelerator.accumulate(model, critic):
+                accelerator.backward(rec_loss(model(x), y))
+                opt.step()
+                opt.zero_grad()
+                accelerator.backward(adv_loss(critic(model(x))))
+                opt.step()
+                opt.zero_grad()
+                accelerator.backward(critic_loss(critic(y)))
+                opt_c.step()
+                opt_c.zero_grad()
+        """)
+    first, second, critic_zero = window.loop.of_kind("zero")
+    assert [code(e.role.call) for e in window.loop.of_kind("step")] == ["opt.step()", "opt.step()", "opt_c.step()"]
+    assert window.zeroes_before_restep(first) is window.loop.of_kind("step")[1]
+    assert window.zeroes_before_restep(second) is None  # the critic's backward follows, but `opt` never steps again
+    assert window.zeroes_before_restep(critic_zero) is None

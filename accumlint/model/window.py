@@ -124,6 +124,27 @@ class Window:
             return False
         return first_step is None or event.order < first_step
 
+    def zeroes_before_restep(self, event: Event) -> Optional[Event]:
+        """The step of the same optimizer that applies a partial gradient because of this
+        zeroing: inside `accumulate()`, a prepared optimizer's zeroing that comes before a
+        later backward of the block, after which that optimizer steps (a GAN's generator
+        stepped for its reconstruction loss, zeroed, then backpropagated and stepped again
+        for its adversarial loss; a discriminator zeroed after the generator's step, before
+        its own backward and step). `accumulate()` lets the zeroing run on the window's
+        closing micro-batch, so the step applies that micro-batch's later backward alone.
+        The zeroing at the block's entry, before any step or backward, is
+        `zeroes_on_window_entry`'s; None for it."""
+        if event.kind != "zero" or self.accumulate_k is None or not self.framework_managed(event):
+            return None
+        if event.role.target is None or self.zeroes_on_window_entry(event):
+            return None
+        block = self.accumulate_block(event.statement)
+        mine = self.object_as_passed(event)
+        backwards = [e for s in block for e in s.events if e.kind == "backward" and event.precedes(e)]
+        return next((step for s in block for step in s.events
+                     if step.kind == "step" and step.role.target is not None and self.object_as_passed(step) == mine
+                     and any(b.precedes(step) for b in backwards)), None)
+
     def zeroes_before_closing_backward(self, event: Event) -> Optional[Event]:
         """The step whose window a zeroing erases when it sits under the step's own
         modulo gate but before the backward of the same iteration (`if (i + 1) % K == 0:

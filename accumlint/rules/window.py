@@ -78,6 +78,18 @@ def zero_grad_every_micro_batch(window: Window) -> Iterable[Finding]:
         if window.zeroes_on_window_entry(zero):
             yield _zero_on_entry(window, zero)
             continue
+        restep = window.zeroes_before_restep(zero)
+        if restep is not None:
+            yield Finding(
+                zero.role.call,
+                f"`{code(zero.role.call)}` runs inside `accelerator.accumulate()` before a backward that "
+                f"`{code(restep.role.call)}` then applies",
+                help="`accumulate()` lets it run on the window's closing micro-batch: it clears the window's "
+                "gradients, and the step ({related}) applies that micro-batch's later backward alone; zero "
+                "each optimizer once, after its last step in the block",
+                related=restep.role.call,
+            )
+            continue
         closing = window.zeroes_before_closing_backward(zero)
         if closing is not None:
             yield Finding(
