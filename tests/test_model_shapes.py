@@ -596,3 +596,23 @@ def test_a_zeroing_between_phases_of_an_accumulate_block_is_followed_by_its_opti
     assert window.zeroes_before_restep(first) is window.loop.of_kind("step")[1]
     assert window.zeroes_before_restep(second) is None  # the critic's backward follows, but `opt` never steps again
     assert window.zeroes_before_restep(critic_zero) is None
+
+
+@pytest.mark.parametrize("between, paired", [("", True), ("i += 1\n", False)])
+def test_an_if_and_a_sibling_with_the_negated_gate_are_exclusive_arms(between: str, paired: bool) -> None:
+    (window,) = _windows(
+        "for i, (x, y) in enumerate(loader):\n"
+        "    if i % K != 0:\n"
+        "        with model.no_sync():\n"
+        "            (criterion(model(x), y) / K).backward()\n"
+        + (f"    {between}" if between else "")
+        + "    if i % K == 0:\n"
+        "        (criterion(model(x), y) / K).backward()\n"
+        "        optimizer.step()\n"
+        "        optimizer.zero_grad()\n"
+    )
+    inside, closing = window.loop.backwards
+    step = window.loop.of_kind("step")[0]
+    assert inside.statement.exclusive_with(closing.statement) is paired
+    if paired:
+        assert step.gate is not None and step.gate.paired and window.gated_step

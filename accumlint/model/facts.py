@@ -496,9 +496,7 @@ class ModuleFacts:
         owners = set()
         for binding in bindings:
             value = binding.value
-            while type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in _MOVES \
-                    and type(value.func.value) is cst.Call:
-                value = value.func.value  # `Classifier(cfg).cuda()`: the object the constructor built
+            value = constructed(value)  # `Classifier(cfg).cuda()`: the object the constructor built
             if type(value) is not cst.Call:
                 return None
             callee = dotted(value.func) or ""
@@ -921,6 +919,15 @@ DATA_PARALLEL_WRAPS = frozenset({"DistributedDataParallel", "DDP", "FullySharded
 _MODEL_WRAPS = DATA_PARALLEL_WRAPS | {"DataParallel"}  # wraps whose forward runs the module's (`forward_of`)
 _PREPARES = frozenset({"initialize", "prepare", "setup"})  # return each object given, wrapped, in its place
 _MOVES = frozenset({"to", "cuda", "half", "float", "bfloat16", "double"})  # methods returning the module itself
+
+
+def constructed(value: cst.BaseExpression) -> cst.BaseExpression:
+    """The constructor call under moves of the module it builds (`nn.CrossEntropyLoss().to(device)`,
+    `Classifier(cfg).cuda().half()` -> the constructor's call): those return the object itself."""
+    while type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in _MOVES \
+            and type(value.func.value) is cst.Call:
+        value = value.func.value
+    return value
 
 
 def _bound_by_own_callers(facts: ModuleFacts) -> None:

@@ -48,6 +48,9 @@ class Gate:
     has_condition: bool = False
     whole_test: Optional[cst.BaseExpression] = None
     since: Optional[str] = None  # `ni - last_step >= K`: the name that remembers the last boundary
+    # the test's negation guards a sibling `if` (`if i % K != 0:` beside `if i % K == 0:`): a clause
+    # added to either test would let both arms run on one micro-batch
+    paired: bool = False
 
     def condition_skips_only_the_start(self) -> bool:
         """`i % K == 0 and i > 0` (or `i != 0`): the extra condition reads only the counter, so the

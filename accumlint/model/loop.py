@@ -331,6 +331,9 @@ class _Walker:
         self.root: Optional[cst.CSTNode] = None
         self._escaped: Optional[tuple[Gate, cst.If]] = None  # a `continue` gate leaving its block
         self._world_tests: dict[tuple[str, int], int] = {}  # a run-constant test (code, function): its worlds' key
+        # id of an `if` -> id of the earlier sibling `if` whose test it negates (`_complementary_ifs`)
+        self._complement_of: dict[int, int] = {}
+        self._paired: set[int] = set()  # ids of both `if`s of each such pair
 
     def walk(self, body: cst.BaseSuite, root: Optional[cst.CSTNode] = None) -> list[Statement]:
         self.root = root if root is not None else body
@@ -354,6 +357,10 @@ class _Walker:
         if reach is not False:
             context["jumps"] = context["jumps"] + ((suite, reach),)
         escaped: Optional[tuple[Gate, cst.If]] = None
+        if not self.probe:
+            pairs = _complementary_ifs(statements)
+            self._complement_of.update(pairs)
+            self._paired.update(pairs, pairs.values())
         for index, statement in enumerate(statements):
             continued = self._continue_gate(statement, statements[index + 1:], context["helper"] is not None)
             if continued is not None:
@@ -545,10 +552,15 @@ class _Walker:
                               else self.assigned.get(name))
         if gate is not None and gate.kind == "count" and not self._counts_micro_batches(gate, _code(statement.body)):
             gate = None
+        if gate is not None and id(statement) in self._paired:
+            gate = replace(gate, paired=True)
         path = context["path"] + (statement,)
-        on_true = {**context, "conditional": True, "path": path, "arms": context["arms"] + ((id(statement), 0),),
+        # `if i % K != 0: ...` then `if i % K == 0: ...`: the second `if` is the first one's `else`
+        earlier = self._complement_of.get(id(statement))
+        branch, (true_arm, false_arm) = (id(statement), (0, 1)) if earlier is None else (earlier, (1, 0))
+        on_true = {**context, "conditional": True, "path": path, "arms": context["arms"] + ((branch, true_arm),),
                    "escapes": False}
-        on_false = {**on_true, "arms": context["arms"] + ((id(statement), 1),)}
+        on_false = {**on_true, "arms": context["arms"] + ((branch, false_arm),)}
         on_true["once"] = context["once"] or self._one_iteration(statement.test, context)
         if gate is not None:
             if gate.positive:
@@ -1137,6 +1149,46 @@ def _worlds(statements: list[Statement]) -> list[list[Statement]]:
             for world in worlds for arm in sorted(arms[test])
         ]
     return worlds
+
+
+def _complementary_ifs(statements: Sequence[cst.BaseStatement]) -> dict[int, int]:
+    """Sibling `if`s (no `else`) of one block whose tests are one modulo gate and its negation
+    (`if idx % K != 0:` around the non-boundary micro-batch's work, then `if idx % K == 0:`
+    around the boundary's): id of the later `if` -> id of the earlier one. At most one of
+    the two runs in an iteration, as the arms of one `if`/`else` would, unless the counter
+    changes between the two tests (the earlier `if`'s body or a statement between them
+    assigns it)."""
+    found: dict[int, int] = {}
+    opened: list[tuple[cst.If, Gate, int]] = []  # earlier gated `if`s, with their position in the block
+    for index, statement in enumerate(statements):
+        if type(statement) is not cst.If or statement.orelse is not None:
+            continue
+        gate = parse_gate(statement.test, lambda name: None)
+        if gate is None or gate.kind != "modulo" or gate.has_clause or gate.has_condition or gate.counter is None:
+            continue
+        for earlier, other, position in opened:
+            if other.positive == gate.positive or other.counter != gate.counter or other.form != gate.form \
+                    or other.k is None or gate.k is None or _code(other.k) != _code(gate.k):
+                continue
+            between = [earlier.body, *statements[position + 1:index]]
+            if not any(_assigns(node, gate.counter) for node in between):
+                found[id(statement)] = id(earlier)
+                break
+        opened.append((statement, gate, index))
+    return found
+
+
+def _assigns(node: cst.CSTNode, name: str) -> bool:
+    """Whether the code binds `name` anywhere in it (`name = ...`, `name += 1`, a `for` target)."""
+    for inner in walk(node):
+        targets: list[cst.CSTNode] = []
+        if isinstance(inner, cst.Assign):
+            targets = [t.target for t in inner.targets]
+        elif isinstance(inner, (cst.AugAssign, cst.AnnAssign, cst.For)):
+            targets = [inner.target]
+        if any(type(n) is cst.Name and n.value == name for t in targets for n in walk(t)):
+            return True
+    return False
 
 
 def _drop_update_gates(statements: list[Statement]) -> None:

@@ -16,7 +16,7 @@ from typing import Callable, Final, Literal, Optional, cast
 
 import libcst as cst
 
-from accumlint.model.facts import Function, ModuleFacts
+from accumlint.model.facts import Function, ModuleFacts, constructed
 from accumlint.model.loop import Event, Statement, TrainingLoop
 from accumlint.model.names import (
     call_name, code, dotted, int_value, keyword, last_part, looks_like_batch_size, looks_like_token_count, names_token_count,
@@ -727,7 +727,7 @@ class LossReader:
         if callee is not None:
             for binding in self.facts.values_in(callee, function):
                 if self.objects.built_kind(binding.value, binding.index) == "loss":
-                    return self._built_loss(call, cast(cst.Call, binding.value))  # `built_kind` knows only calls
+                    return self._built_loss(call, cast(cst.Call, constructed(binding.value)))  # `built_kind` knows only calls
             # a criterion named so, bound nowhere and no parameter (an attribute a base class of
             # another module sets); one imported is another module's function: its reduction
             # is unknown unless the project reads it (above)
@@ -809,7 +809,8 @@ class LossReader:
         a function of the module (what it returns), or the caller's own parameter, passed on
         by its callers."""
         if type(argument) is cst.Call:
-            return self._built_loss(call, argument) if self.objects.built_kind(argument, None) == "loss" else UNKNOWN
+            kind = self.objects.built_kind(argument, None)
+            return self._built_loss(call, cast(cst.Call, constructed(argument))) if kind == "loss" else UNKNOWN
         name = dotted(argument)
         if name is None:
             return UNKNOWN
@@ -820,7 +821,7 @@ class LossReader:
         bindings = [b for b in self.facts.values_in(name, caller)
                     if caller is None or self.facts.enclosing_function(b.statement) in (caller, None)]
         if bindings and all(self.objects.built_kind(b.value, b.index) == "loss" for b in bindings):
-            kinds = {self._built_loss(call, cast(cst.Call, b.value)) for b in bindings}
+            kinds = {self._built_loss(call, cast(cst.Call, constructed(b.value))) for b in bindings}
             return kinds.pop() if len(kinds) == 1 else UNKNOWN
         forward = self.facts.object_forward(name) if bindings else None
         if forward is not None:

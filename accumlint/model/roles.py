@@ -17,7 +17,7 @@ from typing import Literal, Optional, cast
 
 import libcst as cst
 
-from accumlint.model.facts import DATA_PARALLEL_WRAPS, Binding, Function, ModuleFacts, ancestors
+from accumlint.model.facts import DATA_PARALLEL_WRAPS, Binding, Function, ModuleFacts, ancestors, constructed
 from accumlint.model.gates import single_micro_batch_arm
 from accumlint.model.frameworks import AcceleratorInfo, Frameworks
 from accumlint.model.names import (
@@ -136,7 +136,9 @@ class Objects:
     # -- what a binding's value built ---------------------------------------
     def built_kind(self, value: cst.BaseExpression, index: Optional[int]) -> Optional[ObjectKind]:
         """What a constructor call returns: optimizer, scheduler, scaler, accelerator,
-        fabric, engine, dataloader, loss, or None when the module does not say."""
+        fabric, engine, dataloader, loss, or None when the module does not say. A move of
+        the built module (`nn.CrossEntropyLoss().to(device)`) is the object its constructor built."""
+        value = constructed(value)
         if type(value) is not cst.Call:
             return None
         name = self.facts.qualified(call_name(value)) or ""

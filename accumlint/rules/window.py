@@ -460,7 +460,7 @@ def dropped_tail_window(window: Window) -> Iterable[Finding]:
             continue
         iterable = code(loop.iterable)
         edits: tuple[Edit, ...] = ()
-        if type(gate.test) is cst.Comparison and own_counter and gate.kind == "modulo":
+        if type(gate.test) is cst.Comparison and own_counter and gate.kind == "modulo" and not gate.paired:
             positive = type(gate.test.comparisons[0].operator) is cst.Equal
             numerator = f"({loop.counter} + 1)" if window.counter_base(gate, statement) == 0 else loop.counter
             clause = f"{numerator} == len(__iterable__)" if positive else f"{numerator} != len(__iterable__)"
