@@ -662,10 +662,16 @@ class LossReader:
             return terms(expr, depth)
         if type(expr) is cst.UnaryOperation and type(expr.operator) is cst.Minus:
             return self.reduction(expr.expression, function, None, depth + 1, terms)  # `-(p * log_q).sum(1).mean()`
-        if (type(expr) is cst.Attribute and expr.attr.value == "loss") or (
-                type(expr) is cst.Subscript and string_value(_subscript_index(expr)) == "loss"):
-            # a Hugging Face model's `outputs.loss` is a mean; a project model's is unknown
-            if not self._hugging_face_module() or self._from_loss_function(expr.value, function):
+        first = isinstance(expr, cst.Subscript) and int_value(_subscript_index(expr)) == 0
+        if isinstance(expr, (cst.Attribute, cst.Subscript)) and (
+                first or (type(expr) is cst.Attribute and expr.attr.value == "loss")
+                or (type(expr) is cst.Subscript and string_value(_subscript_index(expr)) == "loss")):
+            # a Hugging Face model's `outputs.loss` (`outputs[0]` of a call given `labels=`) is a
+            # mean; a project model's is unknown
+            labelled = self._labelled_outputs(expr.value, function)
+            if first and not labelled:
+                return UNKNOWN
+            if not (self._hugging_face_module() or labelled) or self._from_loss_function(expr.value, function):
                 return UNKNOWN
             return TOKEN if self._language_model() else MEAN
         if type(expr) is cst.Name and depth > 0:
@@ -679,6 +685,19 @@ class LossReader:
             return UNKNOWN
         return self._call(expr, function, depth)
 
+    def _labelled_outputs(self, holder: cst.BaseExpression, function: Optional[Function]) -> bool:
+        """The outputs of a model call given `labels=` (`outputs = model(input_ids=x, labels=y)`,
+        every binding of the holder in the function that reads it, or the call itself): the
+        Hugging Face calling convention, whose outputs begin with the model's own loss."""
+        if type(holder) is cst.Call:
+            return keyword(holder, "labels") is not None
+        if type(holder) is not cst.Name:
+            return False
+        bindings = [b for b in self.facts.values_in(holder.value, function)
+                    if function is None or self.facts.enclosing_function(b.statement) is function]
+        return bool(bindings) and all(b.index is None and type(b.value) is cst.Call and keyword(b.value, "labels") is not None
+                                      for b in bindings)
+
     def _weighted(self, left: cst.Name, right: cst.Name, depth: int, terms: TermReader) -> Reduction:
         """`prior_loss_weight * prior_loss`, both plain names (either may be named for
         losses): the reduction of the one side that holds a loss, when the other is a weight
@@ -690,6 +709,9 @@ class LossReader:
         return known[0] if len(known) == 1 else UNKNOWN
 
     def _call(self, call: cst.Call, function: Optional[Function], depth: int) -> Reduction:
+        if type(call.func) is cst.Call and self.objects.built_kind(call.func, None) == "loss":
+            # `nn.MSELoss()(output, target)`: the loss object built and called at once
+            return self._built_loss(call, cast(cst.Call, constructed(call.func)))
         name = call_name(call) or ""
         qualified = self.facts.qualified(name) or ""
         tail = last_part(name)
