@@ -324,10 +324,7 @@ class ModuleFacts:
         (`model, optimizer = setup(args)` with `return model, optimizer`); a return of
         anything else adds nothing. Empty for anything else (other classes, other
         modules, builtins)."""
-        func = call.func
-        function = self.functions.get(func.value) if type(func) is cst.Name else None
-        if function is None and type(func) is cst.Attribute and dotted(func.value) == "self":
-            function = self.method(self.enclosing_function(call), func.attr.value)
+        function = self._callee(call)
         if function is None:
             return []
         found: list[cst.BaseExpression] = []
@@ -345,6 +342,82 @@ class ModuleFacts:
                 else:
                     found.append(value)
         return found
+
+    def _callee(self, call: cst.Call) -> Optional[Function]:
+        """The module function (`wrap(model)`) or method of the caller's own class
+        (`self.model_to_device(net)`) a call runs; None for anything else."""
+        func = call.func
+        function = self.functions.get(func.value) if type(func) is cst.Name else None
+        if function is None and type(func) is cst.Attribute and dotted(func.value) == "self":
+            function = self.method(self.enclosing_function(call), func.attr.value)
+        return function
+
+    def returns_hold_no_graph(self, call: cst.Call, index: Optional[int] = None, depth: int = 0) -> bool:
+        """Whether what a call of a module function returns (with `index`, that element of its
+        returned tuples) is known to hold no autograd graph at every `return`: a detached value,
+        a number, or a local name whose bindings that reach the return hold none, followed
+        through assignments, in-place updates (`total += part`) and the returns of the
+        module functions they call (`part, cache = step(...)` with `step` returning
+        `loss.item() / n`). False for anything unknown (another module's function, a parameter)."""
+        function = self._callee(call)
+        if function is None or depth > _MAX_FLOW_DEPTH:
+            return False
+        returns = self.once(_valued_returns, function)
+        if not returns:
+            return False
+        for ret in returns:
+            value: Optional[cst.BaseExpression] = ret.value
+            if index is not None and value is not None:
+                value = _element(value, index)
+            if value is None:
+                return False
+            if type(value) is cst.Name:
+                if not self._name_holds_no_graph(value.value, function, ret, depth + 1):
+                    return False
+            elif not self.holds_no_graph(value, depth + 1):
+                return False
+        return True
+
+    def holds_no_graph(self, value: cst.BaseExpression, depth: int = 0) -> bool:
+        """Whether a value is known to hold no autograd graph (see `returns_hold_no_graph`):
+        a detached value (`detached`), a number, arithmetic of a detached value with such
+        values (`loss.item() / loss_div`), what a module function returns, or a local name
+        of the function it is read in."""
+        if depth > _MAX_FLOW_DEPTH:
+            return False
+        if type(value) in (cst.Integer, cst.Float) or detached(value):
+            return True
+        if type(value) is cst.BinaryOperation:
+            sides = (value.left, value.right)
+            return any(detached(side) for side in sides) and all(self.holds_no_graph(side, depth + 1) for side in sides)
+        if type(value) is cst.Call:
+            return self.returns_hold_no_graph(value, None, depth + 1)
+        function = self.enclosing_function(value) if type(value) is cst.Name else None
+        if function is None:
+            return False
+        return self._name_holds_no_graph(cast(cst.Name, value).value, function, None, depth + 1)
+
+    def _name_holds_no_graph(self, name: str, function: Function, at: Optional[cst.Return], depth: int) -> bool:
+        """Every binding of a local name in `function` (those that reach the return `at`, when
+        given) and every in-place update of it hold no graph; a parameter never bound
+        there holds none when its default is a number (`loss_div=1`)."""
+        bindings = [b for b in self.bindings.get(name, ()) if self.enclosing_function(b.statement) is function]
+        if at is not None:
+            bindings = _reaching(function, at, bindings)
+        for binding in bindings:
+            if binding.index is None:
+                if binding.value is not None and not self.holds_no_graph(binding.value, depth + 1):
+                    return False
+            elif type(binding.value) is not cst.Call or not self.returns_hold_no_graph(binding.value, binding.index, depth + 1):
+                return False
+        updates = [node.value for node in self.once(_in_place_updates, function) if dotted(node.target) == name]
+        if any(not self.holds_no_graph(update, depth + 1) for update in updates):
+            return False
+        if bindings or updates:
+            return True
+        parameters = (*function.params.posonly_params, *function.params.params, *function.params.kwonly_params)
+        default = next((p.default for p in parameters if p.name.value == name), None)
+        return type(default) in (cst.Integer, cst.Float)
 
     def helper(self, call: cst.Call, caller: Optional[Function]) -> Optional[Function]:
         """The same-module function or method a call runs (`train_step(b)`, `self.train_step(b)`).
@@ -1243,6 +1316,45 @@ def _bind(facts: ModuleFacts, target: cst.BaseExpression, value: cst.BaseExpress
     name = dotted(target)
     if name is not None:
         facts.bindings.setdefault(name, []).append(Binding(name, value, None, statement))
+
+
+# How many steps (a name to its bindings, a call to its returns, an operand) `holds_no_graph`
+# follows before it calls a value unknown: a few helpers deep, each a few names long.
+_MAX_FLOW_DEPTH = 12
+
+
+def _in_place_updates(function: cst.CSTNode) -> list[cst.AugAssign]:
+    """The augmented assignments (`total += part`) in a function's body."""
+    return [node for node in walk(function) if type(node) is cst.AugAssign]
+
+
+# Methods whose result holds no autograd graph (a Python number, a copy off the graph).
+DETACHING_METHODS = frozenset({"item", "detach", "tolist", "cpu", "numpy", "float", "data"})
+
+
+def detached(value: cst.BaseExpression) -> bool:
+    """A value that holds no autograd graph: a detaching call (`loss.item()`, `float(loss)`,
+    `loss.detach()`), or arithmetic of one with numbers or non-loss names (`loss.item() * K`,
+    `float(loss) / n`)."""
+    if type(value) is cst.Call:
+        return last_part(dotted(value.func) or "") in DETACHING_METHODS
+    if type(value) is cst.UnaryOperation:
+        return detached(value.expression)
+    if type(value) is cst.BinaryOperation:
+        left, right = value.left, value.right
+        return (detached(left) and _scalar_operand(right)) or (detached(right) and _scalar_operand(left))
+    return False
+
+
+def _scalar_operand(value: cst.BaseExpression) -> bool:
+    """An operand that adds no graph beside a detached value: a number, a detached value, or a
+    name that does not name a loss (`K`, `args.accum_steps`, `x.size(0)`)."""
+    if type(value) in (cst.Integer, cst.Float) or detached(value):
+        return True
+    if type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in ("size", "numel"):
+        return True
+    name = dotted(value)
+    return name is not None and "loss" not in last_part(name).lower()
 
 
 def _reaching(function: Function, ret: cst.Return, bindings: list[Binding]) -> list[Binding]:

@@ -18,7 +18,7 @@ from typing import Iterator, Optional, cast
 import libcst as cst
 
 from accumlint.model import scopes
-from accumlint.model.facts import Function, ModuleFacts
+from accumlint.model.facts import DETACHING_METHODS, Function, ModuleFacts, detached
 from accumlint.model.frameworks import SyncControl, carries_k, key_of, mentions_sync_control
 from accumlint.model.gates import PLUS_ONE, ZERO, Gate
 from accumlint.model.loop import Event, Statement, TrainingLoop, epoch_multiple
@@ -393,16 +393,14 @@ class Window:
                                 latest_own, unpacked = None, (small.value, index)
         if "." not in name:
             latest = latest_own  # a plain name is the variable of `at`'s own scope
-        if latest is not None and _detached(latest):
+        if latest is not None and detached(latest):
             return False
         root = _root_name(latest) if latest is not None else None
         if root is not None and root in bound_at and self.builds_no_graph(bound_at[root]):
             return False  # `outputs = model(**batch)` under `torch.no_grad()`, then `loss = outputs.loss`
-        if unpacked is None:
-            returned = self.facts.returned(latest) if type(latest) is cst.Call else []
-        else:
-            returned = self.facts.returned(*unpacked)
-        return not (returned and all(_detached(value) for value in returned))
+        if unpacked is not None:
+            return not self.facts.returns_hold_no_graph(*unpacked)
+        return not (type(latest) is cst.Call and self.facts.returns_hold_no_graph(latest))
 
     def _bound_to_sync_control(self, item: cst.CSTNode) -> bool:
         """`with sync_ctx():` (or `with sync_ctx:`) on a name the loop's function binds to a
@@ -413,7 +411,7 @@ class Window:
             return False
         return any(mentions_sync_control(b.value) for b in self.facts.values_in(name, self.loop.function))
 
-    def _outputs_detached(self, statement: Statement) -> bool:
+    def _outputsdetached(self, statement: Statement) -> bool:
         """A forward whose every result is detached before anything reads it (`reps, atts, _ =
         teacher(x)`, then `reps = [r.detach() for r in reps]`): no backward reaches the model
         it ran, as under `torch.no_grad()`."""
@@ -610,7 +608,7 @@ class Window:
         # the module's own code: a helper of another module names its own locals `model` too
         local = [s for s in self.loop.statements if s.helper is None or id(s.helper) in self.facts.parents]
         if graph_only:
-            local = [s for s in local if not self.builds_no_graph(s) and not self._outputs_detached(s)]
+            local = [s for s in local if not self.builds_no_graph(s) and not self._outputsdetached(s)]
         nodes: list[cst.CSTNode] = [statement.node for statement in local]
         nodes += list({id(item): item for statement in local for item in statement.withs}.values())
         for top in nodes:
@@ -1685,7 +1683,6 @@ def build_window(loop: TrainingLoop, facts: ModuleFacts, objects: Objects, reade
 
 
 _NAMING = (cst.Name, cst.Attribute, cst.Subscript)
-_DETACHING_METHODS = frozenset({"item", "detach", "tolist", "cpu", "numpy", "float", "data"})
 
 
 def _reads(small: cst.BaseSmallStatement, name: Optional[str]) -> bool:
@@ -1748,24 +1745,10 @@ def _root_name(expr: cst.BaseExpression) -> Optional[str]:
     return expr.value if type(expr) is cst.Name else None
 
 
-def _detached(value: cst.BaseExpression) -> bool:
-    """A value that holds no autograd graph: a detaching call (`loss.item()`, `float(loss)`,
-    `loss.detach()`), or arithmetic of one with numbers or non-loss names (`loss.item() * K`,
-    `float(loss) / n`)."""
-    if type(value) is cst.Call:
-        return last_part(dotted(value.func) or "") in _DETACHING_METHODS
-    if type(value) is cst.UnaryOperation:
-        return _detached(value.expression)
-    if type(value) is cst.BinaryOperation:
-        left, right = value.left, value.right
-        return (_detached(left) and _scalar_operand(right)) or (_detached(right) and _scalar_operand(left))
-    return False
-
-
 def _detaches_each(value: cst.BaseExpression, name: str) -> bool:
     """`name.detach()`, or `[t.detach() for t in name]`: `name` rebound to detached values."""
     if type(value) is cst.Call and type(value.func) is cst.Attribute:
-        return last_part(dotted(value.func) or "") in _DETACHING_METHODS and dotted(value.func.value) == name
+        return last_part(dotted(value.func) or "") in DETACHING_METHODS and dotted(value.func.value) == name
     if type(value) in (cst.ListComp, cst.GeneratorExp) or (type(value) is cst.Call and call_name(value) in ("list", "tuple")):
         comp = value.args[0].value if type(value) is cst.Call and value.args else value
         if type(comp) not in (cst.ListComp, cst.GeneratorExp):
@@ -1775,17 +1758,6 @@ def _detaches_each(value: cst.BaseExpression, name: str) -> bool:
         return (comp.for_in.inner_for_in is None and dotted(comp.for_in.iter) == name and loop_var is not None
                 and _detaches_each(comp.elt, loop_var))
     return False
-
-
-def _scalar_operand(value: cst.BaseExpression) -> bool:
-    """An operand that adds no graph beside a detached value: a number, a detached value, or a
-    name that does not name a loss (`K`, `args.accum_steps`, `x.size(0)`)."""
-    if type(value) in (cst.Integer, cst.Float) or _detached(value):
-        return True
-    if type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in ("size", "numel"):
-        return True
-    name = dotted(value)
-    return name is not None and "loss" not in last_part(name).lower()
 
 
 def _simple_statements_before(block: cst.IndentedBlock, node: cst.CSTNode) -> list[cst.SimpleStatementLine]:

@@ -1,0 +1,77 @@
+"""The model's value flow, asked directly: whether what a name or a call's return holds is
+known to carry no autograd graph (`ModuleFacts.holds_no_graph`, `returns_hold_no_graph`),
+followed through local bindings, in-place updates and the returns of module functions.
+GA501's fixtures prove the same shapes through the rule."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst
+import pytest
+
+from accumlint.check.analysis import AnalysisOptions
+from accumlint.model.build import model_of
+from accumlint.model.names import code
+from accumlint.model.tree import walk
+
+
+def _returns_hold_no_graph(source: str, call_text: str, index=None) -> bool:
+    text = textwrap.dedent(source)
+    module = libcst.parse_module(text)
+    facts = model_of(module, text, AnalysisOptions()).facts
+    (call,) = [n for n in walk(module) if type(n) is libcst.Call and code(n) == call_text]
+    return facts.returns_hold_no_graph(call, index)
+
+
+HELPERS = """\
+    def piece(model, x, n, scale=1):
+        loss = model(x).mean()
+        (loss / n).backward()
+        {piece_return}
+
+    def batch(model, xs, n):
+        total = 0
+        for x in xs:
+            part, _ = piece(model, x, n)
+            total += part
+        return total, len(xs)
+
+    result = batch(model, xs, 4)
+    """
+
+
+@pytest.mark.parametrize("piece_return, no_graph", [
+    ("return loss.item() / n, 0", True),
+    ("return loss.detach() * scale, 0", True),
+    ("return float(loss), 0", True),
+    ("return loss / n, 0", False),  # the tensor itself, graph and all
+    ("return compute(loss), 0", False),  # another module's function: unknown
+])
+def test_returned_sums_of_pieces_follow_the_pieces(piece_return: str, no_graph: bool) -> None:
+    source = HELPERS.format(piece_return=piece_return)
+    assert _returns_hold_no_graph(source, "batch(model, xs, 4)", 0) is no_graph
+
+
+def test_a_returned_name_is_read_through_the_bindings_that_reach_the_return() -> None:
+    source = """\
+        def step(model, x):
+            loss = model(x).mean()
+            loss.backward()
+            loss = loss.item()
+            return loss
+
+        value = step(model, x)
+        """
+    assert _returns_hold_no_graph(source, "step(model, x)")
+
+
+@pytest.mark.parametrize("default, no_graph", [("", False), ("=0.0", True)])
+def test_a_parameter_holds_no_graph_only_with_a_number_for_its_default(default: str, no_graph: bool) -> None:
+    source = f"""\
+        def scaled(value, aux_loss{default}):
+            return value.item() + aux_loss
+
+        out = scaled(loss)
+        """
+    assert _returns_hold_no_graph(source, "scaled(loss)") is no_graph
