@@ -653,7 +653,8 @@ class _Walker:
         return True
 
     def _constant_alias(self, name: str, helper: Optional[Function], depth: int) -> bool:
-        """Every binding of `name` in the loop (and the helper) is `name = <run constant>`."""
+        """Every binding of `name` in the loop (and the helper) is `name = <run constant>`, the
+        same one each time."""
         if depth >= 2 or name in _parameters(self.root) or (helper is not None and name in _parameters(helper)):
             return False
         values = [*self._plain_values(self.root).get(name, ())]
@@ -661,6 +662,8 @@ class _Walker:
             values += self._plain_values(helper).get(name, ())
         if not values or any(value is None for value in values):
             return False
+        if len({_code(value) for value in values if value is not None}) > 1:
+            return False  # `flag = True` and `flag = False` in the loop: it changes between iterations
         return all(self._run_constant(value, helper, depth + 1) for value in values)
 
     def _plain_values(self, node: Optional[cst.CSTNode]) -> dict[str, list[Optional[cst.BaseExpression]]]:

@@ -648,6 +648,11 @@ class LossReader:
         unknown."""
         if depth > 4:
             return UNKNOWN
+        home = (self.facts.enclosing_function(expr) or function) if _reads_container(expr) else None
+        if home is not None and self.facts.once(_scales_container_entries, home):
+            # `report.losses[key] = value.mean() / divisor`, then `sum(l.mean() for l in losses.values())`:
+            # the entries it reads may be those it scaled, under another name of the container
+            return UNKNOWN
         if _masked_token_mean(expr):
             return TOKEN
         if type(expr) is cst.BinaryOperation and type(expr.operator) in (cst.Add, cst.Subtract):
@@ -963,6 +968,34 @@ def _amp_scaled_loss(statement: Statement, name: str) -> Optional[cst.Call]:
                 and last_part(call_name(call) or "") == "scale_loss" and positional(call, 0) is not None):
             return call
     return None
+
+
+def _reads_container(expr: cst.BaseExpression) -> bool:
+    """Whether an expression reads entries of a container: `d.values()`, `d.items()`, `d[key]`."""
+    return any(type(node) is cst.Subscript or (type(node) is cst.Call and type(node.func) is cst.Attribute
+                                                 and node.func.attr.value in ("values", "items"))
+               for node in walk(expr))
+
+
+def _scales_container_entries(function: cst.CSTNode) -> bool:
+    """Whether a function stores a divided or multiplied value into an entry of a container
+    (`losses[key] = value / n`, `out["loss"] *= w`): a loss it then reads from that container
+    is scaled there."""
+    def scaled(value: cst.CSTNode) -> bool:
+        return any(type(n) is cst.BinaryOperation and type(n.operator) in (cst.Divide, cst.Multiply) for n in walk(value))
+
+    nodes = list(walk(function))
+    # names bound to a scaled value (`value = value.mean() / loss_divisor`, then `losses[key] = value`)
+    scaled_names = {t.target.value for node in nodes if type(node) is cst.Assign and scaled(node.value)
+                    for t in node.targets if type(t.target) is cst.Name}
+    for node in nodes:
+        if type(node) is cst.Assign and any(type(t.target) is cst.Subscript for t in node.targets):
+            if scaled(node.value) or (type(node.value) is cst.Name and node.value.value in scaled_names):
+                return True
+        elif type(node) is cst.AugAssign and type(node.target) is cst.Subscript \
+                and type(node.operator) in (cst.DivideAssign, cst.MultiplyAssign):
+            return True
+    return False
 
 
 def _subscript_index(node: cst.Subscript) -> Optional[cst.BaseExpression]:

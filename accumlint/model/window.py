@@ -464,6 +464,24 @@ class Window:
                         unpacked = type(small.value) is cst.Call
         return unpacked
 
+    def clip_reads_loss_scale(self, event: Event) -> bool:
+        """The clip is given the GradScaler's current scale (`clip_grad_norm_(params, max_norm *
+        scaler.get_scale())`, a project helper called with `scale=scaler.get_scale()`): its
+        threshold is measured on the scaled gradients, as the scaled gradients need."""
+        call = event.role.call
+        if type(call) is not cst.Call:
+            return False
+        statement = event.statement
+        passed: list[cst.BaseExpression] = [arg.value for arg in call.args]
+        helper, site = statement.helper, statement.call_site
+        if helper is not None and site is not None:
+            # `max_norm * scale` in a helper: what its call passes for the parameter
+            names = {n.value for value in passed for n in walk(value) if type(n) is cst.Name}
+            passed += [a for name in names & set(scopes.parameters(helper))
+                       if (a := scopes.argument_for(helper, site, name)) is not None]
+        return any(type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value == "get_scale"
+                   for value in passed for node in walk(value))
+
     def under_non_finite_test(self, statement: Statement) -> bool:
         """The statement sits in an arm of a test of non-finite values (`if math.isnan(grad_norm):
         optimizer.zero_grad()` before the step, `if not torch.isfinite(loss): ...`): a

@@ -161,7 +161,7 @@ def clip_before_unscale(window: Window) -> Iterable[Finding]:
         receiver = clip.role.receiver or ""
         if receiver.split(".")[0] in _SELF_UNSCALING_CLIPS or last_part(receiver) in _SELF_UNSCALING_CLIPS:
             continue
-        if any(u.order <= clip.order for u in window.loop.of_kind("unscale")):
+        if any(u.order <= clip.order for u in window.loop.of_kind("unscale")) or window.clip_reads_loss_scale(clip):
             continue
         if not any(scale.precedes(clip) for scale in scales):
             continue  # no scaled backward reaches it (`else: loss.backward(); clip(...)` beside an AMP arm)
