@@ -117,6 +117,8 @@ class Window:
         window's last micro-batch it erases the gradients of the whole window."""
         if event.kind != "zero" or self.accumulate_k is None or not self.framework_managed(event):
             return False
+        if self.deepspeed_accelerator and not self.zeroes_model(event):
+            return False  # a DeepSpeed plugin's prepared optimizer zeroes nothing: its engine does, after its step
         block = self.accumulate_block(event.statement)
         first_backward = min((e.order for s in block for e in s.events if e.kind == "backward"), default=None)
         first_step = min((e.order for s in block for e in s.events if e.kind == "step"), default=None)
@@ -138,6 +140,8 @@ class Window:
             return None
         if event.role.target is None or self.zeroes_on_window_entry(event):
             return None
+        if self.deepspeed_accelerator and not self.zeroes_model(event):
+            return None  # see `zeroes_on_window_entry`
         block = self.accumulate_block(event.statement)
         mine = self.object_as_passed(event)
         backwards = [e for s in block for e in s.events if e.kind == "backward" and event.precedes(e)]
