@@ -468,6 +468,17 @@ class Window:
                         unpacked = type(small.value) is cst.Call
         return unpacked
 
+    def scaler_steps_every_micro_batch(self, event: Event) -> bool:
+        """The GradScaler an event acts on (`scaler_d.update()`) also steps its optimizer on every
+        micro-batch (`scaler_d.step(optimizer_d)` ungated): it serves a whole update of its own
+        each micro-batch (a GAN's discriminator beside an accumulating generator), not the window."""
+        receiver = event.role.receiver
+        if receiver is None:
+            return False
+        return any(step.role.flavor == "scaler" and step.role.receiver == receiver
+                   and (self.runs_every_micro_batch(step.statement) or self.runs_with_backward(step.statement))
+                   for step in self.loop.steps)
+
     def clip_reads_loss_scale(self, event: Event) -> bool:
         """The clip is given the GradScaler's current scale (`clip_grad_norm_(params, max_norm *
         scaler.get_scale())`, a project helper called with `scale=scaler.get_scale()`): its

@@ -36,6 +36,7 @@ def _per_micro_batch(window: Window, kind: RoleKind) -> list[Event]:
         event for event in window.loop.of_kind(kind)
         if not window.framework_managed(event)
         and (window.runs_every_micro_batch(event.statement) or window.runs_with_backward(event.statement))
+        and not (kind in ("update", "unscale") and window.scaler_steps_every_micro_batch(event))
     ]
 
 
