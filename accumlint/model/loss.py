@@ -516,7 +516,8 @@ class LossReader:
     def _read_factor(self, scaling: Scaling) -> Scaling:
         """`loss * self.loss_scale` where every binding of the factor is `1 / K`
         (`self.loss_scale = 1.0 / self.accum` in `__init__`, `loss_scale = 1.0 / accum` before
-        the loop): a division by K, whatever the factor's name says (`loss_scale` also names
+        the loop), or 1 beside such a binding (`fact = 1.0`, then `if K > 1: fact = 1.0 / K`):
+        a division by K, whatever the factor's name says (`loss_scale` also names
         AMP's scale), wherever the product is written (the backward's own argument, an
         assignment, `loss *= loss_scale`)."""
         op, factor = self._bound_reciprocal(scaling)
@@ -526,6 +527,9 @@ class LossReader:
         if scaling.op not in ("mul", "amp"):
             return scaling.op, scaling.factor
         bindings = self.facts.values_of(dotted(scaling.factor))
+        # `fact = 1.0`, then `if K > 1: fact = 1.0 / K`: one, where it stays, is 1 / K with K at 1
+        bindings = [b for b in bindings if not (b.index is None and code(b.value) in ("1", "1.0", "1."))] \
+            if len(bindings) > 1 else bindings
         divisors = [_reciprocal(b.value) for b in bindings if b.index is None]
         if bindings and len(divisors) == len(bindings) and all(d is not None for d in divisors):
             first = divisors[0]

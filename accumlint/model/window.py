@@ -1112,10 +1112,10 @@ class Window:
         passed = self._passed_for_factors.get(id(node))
         if passed is not None and self._is_k_here(passed):
             return True
-        while type(node) is cst.Call and type(node.func) is cst.Name:
-            callee = node.func.value
-            if callee in ("float", "int") and len(node.args) == 1:
-                node = node.args[0].value  # `float(acc_steps)`: K cast to a number is K
+        while type(node) is cst.Call and type(node.func) in (cst.Name, cst.Attribute):
+            callee = last_part(dotted(node.func) or "")
+            if callee in _NUMBER_CASTS and len(node.args) == 1:
+                node = node.args[0].value  # `float(acc_steps)`, `np.float32(acc_steps)`: K cast to a number is K
             elif callee == "max" and len(node.args) == 2 and not any(a.star or a.keyword for a in node.args) \
                     and [int_value(a.value) for a in node.args].count(1) == 1:
                 # `max(1, acc_steps)`: K kept from zero is K
@@ -1748,6 +1748,10 @@ def _names(node: cst.CSTNode, name: str) -> bool:
 
 # The calls that test values for NaN or infinity (`math.isnan(x)`, `torch.isinf(x)`, `x.isfinite()`).
 _NON_FINITE_CALLS = frozenset({"isnan", "isinf", "isfinite", "is_finite"})
+
+
+# Casts of a number that keep its value (`float(k)`, `np.float32(k)`).
+_NUMBER_CASTS = frozenset({"float", "int", "float32", "float64", "int32", "int64"})
 
 
 def _tests_non_finite(test: cst.BaseExpression) -> bool:
