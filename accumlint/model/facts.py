@@ -1334,10 +1334,12 @@ DETACHING_METHODS = frozenset({"item", "detach", "tolist", "cpu", "numpy", "floa
 
 def detached(value: cst.BaseExpression) -> bool:
     """A value that holds no autograd graph: a detaching call (`loss.item()`, `float(loss)`,
-    `loss.detach()`), or arithmetic of one with numbers or non-loss names (`loss.item() * K`,
+    `loss.detach()`), `.data`, or arithmetic of one with numbers or non-loss names (`loss.item() * K`,
     `float(loss) / n`)."""
     if type(value) is cst.Call:
         return last_part(dotted(value.func) or "") in DETACHING_METHODS
+    if type(value) is cst.Attribute and value.attr.value == "data":
+        return True  # `loss.detach().cpu().data`, `loss.data`: the tensor off the graph
     if type(value) is cst.UnaryOperation:
         return detached(value.expression)
     if type(value) is cst.BinaryOperation:
