@@ -555,8 +555,9 @@ def test_a_statement_that_calls_no_working_helper_makes_nothing_there(line: str)
     ("not is_finite", True),
     ("scaler.found_inf", True),
     ("has_inf_or_nan", True),
+    ("not grad_is_finite", True),
     ("grad_norm > max_norm", False),
-    ("isnan_count > 3", False),  # a name that only begins like the call
+    ("infer_steps > 3", False),  # a name that only begins like a flag word
     ("args.reset_each_step", False),
 ])
 def test_a_zeroing_under_a_test_of_non_finite_values_is_a_discard(test: str, discards: bool) -> None:

@@ -1298,9 +1298,13 @@ class Window:
         """Ungated, in the same block as an ungated backward (or in loops inside that block):
         whatever tests hold the block (`if loss_bw < 1e6: count += 1; loss.backward();
         clip_grad_norm_(...)`), the statement runs whenever the backward does, on every
-        micro-batch whose gradients the window keeps."""
+        micro-batch whose gradients the window keeps. Where the window is a micro-step loop, only
+        its own statements run per micro-batch: a backward of the enclosing step beside it (a
+        reward's backward before the loop) does not make a clip after the loop one."""
         if statement.gate is not None or not statement.block:
             return False
+        if self.loop.micro_loop is not None and not self.loop.in_micro_loop(statement):
+            return False  # after (or before) the micro-step loop: once per window, whatever backward runs beside it
         blocks = statement.block
         for backward in self.loop.backwards:
             held = backward.statement.block
@@ -1756,15 +1760,19 @@ _NUMBER_CASTS = frozenset({"float", "int", "float32", "float64", "int32", "int64
 
 def _tests_non_finite(test: cst.BaseExpression) -> bool:
     """The test reads whether values are finite: it calls one of `_NON_FINITE_CALLS`, or
-    reads a flag named for one (`is_finite`, a scaler's `found_inf`, `has_nan`, `has_inf_or_nan`)."""
+    reads a flag named for it (`grad_is_finite`, a scaler's `found_inf`, `has_inf_or_nan`)."""
     for node in walk(test):
         if type(node) is cst.Call and last_part(dotted(node.func) or "") in _NON_FINITE_CALLS:
             return True
         if type(node) in (cst.Name, cst.Attribute):
-            name = last_part(dotted(node) or "")
-            if name in _NON_FINITE_CALLS or name == "found_inf" or name.startswith(("has_nan", "has_inf")):
+            words = set(last_part(dotted(node) or "").lower().split("_"))
+            if words & _NON_FINITE_WORDS:
                 return True
     return False
+
+
+# Words of a flag named for a test of finiteness (`grad_is_finite`, `found_inf`, `has_inf_or_nan`).
+_NON_FINITE_WORDS = frozenset({"nan", "inf", "finite", "isnan", "isinf", "isfinite"})
 
 
 def _ends_in_jump(arm: cst.CSTNode) -> bool:
