@@ -79,8 +79,10 @@ _PADDING_EVIDENCE = LazyPattern(
     r"(?<![\w/.-])-\s*100\b|DataCollatorWithPadding|DataCollatorForSeq2Seq|DataCollatorForLanguageModeling"
     r"|DataCollatorForTokenClassification|DataCollatorForWholeWordMask|\bpadding\s*=\s*(True|['\"]longest['\"])"
     r"|pad_sequence|label_pad_token_id|\.masked_fill\([^)]*ignore_index|labels?\[[^]]*\]\s*=\s*ignore_index"
-    # an ignore_index that names padding (`PAD_IDX`, `pad_id`, `tokenizer.pad_token_id`): padded targets
+    # an ignore_index that names padding (`PAD_IDX`, `pad_id`, `tokenizer.pad_token_id`,
+    # `tokenizer.token_to_id(PAD_TOKEN)`): padded targets
     r"|ignore_index\s*=\s*(?:[A-Za-z_]\w*\.)*\w*(?i:pad)\w*"
+    r"|ignore_index\s*=\s*(?:[A-Za-z_]\w*\.)*\w+\([^)\n]*(?i:pad)"
 )
 # `ignore_index=-100` or `IGNORE_INDEX = -100` alone says which label a loss would skip,
 # not that any label is skipped: it is not evidence that token counts differ.
