@@ -529,23 +529,34 @@ class Window:
         statements = {id(small) for s in self.loop.statements for small in s.node.body}
         return any(id(binding.statement) in statements for binding in self.facts.bindings.get(name, ()))
 
-    def sized(self, iterable: cst.BaseExpression) -> bool:
+    def sized(self, iterable: cst.BaseExpression, seen: frozenset[str] = frozenset()) -> bool:
         """Whether the loop's iterable has a known length (GA107's sized iterable): a list or
         tuple, a name whose `len()` the module takes, or a `DataLoader(...)` over a dataset
         that is not iterable-style, built in the module or returned by a module function
-        (`train_loader = get_loader(...)` with `return DataLoader(...)`)."""
+        (`train_loader = get_loader(...)` with `return DataLoader(...)`); also a copy of such a
+        name (`self.train_loader = train_loader`) or a progress bar over one (`pbar = tqdm(loader)`)."""
         if type(iterable) in (cst.List, cst.Tuple, cst.ListComp):
             return True
         name = dotted(iterable)
-        if name is None:
+        if name is None or name in seen or len(seen) > 4:
             return False
         if name in self.facts.len_arguments:
             return True
+        seen = seen | {name}
         for binding in self.facts.values_of(name):
             value = binding.value
             if type(value) in (cst.List, cst.Tuple, cst.ListComp):
                 return True
+            if type(value) in (cst.Name, cst.Attribute) and binding.index is None:
+                if self.sized(value, seen):
+                    return True
+                continue
             if type(value) is not cst.Call or binding.index is not None:
+                continue
+            wrapped = positional(value, 0)
+            if last_part(call_name(value) or "") == "tqdm" and wrapped is not None:
+                if self.sized(wrapped, seen):  # a progress bar yields what it wraps
+                    return True
                 continue
             # a module function's loader counts when all it may return is one (not when it
             # wraps it: `dataloader = PrefetchLoader(dataloader)`)
