@@ -177,6 +177,10 @@ def _modulo(
     k = expression.right
     numerator = expression.left
     offset = 0
+    if type(numerator) is cst.BinaryOperation and type(numerator.operator) is cst.Subtract \
+            and type(numerator.right) in (cst.Name, cst.Attribute):
+        # `(step + 1 - start_iter) % K`: windows counted from where the run (re)started
+        numerator = numerator.left
     if type(numerator) is cst.BinaryOperation and type(numerator.operator) is cst.Add:
         if int_value(numerator.left) is not None and int_value(numerator.right) is None:
             offset, numerator = int_value(numerator.left) or 0, numerator.right  # `(1 + i) % K`

@@ -499,17 +499,28 @@ class Window:
 
     def under_non_finite_test(self, statement: Statement) -> bool:
         """The statement sits in an arm of a test of non-finite values (`if math.isnan(grad_norm):
-        optimizer.zero_grad()` before the step, `if not torch.isfinite(loss): ...`): a
-        deliberate discard of bad gradients, not the window's own work."""
+        optimizer.zero_grad()` before the step, `if not torch.isfinite(loss): ...`) that falls
+        through to what follows: a deliberate discard of bad gradients, not the window's own work.
+        An arm that jumps (`optimizer.zero_grad(); continue`) means to skip what follows; if the
+        jump does not reach the step, the step applies zeroed gradients: not a discard."""
+        arm = self._non_finite_arm(statement)
+        return arm is not None and not _ends_in_jump(arm)
+
+    def reports_non_finite(self, statement: Statement) -> bool:
+        """The statement sits in an arm of a test of non-finite values, whatever follows it
+        (`if not math.isfinite(loss): logger.info(f"Loss is {loss}, skipping"); continue`): what
+        it reports is NaN or infinity, at any scale."""
+        return self._non_finite_arm(statement) is not None
+
+    def _non_finite_arm(self, statement: Statement) -> Optional[cst.CSTNode]:
+        """The arm (the `if`'s body or `else`) of the nearest enclosing test of non-finite values."""
         child: cst.CSTNode = statement.node
         parent = self.facts.parents.get(id(child))
         while parent is not None and parent is not self.loop.node:
             if type(parent) is cst.If and _tests_non_finite(parent.test):
-                # an arm that jumps (`optimizer.zero_grad(); continue`) means to skip what
-                # follows; if the jump does not reach the step, the step applies zeroed gradients
-                return not _ends_in_jump(child)
+                return child
             child, parent = parent, self.facts.parents.get(id(parent))
-        return False
+        return None
 
     def builds_no_graph(self, statement: Statement) -> bool:
         """The statement runs in a no-grad region: under `with torch.no_grad()`,

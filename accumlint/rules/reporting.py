@@ -89,7 +89,8 @@ def _logs_after(window: Window, scaled_at: Statement, name: str) -> list[Event]:
     for statement in window.loop.statements:
         if statement.order <= scaled_at.order or statement.helper is not scaled_at.helper:
             continue
-        if not statement.before_exit:  # `print(f"Loss is {loss}, stopping")` then `sys.exit(1)`
+        # `print(f"Loss is {loss}, stopping")` then `sys.exit(1)`; a report of a NaN loss
+        if not statement.before_exit and not window.reports_non_finite(statement):
             found.extend(event for event in statement.events if event.kind == "log")
         if _assigns(statement, name):
             break
