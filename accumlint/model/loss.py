@@ -457,10 +457,9 @@ class LossReader:
                 flow.reduction = UNKNOWN if forward is None or position is None else \
                     self._forward_element(forward, position, depth)
                 return
-            if _mean_of_itself(value, name) and (statement.conditional or statement.worlds):
-                # `if args.n_gpu > 1: loss = loss.mean()` (the replicas' losses under DataParallel): a
-                # mean over devices of what the name held, reduced as that was (unconditional, over
-                # a vector of per-sample losses, it is the batch mean)
+            if _mean_of_itself(value, name):
+                # `loss = loss.mean()` (the replicas' losses under DataParallel): a mean of what the
+                # name held, reduced as that was
                 self._trace(loop, statement, cast(cst.Attribute, cast(cst.Call, value).func).value, flow, depth + 1)
                 return
             inner, scalings = split_scaling(_division_unless_one(value), statement)
