@@ -457,11 +457,6 @@ class LossReader:
                 flow.reduction = UNKNOWN if forward is None or position is None else \
                     self._forward_element(forward, position, depth)
                 return
-            if _mean_of_itself(value, name):
-                # `loss = loss.mean()` (the replicas' losses under DataParallel): a mean of what the
-                # name held, reduced as that was
-                self._trace(loop, statement, cast(cst.Attribute, cast(cst.Call, value).func).value, flow, depth + 1)
-                return
             inner, scalings = split_scaling(_division_unless_one(value), statement)
             for scaling in scalings:
                 flow.scalings.append(self._read_factor(replace(scaling, statement=statement,
@@ -977,12 +972,6 @@ def _amp_scaled_loss(statement: Statement, name: str) -> Optional[cst.Call]:
                 and last_part(call_name(call) or "") == "scale_loss" and positional(call, 0) is not None):
             return call
     return None
-
-
-def _mean_of_itself(value: cst.BaseExpression, name: str) -> bool:
-    """`name.mean()` (no arguments) rebinding `name`."""
-    return type(value) is cst.Call and not value.args and type(value.func) is cst.Attribute \
-        and value.func.attr.value in ("mean", "nanmean") and dotted(value.func.value) == name
 
 
 def _reads_container(expr: cst.BaseExpression) -> bool:
