@@ -339,7 +339,7 @@ class _Walker:
         self.root = root if root is not None else body
         self._block(body, gate=None, gate_if=None, conditional=False, loops=(), withs=(), path=(), helper=None,
                     arms=(), worlds=(), single_micro_batch=False, escapes=True, jumps=(), frames=(), backward_at_call=False,
-                    once=False)
+                    once=False, every_arm=None)
         if self.made is not None:
             self.made.extend(self.statements)
         return self.statements
@@ -580,6 +580,12 @@ class _Walker:
                 world = self._world_key(statement, context["helper"])
                 on_true["worlds"] = context["worlds"] + ((world, 0),)
                 on_false["worlds"] = context["worlds"] + ((world, 1),)
+        if gate is None and not chained:
+            # `if last: self.end_of_iteration(a) else: self.end_of_iteration(b)`: a helper every arm
+            # calls runs on every pass, as it would called before the `if`
+            shared = _called_in_every_arm(statement)
+            if shared:
+                on_true["every_arm"] = on_false["every_arm"] = (shared, context)
         self._block(statement.body, **on_true)
         orelse = statement.orelse
         if type(orelse) is cst.If:
@@ -748,8 +754,12 @@ class _Walker:
                 helper = self.facts.object_method(call) or self.facts.backward_method(call)
             if helper is not None:
                 helpers.append((call, helper, False))
+        every_arm = context["every_arm"]
         for call, helper, backward_at_call in helpers:
-            self._block(helper.body, **_entered(context, helper, call, backward_at_call=backward_at_call))
+            entering = context
+            if every_arm is not None and _direct_call_statement(line, call) and dotted(call.func) in every_arm[0]:
+                entering = {**every_arm[1], "path": context["path"]}  # as if called before the `if`
+            self._block(helper.body, **_entered(entering, helper, call, backward_at_call=backward_at_call))
             self._escaped = None  # a helper's `return` gate ends with the helper
 
     def _remember(self, small: cst.BaseSmallStatement) -> None:
@@ -848,7 +858,35 @@ _MAX_FRAMES = 2
 def _entered(context: dict[str, Any], helper: Function, call: cst.Call, *, backward_at_call: bool) -> dict[str, Any]:
     """The walk's context inside a helper that `call` runs."""
     return {**context, "helper": helper, "call_site": call, "frames": context["frames"] + ((helper, call),),
-            "backward_at_call": backward_at_call}
+            "backward_at_call": backward_at_call, "every_arm": None}
+
+
+def _called_in_every_arm(statement: cst.If) -> frozenset[str]:
+    """The callees (`self.end_of_iteration`) that every arm of an `if`/`elif`/`else` chain
+    ending in `else` calls as a statement of its own, at the arm's top level."""
+    arms: list[cst.BaseSuite] = []
+    node: Optional[cst.BaseStatement] = statement
+    while type(node) is cst.If:
+        arms.append(node.body)
+        orelse = node.orelse
+        if orelse is None:
+            return frozenset()
+        node = orelse if type(orelse) is cst.If else None
+        if type(orelse) is cst.Else:
+            arms.append(orelse.body)
+    shared: Optional[set[str]] = None
+    for arm in arms:
+        smalls = [small for line in arm.body if type(line) is cst.SimpleStatementLine for small in line.body] \
+            if type(arm) is cst.IndentedBlock else list(cast(cst.SimpleStatementSuite, arm).body)
+        called = {name for small in smalls if type(small) is cst.Expr and type(small.value) is cst.Call
+                  and (name := dotted(small.value.func)) is not None}
+        shared = called if shared is None else shared & called
+    return frozenset(shared or ())
+
+
+def _direct_call_statement(line: cst.SimpleStatementLine, call: cst.Call) -> bool:
+    """The line is the call as a statement of its own (`self.end_of_iteration(data, i)`)."""
+    return any(type(small) is cst.Expr and small.value is call for small in line.body)
 
 
 def _is_parameter(name: str, frames: tuple[tuple[Function, cst.Call], ...]) -> bool:
