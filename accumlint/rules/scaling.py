@@ -172,9 +172,11 @@ def _mismatched(window: Window, factor: cst.BaseExpression, k: cst.BaseExpressio
 
 
 def token_mean_bias(window: Window) -> Iterable[Finding]:
-    if not (window.accumulates or window.engine_accumulates):
+    flows = [flow for main in window.flows for flow in (main, *main.other_worlds)]
+    # a framework that divides by K accumulates (Lightning's `accumulate_grad_batches`)
+    if not (window.accumulates or window.engine_accumulates or any(window.framework_scales(f) is True for f in flows)):
         return
-    for flow in (flow for main in window.flows for flow in (main, *main.other_worlds)):
+    for flow in flows:
         if not window.token_mean_per_micro_batch(flow):
             continue
         divided_by_k = any(s.op == "div" and window.is_k(s.factor) for s in flow.scalings)
