@@ -173,8 +173,9 @@ def _mismatched(window: Window, factor: cst.BaseExpression, k: cst.BaseExpressio
 
 def token_mean_bias(window: Window) -> Iterable[Finding]:
     flows = [flow for main in window.flows for flow in (main, *main.other_worlds)]
-    # a framework that divides by K accumulates (Lightning's `accumulate_grad_batches`)
-    if not (window.accumulates or window.engine_accumulates or any(window.framework_scales(f) is True for f in flows)):
+    # Lightning's `accumulate_grad_batches` above 1 accumulates and divides by K itself
+    lightning = any(f.backward.role.flavor == "lightning-auto" and window.framework_scales(f) is True for f in flows)
+    if not (window.accumulates or window.engine_accumulates or lightning):
         return
     for flow in flows:
         if not window.token_mean_per_micro_batch(flow):
