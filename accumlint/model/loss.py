@@ -11,7 +11,7 @@ whether the loss is known to be mean-reduced ("mean"), a token-level mean
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Callable, Final, Literal, Optional, cast
 
 import libcst as cst
@@ -457,6 +457,17 @@ class LossReader:
                 flow.reduction = UNKNOWN if forward is None or position is None else \
                     self._forward_element(forward, position, depth)
                 return
+            if _mean_of_itself(value, name) and (statement.conditional or statement.worlds):
+                # `if args.n_gpu > 1: loss = loss.mean()`: the replicas' losses averaged. Known to be
+                # sums (a project model's forward summing its tokens), their mean over devices is a
+                # sum; otherwise `.mean()` reads as a mean, as written
+                earlier = replace(flow, scalings=list(flow.scalings), after=list(flow.after),
+                                  other_worlds=list(flow.other_worlds), aliases=set(flow.aliases), added=set(flow.added))
+                self._trace(loop, statement, cast(cst.Attribute, cast(cst.Call, value).func).value, earlier, depth + 1)
+                if earlier.reduction == SUM:
+                    for item in fields(flow):
+                        setattr(flow, item.name, getattr(earlier, item.name))
+                    return
             inner, scalings = split_scaling(_division_unless_one(value), statement)
             for scaling in scalings:
                 flow.scalings.append(self._read_factor(replace(scaling, statement=statement,
@@ -877,6 +888,11 @@ class LossReader:
         inference path, whose output no backward runs on. None left: unknown."""
         kinds = {self._returned_value(forward, value, depth) for value in _returned_values(forward)
                  if (name := dotted(value)) is None or "loss" in last_part(name).lower()}
+        # a returned call (`return torch.sum(losses * mask)`) counts when it is a known reduction;
+        # another (`return self.head(x)`, the logits) is the inference path's
+        kinds |= {kind for value in _returned_values(forward)
+                  if (name := dotted(value)) is not None and name.endswith("()") and "loss" not in name.lower()
+                  and (kind := self._returned_value(forward, value, depth)) != UNKNOWN}
         return kinds.pop() if len(kinds) == 1 else UNKNOWN
 
     def _forward_element(self, forward: Function, position: int, depth: int) -> Reduction:
@@ -972,6 +988,12 @@ def _amp_scaled_loss(statement: Statement, name: str) -> Optional[cst.Call]:
                 and last_part(call_name(call) or "") == "scale_loss" and positional(call, 0) is not None):
             return call
     return None
+
+
+def _mean_of_itself(value: cst.BaseExpression, name: str) -> bool:
+    """`name.mean()` (no arguments) rebinding `name`."""
+    return type(value) is cst.Call and not value.args and type(value.func) is cst.Attribute \
+        and value.func.attr.value in ("mean", "nanmean") and dotted(value.func.value) == name
 
 
 def _reads_container(expr: cst.BaseExpression) -> bool:
