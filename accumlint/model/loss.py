@@ -137,7 +137,7 @@ def split_scaling(expr: cst.BaseExpression, statement: Optional[Statement]) -> t
             inverse = _reciprocal(expr.right)
             if inverse is not None:
                 scalings.append(Scaling("inverse", inverse, expr, statement))
-            elif code(expr.right) not in ("1", "1.0"):
+            elif code(expr.right) not in ("1", "1.0") and not _mean_of_terms(expr):
                 scalings.append(Scaling("div", expr.right, expr, statement))
             expr = expr.left
         elif type(expr) is cst.BinaryOperation and type(expr.operator) is cst.Multiply:
@@ -988,6 +988,23 @@ def _amp_scaled_loss(statement: Statement, name: str) -> Optional[cst.Call]:
                 and last_part(call_name(call) or "") == "scale_loss" and positional(call, 0) is not None):
             return call
     return None
+
+
+def _mean_of_terms(division: cst.BinaryOperation) -> bool:
+    """`(loss_real + loss_fake) / 2`: a sum of N terms divided by the number N, written as a
+    literal: the mean of the terms, no scaling of the loss."""
+    count = division.right
+    if type(count) not in (cst.Integer, cst.Float):
+        return False
+    terms, pending = 0, [division.left]
+    while pending:
+        node = pending.pop()
+        if type(node) is cst.BinaryOperation and type(node.operator) is cst.Add:
+            pending += [node.left, node.right]
+        else:
+            terms += 1
+    value = int_value(count) if type(count) is cst.Integer else float(cast(cst.Float, count).value.replace("_", ""))
+    return terms > 1 and value == terms
 
 
 def _mean_of_itself(value: cst.BaseExpression, name: str) -> bool:
