@@ -204,9 +204,19 @@ def _apply_in_helper(text: str, fix: ForeignFix) -> Optional[str]:
     fixed = "".join(lines[:fix.first - 1]) + (new[:-1] if added else new) + "".join(lines[fix.last:])
     try:
         parse(fixed)
+        _python_reads(fixed)
     except (ParseFailure, Exception):  # noqa: BLE001 - a fix that breaks the module is never written
         return None
     return fixed
+
+
+def _python_reads(fixed: str) -> None:
+    """Raise unless the running Python's own parser reads the fixed text too. LibCST reads
+    newer syntax than some interpreters do: an expression with double quotes put inside a
+    double-quoted f-string parses there, and is a syntax error before Python 3.12."""
+    from accumlint.source.gate import parse_python
+
+    parse_python(fixed, "<fixed>")
 
 
 
@@ -288,6 +298,7 @@ def _applied(module, text: str, edits: Sequence, *, combined: bool) -> Optional[
     try:
         fixed = apply_edits(module, edits, guard.parents).code
         parse(fixed)
+        _python_reads(fixed)
     except (ParseFailure, Exception):  # a fix that breaks the file is never written
         return None
     if not touches_only_edited_lines(text, module, edits, fixed):

@@ -37,7 +37,7 @@ def logged_loss_scaled(window: Window) -> Iterable[Finding]:
             yield Finding(
                 call,
                 f"the logged `{name}` was already divided by `{code(scaling.factor)}` ({{related}})",
-                _restore(scaled, scaling.factor),
+                _restore(window, scaled, scaling.factor),
                 f"Log the loss multiplied back by `{code(scaling.factor)}`",
                 help=f"the reported training loss is K times too small and not comparable with a run without "
                 f"accumulation; log `{name}.item() * {code(scaling.factor)}`",
@@ -152,7 +152,17 @@ def _chain(node: cst.BaseExpression, parents: tuple[cst.CSTNode, ...]) -> cst.Ba
     return top
 
 
-def _restore(expressions: list[cst.BaseExpression], k: cst.BaseExpression) -> tuple[Edit, ...]:
+def _restore(window: Window, expressions: list[cst.BaseExpression], k: cst.BaseExpression) -> tuple[Edit, ...]:
+    """Multiply each logged expression back by K; nothing when K's text holds the quote of an
+    f-string the expression sits in (`f"{loss.item()}"` and `params["k"]`: before Python
+    3.12 the quote would end the f-string)."""
+    written = code(k)
+    for expression in expressions:
+        node: Optional[cst.CSTNode] = expression
+        while node is not None:
+            if type(node) is cst.FormattedString and node.start.lstrip("rRfFbB")[:1] in written:
+                return ()
+            node = window.facts.parents.get(id(node))
     edits = []
     for expression in expressions:
         product = cst.BinaryOperation(
