@@ -1212,24 +1212,11 @@ def _complementary_ifs(statements: Sequence[cst.BaseStatement]) -> dict[int, int
                     or other.k is None or gate.k is None or _code(other.k) != _code(gate.k):
                 continue
             between = [earlier.body, *statements[position + 1:index]]
-            if not any(_assigns(node, gate.counter) for node in between):
+            if not any(gate.counter in scopes.chains_in_targets(node) for node in between):
                 found[id(statement)] = id(earlier)
                 break
         opened.append((statement, gate, index))
     return found
-
-
-def _assigns(node: cst.CSTNode, name: str) -> bool:
-    """Whether the code binds `name` anywhere in it (`name = ...`, `name += 1`, a `for` target)."""
-    for inner in walk(node):
-        targets: list[cst.CSTNode] = []
-        if isinstance(inner, cst.Assign):
-            targets = [t.target for t in inner.targets]
-        elif isinstance(inner, (cst.AugAssign, cst.AnnAssign, cst.For)):
-            targets = [inner.target]
-        if any(type(n) is cst.Name and n.value == name for t in targets for n in walk(t)):
-            return True
-    return False
 
 
 def _drop_update_gates(statements: list[Statement]) -> None:
