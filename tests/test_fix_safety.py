@@ -417,11 +417,15 @@ def test_a_lone_carriage_return_before_a_moved_line_keeps_both_line_breaks() -> 
 @pytest.mark.skipif(sys.version_info >= (3, 12), reason="Python 3.12 reads quotes nested in f-strings (PEP 701)")
 def test_a_fix_that_only_libcst_can_read_is_never_written() -> None:
     """LibCST reads an f-string holding its own quote character; Python before 3.12 does not.
-    The fixer checks the fixed text with the running Python's parser too."""
+    The fixer checks the fixed text with the running Python's parser too, when that parser
+    read the original."""
     from accumlint.check.fixes import _python_reads
 
     nested = 'print(f"loss {loss.item() * cfg["accum_steps"]}")\n'
+    plain = 'print(f"loss {loss.item() * cfg[\'accum_steps\']}")\n'
     libcst.parse_module(nested)  # LibCST reads it
     with pytest.raises(Exception):
-        _python_reads(nested)
-    _python_reads('print(f"loss {loss.item() * cfg[\'accum_steps\']}")\n')
+        _python_reads(nested, plain)
+    _python_reads(plain, plain)
+    # a file already written for Python 3.12 was never this interpreter's to read
+    _python_reads(nested + plain, nested)

@@ -20,7 +20,8 @@ from accumlint.rules import docs
 from accumlint.compat import speedups_allowed
 from accumlint.compat.compile_budget import budget_bounds_compile
 from accumlint.source import gate
-from accumlint.check.analysis import analyze
+from accumlint.check.analysis import AnalysisOptions, analyze
+from accumlint.check.fixes import fix_text
 from accumlint.source.gate import (
     MAX_NESTING,
     ParseFailure,
@@ -217,6 +218,37 @@ def test_nesting_beyond_the_bound_is_refused_before_libcst():
         screen(f"for b in loader:\n    b.backward()\nx = {chain}\n", "x.py")
     # the same chain in a file without training code costs nothing: it is dropped
     assert screen(f"x = {chain}\n", "x.py") is False
+
+
+# A loop written for Python 3.12: the f-string reuses its quote (PEP 701).
+_PEP_701_LOOP = textwrap.dedent('''\
+    import torch
+    import torch.nn.functional as F
+
+    ACCUM = 4
+
+
+    def train(model, loader, cfg):
+        opt = torch.optim.AdamW(model.parameters(), lr=cfg["lr"])
+        for step, (x, y) in enumerate(loader):
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            if (step + 1) % ACCUM == 0:
+                opt.step()
+                opt.zero_grad()
+                print(f"step {step} loss {cfg["name"]}")
+''')
+
+
+def test_a_file_for_a_newer_python_is_analysed_not_a_syntax_error():
+    """On any interpreter, a file that only Python 3.12 and later read is checked as that
+    Python reads it (LibCST reads it too); a broken f-string stays a syntax error."""
+    assert screen(_PEP_701_LOOP, "x.py") is True
+    assert {d.code for d in analyze(_PEP_701_LOOP, "train.py")} == {"GA201"}
+    fixed = fix_text(_PEP_701_LOOP, "train.py", AnalysisOptions(), unsafe=True).text
+    assert "(loss / ACCUM).backward()" in fixed and 'cfg["name"]' in fixed
+    with pytest.raises(ParseFailure):
+        screen(_PEP_701_LOOP.replace('cfg["name"]}', 'cfg["name"]'), "x.py")
 
 
 def test_no_prefilter_still_checks_syntax_but_keeps_every_file():

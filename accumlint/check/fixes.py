@@ -204,21 +204,28 @@ def _apply_in_helper(text: str, fix: ForeignFix) -> Optional[str]:
     fixed = "".join(lines[:fix.first - 1]) + (new[:-1] if added else new) + "".join(lines[fix.last:])
     try:
         parse(fixed)
-        _python_reads(fixed)
+        _python_reads(fixed, text)
     except (ParseFailure, Exception):  # noqa: BLE001 - a fix that breaks the module is never written
         return None
     return fixed
 
 
-def _python_reads(fixed: str) -> None:
-    """Raise unless the running Python's own parser reads the fixed text too. LibCST reads
-    newer syntax than some interpreters do: an expression with double quotes put inside a
-    double-quoted f-string parses there, and is a syntax error before Python 3.12."""
+def _python_reads(fixed: str, original: str) -> None:
+    """Raise unless the running Python's own parser reads the fixed text too, when it read
+    the original. LibCST reads newer syntax than some interpreters do: an expression with
+    double quotes put inside a double-quoted f-string parses there, and is a syntax error
+    before Python 3.12. A file already written for a newer Python (`newer_python_reads`)
+    was never this interpreter's to read."""
     from accumlint.source.gate import parse_python
 
-    parse_python(fixed, "<fixed>")
-
-
+    try:
+        parse_python(fixed, "<fixed>")
+    except ParseFailure:
+        try:
+            parse_python(original, "<original>")
+        except ParseFailure:
+            return
+        raise
 
 
 def _applies(diagnostic: Diagnostic, unsafe: bool) -> bool:
@@ -298,7 +305,7 @@ def _applied(module, text: str, edits: Sequence, *, combined: bool) -> Optional[
     try:
         fixed = apply_edits(module, edits, guard.parents).code
         parse(fixed)
-        _python_reads(fixed)
+        _python_reads(fixed, text)
     except (ParseFailure, Exception):  # a fix that breaks the file is never written
         return None
     if not touches_only_edited_lines(text, module, edits, fixed):

@@ -41,6 +41,7 @@ import ast
 import bisect
 import contextlib
 import re
+import sys
 import threading
 import warnings
 from typing import Iterator, Optional
@@ -518,7 +519,14 @@ def screen(text: str, path: str, *, gate: bool = True, plain: Optional[bool] = N
         plain = plainly_holds_training_code(text)
     if (not gate or plain) and _compiles_within_bound(text, path):
         return True
-    tree = parse_python(text, path)
+    try:
+        tree = parse_python(text, path)
+    except ParseFailure as failure:
+        if not newer_python_reads(text, failure):
+            raise
+        # valid Python of a newer version: without CPython's tree the gate cannot look
+        # further, and the analysis (LibCST, which reads it) decides
+        return True
     if gate and not holds_training_code(tree, text):
         return False
     depth = nesting(tree)
@@ -569,6 +577,29 @@ def parse_python(text: str, path: str) -> ast.Module:
         raise _failure(SyntaxError(str(error)), text) from None
     except (RecursionError, MemoryError):
         raise Unanalysable("too deeply nested for Python's own parser") from None
+
+
+# CPython's messages for what Python 3.12 made valid in f-strings (PEP 701): a replacement
+# field that reuses the string's quote, holds a backslash or a comment, or spans lines.
+_PEP_701_MESSAGES = ("f-string",)
+
+
+def newer_python_reads(text: str, failure: "ParseFailure") -> bool:
+    """Whether a text the running Python rejects is valid Python of a newer version, which
+    LibCST reads: before Python 3.12, `f"{row["name"]}"` is a syntax error (PEP 701). Code
+    written for the newer Python is checked as that Python reads it, never reported as a
+    syntax error of the interpreter accumlint happens to run on."""
+    if sys.version_info >= (3, 12) or not failure.message.startswith(_PEP_701_MESSAGES):
+        return False
+    import libcst
+
+    from accumlint.source.parsing import parse_module
+
+    try:
+        parse_module(text)
+    except (libcst.ParserSyntaxError, RecursionError):
+        return False
+    return True
 
 
 def compile_check(tree: ast.Module, path: str, text: str) -> None:
