@@ -61,6 +61,11 @@ NO_TRAINING_LOOP = {
     # A project's modules beside its training script.
     "fixtures/projects/schedule_built_elsewhere_divided/utils/lr.py",
     "fixtures/projects/criterion_class_elsewhere/losses.py",
+    "fixtures/projects/accelerator_kept_by_base/base.py",
+    "fixtures/projects/accelerator_kept_by_base_zero_after/base.py",
+    "fixtures/projects/criterion_parameter_factory_elsewhere/losses.py",
+    "fixtures/projects/criterion_parameter_factory_elsewhere/run.py",
+    "fixtures/projects/criterion_parameter_torch_loss_elsewhere/run.py",
     "fixtures/projects/iterable_dataset_elsewhere/episodes.py",
     "fixtures/projects/function_adapts_copy_elsewhere/inner_loop.py",
     "fixtures/projects/ddp_builder_returns_local/distributed.py",

@@ -211,14 +211,30 @@ class ModuleFacts:
 
     # -- names -------------------------------------------------------------
     def qualified(self, name: Optional[str]) -> Optional[str]:
-        """Resolve the first component through the imports: `optim.SGD` -> `torch.optim.SGD`."""
+        """Resolve the first component through the imports: `optim.SGD` -> `torch.optim.SGD`;
+        and through a name the module binds to an imported class or function itself
+        (`wrapper = torch.nn.parallel.DistributedDataParallel`, then `wrapper(model)`), when
+        every binding of it names the same one."""
         if name is None:
             return None
         head, _, rest = name.partition(".")
         base = self.imports.get(head)
         if base is None:
-            return name
+            base = self._imported_alias(head)
+            if base is None:
+                return name
         return f"{base}.{rest}" if rest else base
+
+    def _imported_alias(self, name: str) -> Optional[str]:
+        bindings = self.bindings.get(name)
+        if not bindings:
+            return None
+        aliases = {dotted(b.value) if b.index is None else None for b in bindings}
+        alias = aliases.pop() if len(aliases) == 1 else None
+        if alias is None or alias.endswith("()") or alias.partition(".")[0] not in self.imports:
+            return None
+        head, _, rest = alias.partition(".")
+        return f"{self.imports[head]}.{rest}" if rest else self.imports[head]
 
     def values_of(self, name: Optional[str], seen: Optional[set[str]] = None) -> list[Binding]:
         """Every binding of a name, following plain aliases (`opt = self.optimizer`).
@@ -775,6 +791,22 @@ class ModuleFacts:
     def class_bases(self, owner: cst.ClassDef) -> list[str]:
         return [self.qualified(dotted(base.value)) or "" for base in owner.bases]
 
+    def framework_class(self, name: Optional[str]) -> Optional[str]:
+        """The framework class whose objects a constructor named `name` builds, when it is
+        a class of the project deriving from one (`class CustomAccelerator(Accelerator):`
+        that overrides `gather_for_metrics`): a subclass is still an Accelerator, a Fabric, a
+        GradScaler, with the constructor's arguments. None for any other name."""
+        seen: set[str] = set()
+        while name is not None and name not in seen and len(seen) < _MAX_BASES:
+            seen.add(name)
+            bases = self.bases_of(name)
+            found = next((last_part(base) for base in bases if last_part(base) in FRAMEWORK_CLASSES), None)
+            if found is not None:
+                return found
+            local = [base for base in bases if last_part(base) in self.classes]
+            name = local[0] if len(local) == 1 else None
+        return None
+
     def bases_of(self, name: Optional[str]) -> list[str]:
         """The bases of the class a name calls (`RLDSDataset` in `RLDSDataset(root, ...)`):
         a class of this module, or one of another project module as that module writes them.
@@ -851,6 +883,8 @@ _UPDATE_METHODS = _UPDATE_CALLS | _COPYING_CALLS
 _OWN_MODEL_NAMES = frozenset({"deepcopy", "optim", "SGD", "Adam", "AdamW"})
 # Bases that add no behaviour of a library class: a class deriving from them alone is plain.
 PLAIN_BASES = frozenset({"object", "ABC", "abc.ABC"})
+# Framework classes whose project subclasses build objects of the same kind (`framework_class`).
+FRAMEWORK_CLASSES = frozenset({"Accelerator", "Fabric", "GradScaler"})
 
 
 def ancestors(parents: dict[int, cst.CSTNode], node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
@@ -925,7 +959,7 @@ def _through_project_helpers(facts: ModuleFacts, project: "ProjectView") -> None
                 returned = project.returned_call(dotted(value.func), binding.index)
                 if returned is not None:
                     bindings[position] = Binding(binding.target, returned, None, binding.statement)
-    _inherited_wraps(facts, project)
+    _inherited_objects(facts, project)
     _bound_by_callers(facts, project)
     if facts.trainer_accumulation is None and _LIGHTNING.search(facts.text):
         steps = project.lightning_accumulation()
@@ -1165,19 +1199,20 @@ def _class_of_node(facts: ModuleFacts, node: cst.CSTNode) -> Optional[cst.ClassD
     return facts.class_of.get(function) if function is not None else None
 
 
-def _inherited_wraps(facts: ModuleFacts, project: "ProjectView") -> None:
-    """`self.model = DDP(...)` in a base class of another project module: the attribute of
-    the subclass is wrapped too (a binding whose statement is the subclass), unless the
-    subclass redefines the wrapping method without calling the base's."""
+def _inherited_objects(facts: ModuleFacts, project: "ProjectView") -> None:
+    """`self.model = DDP(...)`, `self.accelerator = Accelerator(...)` or `self.optimizer =
+    self.accelerator.prepare(...)` in a base class of another project module: the attribute
+    of the subclass holds that object too (a binding whose statement is the subclass),
+    unless the subclass redefines the assigning method without calling the base's."""
     for cls in facts.classes.values():
         bases = [name for base in cls.bases if (name := dotted(base.value)) is not None]
         if not bases or not any(name.partition(".")[0] in facts.imports for name in bases):
             continue
-        for attribute, method, value in project.inherited_wraps(bases):
+        for attribute, method, value, index in project.inherited_objects(bases):
             own = next((s for s in cls.body.body if type(s) is cst.FunctionDef and s.name.value == method), None)
             if own is not None and not any(type(n) is cst.Attribute and n.attr.value == method for n in walk(own.body)):
                 continue
-            facts.bindings.setdefault(f"self.{attribute}", []).append(Binding(f"self.{attribute}", value, None, cls))
+            facts.bindings.setdefault(f"self.{attribute}", []).append(Binding(f"self.{attribute}", value, index, cls))
 
 
 def _trainer_accumulation_through_kwargs(facts: ModuleFacts) -> None:

@@ -372,6 +372,10 @@ class _Walker:
                 escaped = (continued, cast(cst.If, statement))  # a `continue` gate is an `if`
                 continue
             self._statement(statement, context)
+            if not context["single_micro_batch"] and self._asserts_k_is_one(statement):
+                # `assert config.accumulation_steps == 1` before an arm's own zeroing and step:
+                # the rest of the block runs only where K is 1, a plain loop
+                context["single_micro_batch"] = True
             if self._escaped is not None:
                 # a `continue` gate in a block that always runs here (the K > 1 arm, a `with`)
                 # skips the rest of the iteration, this block's rest included
@@ -574,7 +578,8 @@ class _Walker:
                 (on_true if k_is_one else on_false)["single_micro_batch"] = True
                 (on_false if k_is_one else on_true)["conditional"] = context["conditional"]
                 (on_false if k_is_one else on_true)["escapes"] = context["escapes"]
-            elif self._run_constant(statement.test, context["helper"]):
+            elif self._run_constant(statement.test, context["helper"]) or self._constant_at_call(statement.test,
+                                                                                                 context["frames"]):
                 # `if args.fp16: ... else: ...`: one arm runs on every micro-batch of a run
                 on_true["conditional"] = on_false["conditional"] = context["conditional"]
                 world = self._world_key(statement, context["helper"])
@@ -596,6 +601,15 @@ class _Walker:
             flag = _flag_chain(statement, flag_before[1])
             if flag is not None:
                 self.assigned[flag[0]] = flag[1]
+
+    def _asserts_k_is_one(self, statement: cst.BaseStatement) -> bool:
+        """`assert K == 1` (or `assert not K > 1`): what follows it in the block runs only
+        where K is 1."""
+        if type(statement) is not cst.SimpleStatementLine:
+            return False
+        return any(type(small) is cst.Assert
+                   and single_micro_batch_arm(small.test, self._is_accumulation_count) is True
+                   for small in statement.body)
 
     def _one_iteration(self, test: cst.BaseExpression, context: dict[str, Any]) -> bool:
         """`if step == 0:` (alone or in an `and`), with `step` a loop's counter: the arm runs at
@@ -657,6 +671,21 @@ class _Walker:
             if any(chain.startswith(name + ".") for chain in varying):
                 return False  # `cfg.fp16 = False` in the loop changes what `if cfg:` may see
         return True
+
+    def _constant_at_call(self, test: cst.BaseExpression, frames: tuple[tuple[Function, cst.Call], ...]) -> bool:
+        """`if mode == "train":` in a helper that the loop calls with `mode` bound outside the
+        loop (`for mode, loader in ...:` around it): the test, each parameter replaced by what
+        the call passes, is a run constant where the call is written (or a call further out)."""
+        while frames:
+            function, call = frames[-1]
+            passed = _passed_into(function, call, test)
+            if passed is None:
+                return False
+            frames = frames[:-1]
+            if self._run_constant(passed, frames[-1][0] if frames else None):
+                return True
+            test = passed
+        return False
 
     def _constant_alias(self, name: str, helper: Optional[Function], depth: int) -> bool:
         """Every binding of `name` in the loop (and the helper) is `name = <run constant>`, the

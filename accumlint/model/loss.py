@@ -826,8 +826,10 @@ class LossReader:
         if calls is not None and not calls and _CRITERION_NAME.match(parameter):
             # no caller in the module (a `train(model, loader, optimizer, criterion)` whose
             # callers are elsewhere): a parameter named as a criterion is read as one, mean
-            # by default, as the suite's and earlier hidden sets' samples write it
-            return MEAN
+            # by default, as the suite's and earlier hidden sets' samples write it; unless a
+            # caller of another module passes what a factory of its own built
+            # (`criterion = build_criterion(cfg)`), whose reduction is that module's
+            return UNKNOWN if self._criterion_built_elsewhere(function, parameter) else MEAN
         if not calls:
             return UNKNOWN
         kinds: set[Reduction] = set()
@@ -842,6 +844,19 @@ class LossReader:
             else:
                 kinds.add(self._criterion_object(call, argument, self.facts.enclosing_function(site), depth + 1))
         return kinds.pop() if len(kinds) == 1 else UNKNOWN
+
+    def _criterion_built_elsewhere(self, function: Function, parameter: str) -> bool:
+        """A project caller of the module's top-level `function` passes, as `parameter`, an
+        object that a call other than a `torch.nn` loss class built."""
+        project = self.facts.project
+        name = function.name.value
+        if project is None or self.facts.functions.get(name) is not function \
+                or self.facts.parents.get(id(function)) is not self.facts.module:
+            return False
+        positions = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
+        if parameter not in positions:
+            return False
+        return project.callers_pass_built_elsewhere(name, parameter, positions.index(parameter))
 
     def _criterion_object(self, call: cst.Call, argument: cst.BaseExpression, caller: Optional[Function],
                           depth: int) -> Reduction:

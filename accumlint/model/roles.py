@@ -76,6 +76,8 @@ Flavor = Literal["", "tensor", "accelerate", "fabric", "lightning", "lightning-a
 ObjectKind = Literal["optimizer", "scheduler", "scaler", "accelerator", "fabric", "engine", "dataloader", "loss",
                      "ema", "ddp"]
 _SCALER_ROLES: dict[str, RoleKind] = {"scale": "scale", "unscale_": "unscale", "update": "update"}
+# The kind of object a project subclass of a framework class builds (`ModuleFacts.framework_class`).
+_FRAMEWORK_KINDS: dict[str, ObjectKind] = {"Accelerator": "accelerator", "Fabric": "fabric", "GradScaler": "scaler"}
 _DEEPSPEED_RETURNS: dict[int, ObjectKind] = {0: "engine", 1: "optimizer", 3: "scheduler"}  # `deepspeed.initialize(...)`
 
 
@@ -176,6 +178,10 @@ class Objects:
             return "ddp"
         if _LOSS_CLASS.search(tail) and (name.startswith("torch.nn") or name.startswith("nn.")):
             return "loss"
+        if tail[:1].isupper():
+            framework = self.facts.framework_class(call_name(value))
+            if framework is not None:
+                return _FRAMEWORK_KINDS[framework]
         return self._returned_kind(value)
 
     def _returned_kind(self, call: cst.Call, index: Optional[int] = None) -> Optional[ObjectKind]:

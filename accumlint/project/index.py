@@ -468,12 +468,32 @@ class ProjectView:
         from main.py after `model = DistributedDataParallel(model, ...)` (also under `if
         args.distributed:`, or through a project helper that returns such a wrap, `model =
         wrap_ddp(model)`), trains a wrapped model; after `engine, opt, _, _ =
-        deepspeed.initialize(...)`, an engine. Callers are every module that imports this
-        one and names the function, under any alias, inside a loop or not. The call is
-        written with its callee in full, with the element taken of what it returns (0 for
-        the engine). None when a caller passes anything else (`model.module`, a plain
-        model, a name the caller does not bind), when callers disagree, when no caller is
-        found, or when the project was too large to read whole: unknown."""
+        deepspeed.initialize(...)`, an engine. The call is written with its callee in full,
+        with the element taken of what it returns (0 for the engine). None when a caller
+        passes anything else (`model.module`, a plain model, a name the caller does not
+        bind), when callers disagree, or when what they pass is unknown (`passed_by_callers`)."""
+        passed = self.passed_by_callers(function, parameter, position)
+        if not passed:
+            return None
+        models: set[tuple[str, Optional[int]]] = set()
+        for caller, held in passed:
+            model = self._held_model(caller, held)
+            if model is None:
+                return None
+            models.add(model)
+        if len(models) != 1:
+            return None
+        callee, index = models.pop()
+        return self.adopt(cast(cst.Call, cst.parse_expression(f"{callee}({parameter})"))), index
+
+    def passed_by_callers(self, function: str, parameter: str, position: int) -> Optional[list[tuple[ModuleSummary, Held]]]:
+        """What each project caller of this module's top-level `function` passes as its
+        `parameter` (at `position`, or by keyword): the caller's summary and what the name
+        it passes holds there (`Held`). Callers are every module that imports this one and
+        names the function, under any alias, inside a loop or not; empty when none is found.
+        None when it is unknown: a caller that cannot be read, a function also named
+        otherwise (a base class, a callback handed on), a call that passes `*args` or
+        leaves the parameter to its default, or a project too large to read whole."""
         from accumlint.project.importers import callers_of, dependency
 
         found = callers_of(self.root, self.path, function)
@@ -481,7 +501,7 @@ class ProjectView:
         self.reads[key] = fingerprint  # a module that starts (or stops) calling it changes the answer
         if found is None:
             return None
-        models: set[tuple[str, Optional[int]]] = set()
+        passed: list[tuple[ModuleSummary, Held]] = []
         for other, _ in found:
             entry = self.index.entry(other)
             if entry is None or entry.summary.error is not None:
@@ -496,19 +516,24 @@ class ProjectView:
                 if call.callee not in callees:
                     continue
                 if parameter in call.keywords:
-                    passed = call.keywords[parameter]
+                    passed.append((entry.summary, call.keywords[parameter]))
                 elif position < len(call.positional):
-                    passed = call.positional[position]
+                    passed.append((entry.summary, call.positional[position]))
                 else:
                     return None  # `*args`, `**options`, or left to its default: unknown
-                model = self._held_model(entry.summary, passed)
-                if model is None:
-                    return None
-                models.add(model)
-        if len(models) != 1:
-            return None
-        callee, index = models.pop()
-        return self.adopt(cast(cst.Call, cst.parse_expression(f"{callee}({parameter})"))), index
+        return passed
+
+    def callers_pass_built_elsewhere(self, function: str, parameter: str, position: int) -> bool:
+        """Some project caller of `function` passes as `parameter` an object that a call other
+        than a `torch.nn` loss class built (`criterion = build_criterion(cfg)`, a project
+        loss class, a factory of another package): what the function receives is another
+        module's object, whose reduction that module decides."""
+        for caller, held in self.passed_by_callers(function, parameter, position) or ():
+            for callee, _ in held or ():
+                full = _qualified_callee(caller, callee) or ""
+                if callee and not (full.startswith("torch.nn.") and full.endswith("Loss")):
+                    return True
+        return False
 
     def _held_model(self, caller: ModuleSummary, held: Held) -> Optional[tuple[str, Optional[int]]]:
         """The data-parallel wrap or DeepSpeed engine (its callee in full, the element taken
@@ -560,13 +585,17 @@ class ProjectView:
                 names.add(f"{local}.{function}")  # `from pkg import engine`, `engine.train(...)`
         return names
 
-    def inherited_wraps(self, bases: list[str]) -> list[tuple[str, str, cst.BaseExpression]]:
-        """What base classes of other project modules wrap for data parallelism: for a class
-        of the analysed module with these bases (as written there), each (attribute, method
-        that wraps it, the wrapping expression with its callee written in full), nearest
-        class first. A wrap in a method that a class nearer the subclass redefines without
-        calling the base's is left out: it never runs for the subclass's objects."""
-        found: list[tuple[str, str, cst.BaseExpression]] = []
+    def inherited_objects(self, bases: list[str]) -> list[tuple[str, str, cst.BaseExpression, Optional[int]]]:
+        """What base classes of other project modules keep on `self`: for a class of the
+        analysed module with these bases (as written there), each (attribute, method that
+        assigns it, the value with its callee written in full, the element taken of it),
+        nearest class first. The values are data-parallel wraps (`self.model = DDP(...)`),
+        an Accelerator (`self.accelerator = Accelerator(gradient_accumulation_steps=...)`)
+        and what its `prepare` returns (`self.model, self.optimizer =
+        self.accelerator.prepare(...)`). An assignment in a method that a class nearer the
+        subclass redefines without calling the base's is left out: it never runs for the
+        subclass's objects."""
+        found: list[tuple[str, str, cst.BaseExpression, Optional[int]]] = []
         redefined: set[str] = set()
         level = [(self.summary, base) for base in bases]
         for _ in range(MAX_HOPS):
@@ -580,7 +609,11 @@ class ProjectView:
                     for attribute, (method, source) in owner.wraps.items():
                         expression = self._qualified_wrap(home, source)
                         if method not in redefined and expression is not None:
-                            found.append((attribute, method, expression))
+                            found.append((attribute, method, expression, None))
+                    for attribute, (method, source, index) in owner.kept.items():
+                        expression = self._qualified_call(home, source)
+                        if method not in redefined and expression is not None:
+                            found.append((attribute, method, expression, index))
                 for name, function in home.functions.items():
                     cls, _, method = name.partition(".")
                     if cls == owner.name and method and f".{method}(" not in function.source:
@@ -588,6 +621,20 @@ class ProjectView:
                 following.extend((home, inner) for inner in owner.bases)
             level = following
         return found
+
+    def _qualified_call(self, home: ModuleSummary, source: str) -> Optional[cst.BaseExpression]:
+        """A call of `home`, its callee written in full when `home` imports it (`Accelerator(...)`
+        as `accelerate.Accelerator(...)`), as it is when it is a method (`self.accelerator.prepare(...)`)."""
+        try:
+            value = cst.parse_expression(source)
+        except Exception:  # noqa: BLE001 - a text LibCST cannot read back: unknown
+            return None
+        if type(value) is not cst.Call:
+            return None
+        full = _qualified_callee(home, _dotted(value.func) or "")
+        if full is not None:
+            value = value.with_changes(func=cst.parse_expression(full))
+        return self.adopt(value)
 
     def _qualified_wrap(self, home: ModuleSummary, source: str) -> Optional[cst.BaseExpression]:
         """A wrapping expression of `home` with each wrapping callee written in full."""

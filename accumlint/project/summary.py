@@ -100,6 +100,10 @@ class ClassSummary:
     # attribute -> (the method that assigns it, the source of the DDP/FSDP call assigned):
     # `self.model = DDP(self.model, ...)` in any method, read by subclasses in other modules
     wraps: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # attribute -> (the method that assigns it, the source of the value, the element taken of
+    # it): the framework objects a method keeps, `self.accelerator = Accelerator(...)` and
+    # `self.model, self.optimizer = self.accelerator.prepare(...)` (element 1 for the optimizer)
+    kept: dict[str, tuple[str, str, Optional[int]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -458,6 +462,7 @@ def _class(summary: ModuleSummary, node: ast.ClassDef, lines: list[str]) -> Clas
     record = "dataclass" in decorators or any(b.rsplit(".", 1)[-1] == "NamedTuple" for b in bases)
     attributes: dict[str, str] = {}
     wraps: dict[str, tuple[str, str]] = {}
+    kept: list[tuple[str, str, str, Optional[int]]] = []
     fields: list[str] = []
     assigned_twice: set[str] = set()
     for statement in node.body:
@@ -474,6 +479,7 @@ def _class(summary: ModuleSummary, node: ast.ClassDef, lines: list[str]) -> Clas
         elif type(statement) is ast.FunctionDef:
             summary.functions[f"{node.name}.{statement.name}"] = _function(f"{node.name}.{statement.name}", statement, lines)
             _wrapped_attributes(statement, lines, wraps)
+            _kept_objects(statement, lines, kept)
             if statement.name in ("__init__", "setup", "__post_init__") and _may_hold(lines, statement, ("self",)):
                 for inner in _walk(statement):
                     if type(inner) is ast.Assign and len(inner.targets) == 1:
@@ -487,7 +493,11 @@ def _class(summary: ModuleSummary, node: ast.ClassDef, lines: list[str]) -> Clas
                                 attributes[attribute] = text
     for name in assigned_twice:
         attributes.pop(name, None)
-    return ClassSummary(node.name, bases, attributes, tuple(fields), record, wraps)
+    once = [attribute for attribute, *_ in kept]
+    # an attribute assigned twice in the class holds one object or the other: left out
+    objects = {attribute: (method, source, index) for attribute, method, source, index in kept
+               if once.count(attribute) == 1}
+    return ClassSummary(node.name, bases, attributes, tuple(fields), record, wraps, objects)
 
 
 def _wrapped_attributes(method: ast.FunctionDef, lines: list[str], wraps: dict[str, tuple[str, str]]) -> None:
@@ -507,6 +517,32 @@ def _wrapped_attributes(method: ast.FunctionDef, lines: list[str], wraps: dict[s
             text = _expression(value, lines)
             if text is not None:
                 wraps.setdefault(target[5:], (method.name, text))
+
+
+# What a method keeps on `self` that a subclass of another module uses as its own: an
+# Accelerator it builds, and what that Accelerator's `prepare` returns (`_kept_objects`).
+_KEPT_CALLEES = frozenset({"Accelerator", "prepare"})
+
+
+def _kept_objects(method: ast.FunctionDef, lines: list[str], kept: list[tuple[str, str, str, Optional[int]]]) -> None:
+    """`self.accelerator = Accelerator(...)` and `self.model, self.optimizer =
+    self.accelerator.prepare(self.model, self.optimizer)` in a method: (attribute, method,
+    source of the value, element of it) for each attribute that holds such an object
+    when the method runs (an element of what `prepare` returns for each target of a tuple)."""
+    if not _may_hold(lines, method, _KEPT_CALLEES):
+        return
+    for inner in _walk(method):
+        if type(inner) is not ast.Assign or len(inner.targets) != 1 or type(inner.value) is not ast.Call:
+            continue
+        if (ast_dotted(inner.value.func) or "").rsplit(".", 1)[-1] not in _KEPT_CALLEES:
+            continue
+        text = _expression(inner.value, lines)
+        target = inner.targets[0]
+        elements = list(enumerate(target.elts)) if type(target) in (ast.Tuple, ast.List) else [(None, target)]
+        for index, element in elements:
+            name = ast_dotted(element) or ""
+            if text is not None and name.startswith("self.") and name.count(".") == 1:
+                kept.append((name[5:], method.name, text, index))
 
 
 # What a function that builds an argparse parser calls (the end of the callee's name).
