@@ -398,13 +398,18 @@ class ModuleFacts:
 
     def holds_no_graph(self, value: cst.BaseExpression, depth: int = 0) -> bool:
         """Whether a value is known to hold no autograd graph (see `returns_hold_no_graph`):
-        a detached value (`detached`), a number, arithmetic of a detached value with such
-        values (`loss.item() / loss_div`), what a module function returns, or a local name
-        of the function it is read in."""
+        a detached value (`detached`), a number, `None`, a conditional expression whose
+        arms hold none, arithmetic of a detached value with such values (`loss.item() /
+        loss_div`), what a module function returns, or a local name of the function it is
+        read in."""
         if depth > _MAX_FLOW_DEPTH:
             return False
         if type(value) in (cst.Integer, cst.Float) or detached(value):
             return True
+        if type(value) is cst.Name and value.value == "None":
+            return True
+        if type(value) is cst.IfExp:  # `float(loss.item()) if loss is not None else None`
+            return self.holds_no_graph(value.body, depth + 1) and self.holds_no_graph(value.orelse, depth + 1)
         if type(value) is cst.BinaryOperation:
             sides = (value.left, value.right)
             return any(detached(side) for side in sides) and all(self.holds_no_graph(side, depth + 1) for side in sides)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Iterable, Literal, Optional, cast
 
 import libcst as cst
 
-from accumlint.model.facts import Binding, ModuleFacts
+from accumlint.model.facts import Binding, ModuleFacts, constructed
 from accumlint.model.tree import walk
 from accumlint.model.kwargs import keywords
 from accumlint.model.names import call_name, code, dotted, int_value, keyword, last_part, string_value
@@ -462,6 +462,7 @@ class Frameworks:
         return self._wrap_of(value, index=index)
 
     def _wrap_of(self, value: cst.BaseExpression, depth: int = 0, index: Optional[int] = None) -> Optional[ParallelKind]:
+        value = constructed(value)  # `DistributedDataParallel(model, ...).to(device)`: the wrap itself
         if type(value) is cst.IfExp:  # `DDP(model) if distributed else model`: the wrapping arm
             kinds = [self._wrap_of(arm, depth) for arm in (value.body, value.orelse)]
             return "sharded" if "sharded" in kinds else next((k for k in kinds if k is not None), None)

@@ -1065,12 +1065,15 @@ def _subscript_index(node: cst.Subscript) -> Optional[cst.BaseExpression]:
 def _last_definition(statements: list[Statement], before: Statement, name: str
                      ) -> Optional[tuple[Statement, cst.BaseSmallStatement]]:
     """The last assignment to `name` earlier in the iteration than `before`, in the
-    same scope (the loop's own code, or the same inlined helper)."""
+    same scope (the loop's own code, or the same inlined helper, walked from the same call:
+    a helper the iteration calls twice binds its names afresh on each call)."""
     found: Optional[tuple[Statement, cst.BaseSmallStatement]] = None
     for statement in statements:
         if statement.order >= before.order:
             break
         if statement.helper is not before.helper or statement.exclusive_with(before):
+            continue
+        if before.helper is not None and statement.call_site is not before.call_site:
             continue
         for small in statement.node.body:
             if type(small) is cst.Assign:

@@ -18,7 +18,7 @@ from typing import Iterator, Optional, cast
 import libcst as cst
 
 from accumlint.model import scopes
-from accumlint.model.facts import DETACHING_METHODS, Function, ModuleFacts, detached
+from accumlint.model.facts import DETACHING_METHODS, Function, ModuleFacts, ancestors, detached
 from accumlint.model.frameworks import SyncControl, carries_k, key_of, mentions_sync_control
 from accumlint.model.gates import PLUS_ONE, ZERO, Gate
 from accumlint.model.loop import Event, Statement, TrainingLoop, epoch_multiple
@@ -311,6 +311,27 @@ class Window:
             return True
         return any(first.order < statement.order < last.order and name in scopes.chains_bound(statement.small)
                    for statement in self.loop.statements)
+
+    def same_object(self, one: Event, other: Event) -> bool:
+        """The two events act on one object: they name it alike, and no inner loop around
+        only one of them binds that name (`for opt in self.optimizers: opt.step();
+        opt.zero_grad()` then `for opt in self.pose_optimizers: opt.step()`: each loop's
+        `opt` is another optimizer; two loops over one collection name the same ones)."""
+        if one.role.target is None or other.role.target is None:
+            return False
+        if normalized(one.role.target) != normalized(other.role.target):
+            return False
+        head = (dotted(one.role.target) or "").partition(".")[0]
+
+        def ranges(statement: Statement, shared: set[int]) -> set[str]:
+            # what the inner loops around the statement alone, that bind the name, iterate over
+            return {code(loop.iter) for loop in statement.loops if type(loop) is cst.For and id(loop) not in shared
+                    and head in {n.value for n in walk(loop.target) if type(n) is cst.Name}}
+
+        shared = {id(loop) for loop in one.statement.loops} & {id(loop) for loop in other.statement.loops}
+        mine, theirs = ranges(one.statement, shared), ranges(other.statement, shared)
+        # two loops over the same collection (`for opt in optimizers:` twice) name the same objects
+        return mine == theirs
 
     def helper_event_kinds(self, statement: Statement) -> set[RoleKind]:
         """The kinds of the events that the helpers a statement of the loop calls make there
@@ -1392,9 +1413,12 @@ class Window:
 
     def own_gate(self, gate: Gate, statement: Statement) -> bool:
         """The gate's test is written in the loop's own code, though `statement` may run in a
-        helper that the loop calls under it (`if ni - last >= K: self.optimizer_step()`): the
-        gate's names are the loop's."""
-        return statement.helper is None or any(s.helper is None and s.gate is gate for s in self.loop.statements)
+        helper that the loop calls under it (`if ni - last >= K: self.optimizer_step()`) or
+        that receives the test's value (`apply = i % K == 0`, then `train_batch(x, apply)`):
+        the gate's names are the loop's."""
+        if statement.helper is None or any(s.helper is None and s.gate is gate for s in self.loop.statements):
+            return True
+        return any(node is self.loop.node for node in ancestors(self.facts.parents, gate.test))
 
     def _initial_value(self, name: str) -> Optional[int]:
         """The one integer a counter starts from; a start at a multiple of the epoch

@@ -59,7 +59,7 @@ def zeroing_before_step(window: Window) -> list[tuple[Event, Event]]:
             if window.under_non_finite_test(zero.statement):
                 continue  # `if math.isnan(grad_norm): optimizer.zero_grad()`: bad gradients discarded on purpose
             target = zero.role.target
-            same = target is not None and normalized(target) == normalized(step.role.target)
+            same = window.same_object(zero, step)
             model_zeroing = target is not None and window.objects.kind_of(target) != "optimizer"
             if same or (model_zeroing and len(optimizers) == 1 and len(window.loop.backwards) == 1):
                 pairs.append((zero, step))
