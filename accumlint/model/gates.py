@@ -128,10 +128,22 @@ def _parse_boolean(test: cst.BooleanOperation, resolve: Resolver, depth: int) ->
         # `A % K == 0 or i == n - 1`: keep the modulo test, the other acts as a clause
         preferred = left if left.kind == "modulo" or right.kind != "modulo" else right
         return replace(preferred, has_clause=True)
+    other = test.right if left is not None else test.left
+    if is_or and gate.positive and _first_micro_batches(other, gate.counter):
+        # `it == 1 or it % K == 0`: an extra step at the run's start, no last-batch clause
+        return gate
     if gate.positive == is_or:
         # positive test `or` something: a last-batch clause; negative `and` something: the same, negated
         return replace(gate, has_clause=True)
     return replace(gate, has_condition=True)
+
+
+def _first_micro_batches(test: cst.BaseExpression, counter: Optional[str]) -> bool:
+    """`counter == 0` or `counter == 1`: true only at the first micro-batch of the count."""
+    if counter is None or type(test) is not cst.Comparison or len(test.comparisons) != 1:
+        return False
+    target = test.comparisons[0]
+    return type(target.operator) is cst.Equal and dotted(test.left) == counter and int_value(target.comparator) in (0, 1)
 
 
 def _parse_comparison(test: cst.Comparison) -> Optional[Gate]:

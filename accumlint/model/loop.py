@@ -426,7 +426,10 @@ class _Walker:
         gate = parse_gate(statement.test, self.assigned.get)
         if gate is None or gate.positive:
             return None
-        if gate.kind == "count" and not self._counts_micro_batches(gate, "\n".join(_code(s) for s in rest)):
+        if gate.kind == "count" and not self._counts_micro_batches(gate, "\n".join(_code(s) for s in rest)) \
+                and not (self.root is not None and self._counts_micro_batches(gate, self.facts.once(_code, self.root))):
+            # (the reset may follow the `if` that holds the `continue`: `if fp16: ... continue`,
+            # `else: ... continue`, then `counter = 0` once after both arms)
             return None
         return gate
 
@@ -546,6 +549,7 @@ class _Walker:
             elif statement.orelse is not None:
                 self._block(statement.orelse.body, **inside)
             return
+        worlds_escape = False
         flag_set = None if chained else _flag_set(statement.body)
         # a chain that only sets a flag (`_flag_chain`) reads the flag's value before it
         flag_before = None if flag_set is None else (flag_set[0], self.assigned.get(flag_set[0]))
@@ -585,6 +589,11 @@ class _Walker:
                 world = self._world_key(statement, context["helper"])
                 on_true["worlds"] = context["worlds"] + ((world, 0),)
                 on_false["worlds"] = context["worlds"] + ((world, 1),)
+                if statement.orelse is not None and type(statement.orelse) is not cst.If:
+                    # each world's arm runs on every micro-batch: a `continue` gate that ends both
+                    # arms gates the rest of the iteration (below)
+                    on_true["escapes"] = on_false["escapes"] = context["escapes"]
+                    worlds_escape = True
         if gate is None and not chained:
             # `if last: self.end_of_iteration(a) else: self.end_of_iteration(b)`: a helper every arm
             # calls runs on every pass, as it would called before the `if`
@@ -592,11 +601,20 @@ class _Walker:
             if shared:
                 on_true["every_arm"] = on_false["every_arm"] = (shared, context)
         self._block(statement.body, **on_true)
+        escaped_true, self._escaped = self._escaped, None
         orelse = statement.orelse
         if type(orelse) is cst.If:
             self._if(orelse, on_false, chained=True)
         elif orelse is not None:
             self._block(orelse.body, **on_false)
+        escaped_false, self._escaped = self._escaped, None
+        if not worlds_escape:
+            self._escaped = escaped_false or escaped_true
+        elif escaped_true is not None and escaped_false is not None \
+                and _code(escaped_true[0].test) == _code(escaped_false[0].test):
+            # `if fp16: ...; if n < K: continue` / `else: ...; if n < K: continue`: in either
+            # world the rest of the iteration runs only at the boundary
+            self._escaped = escaped_true
         if flag_before is not None:
             flag = _flag_chain(statement, flag_before[1])
             if flag is not None:

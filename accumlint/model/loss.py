@@ -458,13 +458,14 @@ class LossReader:
                     self._forward_element(forward, position, depth)
                 return
             if _mean_of_itself(value, name) and (statement.conditional or statement.worlds):
-                # `if args.n_gpu > 1: loss = loss.mean()`: the replicas' losses averaged. Known to be
-                # sums (a project model's forward summing its tokens), their mean over devices is a
-                # sum; otherwise `.mean()` reads as a mean, as written
+                # `if args.n_gpu > 1: loss = loss.mean()`: the replicas' losses averaged, each
+                # reduced as the loss was before (in the other world the backward gets it as it
+                # is): a mean of means is a mean, a mean of sums a sum, a mean of losses of
+                # unknown reduction (another module's model) unknown
                 earlier = replace(flow, scalings=list(flow.scalings), after=list(flow.after),
                                   other_worlds=list(flow.other_worlds), aliases=set(flow.aliases), added=set(flow.added))
                 self._trace(loop, statement, cast(cst.Attribute, cast(cst.Call, value).func).value, earlier, depth + 1)
-                if earlier.reduction == SUM:
+                if earlier.reduction in (SUM, UNKNOWN):
                     for item in fields(flow):
                         setattr(flow, item.name, getattr(earlier, item.name))
                     return
