@@ -312,6 +312,33 @@ class Window:
         return any(first.order < statement.order < last.order and name in scopes.chains_bound(statement.small)
                    for statement in self.loop.statements)
 
+    def value_copies(self, after: Statement, name: str) -> set[str]:
+        """The names that hold `name`'s value after the statement `after`, in the same scope,
+        until `name` is bound again: plain copies and detached reads of it (`train_loss =
+        loss.item()`, `val = float(loss)`, `l = loss.detach().cpu()`), the numbers a
+        log then shows. A copy that the iteration adds to (`logged += ...`) or binds to
+        something else is one no longer."""
+        found: set[str] = set()
+        for statement in self.loop.statements:
+            if statement.order <= after.order or statement.helper is not after.helper:
+                continue
+            for small in statement.node.body:
+                if type(small) is cst.AugAssign:
+                    found.discard(dotted(small.target) or "")  # `logged += ...`: a sum, no longer the copy
+                    continue
+                if type(small) is not cst.Assign or len(small.targets) != 1:
+                    continue
+                target = dotted(small.targets[0].target)
+                if target is None:
+                    continue
+                if target == name:
+                    return found
+                if _read_of(small.value) in found | {name}:
+                    found.add(target)
+                else:
+                    found.discard(target)
+        return found
+
     def same_object(self, one: Event, other: Event) -> bool:
         """The two events act on one object: they name it alike, and no inner loop around
         only one of them binds that name (`for opt in self.optimizers: opt.step();
@@ -1860,3 +1887,17 @@ def _simple_statements_before(block: cst.IndentedBlock, node: cst.CSTNode) -> li
         if type(statement) is cst.SimpleStatementLine:
             found.append(statement)
     return []
+
+
+def _read_of(value: cst.BaseExpression) -> Optional[str]:
+    """The name whose value `value` reads as it is, or detached from its graph (`loss`,
+    `loss.item()`, `float(loss)`, `loss.detach().cpu().item()`); None for anything else."""
+    while True:
+        if type(value) is cst.Call and type(value.func) is cst.Attribute and not value.args \
+                and value.func.attr.value in DETACHING_METHODS:
+            value = value.func.value
+        elif type(value) is cst.Call and type(value.func) is cst.Name and value.func.value == "float" \
+                and len(value.args) == 1:
+            value = value.args[0].value
+        else:
+            return dotted(value)

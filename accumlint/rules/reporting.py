@@ -27,16 +27,18 @@ def logged_loss_scaled(window: Window) -> Iterable[Finding]:
         name = _assigned_name(scaling.statement)
         if name is None:
             continue
+        names = {name} | window.value_copies(scaling.statement, name)  # `train_loss = loss.item()`
         for log in _logs_after(window, scaling.statement, name):
             call = log.role.call
             if type(call) is not cst.Call:
                 continue
-            scaled = _unrestored(window, call, name, _dicts_logged(window, scaling.statement, log, call))
+            scaled = _unrestored(window, call, names, _dicts_logged(window, scaling.statement, log, call))
             if not scaled:
                 continue
+            logged = dotted(scaled[0]) if dotted(scaled[0]) in names else name
             yield Finding(
                 call,
-                f"the logged `{name}` was already divided by `{code(scaling.factor)}` ({{related}})",
+                f"the logged `{logged}` was already divided by `{code(scaling.factor)}` ({{related}})",
                 _restore(window, scaled, scaling.factor),
                 f"Log the loss multiplied back by `{code(scaling.factor)}`",
                 help=f"the reported training loss is K times too small and not comparable with a run without "
@@ -111,17 +113,17 @@ def _dicts_logged(window: Window, scaled_at: Statement, log: Event, call: cst.Ca
     return [value for value in found.values() if type(value) is cst.Dict]
 
 
-def _unrestored(window: Window, call: cst.Call, name: str,
+def _unrestored(window: Window, call: cst.Call, names: set[str],
                 extra: Sequence[cst.BaseExpression] = ()) -> list[cst.BaseExpression]:
     """The expressions (`loss.item()`, `loss`) in the logging call (and the dicts it logs
-    through a name) that read the scaled loss without multiplying it back by K; each is the
-    whole `loss.x().y()` chain."""
+    through a name) that read the scaled loss (under one of `names`) without multiplying it
+    back by K; each is the whole `loss.x().y()` chain."""
     found: list[cst.BaseExpression] = []
     stack: list[tuple[cst.CSTNode, tuple[cst.CSTNode, ...]]] = [(arg.value, ()) for arg in call.args]
     stack += [(value, ()) for value in extra]
     while stack:
         node, parents = stack.pop()
-        if (type(node) is cst.Name or type(node) is cst.Attribute) and dotted(node) == name:
+        if (type(node) is cst.Name or type(node) is cst.Attribute) and dotted(node) in names:
             if not any(_multiplies_back(window, parent) for parent in parents):
                 found.append(_chain(node, parents))
             continue
