@@ -146,7 +146,7 @@ class Frameworks:
         if info.sharded is None and name is not None and self._needs_deepspeed_plugin(name):
             info = AcceleratorInfo(scales=info.scales, steps=info.steps, sharded="deepspeed")
         later = self.facts.bindings.get(f"{name}.gradient_accumulation_steps", [])
-        if info.steps is None and len(later) == 1:
+        if len(later) == 1:  # set after construction (`Accelerator(gradient_accumulation_steps=1)`, then the config's)
             literal = int_value(later[0].value)
             return AcceleratorInfo(scales=literal is None or literal > 1, steps=later[0].value, sharded=info.sharded)
         return info
