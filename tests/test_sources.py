@@ -96,9 +96,13 @@ def test_undecodable_bytes_give_a_position():
     assert "cannot decode file as utf-8" in caught.value.message
 
 
-def test_unknown_declared_encoding():
-    with pytest.raises(SourceError, match="cannot decode"):
-        decode_python(b"# coding: klingon\nx = 1\n")
+def test_unknown_declared_encoding_reads_utf8_text():
+    """A codec an installed package would register (`future_fstrings`) reads UTF-8 text:
+    without it, UTF-8 bytes are read as UTF-8, and other bytes cannot be decoded."""
+    text, encoding = decode_python("# -*- coding: future_fstrings -*-\nname = 'é'\n".encode())
+    assert text.endswith("name = 'é'\n") and encoding == "utf-8"
+    with pytest.raises(SourceError, match="cannot decode file: unknown encoding"):
+        decode_python(b"# coding: klingon\nx = '\xff'\n")
 
 
 def test_undecodable_file_is_reported_not_crashed(tmp_path, monkeypatch, fake_analysis):

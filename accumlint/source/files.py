@@ -294,13 +294,22 @@ def read_bytes(path: str, limit: Optional[int] = MAX_FILE_SIZE) -> bytes:
 def decode_python(data: bytes) -> tuple[str, str]:
     """Text and encoding of Python source, as the interpreter would decode it.
 
-    The BOM is kept out of the text (encoding 'utf-8-sig' puts it back on
+    A declared codec this interpreter does not know (one an installed package would
+    register) is read as UTF-8 when the bytes are UTF-8. The BOM is kept out of the text (encoding 'utf-8-sig' puts it back on
     write); line endings are left exactly as they are.
     """
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as error:
-        raise SourceError(f"cannot decode file: {error}") from None
+        if not str(error).startswith("unknown encoding"):
+            raise SourceError(f"cannot decode file: {error}") from None
+        # a codec that a package registers when installed (`# -*- coding: future_fstrings -*-`),
+        # missing here: such codecs read UTF-8 text, so the file is read as UTF-8 when it is
+        encoding = "utf-8"
+        try:
+            return data.decode(encoding), encoding
+        except UnicodeDecodeError:
+            raise SourceError(f"cannot decode file: {error}") from None
     try:
         return data.decode(encoding), encoding
     except UnicodeDecodeError as error:
