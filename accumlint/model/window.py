@@ -256,8 +256,11 @@ class Window:
                    for b in self.facts.values_of(name))
 
     def _separate_update(self, step: Event) -> set[int]:
-        """The ids of `step`, its zeroing and the backwards between them when the three make one
-        update of an optimizer that steps nowhere else in the iteration, all in the same block."""
+        """The ids of `step`, its zeroings and the backwards that feed it when they make one
+        update of an optimizer that steps nowhere else in the iteration, all in the same block:
+        zeroing, backward, step; or backward, step, zeroing (the zeroing after the step readies
+        the next iteration: an adversary's `loss_dis.backward(); opt_dis.step();
+        opt_dis.zero_grad()` beside an accumulating model)."""
         target = step.role.target
         if target is None or self.objects.kind_of(target) != "optimizer":
             return set()
@@ -267,16 +270,22 @@ class Window:
             return set()
         zeroed = {mine, self._trained_model(target)}
         zeros = [z for z in self.loop.of_kind("zero") if z.role.target is not None
-                 and normalized(z.role.target) in zeroed and self._same_block(z, step) and z.precedes(step)]
-        if not zeros:
+                 and normalized(z.role.target) in zeroed and self._same_block(z, step)]
+        before = [z for z in zeros if z.precedes(step)]
+        others = [e for e in self.optimizer_steps if e is not step and e.precedes(step)]
+        if before:
+            zero = before[-1]
+            if any(zero.precedes(e) for e in others):
+                return set()  # another optimizer's step between them: the backwards may be its
+            between = [b for b in self.loop.backwards if zero.precedes(b) and b.precedes(step)]
+        elif any(step.precedes(z) for z in zeros):
+            # the backwards since the last step of another optimizer
+            between = [b for b in self.loop.backwards if b.precedes(step) and all(e.precedes(b) for e in others)]
+        else:
             return set()
-        zero = zeros[-1]
-        between = [b for b in self.loop.backwards if zero.precedes(b) and b.precedes(step)]
         if not between or not all(self._same_block(b, step) for b in between):
             return set()
-        if any(zero.precedes(e) and e.precedes(step) for e in self.optimizer_steps if e is not step):
-            return set()  # another optimizer's step between them: the backwards may be its
-        return {id(step), id(zero), *(id(b) for b in between)}
+        return {id(step), *(id(z) for z in zeros if z in before or step.precedes(z)), *(id(b) for b in between)}
 
     @staticmethod
     def _same_block(event: Event, other: Event) -> bool:
