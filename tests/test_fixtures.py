@@ -64,6 +64,7 @@ NO_TRAINING_LOOP = {
     "fixtures/projects/accelerator_kept_by_base/base.py",
     "fixtures/projects/accelerator_kept_by_base_zero_after/base.py",
     "fixtures/projects/criterion_parameter_factory_elsewhere/losses.py",
+    "fixtures/projects/loss_helper_wraps_foreign_helper/losses.py",
     "fixtures/projects/criterion_parameter_factory_elsewhere/run.py",
     "fixtures/projects/criterion_parameter_torch_loss_elsewhere/run.py",
     "fixtures/projects/iterable_dataset_elsewhere/episodes.py",

@@ -762,6 +762,8 @@ class LossReader:
             return self._passed_criterion(call, scope, call.func.value, depth)
         helper = self.facts.helper(call, function)
         if helper is not None:
+            if self._home(helper) != self._home(function):
+                return UNKNOWN  # a loss another module's function returns (`_through_call`)
             return self._returned(helper, depth)
         forward = self.facts.forward_of(call)
         if forward is not None:
