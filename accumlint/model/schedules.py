@@ -29,6 +29,10 @@ LENGTH_KEYWORDS = (
 # A period counted in scheduler steps (`StepLR(opt, step_size=...)`): not a total or warmup length
 # (GA305 reads those), but it says in which unit the schedule counts.
 PERIOD_KEYWORDS = ("step_size",)
+# Where torch's schedulers take their length when it is passed by position:
+# `OneCycleLR(opt, max_lr, total_steps)`, `LinearLR(opt, start, end, total_iters)`, ...
+_LENGTH_POSITIONS = {"CosineAnnealingLR": 1, "CosineAnnealingWarmRestarts": 1, "OneCycleLR": 2, "LinearLR": 3,
+                     "ConstantLR": 2, "PolynomialLR": 1}
 _LOADER_NAME = LazyPattern(r"loader|(^|_)dl($|_)|batches", re.IGNORECASE)
 
 IsK = Callable[[cst.BaseExpression], bool]
@@ -94,8 +98,10 @@ def length_arguments(call: cst.Call, facts: Optional[ModuleFacts] = None, period
         positions = (2, 3)
     elif tail.startswith("get_") and "with_warmup" in tail:
         positions = (1, 2)
-    elif tail == "CosineAnnealingLR" or tail == "StepLR" and periods:
-        positions = (1,)  # `T_max`; `step_size`
+    elif tail in _LENGTH_POSITIONS:
+        positions = (_LENGTH_POSITIONS[tail],)
+    elif tail == "StepLR" and periods:
+        positions = (1,)  # `step_size`
     for index in positions:
         value = positional(call, index)
         if value is not None:
