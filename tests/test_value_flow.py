@@ -75,3 +75,33 @@ def test_a_parameter_holds_no_graph_only_with_a_number_for_its_default(default: 
         out = scaled(loss)
         """
     assert _returns_hold_no_graph(source, "scaled(loss)") is no_graph
+
+
+@pytest.mark.parametrize("piece_return, no_graph", [
+    ("return (float(loss.item()) if loss is not None else None), 0", True),  # both arms hold none
+    ("return (loss if keep else None), 0", False),  # one arm is the tensor
+    ("return None, 0", True),
+])
+def test_conditional_and_none_returns(piece_return: str, no_graph: bool) -> None:
+    source = HELPERS.format(piece_return=piece_return)
+    assert _returns_hold_no_graph(source, "batch(model, xs, 4)", 0) is no_graph
+
+
+@pytest.mark.parametrize("rate, no_graph", [
+    ("running / steps", True),  # numbers summed from `.item()`, divided by a count
+    ("running / loss", False),  # a name that holds the tensor
+])
+def test_arithmetic_of_graph_free_names_holds_no_graph(rate: str, no_graph: bool) -> None:
+    source = f"""\
+        def report(model, xs):
+            running, steps = 0.0, 0
+            for x in xs:
+                loss = model(x).mean()
+                loss.backward()
+                running += loss.item()
+                steps += 1
+            return {rate}
+
+        value = report(model, xs)
+        """
+    assert _returns_hold_no_graph(source, "report(model, xs)") is no_graph

@@ -389,7 +389,7 @@ class ModuleFacts:
                 value = _element(value, index)
             if value is None:
                 return False
-            if type(value) is cst.Name:
+            if type(value) is cst.Name and value.value != "None":
                 if not self._name_holds_no_graph(value.value, function, ret, depth + 1):
                     return False
             elif not self.holds_no_graph(value, depth + 1):
@@ -410,9 +410,8 @@ class ModuleFacts:
             return True
         if type(value) is cst.IfExp:  # `float(loss.item()) if loss is not None else None`
             return self.holds_no_graph(value.body, depth + 1) and self.holds_no_graph(value.orelse, depth + 1)
-        if type(value) is cst.BinaryOperation:
-            sides = (value.left, value.right)
-            return any(detached(side) for side in sides) and all(self.holds_no_graph(side, depth + 1) for side in sides)
+        if type(value) is cst.BinaryOperation:  # `loss.item() / n`, `running / steps` of numbers
+            return all(self.holds_no_graph(side, depth + 1) for side in (value.left, value.right))
         if type(value) is cst.Call:
             return self.returns_hold_no_graph(value, None, depth + 1)
         function = self.enclosing_function(value) if type(value) is cst.Name else None

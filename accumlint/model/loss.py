@@ -16,7 +16,7 @@ from typing import Callable, Final, Literal, Optional, cast
 
 import libcst as cst
 
-from accumlint.model.facts import Function, ModuleFacts, constructed
+from accumlint.model.facts import Function, ModuleFacts, constructed, detached
 from accumlint.model.loop import Event, Statement, TrainingLoop
 from accumlint.model.names import (
     call_name, code, dotted, int_value, keyword, last_part, looks_like_batch_size, looks_like_token_count, names_token_count,
@@ -348,6 +348,7 @@ class LossReader:
         self.objects = objects
         self.lm_module: Optional[bool] = None
         self.hf_module: Optional[bool] = None
+        self._container_scaling: dict[int, bool] = {}  # id(function) -> `_scales_container_entries`
 
     def flows(self, loop: TrainingLoop) -> list[LossFlow]:
         return [self.flow(loop, event) for event in loop.backwards]
@@ -656,6 +657,46 @@ class LossReader:
         return found
 
     # -- reductions ------------------------------------------------------------
+    def _scales_container_entries(self, function: cst.CSTNode) -> bool:
+        """Whether a function stores a divided or multiplied loss into an entry of a container
+        (`losses[key] = value / n`, `out["loss"] *= w`): a loss it then reads from that
+        container is scaled there. Entries that name no loss (`info["steps/sec"] = steps /
+        seconds`) and values that hold no graph (`info["loss"] = running / steps` of numbers)
+        scale none."""
+        known = self._container_scaling.get(id(function))
+        if known is None:
+            known = self._container_scaling[id(function)] = self._scaled_entry(list(walk(function)))
+        return known
+
+    def _scaled_entry(self, nodes: list[cst.CSTNode]) -> bool:
+        def scaled(value: cst.CSTNode) -> bool:
+            return any(type(n) is cst.BinaryOperation and type(n.operator) in (cst.Divide, cst.Multiply) for n in walk(value))
+
+        def graph_free(value: cst.BaseExpression) -> bool:
+            # `avg = total.item() / n`, `running / steps` of numbers, `torch.tensor(v / n)` (a new
+            # leaf): numbers for a log
+            return detached(value) or self.facts.holds_no_graph(value) or (
+                type(value) is cst.Call and last_part(call_name(value) or "") == "tensor")
+
+        def about_losses(node: cst.CSTNode) -> bool:
+            return any((type(n) is cst.Name and "loss" in n.value.lower())
+                       or (type(n) is cst.SimpleString and "loss" in n.value.lower()) for n in walk(node))
+
+        # names bound to a scaled value (`value = value.mean() / loss_divisor`, then `losses[key] = value`)
+        scaled_names = {t.target.value for node in nodes if type(node) is cst.Assign and scaled(node.value)
+                        and not graph_free(node.value) for t in node.targets if type(t.target) is cst.Name}
+        for node in nodes:
+            if type(node) is cst.Assign and any(type(t.target) is cst.Subscript for t in node.targets):
+                if not about_losses(node):
+                    continue
+                if (scaled(node.value) and not graph_free(node.value)) \
+                        or (type(node.value) is cst.Name and node.value.value in scaled_names):
+                    return True
+            elif type(node) is cst.AugAssign and type(node.target) is cst.Subscript \
+                    and type(node.operator) in (cst.DivideAssign, cst.MultiplyAssign) and about_losses(node):
+                return True
+        return False
+
     def reduction(self, expr: cst.BaseExpression, function: Optional[Function], flow: Optional[LossFlow] = None,
                   depth: int = 0, terms: Optional[TermReader] = None) -> Reduction:
         """mean / token / sum / unknown for an expression that computes a loss. `terms`
@@ -665,7 +706,7 @@ class LossReader:
         if depth > 4:
             return UNKNOWN
         home = (self.facts.enclosing_function(expr) or function) if _reads_container(expr) else None
-        if home is not None and self.facts.once(_scales_container_entries, home):
+        if home is not None and self._scales_container_entries(home):
             # `report.losses[key] = value.mean() / divisor`, then `sum(l.mean() for l in losses.values())`:
             # the entries it reads may be those it scaled, under another name of the container
             return UNKNOWN
@@ -1036,27 +1077,6 @@ def _reads_container(expr: cst.BaseExpression) -> bool:
     return any(type(node) is cst.Subscript or (type(node) is cst.Call and type(node.func) is cst.Attribute
                                                  and node.func.attr.value in ("values", "items"))
                for node in walk(expr))
-
-
-def _scales_container_entries(function: cst.CSTNode) -> bool:
-    """Whether a function stores a divided or multiplied value into an entry of a container
-    (`losses[key] = value / n`, `out["loss"] *= w`): a loss it then reads from that container
-    is scaled there."""
-    def scaled(value: cst.CSTNode) -> bool:
-        return any(type(n) is cst.BinaryOperation and type(n.operator) in (cst.Divide, cst.Multiply) for n in walk(value))
-
-    nodes = list(walk(function))
-    # names bound to a scaled value (`value = value.mean() / loss_divisor`, then `losses[key] = value`)
-    scaled_names = {t.target.value for node in nodes if type(node) is cst.Assign and scaled(node.value)
-                    for t in node.targets if type(t.target) is cst.Name}
-    for node in nodes:
-        if type(node) is cst.Assign and any(type(t.target) is cst.Subscript for t in node.targets):
-            if scaled(node.value) or (type(node.value) is cst.Name and node.value.value in scaled_names):
-                return True
-        elif type(node) is cst.AugAssign and type(node.target) is cst.Subscript \
-                and type(node.operator) in (cst.DivideAssign, cst.MultiplyAssign):
-            return True
-    return False
 
 
 def _subscript_index(node: cst.Subscript) -> Optional[cst.BaseExpression]:
