@@ -332,20 +332,15 @@ class Window:
             if statement.order <= after.order or statement.helper is not after.helper:
                 continue
             for small in statement.node.body:
-                if type(small) is cst.AugAssign:
-                    found.discard(dotted(small.target) or "")  # `logged += ...`: a sum, no longer the copy
-                    continue
-                if type(small) is not cst.Assign or len(small.targets) != 1:
-                    continue
-                target = dotted(small.targets[0].target)
-                if target is None:
-                    continue
-                if target == name:
+                bound = scopes.chains_bound(small)  # `loss, _, obs = model(...)` rebinds `loss` too
+                if name in bound:
                     return found
-                if _read_of(small.value) in found | {name}:
-                    found.add(target)
+                if type(small) is cst.Assign and len(small.targets) == 1 and type(small.targets[0].target) is not cst.Tuple \
+                        and _read_of(small.value) in found | {name}:
+                    found.add(dotted(small.targets[0].target) or "")
                 else:
-                    found.discard(target)
+                    found -= bound  # `logged += ...` (a sum), `x = other`: no longer a copy
+        found.discard("")
         return found
 
     def same_object(self, one: Event, other: Event) -> bool:

@@ -7,6 +7,7 @@ from typing import Iterable, Optional, Sequence
 import libcst as cst
 
 from accumlint.fix.edits import Edit, parenthesized, replace
+from accumlint.model import scopes
 from accumlint.model.loop import Event, Statement
 from accumlint.model.loss import LossFlow, Scaling
 from accumlint.model.names import code, dotted
@@ -82,7 +83,8 @@ def _assigned_name(statement: Statement) -> Optional[str]:
 
 
 def _assigns(statement: Statement, name: str) -> bool:
-    return name in _assigned_names(statement)
+    """The statement binds `name`, alone or among others (`loss, _, obs = model(dev_batch)`)."""
+    return name in scopes.chains_bound(statement.node)
 
 
 def _logs_after(window: Window, scaled_at: Statement, name: str) -> list[Event]:
