@@ -105,3 +105,15 @@ def test_arithmetic_of_graph_free_names_holds_no_graph(rate: str, no_graph: bool
         value = report(model, xs)
         """
     assert _returns_hold_no_graph(source, "report(model, xs)") is no_graph
+
+
+def test_calls_that_return_plain_numbers_hold_no_graph() -> None:
+    source = """\
+        import time
+
+        def rate(steps, start):
+            return steps / (time.time() - start)
+
+        value = rate(10, 0.0)
+        """
+    assert _returns_hold_no_graph(source, "rate(10, 0.0)")

@@ -413,6 +413,9 @@ class ModuleFacts:
         if type(value) is cst.BinaryOperation:  # `loss.item() / n`, `running / steps` of numbers
             return all(self.holds_no_graph(side, depth + 1) for side in (value.left, value.right))
         if type(value) is cst.Call:
+            if (self.qualified(dotted(value.func)) or "").partition(".")[0] in _NUMBER_MODULES \
+                    or dotted(value.func) in _NUMBER_BUILTINS:
+                return True  # `time.time()`, `len(loader)`, `math.sqrt(n)`: plain numbers
             return self.returns_hold_no_graph(value, None, depth + 1)
         function = self.enclosing_function(value) if type(value) is cst.Name else None
         if function is None:
@@ -1370,6 +1373,9 @@ def _in_place_updates(function: cst.CSTNode) -> list[cst.AugAssign]:
 
 
 # Methods whose result holds no autograd graph (a Python number, a copy off the graph).
+# Modules and builtins whose calls return plain numbers, never a tensor with a graph.
+_NUMBER_MODULES = frozenset({"time", "math"})
+_NUMBER_BUILTINS = frozenset({"len", "int", "round"})
 DETACHING_METHODS = frozenset({"item", "detach", "tolist", "cpu", "numpy", "float", "data"})
 
 

@@ -660,9 +660,8 @@ class LossReader:
     def _scales_container_entries(self, function: cst.CSTNode) -> bool:
         """Whether a function stores a divided or multiplied loss into an entry of a container
         (`losses[key] = value / n`, `out["loss"] *= w`): a loss it then reads from that
-        container is scaled there. Entries that name no loss (`info["steps/sec"] = steps /
-        seconds`) and values that hold no graph (`info["loss"] = running / steps` of numbers)
-        scale none."""
+        container is scaled there. Values that hold no graph (`info["loss"] = running / steps`
+        of numbers, `info["steps/sec"] = steps / (time.time() - start)`) scale none."""
         known = self._container_scaling.get(id(function))
         if known is None:
             known = self._container_scaling[id(function)] = self._scaled_entry(list(walk(function)))
@@ -678,22 +677,16 @@ class LossReader:
             return detached(value) or self.facts.holds_no_graph(value) or (
                 type(value) is cst.Call and last_part(call_name(value) or "") == "tensor")
 
-        def about_losses(node: cst.CSTNode) -> bool:
-            return any((type(n) is cst.Name and "loss" in n.value.lower())
-                       or (type(n) is cst.SimpleString and "loss" in n.value.lower()) for n in walk(node))
-
         # names bound to a scaled value (`value = value.mean() / loss_divisor`, then `losses[key] = value`)
         scaled_names = {t.target.value for node in nodes if type(node) is cst.Assign and scaled(node.value)
                         and not graph_free(node.value) for t in node.targets if type(t.target) is cst.Name}
         for node in nodes:
             if type(node) is cst.Assign and any(type(t.target) is cst.Subscript for t in node.targets):
-                if not about_losses(node):
-                    continue
                 if (scaled(node.value) and not graph_free(node.value)) \
                         or (type(node.value) is cst.Name and node.value.value in scaled_names):
                     return True
             elif type(node) is cst.AugAssign and type(node.target) is cst.Subscript \
-                    and type(node.operator) in (cst.DivideAssign, cst.MultiplyAssign) and about_losses(node):
+                    and type(node.operator) in (cst.DivideAssign, cst.MultiplyAssign):
                 return True
         return False
 
