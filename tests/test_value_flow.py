@@ -111,9 +111,11 @@ def test_calls_that_return_plain_numbers_hold_no_graph() -> None:
     source = """\
         import time
 
-        def rate(steps, start):
+        def rate(loader):
+            start = time.time()
+            steps = len(loader)
             return steps / (time.time() - start)
 
-        value = rate(10, 0.0)
+        value = rate(loader)
         """
-    assert _returns_hold_no_graph(source, "rate(10, 0.0)")
+    assert _returns_hold_no_graph(source, "rate(loader)")
