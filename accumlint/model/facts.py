@@ -233,8 +233,7 @@ class ModuleFacts:
         alias = aliases.pop() if len(aliases) == 1 else None
         if alias is None or alias.endswith("()") or alias.partition(".")[0] not in self.imports:
             return None
-        head, _, rest = alias.partition(".")
-        return f"{self.imports[head]}.{rest}" if rest else self.imports[head]
+        return self.qualified(alias)  # its head is an import: resolved there, no alias followed
 
     def values_of(self, name: Optional[str], seen: Optional[set[str]] = None) -> list[Binding]:
         """Every binding of a name, following plain aliases (`opt = self.optimizer`).
@@ -399,9 +398,9 @@ class ModuleFacts:
     def holds_no_graph(self, value: cst.BaseExpression, depth: int = 0) -> bool:
         """Whether a value is known to hold no autograd graph (see `returns_hold_no_graph`):
         a detached value (`detached`), a number, `None`, a conditional expression whose
-        arms hold none, arithmetic of a detached value with such values (`loss.item() /
-        loss_div`), what a module function returns, or a local name of the function it is
-        read in."""
+        arms hold none, arithmetic of such values (`loss.item() / loss_div`, `running /
+        steps`), a call that returns a plain number (`time.time()`, `len(loader)`), what a
+        module function returns, or a local name of the function it is read in."""
         if depth > _MAX_FLOW_DEPTH:
             return False
         if type(value) in (cst.Integer, cst.Float) or detached(value):
@@ -1372,10 +1371,10 @@ def _in_place_updates(function: cst.CSTNode) -> list[cst.AugAssign]:
     return [node for node in walk(function) if type(node) is cst.AugAssign]
 
 
-# Methods whose result holds no autograd graph (a Python number, a copy off the graph).
 # Modules and builtins whose calls return plain numbers, never a tensor with a graph.
 _NUMBER_MODULES = frozenset({"time", "math"})
 _NUMBER_BUILTINS = frozenset({"len", "int", "round"})
+# Methods whose result holds no autograd graph (a Python number, a copy off the graph).
 DETACHING_METHODS = frozenset({"item", "detach", "tolist", "cpu", "numpy", "float", "data"})
 
 

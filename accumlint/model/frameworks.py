@@ -100,13 +100,12 @@ class SyncControl:
         return arm if type(arm) is cst.Call else self.node
 
 
-def _accelerator_calls(value: cst.BaseExpression, facts: ModuleFacts) -> list[cst.Call]:
-    """`Accelerator(...)` (or a project subclass's constructor), or both arms of
-    `Accelerator(log_with=...) if tracking else Accelerator(...)`; nothing when an arm
-    builds something else."""
+def _accelerator_calls(value: cst.BaseExpression, objects: "Objects") -> list[cst.Call]:
+    """`Accelerator(...)` (or a project subclass's constructor: what `Objects.built_kind`
+    calls an accelerator), or both arms of `Accelerator(log_with=...) if tracking else
+    Accelerator(...)`; nothing when an arm builds something else."""
     arms = (value.body, value.orelse) if type(value) is cst.IfExp else (value,)
-    calls = [arm for arm in arms if type(arm) is cst.Call and (
-        last_part(call_name(arm) or "") == "Accelerator" or facts.framework_class(call_name(arm)) == "Accelerator")]
+    calls = [arm for arm in arms if type(arm) is cst.Call and objects.built_kind(arm, None) == "accelerator"]
     return calls if len(calls) == len(arms) else []
 
 
@@ -137,7 +136,7 @@ class Frameworks:
         name = dotted(expr)
         info = AcceleratorInfo(scales=None, steps=None)
         for binding in self.facts.values_of(name):
-            calls = _accelerator_calls(binding.value, self.facts)
+            calls = _accelerator_calls(binding.value, self.objects)
             if calls:
                 infos = [self._accelerator_call(call) for call in calls]
                 if all(_same_accelerator(infos[0], other) for other in infos[1:]):

@@ -16,7 +16,7 @@ from typing import Callable, Final, Literal, Optional, cast
 
 import libcst as cst
 
-from accumlint.model.facts import Function, ModuleFacts, constructed, detached
+from accumlint.model.facts import Function, ModuleFacts, constructed
 from accumlint.model.loop import Event, Statement, TrainingLoop
 from accumlint.model.names import (
     call_name, code, dotted, int_value, keyword, last_part, looks_like_batch_size, looks_like_token_count, names_token_count,
@@ -674,7 +674,7 @@ class LossReader:
         def graph_free(value: cst.BaseExpression) -> bool:
             # `avg = total.item() / n`, `running / steps` of numbers, `torch.tensor(v / n)` (a new
             # leaf): numbers for a log
-            return detached(value) or self.facts.holds_no_graph(value) or (
+            return self.facts.holds_no_graph(value) or (
                 type(value) is cst.Call and last_part(call_name(value) or "") == "tensor")
 
         # names bound to a scaled value (`value = value.mean() / loss_divisor`, then `losses[key] = value`)

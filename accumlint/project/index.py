@@ -631,10 +631,7 @@ class ProjectView:
             return None
         if type(value) is not cst.Call:
             return None
-        full = _qualified_callee(home, _dotted(value.func) or "")
-        if full is not None:
-            value = value.with_changes(func=cst.parse_expression(full))
-        return self.adopt(value)
+        return self.adopt(_with_full_callee(home, value) or value)
 
     def _qualified_wrap(self, home: ModuleSummary, source: str) -> Optional[cst.BaseExpression]:
         """A wrapping expression of `home` with each wrapping callee written in full."""
@@ -645,16 +642,9 @@ class ProjectView:
         arms = [value.body, value.orelse] if type(value) is cst.IfExp else [value]
         replacements: dict[cst.BaseExpression, cst.BaseExpression] = {}
         for arm in arms:
-            if type(arm) is not cst.Call:
-                continue
-            name = _dotted(arm.func)
-            head, _, rest = (name or "").partition(".")
-            imported = home.imports.get(head)
-            if name is None or imported is None or imported[2] != 0:
-                continue
-            target, what, _ = imported
-            qualified = f"{target}.{what}" if what else target
-            replacements[arm] = arm.with_changes(func=cst.parse_expression(f"{qualified}.{rest}" if rest else qualified))
+            full = _with_full_callee(home, arm) if type(arm) is cst.Call else None
+            if full is not None:
+                replacements[arm] = full
         if not replacements:
             return None
         if type(value) is cst.IfExp:
@@ -983,6 +973,14 @@ def _qualified_callee(module: ModuleSummary, callee: str) -> Optional[str]:
     target, what, _ = imported
     qualified = f"{target}.{what}" if what else target
     return f"{qualified}.{rest}" if rest else qualified
+
+
+def _with_full_callee(module: ModuleSummary, call: cst.Call) -> Optional[cst.Call]:
+    """`call`, of `module`, with its callee written in full through `module`'s imports
+    (`DDP(m)` as `torch.nn.parallel.DistributedDataParallel(m)`); None when the callee is not
+    imported there."""
+    full = _qualified_callee(module, _dotted(call.func) or "")
+    return None if full is None else call.with_changes(func=cst.parse_expression(full))
 
 
 def _names_a_wrap(callee: Optional[str]) -> bool:
