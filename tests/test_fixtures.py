@@ -60,6 +60,8 @@ NO_TRAINING_LOOP = {
     "fixtures/check/other_frameworks/mxnet_gluon_trainer.py",
     # A project's modules beside its training script.
     "fixtures/projects/schedule_built_elsewhere_divided/utils/lr.py",
+    "fixtures/projects/schedule_factory_given_length/optim/schedules.py",
+    "fixtures/projects/schedule_factory_given_length_steps/optim/schedules.py",
     "fixtures/projects/criterion_class_elsewhere/losses.py",
     "fixtures/projects/accelerator_kept_by_base/base.py",
     "fixtures/projects/accelerator_kept_by_base_zero_after/base.py",

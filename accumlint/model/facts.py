@@ -333,6 +333,23 @@ class ModuleFacts:
         attributes = {id(n.attr) for n in walk(self.module) if type(n) is cst.Attribute}
         return Counter(n.value for n in walk(self.module) if type(n) is cst.Name and id(n) not in attributes)
 
+    def prepared_element(self, call: cst.Call, index: int) -> Optional[cst.BaseExpression]:
+        """What a framework's prepare returns at `index` of its tuple: the object given at that
+        position, wrapped in its place (`model, opt, loader, sched = accelerator.prepare(model,
+        opt, loader, get_linear_schedule_with_warmup(...))`, `fabric.setup`, apex's
+        `amp.initialize`). None for any other call, DeepSpeed's `initialize` (it returns the
+        engine first), and a position a starred argument hides."""
+        func = call.func
+        if type(func) is not cst.Attribute or func.attr.value not in _PREPARES:
+            return None
+        qualified = self.qualified(dotted(func)) or ""
+        if "deepspeed" in qualified or "deepspeed" in (dotted(func.value) or "").lower():
+            return None
+        positions = [arg for arg in call.args if arg.keyword is None]
+        if any(arg.star for arg in positions[:index + 1]):
+            return None
+        return positional(call, index)
+
     def returned(self, call: cst.Call, index: Optional[int] = None) -> list[cst.BaseExpression]:
         """What a call of a module function (`wrap(model)`) or of a method of the caller's
         own class (`self.model_to_device(net)`) returns: the values of its `return`

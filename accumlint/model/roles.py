@@ -148,6 +148,9 @@ class Objects:
         if index is not None:
             if _deepspeed_initialize(name):
                 return _DEEPSPEED_RETURNS.get(index)
+            element = self.facts.prepared_element(value, index)
+            if type(element) is cst.Call:  # `accelerator.prepare(..., get_linear_schedule_with_warmup(...))`
+                return self.built_kind(element, None)
             return self._returned_kind(value, index)
         if name.startswith("torch.optim.lr_scheduler") or (tail.startswith("get_") and "schedule" in tail) \
                 or name == "torch.optim.swa_utils.SWALR":

@@ -16,7 +16,7 @@ from typing import Callable, Iterator, Literal, Optional, cast
 import libcst as cst
 
 from accumlint.model import scopes
-from accumlint.model.facts import Function, ModuleFacts
+from accumlint.model.facts import Function, ModuleFacts, constructed
 from accumlint.model.names import call_name, dotted, keyword, last_part, looks_like_batch_size, minus_one, positional
 from accumlint.model.roles import Objects
 from accumlint.model.tree import children, walk
@@ -65,7 +65,9 @@ def scheduler_constructors(facts: ModuleFacts, objects: Objects, name: Optional[
             found += [call for function in configures
                       for call in facts.calls_in(function.body) if objects.built_kind(call, None) == "scheduler"]
         elif objects.built_kind(value, binding.index) == "scheduler":
-            found.append(value)
+            element = facts.prepared_element(value, binding.index) if binding.index is not None else None
+            # a scheduler built inside the prepare call: its constructor is the element prepared
+            found.append(cast(cst.Call, constructed(element)) if type(element) is cst.Call else value)
     return found
 
 
@@ -155,17 +157,16 @@ def sized_in_micro_batches(facts: ModuleFacts, objects: Objects, name: Optional[
     (`num_training_steps=max_train_steps * gradient_accumulation_steps`), or lengths
     computed from `len(loader)` (times epochs) that nothing on the way divides by K."""
     from_loader = False
-    for call in scheduler_constructors(facts, objects, name):
-        for argument in length_arguments(call, facts, periods=True):
-            for node in _expression_nodes(argument):
-                if type(node) is cst.BinaryOperation and type(node.operator) is cst.Multiply:
-                    if is_k(node.left) or is_k(node.right):
-                        return True
-            if optimizer_step_value(facts, argument, is_k):
-                return False
-            if micro_batch_length(facts, objects, argument, is_k) is not None or _batches_of_samples(facts, argument, is_k) \
-                    or _epoch_lengths(facts, argument):
-                from_loader = True
+    for argument in schedule_lengths(facts, objects, name, periods=True):
+        for node in _expression_nodes(argument):
+            if type(node) is cst.BinaryOperation and type(node.operator) is cst.Multiply:
+                if is_k(node.left) or is_k(node.right):
+                    return True
+        if optimizer_step_value(facts, argument, is_k):
+            return False
+        if micro_batch_length(facts, objects, argument, is_k) is not None or _batches_of_samples(facts, argument, is_k) \
+                or _epoch_lengths(facts, argument):
+            from_loader = True
     return from_loader
 
 
@@ -415,6 +416,39 @@ def helper_built_lengths(facts: ModuleFacts, objects: Objects, name: Optional[st
                         if loader is not None:
                             found.append(HelperLength(argument, node, loader))
                             break
+    return found
+
+
+def schedule_lengths(facts: ModuleFacts, objects: Objects, name: Optional[str],
+                     periods: bool = False) -> list[cst.BaseExpression]:
+    """The expressions of this module that give the scheduler bound to `name` its lengths
+    (with `periods`, its periods too): the length arguments of the constructors that built
+    it, and what a call of a project function that builds it passes for the parameter the
+    function gives as a length (`def build_scheduler(optimizer, total): return
+    get_linear_schedule_with_warmup(optimizer, 0, total)` called as
+    `build_scheduler(optimizer, len(loader) * epochs)`). A parameter the function rebinds,
+    or one the call leaves to its default, gives nothing."""
+    found = [argument for constructor in scheduler_constructors(facts, objects, name)
+             for argument in length_arguments(constructor, facts, periods)]
+    for binding in facts.values_of(name):
+        # the call written here: a binding from another module's helper holds what it returns
+        statement = binding.statement
+        call = cast("cst.Assign | cst.AnnAssign", statement).value if type(statement) in (cst.Assign, cst.AnnAssign) \
+            else binding.value
+        if type(call) is not cst.Call or binding.index is not None:
+            continue
+        helper = facts.helper(call, None)
+        if helper is None:
+            continue
+        rebound = scopes.rebound_names(helper)
+        for constructor in _returned_schedulers(objects, helper):
+            for argument in length_arguments(constructor, facts, periods):
+                parameter = argument.value if type(argument) is cst.Name else None
+                if parameter is None or parameter in rebound or parameter not in scopes.parameters(helper):
+                    continue
+                passed = scopes.argument_for(helper, call, parameter)
+                if passed is not None:
+                    found.append(passed)
     return found
 
 

@@ -9,7 +9,7 @@ import libcst as cst
 from accumlint.fix.edits import Edit, insert_before, replace
 from accumlint.model.loop import Event
 from accumlint.model.names import code, dotted, normalized
-from accumlint.model.schedules import helper_built_lengths, length_arguments, micro_batch_length, scheduler_constructors
+from accumlint.model.schedules import helper_built_lengths, micro_batch_length, schedule_lengths
 from accumlint.model.scopes import in_scope
 from accumlint.model.window import Window
 from accumlint.rules.base import Finding
@@ -23,21 +23,20 @@ def schedule_counts_micro_batches(window: Window) -> Iterable[Finding]:
     for event in window.loop.of_kind("sched"):
         if not _once_per_window(window, event):
             continue
-        for constructor in scheduler_constructors(window.facts, window.objects, event.role.receiver):
-            for argument in length_arguments(constructor, window.facts):
-                length = micro_batch_length(window.facts, window.objects, argument, window.is_k)
-                if length is None or not _iterated_per_micro_batch(window, length.length):
-                    continue
-                loader = code(length.length.args[0].value)
-                k_text = code(k) if k is not None else "K"
-                yield Finding(
-                    length.carrier,
-                    f"the schedule's length counts micro-batches (`len({loader})`), not optimizer steps",
-                    _edits(window, length.length, k),
-                    f"Count optimizer steps: `math.ceil(len({loader}) / {k_text})`",
-                    help=f"`{code(event.role.call)}` steps once per window of `{k_text}`: warmup lasts K times too "
-                    f"long and the decay never finishes; use `math.ceil(len({loader}) / {k_text})`",
-                )
+        for argument in schedule_lengths(window.facts, window.objects, event.role.receiver):
+            length = micro_batch_length(window.facts, window.objects, argument, window.is_k)
+            if length is None or not _iterated_per_micro_batch(window, length.length):
+                continue
+            loader = code(length.length.args[0].value)
+            k_text = code(k) if k is not None else "K"
+            yield Finding(
+                length.carrier,
+                f"the schedule's length counts micro-batches (`len({loader})`), not optimizer steps",
+                _edits(window, length.length, k),
+                f"Count optimizer steps: `math.ceil(len({loader}) / {k_text})`",
+                help=f"`{code(event.role.call)}` steps once per window of `{k_text}`: warmup lasts K times too "
+                f"long and the decay never finishes; use `math.ceil(len({loader}) / {k_text})`",
+            )
         for built in helper_built_lengths(window.facts, window.objects, event.role.receiver):
             if not _walks(window, built.loader):
                 continue
