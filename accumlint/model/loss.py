@@ -1018,8 +1018,23 @@ def _returns(function: Function) -> list[cst.BaseExpression]:
 
 
 def _empty_sum(node: Optional[cst.BaseExpression]) -> bool:
-    """`0` or `0.0`: where a loss summed term by term (`loss += ...`) starts."""
-    return type(node) in (cst.Integer, cst.Float) and float(cast("cst.Integer | cst.Float", node).value) == 0
+    """`0`, `0.0` or a zero tensor (`torch.tensor(0.0, requires_grad=True).to(device)`,
+    `torch.zeros(1, device=device)`, `pred.new_zeros(())`): where a loss summed term by
+    term (`loss += ...`) starts."""
+    if type(node) in (cst.Integer, cst.Float):
+        return float(cast("cst.Integer | cst.Float", node).value) == 0
+    node = constructed(node) if node is not None else None  # `.to(device)`, `.cuda()`: the same tensor
+    if type(node) is not cst.Call:
+        return False
+    tail = last_part(dotted(node.func) or "")
+    if tail in _ZERO_TENSORS:
+        return True
+    first = positional(node, 0)
+    return tail == "tensor" and type(first) in (cst.Integer, cst.Float) \
+        and float(cast("cst.Integer | cst.Float", first).value) == 0
+
+
+_ZERO_TENSORS = frozenset({"zeros", "zeros_like", "new_zeros"})
 
 
 def _summed_term(call: cst.Call) -> Optional[cst.BaseExpression]:
