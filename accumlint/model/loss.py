@@ -478,6 +478,8 @@ class LossReader:
             if inner_name is not None and not inner_name.endswith("()"):
                 self._trace(loop, statement, inner, flow, depth + 1)
                 return
+            if depth < 8 and self._through_stacked_list(loop, statement, inner, flow, depth):
+                return
             own = next((n for n in walk(inner) if type(n) is cst.Name and n.value == name), None) \
                 if _masked_token_mean(inner) and depth < 8 else None
             if own is not None:
@@ -497,6 +499,26 @@ class LossReader:
                                         terms=lambda term, level: self._term(loop, before, term, flow, level))
         if depth < 8:
             self._scaled_before_method(loop, before, expr, flow, depth)  # `loss.mean().backward()`
+
+    def _through_stacked_list(self, loop: TrainingLoop, statement: Statement, value: cst.BaseExpression,
+                              flow: LossFlow, depth: int) -> bool:
+        """`loss_mb = torch.stack(losses).mean()` (or `.sum()`, `torch.mean(torch.stack(losses))`,
+        `sum(losses)`) over a list the iteration fills at one place (`losses.append(loss)`, per
+        example of the micro-batch): the entries are the appended value, and the flow goes on
+        there with the scalings written on its way (`loss = loss / K` before the append). The
+        mean of entries is reduced as they are; their sum is a sum when they are known."""
+        stacked = _stacked_list(value)
+        if stacked is None:
+            return False
+        listed, summed = stacked
+        appended = _appended_once(loop.statements, statement, listed)
+        if appended is None:
+            return False
+        at, entry = appended
+        self._trace(loop, at, entry, flow, depth + 1)
+        if summed and flow.reduction != UNKNOWN:
+            flow.reduction = SUM
+        return True
 
     def _add_term(self, loop: TrainingLoop, statement: Statement, term: cst.BaseExpression, name: str,
                   flow: LossFlow) -> None:
@@ -1015,6 +1037,43 @@ def _returned_values(function: Function) -> list[cst.BaseExpression]:
 def _returns(function: Function) -> list[cst.BaseExpression]:
     """What each `return` of the function returns, as written."""
     return [node.value for node in walk(function.body) if type(node) is cst.Return and node.value is not None]
+
+
+def _stacked_list(value: cst.BaseExpression) -> Optional[tuple[str, bool]]:
+    """(the list's name, whether its entries are summed) for a mean or sum of a list's entries:
+    `torch.stack(losses).mean()`, `torch.stack(losses).sum()`, `torch.mean(torch.stack(losses))`,
+    `sum(losses)`; None for anything else."""
+    if type(value) is not cst.Call:
+        return None
+    func = value.func
+    if type(func) is cst.Name and func.value == "sum" and len(value.args) == 1 and type(value.args[0].value) is cst.Name:
+        return cast(cst.Name, value.args[0].value).value, True
+    if type(func) is cst.Attribute and func.attr.value in ("mean", "sum") and not value.args:
+        inner, reduced = func.value, func.attr.value  # `torch.stack(losses).mean()`
+    elif last_part(dotted(func) or "") in ("mean", "sum") and len(value.args) == 1 and value.args[0].keyword is None:
+        inner, reduced = value.args[0].value, last_part(dotted(func) or "")  # `torch.mean(torch.stack(losses))`
+    else:
+        return None
+    if type(inner) is not cst.Call or last_part(dotted(inner.func) or "") != "stack" or len(inner.args) != 1 \
+            or type(inner.args[0].value) is not cst.Name:
+        return None
+    return cast(cst.Name, inner.args[0].value).value, reduced == "sum"
+
+
+def _appended_once(statements: Sequence[Statement], before: Statement, name: str) -> Optional[tuple[Statement, cst.BaseExpression]]:
+    """The one `name.append(value)` of the iteration before `before` (in the same function),
+    with its statement; None when there is none or more than one."""
+    found: list[tuple[Statement, cst.BaseExpression]] = []
+    for statement in statements:
+        if statement.order >= before.order or statement.helper is not before.helper:
+            continue
+        for small in statement.node.body:
+            value = small.value if type(small) is cst.Expr else None
+            if type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value == "append" \
+                    and dotted(value.func.value) == name and len(value.args) == 1 and value.args[0].keyword is None \
+                    and not value.args[0].star:
+                found.append((statement, value.args[0].value))
+    return found[0] if len(found) == 1 else None
 
 
 def _empty_sum(node: Optional[cst.BaseExpression]) -> bool:
