@@ -1047,7 +1047,7 @@ def _stacked_list(value: cst.BaseExpression) -> Optional[tuple[str, bool]]:
         return None
     func = value.func
     if type(func) is cst.Name and func.value == "sum" and len(value.args) == 1 and type(value.args[0].value) is cst.Name:
-        return cast(cst.Name, value.args[0].value).value, True
+        return value.args[0].value.value, True
     if type(func) is cst.Attribute and func.attr.value in ("mean", "sum") and not value.args:
         inner, reduced = func.value, func.attr.value  # `torch.stack(losses).mean()`
     elif last_part(dotted(func) or "") in ("mean", "sum") and len(value.args) == 1 and value.args[0].keyword is None:
@@ -1057,10 +1057,10 @@ def _stacked_list(value: cst.BaseExpression) -> Optional[tuple[str, bool]]:
     if type(inner) is not cst.Call or last_part(dotted(inner.func) or "") != "stack" or len(inner.args) != 1 \
             or type(inner.args[0].value) is not cst.Name:
         return None
-    return cast(cst.Name, inner.args[0].value).value, reduced == "sum"
+    return inner.args[0].value.value, reduced == "sum"
 
 
-def _appended_once(statements: Sequence[Statement], before: Statement, name: str) -> Optional[tuple[Statement, cst.BaseExpression]]:
+def _appended_once(statements: list[Statement], before: Statement, name: str) -> Optional[tuple[Statement, cst.BaseExpression]]:
     """The one `name.append(value)` of the iteration before `before` (in the same function),
     with its statement; None when there is none or more than one."""
     found: list[tuple[Statement, cst.BaseExpression]] = []
