@@ -1297,6 +1297,8 @@ class Window:
             return False
         if int_value(k) is not None:
             return int_value(k) == 1
+        if type(k) is cst.Attribute:
+            return self._class_constant_one(k)
         if type(k) is not cst.Name:
             return False
         function = self.loop.function
@@ -1307,6 +1309,26 @@ class Window:
             b.index is None and int_value(b.value) == 1
             and self.facts.enclosing_function(b.statement) in (None, function)
             and type(b.statement) is not cst.For for b in bindings)
+
+    def _class_constant_one(self, k: cst.Attribute) -> bool:
+        """`CFG.gradient_accumulation_steps` read through a class of this module that works as a
+        namespace of settings (a notebook's `class CFG:`), whose body binds the attribute to 1
+        and nothing else, while the module stores into it nowhere (`CFG.x = ...`,
+        `setattr(CFG, ...)`) and rebinds no globals from a config."""
+        owner = dotted(k.value)
+        cls = self.facts.classes.get(owner or "")
+        if owner is None or cls is None or self.facts.rebinds_globals or self.facts.bindings.get(dotted(k) or ""):
+            return False
+        if re.search(rf"setattr\(\s*{re.escape(owner)}\b|{re.escape(owner)}\.__dict__", self.facts.text):
+            return False
+        values: list[Optional[cst.BaseExpression]] = []
+        for line in cls.body.body:
+            for small in line.body if type(line) is cst.SimpleStatementLine else ():
+                if type(small) is cst.Assign and any(dotted(t.target) == k.attr.value for t in small.targets):
+                    values.append(small.value)
+                elif type(small) is cst.AnnAssign and dotted(small.target) == k.attr.value:
+                    values.append(small.value)
+        return bool(values) and all(value is not None and int_value(value) == 1 for value in values)
 
     @cached_property
     def divides_by_accumulation(self) -> bool:
