@@ -20,6 +20,7 @@ from accumlint.model.facts import Function
 from accumlint.model.loop import Statement, lightning_returned_loss
 from accumlint.model.loss import VALUE_KEEPING_METHODS, operand_in, split_scaling
 from accumlint.model.names import code, dotted
+from accumlint.model import scopes
 from accumlint.model.scopes import target_chains
 from accumlint.model.tree import walk
 from accumlint.model.window import Window
@@ -56,8 +57,26 @@ def accumulations(window: Window) -> list[Accumulation]:
             continue
         if holder in building or holder in rebound.get((statement.helper, window.loop.in_micro_loop(statement)), set()):
             continue
+        if _local_to_each_call(window, statement, holder):
+            continue
         found.append(Accumulation(statement, holder, added))
     return found
+
+
+def _local_to_each_call(window: Window, statement: Statement, holder: str) -> bool:
+    """A holder of a helper the loop calls that the helper binds afresh at its own top level
+    on every call (`total_loss = []` in `validation(...)`), added to outside any loop of the
+    helper: each call's holder has one value and goes when the helper returns, whatever
+    gate the call runs under."""
+    helper = statement.helper
+    if helper is None or "." in holder or holder not in scopes.local_names(helper):
+        return False
+    if any(window.facts.enclosing_function(loop) is helper for loop in statement.loops):
+        return False  # summed over a loop of the helper's own: its graphs stay until it returns
+    body = helper.body.body if type(helper.body) is cst.IndentedBlock else ()
+    return any(type(line) is cst.SimpleStatementLine and any(
+        type(small) is cst.Assign and _self_sum(small) is None and holder in {dotted(t.target) for t in small.targets}
+        for small in line.body) for line in body)
 
 
 def graphs_kept(window: Window) -> list[tuple[Accumulation, str]]:
