@@ -960,7 +960,7 @@ def collect_facts(module: cst.Module, text: str, project: Optional["ProjectView"
                     push(value)
     if facts.trainer_accumulation is None:
         _trainer_accumulation_through_kwargs(facts)
-    _bound_by_own_callers(facts)
+    _objects_passed_by_own_callers(facts)
     if project is not None:
         _through_project_helpers(facts, project)
     facts.settled = True
@@ -983,67 +983,10 @@ def _through_project_helpers(facts: ModuleFacts, project: "ProjectView") -> None
                 if returned is not None:
                     bindings[position] = Binding(binding.target, returned, None, binding.statement)
     _inherited_objects(facts, project)
-    _bound_by_callers(facts, project)
     if facts.trainer_accumulation is None and _LIGHTNING.search(facts.text):
         steps = project.lightning_accumulation()
         if steps is not None:
             facts.trainer_accumulation = project.adopt(cst.Integer(str(steps)))
-
-
-def _bound_by_callers(facts: ModuleFacts, project: "ProjectView") -> None:
-    """`def train_one_epoch(model, loader, optimizer, ...)` holding a training loop, with
-    `model` called there (`model(samples)`) and never rebound: when every project caller
-    passes a data-parallel wrap (`model = DDP(model, ...)` in main.py, then
-    `train_one_epoch(model, ...)`) or a DeepSpeed engine, the parameter holds it, a
-    binding whose statement is the function itself."""
-    trains = {id(function) for site in facts.loops for function in site.ancestors if type(function) is cst.FunctionDef}
-    for name, function in facts.functions.items():
-        if id(function) not in trains or facts.class_of.get(function) is not None:
-            continue
-        if _called_here(facts, name):
-            continue  # its own module calls it too: what it passes there is not asked here
-        called: Optional[set[str]] = None
-        for position, param in enumerate(function.params.params):
-            parameter = param.name.value
-            if _rebound_in(facts, parameter, function):
-                continue  # rebound in the function: the caller's value is not what the loop uses
-            if called is None:
-                called = _called_names(facts, function.body)
-            if parameter not in called:
-                continue  # only a model the function calls (`model(x)`) is asked about
-            model = project.caller_model(name, parameter, position)
-            if model is not None:
-                facts.bindings.setdefault(parameter, []).append(Binding(parameter, model[0], model[1], function))
-    for name, cls in facts.classes.items():
-        if facts.parents.get(id(cls)) is facts.module and any(cls in site.ancestors for site in facts.loops) \
-                and not _called_here(facts, name):
-            _attributes_bound_by_callers(facts, project, name, cls)
-
-
-def _attributes_bound_by_callers(facts: ModuleFacts, project: "ProjectView", name: str, cls: cst.ClassDef) -> None:
-    """`class Trainer:` whose `__init__(self, model, ...)` keeps `self.model = model` and
-    whose loop calls `self.model(...)`: when every project caller builds it with a
-    data-parallel wrap (`Trainer(model, ...)` or `Trainer(model=model, ...)` after `model =
-    DDP(model, ...)` in main.py), the attribute holds that wrap, a binding whose statement
-    is the class. An attribute the class binds anywhere else, or a parameter `__init__`
-    rebinds, stays as the module shows it."""
-    init = next((s for s in cls.body.body if type(s) is cst.FunctionDef and s.name.value == "__init__"), None)
-    if init is None or not init.params.params:
-        return
-    called = {dotted(node.func) for node in walk(cls.body) if type(node) is cst.Call}
-    for position, param in enumerate(init.params.params[1:]):
-        parameter = param.name.value
-        if _rebound_in(facts, parameter, init):
-            continue  # rebound in `__init__`: the caller's value is not what it keeps
-        for attribute, kept in _kept_as(init, parameter):
-            if attribute not in called:
-                continue  # only a model the class calls (`self.model(x)`) is asked about
-            bound = [b for b in facts.bindings.get(attribute, ()) if _class_of_node(facts, b.statement) is cls]
-            if len(bound) != 1 or bound[0].value is not kept:
-                continue  # the class binds it elsewhere too (`self.model = DDP(self.model)`)
-            model = project.caller_model(name, parameter, position)
-            if model is not None:
-                facts.bindings[attribute].append(Binding(attribute, model[0], model[1], cls))
 
 
 # The data-parallel wraps of a model, by the last part of the callee (`torch.nn.parallel.DDP`).
@@ -1062,25 +1005,17 @@ def constructed(value: cst.BaseExpression) -> cst.BaseExpression:
     return value
 
 
-def _bound_by_own_callers(facts: ModuleFacts) -> None:
-    """`_bound_by_callers` within the module: a function holding a training loop that the
-    module calls by name only (`run_epoch(net=model, ...)` after `model = DDP(model, ...)`
-    in `main()`), or a class whose `__init__` keeps a parameter as `self.model` that the
-    class calls (`Trainer(model, ...)`), receives the data-parallel wrap each call
-    passes: the wrap's bindings become the parameter's (the attribute's), with the function
-    (the class) as their statement. Unknown, and left as the module shows it, when a call
-    passes anything else (a name its scope binds to no wrap, an expression, `*args`, a
-    default) or when the module names the function otherwise (a callback, a comment)."""
+def _objects_passed_by_own_callers(facts: ModuleFacts) -> None:
+    """A function holding a training loop that the module calls by name only, whose
+    parameter receives, from every call, an object of one class of this module
+    (`run_train_epoch(..., runner)` after `runner = BackwardRunner(model, ...)`): the
+    parameter holds that object, a binding whose statement is the function, so the
+    methods the loop calls on it (a backward, a step) run there. What a caller passes
+    says nothing more: a model the callers wrap in DDP before passing it is a parameter
+    of unknown type in the loop (SPEC: a receiver of unknown type stays unknown)."""
     trains = {id(node) for site in facts.loops for node in site.ancestors if type(node) in (cst.FunctionDef, cst.ClassDef)}
     for name, function in facts.functions.items():
         if id(function) in trains and facts.class_of.get(function) is None:
-            for position, param in _parameters(function, skip_self=False):
-                parameter = param.name.value
-                if _rebound_in(facts, parameter, function) or parameter not in _called_names(facts, function.body):
-                    continue
-                wraps = _passed_wraps(facts, name, parameter, position)
-                for wrap in wraps if wraps and any(w.target != parameter for w in wraps) else ():
-                    facts.bindings.setdefault(parameter, []).append(Binding(parameter, wrap.value, wrap.index, function))
             for position, param in _parameters(function, skip_self=False):
                 parameter = param.name.value
                 if _rebound_in(facts, parameter, function) or parameter not in _receivers(facts, function.body):
@@ -1090,21 +1025,6 @@ def _bound_by_own_callers(facts: ModuleFacts) -> None:
                     # `run_train_epoch(..., runner, ...)` after `runner = BackwardRunner(model, ...)`:
                     # the object every call passes (one class), for the calls the loop makes on it
                     facts.bindings.setdefault(parameter, []).append(Binding(parameter, objects[0].value, None, function))
-    for name, cls in facts.classes.items():
-        init = next((s for s in cls.body.body if type(s) is cst.FunctionDef and s.name.value == "__init__"), None)
-        if id(cls) not in trains or init is None:
-            continue
-        called = {dotted(node.func) for node in walk(cls.body) if type(node) is cst.Call}
-        for position, param in _parameters(init, skip_self=True):
-            parameter = param.name.value
-            if _rebound_in(facts, parameter, init):
-                continue
-            for attribute, _ in _kept_as(init, parameter):
-                bound = [b for b in facts.bindings.get(attribute, ()) if _class_of_node(facts, b.statement) is cls]
-                if attribute not in called or len(bound) != 1:
-                    continue  # a model the class calls, bound nowhere else in the class
-                for wrap in _passed_wraps(facts, name, parameter, position) or ():
-                    facts.bindings[attribute].append(Binding(attribute, wrap.value, wrap.index, cls))
 
 
 def _parameters(function: cst.FunctionDef, skip_self: bool) -> list[tuple[Optional[int], cst.Param]]:
@@ -1118,32 +1038,6 @@ def _parameters(function: cst.FunctionDef, skip_self: bool) -> list[tuple[Option
 def _rebound_in(facts: ModuleFacts, name: str, function: cst.FunctionDef) -> bool:
     """The function binds `name` itself (a parameter it rebinds no longer holds what a caller passed)."""
     return any(facts.enclosing_function(b.statement) is function for b in facts.bindings.get(name, ()))
-
-
-def _called_names(facts: ModuleFacts, body: cst.CSTNode) -> set[str]:
-    """The plain names that `body` calls (`model(x)`: "model")."""
-    return {node.func.value for node in facts.calls_in(body) if type(node.func) is cst.Name}
-
-
-def _kept_as(init: cst.FunctionDef, parameter: str) -> list[tuple[str, cst.BaseExpression]]:
-    """The `self.x` attributes that `__init__`'s own statements assign the parameter to
-    (`self.model = model`), each with the assigned value's node."""
-    kept = []
-    for statement in init.body.body:
-        small = statement.body[0] if type(statement) is cst.SimpleStatementLine and len(statement.body) == 1 else None
-        if type(small) is cst.Assign and len(small.targets) == 1 and dotted(small.value) == parameter:
-            attribute = dotted(small.targets[0].target)
-            if attribute is not None and attribute.startswith("self.") and attribute.count(".") == 1:
-                kept.append((attribute, small.value))
-    return kept
-
-
-def _passed_wraps(facts: ModuleFacts, callee: str, parameter: str, position: Optional[int]) -> Optional[list[Binding]]:
-    """The data-parallel wraps that every call of the module's `callee` passes as
-    `parameter` (at `position`, or by keyword): for each call, the bindings of the name it
-    passes, in the call's own scope, that wrap (`DDP(...)`, also in an arm of `a if c else
-    b`). None when any call passes something else or the module names `callee` otherwise."""
-    return _passed_bindings(facts, callee, parameter, position, _wraps_directly)
 
 
 def _builds_project_object(facts: ModuleFacts, value: cst.BaseExpression) -> bool:
@@ -1198,28 +1092,6 @@ def _name_counts(facts: ModuleFacts) -> "Counter[str]":
     if facts._name_counts is None:
         facts._name_counts = Counter(n.value for n in walk(facts.module) if type(n) is cst.Name)
     return facts._name_counts
-
-
-def _wraps_directly(facts: ModuleFacts, value: cst.BaseExpression) -> bool:
-    """`DDP(model, ...)` / `FullyShardedDataParallel(...)`, or either in an arm of `a if c else b`."""
-    if type(value) is cst.IfExp:
-        return _wraps_directly(facts, value.body) or _wraps_directly(facts, value.orelse)
-    return type(value) is cst.Call and last_part(facts.qualified(call_name(value)) or "") in DATA_PARALLEL_WRAPS
-
-
-def _called_here(facts: ModuleFacts, name: str) -> bool:
-    """Whether the module calls its own `name` (`train(model)` in its `main()`), or derives a
-    class from it: what reaches the parameter there is not what other modules pass."""
-    return any(type(call.func) is cst.Name and call.func.value == name for call in facts.calls) or any(
-        dotted(base.value) == name for cls in facts.classes.values() for base in cls.bases)
-
-
-def _class_of_node(facts: ModuleFacts, node: cst.CSTNode) -> Optional[cst.ClassDef]:
-    """The class whose method holds `node` (None: a module-level function or module level)."""
-    function = facts.enclosing_function(node)
-    while function is not None and function not in facts.class_of:
-        function = facts.enclosing_function(function)
-    return facts.class_of.get(function) if function is not None else None
 
 
 def _inherited_objects(facts: ModuleFacts, project: "ProjectView") -> None:

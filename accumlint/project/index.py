@@ -17,7 +17,7 @@ import os
 import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple, Optional, TypeVar, Union, cast
+from typing import TYPE_CHECKING, NamedTuple, Optional, TypeVar, Union
 
 import libcst as cst
 
@@ -37,7 +37,6 @@ from accumlint.project.summary import (
     ModuleSummary,
     Held,
     imports_and_configs,
-    wraps_otherwise,
     summarize,
 )
 
@@ -460,32 +459,6 @@ class ProjectView:
             return None
         return self._returned_call(owner, name, inner_index, depth + 1)
 
-    def caller_model(self, function: str, parameter: str, position: int) -> Optional[tuple[cst.Call, Optional[int]]]:
-        """The model that every project caller of this module's top-level `function` (a
-        function, or a class whose `__init__` takes the parameter) passes as its
-        `parameter` (at `position`, or by keyword), when it is a data-parallel wrap or a
-        DeepSpeed engine: the loop in engine.py's `train_one_epoch(model, ...)`, called
-        from main.py after `model = DistributedDataParallel(model, ...)` (also under `if
-        args.distributed:`, or through a project helper that returns such a wrap, `model =
-        wrap_ddp(model)`), trains a wrapped model; after `engine, opt, _, _ =
-        deepspeed.initialize(...)`, an engine. The call is written with its callee in full,
-        with the element taken of what it returns (0 for the engine). None when a caller
-        passes anything else (`model.module`, a plain model, a name the caller does not
-        bind), when callers disagree, or when what they pass is unknown (`passed_by_callers`)."""
-        passed = self.passed_by_callers(function, parameter, position)
-        if not passed:
-            return None
-        models: set[tuple[str, Optional[int]]] = set()
-        for caller, held in passed:
-            model = self._held_model(caller, held)
-            if model is None:
-                return None
-            models.add(model)
-        if len(models) != 1:
-            return None
-        callee, index = models.pop()
-        return self.adopt(cast(cst.Call, cst.parse_expression(f"{callee}({parameter})"))), index
-
     def passed_by_callers(self, function: str, parameter: str, position: int) -> Optional[list[tuple[ModuleSummary, Held]]]:
         """What each project caller of this module's top-level `function` passes as its
         `parameter` (at `position`, or by keyword): the caller's summary and what the name
@@ -534,40 +507,6 @@ class ProjectView:
                 if callee and not (full.startswith("torch.nn.") and full.endswith("Loss")):
                     return True
         return False
-
-    def _held_model(self, caller: ModuleSummary, held: Held) -> Optional[tuple[str, Optional[int]]]:
-        """The data-parallel wrap or DeepSpeed engine (its callee in full, the element taken
-        of what it returns) that a name a caller passes holds in some arm before the call
-        (`Held`): a DDP/FSDP call of its own, `deepspeed.initialize(...)`'s first element,
-        or a call of a project helper that returns a wrap. None when it holds none of
-        them, or anything unknown, or two different ones."""
-        if held is None:
-            return None
-        models: set[Optional[tuple[str, Optional[int]]]] = set()
-        for callee, index in held:
-            if not callee:
-                continue  # a value that is no call: what it held before counts
-            full = _qualified_callee(caller, callee)
-            if _names_a_wrap(callee):
-                models.add((full, None) if full is not None and index is None else None)
-                continue
-            if full is not None and full.endswith("deepspeed.initialize"):
-                models.add((full, 0) if index == 0 else None)
-                continue
-            if wraps_otherwise(callee):
-                return None  # `accelerator.prepare(model)`, `fabric.setup(model)`: unknown here
-            returned, builder = None, None
-            if not callee.endswith("()") and not callee.startswith("self.") and callee.partition(".")[0] in caller.imports:
-                returned = self._returned_call(caller, callee, index, 1)
-                builder = self.symbol(caller, callee)
-            wrap = _dotted(returned.func) if returned is not None else None
-            if wrap is not None and _names_a_wrap(wrap):
-                models.add((wrap, None))
-            elif index is not None and not (type(builder) is FunctionSummary and WRAP not in builder.effects):
-                # an element of what another call returns (`model, opt = setup(...)`): unknown, unless
-                # a project builder that wraps nothing made it (`model, criterion = build_model(args)`)
-                return None
-        return models.pop() if len(models) == 1 else None
 
     def _names_of(self, module: ModuleSummary, path: str, function: str) -> set[str]:
         """The dotted names under which `module` (at `path`) calls this module's `function`
