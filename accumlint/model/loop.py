@@ -1344,7 +1344,7 @@ def _read_header(loop: TrainingLoop, facts: ModuleFacts) -> None:
     node = loop.node
     if type(node) is not cst.For:
         return
-    target, iterable = node.target, node.iter
+    target, iterable = node.target, _through_wrapper_lambda(node.iter, facts, loop.function)
     iterable = _enumerated(iterable, facts, loop.function) or iterable
     if type(iterable) is cst.Call and last_part(call_name(iterable) or "") == "enumerate":
         if type(target) in (cst.Tuple, cst.List) and (elements := cast("cst.Tuple | cst.List", target).elements):
@@ -1391,6 +1391,34 @@ def _through_progress_bar(iterable: Optional[cst.BaseExpression], facts: ModuleF
         return arms[0]
     inner = unwrap_iterable(value)
     return inner if inner is not value and inner is not None else iterable
+
+
+def _through_wrapper_lambda(iterable: cst.BaseExpression, facts: ModuleFacts,
+                            function: Optional[Function]) -> cst.BaseExpression:
+    """`iter_wrapper(enumerate(loader))` where the loop's function binds `iter_wrapper` only
+    to lambdas that hand back their argument, as it is or under a progress bar
+    (`(lambda x: tqdm(x, total=len(loader))) if args.tqdm else (lambda x: x)`): the loop
+    walks the argument."""
+    if type(iterable) is not cst.Call or type(iterable.func) is not cst.Name or len(iterable.args) != 1 \
+            or iterable.args[0].keyword is not None or iterable.args[0].star:
+        return iterable
+    bindings = [b for b in facts.values_in(iterable.func.value, function) if b.index is None]
+    lambdas: list[cst.BaseExpression] = []
+    for binding in bindings:
+        value = binding.value
+        lambdas.extend((value.body, value.orelse) if type(value) is cst.IfExp else (value,))
+    if not lambdas or not all(_hands_back_argument(value) for value in lambdas):
+        return iterable
+    return iterable.args[0].value
+
+
+def _hands_back_argument(value: cst.BaseExpression) -> bool:
+    """`lambda x: x` or `lambda x: tqdm(x, ...)`: a one-parameter lambda whose body is its
+    parameter, under progress bars at most."""
+    if type(value) is not cst.Lambda or len(value.params.params) != 1 or value.params.star_arg not in (None, cst.MaybeSentinel.DEFAULT) \
+            or value.params.kwonly_params or value.params.star_kwarg is not None or value.params.posonly_params:
+        return False
+    return dotted(unwrap_iterable(value.body)) == value.params.params[0].name.value
 
 
 def _resumed(value: cst.BaseExpression) -> cst.BaseExpression:
