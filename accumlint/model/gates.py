@@ -241,15 +241,20 @@ _MIRRORED: dict[type[cst.BaseCompOp], type[cst.BaseCompOp]] = {cst.GreaterThan: 
 
 def single_micro_batch_arm(test: cst.BaseExpression, is_k: Callable[[cst.BaseExpression], bool]) -> Optional[bool]:
     """Which arm of `if test:` runs with K equal to 1, when the test compares K with 1
-    (`K > 1`, `K == 1`, `K <= 1`, `1 < K`, `not K > 1`): True for the `if` arm, False for
-    the `else` arm, None when the test is not such a comparison. That arm is a plain
-    loop: no accumulation happens there."""
+    (`K > 1`, `K == 1`, `K <= 1`, `1 < K`, `not K > 1`), or with no K at all (`if not K:`,
+    `if K is None:`): True for the `if` arm, False for the `else` arm, None when the test
+    is not such a comparison. That arm is a plain loop: no accumulation happens there."""
     if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
         inner = single_micro_batch_arm(test.expression, is_k)
         return None if inner is None else not inner
+    if is_k(test):
+        return False  # `if K:` / `if not K:`: where K is 0 or None, nothing accumulates
     if type(test) is not cst.Comparison or len(test.comparisons) != 1:
         return None
     target = test.comparisons[0]
+    if type(target.operator) in (cst.Is, cst.IsNot) and type(target.comparator) is cst.Name \
+            and target.comparator.value == "None" and is_k(test.left):
+        return type(target.operator) is cst.Is  # `if K is None:`: no accumulation configured
     operator: Optional[type[cst.BaseCompOp]]
     operator, left, right = type(target.operator), test.left, target.comparator
     if is_k(right) and int_value(left) is not None:
