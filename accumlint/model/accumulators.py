@@ -18,7 +18,7 @@ import libcst as cst
 
 from accumlint.model.facts import Function
 from accumlint.model.loop import Statement, lightning_returned_loss
-from accumlint.model.loss import VALUE_KEEPING_METHODS, operand_in, split_scaling
+from accumlint.model.loss import VALUE_KEEPING_METHODS, criterion_named, operand_in, split_scaling
 from accumlint.model.names import code, dotted
 from accumlint.model import scopes
 from accumlint.model.scopes import target_chains
@@ -90,6 +90,7 @@ def graphs_kept(window: Window) -> list[tuple[Accumulation, str]]:
     names = _graph_names(window)
     if not names.loop and not names.scoped:
         return []
+    terms = {term for flow in window.flows for term in flow.loss_terms} - {flow.name for flow in window.flows}
     found = []
     for accumulation in accumulations(window):
         statement, holder, added = accumulation.statement, accumulation.holder, accumulation.added
@@ -105,8 +106,36 @@ def graphs_kept(window: Window) -> list[tuple[Accumulation, str]]:
         if any(scope is not statement.helper for scope in names.helper_terms.get(name, ())) \
                 and window.unpacked_from_call(statement, name):
             continue  # another element of the tuple a loss function returns
+        if name in terms and _from_unknown_callable(window, statement, name):
+            continue
         found.append((accumulation, name))
     return found
+
+
+def _from_unknown_callable(window: Window, statement: Statement, name: str) -> bool:
+    """A term of the loss (`loss_reg` in `loss = loss / gc + loss_reg`) that its scope binds
+    only to numbers and to what a callable parameter returns (`loss_reg = reg_fn(model) *
+    lambda_reg` when `reg_fn` is given, else `0`): whether it is a tensor at all is unknown."""
+    function = window.facts.enclosing_function(statement.node)
+    if function is None:
+        return False
+    parameters = scopes.all_parameters(function)
+    bindings = [b for b in window.facts.bindings.get(name, ()) if window.facts.enclosing_function(b.statement) is function]
+    if not bindings:
+        return False
+    called = False
+    for binding in bindings:
+        value = binding.value
+        if binding.index is None and type(value) in (cst.Integer, cst.Float):
+            continue
+        while type(value) is cst.BinaryOperation and type(value.operator) in (cst.Multiply, cst.Divide):
+            value = value.left if type(value.left) is cst.Call else value.right
+        func = value.func if type(value) is cst.Call else None
+        if binding.index is not None or type(func) is not cst.Name or func.value not in parameters \
+                or criterion_named(func.value):
+            return False
+        called = True
+    return called
 
 
 class _GraphNames(NamedTuple):

@@ -51,6 +51,13 @@ _LOSS_FUNCTIONS = LazyPattern(
 )
 _LOSS_FUNCTION_NAME = LazyPattern(r"loss|criterion", re.IGNORECASE)
 _CRITERION_NAME = LazyPattern(r"^(criterion|criteria|loss_fn|loss_func|loss_function|lossfn|loss_fct|loss_fcn|compute_loss|loss_module)$")
+
+
+def criterion_named(name: str) -> bool:
+    """A name given to a loss function or object (`criterion`, `loss_fn`, `compute_loss`)."""
+    return _CRITERION_NAME.match(name) is not None
+
+
 _LM_CLASS = LazyPattern(r"For(CausalLM|ConditionalGeneration|MaskedLM|Seq2SeqLM)\b|AutoModelForSeq2SeqLM|GPT2LMHeadModel")
 _AMP_LOSS_SCALE = LazyPattern(r"^(loss_scale|cur_scale|loss_scaling)$")
 _FLATTEN = LazyPattern(r"\.(view|reshape)\(\s*-1|\.flatten\(|ignore_index")
