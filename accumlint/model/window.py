@@ -1299,8 +1299,9 @@ class Window:
         bound to the literal 1 and nothing else (`GRAD_ACCUM = 1`, `n_accumulate = 1` above
         the loop), in a module that does not rebind its globals from a config
         (`exec(...)`, `globals().update(...)`). Every window then holds one micro-batch: a
-        plain loop, as the arm of `if K == 1:` is, where no accumulation rule applies. A
-        parameter, attribute, config field or argparse default of 1 is not known to stay 1."""
+        plain loop, as the arm of `if K == 1:` is, where no accumulation rule applies. So is a
+        settings class's attribute of 1 that nothing stores into (`_class_constant_one`). A
+        parameter, another attribute, config field or argparse default of 1 is not known to stay 1."""
         k = self.k
         if k is None:
             return False
