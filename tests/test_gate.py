@@ -251,6 +251,44 @@ def test_a_file_for_a_newer_python_is_analysed_not_a_syntax_error():
         screen(_PEP_701_LOOP.replace('cfg["name"]}', 'cfg["name"]'), "x.py")
 
 
+# A loop whose module uses Python 3.12's type parameters (PEP 695).
+_PEP_695_LOOP = textwrap.dedent('''\
+    import torch
+    import torch.nn.functional as F
+
+    type Batch = tuple[torch.Tensor, torch.Tensor]
+
+
+    def first[T](items: list[T]) -> T:
+        return items[0]
+
+
+    def train(model, loader, accum):
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        for step, (x, y) in enumerate(loader):
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            if (step + 1) % accum == 0:
+                opt.step()
+                opt.zero_grad()
+''')
+
+
+def test_a_file_with_type_parameters_is_analysed_not_a_syntax_error():
+    """`type Alias = ...` and `def first[T](...)` are Python 3.12 (PEP 695): on an older
+    interpreter the file is checked as LibCST reads it; a broken one stays a syntax error."""
+    import libcst
+
+    try:
+        libcst.parse_module("type X = int\n")
+    except libcst.ParserSyntaxError:
+        pytest.skip("this LibCST does not read PEP 695")
+    assert screen(_PEP_695_LOOP, "x.py") is True
+    assert {d.code for d in analyze(_PEP_695_LOOP, "train.py")} == {"GA201"}
+    with pytest.raises(ParseFailure):
+        screen(_PEP_695_LOOP.replace("def first[T](items", "def first[T](items,,"), "x.py")
+
+
 def test_no_prefilter_still_checks_syntax_but_keeps_every_file():
     assert screen("x = 1\n", "x.py", gate=False) is True
     with pytest.raises(ParseFailure):

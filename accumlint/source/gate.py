@@ -582,14 +582,22 @@ def parse_python(text: str, path: str) -> ast.Module:
 # CPython's messages for what Python 3.12 made valid in f-strings (PEP 701): a replacement
 # field that reuses the string's quote, holds a backslash or a comment, or spans lines.
 _PEP_701_MESSAGES = ("f-string",)
+# A line that starts Python 3.12's type parameter syntax (PEP 695): `type Alias = ...`,
+# `def first[T](items: list[T]) -> T:`, `class Box[T]:`.
+_PEP_695_LINE = LazyPattern(r"^\s*(type\s+\w+\s*(\[[^\]]*\])?\s*=|(async\s+)?def\s+\w+\s*\[|class\s+\w+\s*\[)")
 
 
 def newer_python_reads(text: str, failure: "ParseFailure") -> bool:
     """Whether a text the running Python rejects is valid Python of a newer version, which
-    LibCST reads: before Python 3.12, `f"{row["name"]}"` is a syntax error (PEP 701). Code
-    written for the newer Python is checked as that Python reads it, never reported as a
-    syntax error of the interpreter accumlint happens to run on."""
-    if sys.version_info >= (3, 12) or not failure.message.startswith(_PEP_701_MESSAGES):
+    LibCST reads: before Python 3.12, `f"{row["name"]}"` (PEP 701) and `def first[T](...)`,
+    `type Alias = ...` (PEP 695) are syntax errors. Code written for the newer Python is
+    checked as that Python reads it, never reported as a syntax error of the interpreter
+    accumlint happens to run on."""
+    if sys.version_info >= (3, 12):
+        return False
+    lines = text.splitlines()
+    failing = lines[failure.line - 1] if 0 < failure.line <= len(lines) else ""
+    if not failure.message.startswith(_PEP_701_MESSAGES) and _PEP_695_LINE.search(failing) is None:
         return False
     import libcst
 
