@@ -342,8 +342,7 @@ class ModuleFacts:
         func = call.func
         if type(func) is not cst.Attribute or func.attr.value not in _PREPARES:
             return None
-        qualified = self.qualified(dotted(func)) or ""
-        if "deepspeed" in qualified or "deepspeed" in (dotted(func.value) or "").lower():
+        if deepspeed_initialize(self.qualified(dotted(func)) or ""):
             return None
         positions = [arg for arg in call.args if arg.keyword is None]
         if any(arg.star for arg in positions[:index + 1]):
@@ -994,6 +993,11 @@ DATA_PARALLEL_WRAPS = frozenset({"DistributedDataParallel", "DDP", "FullySharded
 _MODEL_WRAPS = DATA_PARALLEL_WRAPS | {"DataParallel"}  # wraps whose forward runs the module's (`forward_of`)
 _PREPARES = frozenset({"initialize", "prepare", "setup"})  # return each object given, wrapped, in its place
 _MOVES = frozenset({"to", "cuda", "half", "float", "bfloat16", "double"})  # methods returning the module itself
+
+
+def deepspeed_initialize(qualified: str) -> bool:
+    """The qualified callee is DeepSpeed's `initialize` (`deepspeed.initialize`, `ds.initialize` imported from it)."""
+    return qualified.endswith("deepspeed.initialize") or last_part(qualified) == "initialize" and "deepspeed" in qualified
 
 
 def constructed(value: cst.BaseExpression) -> cst.BaseExpression:

@@ -17,7 +17,7 @@ from typing import Literal, Optional, cast
 
 import libcst as cst
 
-from accumlint.model.facts import DATA_PARALLEL_WRAPS, Binding, Function, ModuleFacts, ancestors, constructed
+from accumlint.model.facts import DATA_PARALLEL_WRAPS, Binding, Function, ModuleFacts, ancestors, constructed, deepspeed_initialize
 from accumlint.model.gates import single_micro_batch_arm
 from accumlint.model.frameworks import AcceleratorInfo, Frameworks
 from accumlint.model.names import (
@@ -81,11 +81,6 @@ _FRAMEWORK_KINDS: dict[str, ObjectKind] = {"Accelerator": "accelerator", "Fabric
 _DEEPSPEED_RETURNS: dict[int, ObjectKind] = {0: "engine", 1: "optimizer", 3: "scheduler"}  # `deepspeed.initialize(...)`
 
 
-def _deepspeed_initialize(qualified: str) -> bool:
-    """The qualified callee is DeepSpeed's `initialize` (`deepspeed.initialize`, `ds.initialize` imported from it)."""
-    return qualified.endswith("deepspeed.initialize") or last_part(qualified) == "initialize" and "deepspeed" in qualified
-
-
 @dataclass(frozen=True)
 class Role:
     """What one call does in a training loop.
@@ -146,7 +141,7 @@ class Objects:
         name = self.facts.qualified(call_name(value)) or ""
         tail = last_part(name)
         if index is not None:
-            if _deepspeed_initialize(name):
+            if deepspeed_initialize(name):
                 return _DEEPSPEED_RETURNS.get(index)
             element = self.facts.prepared_element(value, index)
             if type(element) is cst.Call:  # `accelerator.prepare(..., get_linear_schedule_with_warmup(...))`
@@ -214,7 +209,7 @@ class Objects:
             if type(value) is not cst.Call or binding.index is None:
                 continue
             qualified = self.facts.qualified(call_name(value)) or ""
-            if _deepspeed_initialize(qualified):
+            if deepspeed_initialize(qualified):
                 return True
             helper = self.facts.functions.get(call_name(value) or "")
             if helper is not None and any(self.engine_owned(returned, helper, depth + 1)

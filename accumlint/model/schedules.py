@@ -397,25 +397,17 @@ def helper_built_lengths(facts: ModuleFacts, objects: Objects, name: Optional[st
     binds or receives otherwise stays unknown, so a length computed elsewhere is never
     mistaken for one computed here."""
     found: list[HelperLength] = []
-    for binding in facts.values_of(name):
-        call = binding.value
-        if type(call) is not cst.Call or binding.index is not None:
+    for call, helper, argument in _helper_length_arguments(facts, objects, name, periods=False):
+        if any(type(node) is cst.BinaryOperation and type(node.operator) in (cst.Divide, cst.FloorDivide)
+               for node in _expression_nodes(argument)):
             continue
-        helper = facts.helper(call, None)
-        if helper is None:
-            continue
-        for constructor in _returned_schedulers(objects, helper):
-            for argument in length_arguments(constructor, facts):
-                if any(type(node) is cst.BinaryOperation and type(node.operator) in (cst.Divide, cst.FloorDivide)
-                       for node in _expression_nodes(argument)):
-                    continue
-                for node in _expression_nodes(argument):
-                    if type(node) is cst.Call and type(node.func) is cst.Name and node.func.value == "len":
-                        parameter = dotted(positional(node, 0))
-                        loader = scopes.argument_for(helper, call, parameter) if parameter is not None else None
-                        if loader is not None:
-                            found.append(HelperLength(argument, node, loader))
-                            break
+        for node in _expression_nodes(argument):
+            if type(node) is cst.Call and type(node.func) is cst.Name and node.func.value == "len":
+                parameter = dotted(positional(node, 0))
+                loader = scopes.argument_for(helper, call, parameter) if parameter is not None else None
+                if loader is not None:
+                    found.append(HelperLength(argument, node, loader))
+                    break
     return found
 
 
@@ -430,8 +422,23 @@ def schedule_lengths(facts: ModuleFacts, objects: Objects, name: Optional[str],
     or one the call leaves to its default, gives nothing."""
     found = [argument for constructor in scheduler_constructors(facts, objects, name)
              for argument in length_arguments(constructor, facts, periods)]
+    for call, helper, argument in _helper_length_arguments(facts, objects, name, periods):
+        parameter = argument.value if type(argument) is cst.Name else None
+        if parameter is None or parameter in scopes.rebound_names(helper) or parameter not in scopes.parameters(helper):
+            continue
+        passed = scopes.argument_for(helper, call, parameter)
+        if passed is not None:
+            found.append(passed)
+    return found
+
+
+def _helper_length_arguments(facts: ModuleFacts, objects: Objects, name: Optional[str],
+                             periods: bool) -> Iterator[tuple[cst.Call, Function, cst.BaseExpression]]:
+    """For a scheduler bound from a call of a project function (this module's or another's,
+    as `ModuleFacts.helper` finds it) that returns a scheduler it builds: the call written
+    here, the function, and each length argument of the constructors it returns. A binding
+    from another module's helper holds what the helper returns; its statement holds the call."""
     for binding in facts.values_of(name):
-        # the call written here: a binding from another module's helper holds what it returns
         statement = binding.statement
         call = cast("cst.Assign | cst.AnnAssign", statement).value if type(statement) in (cst.Assign, cst.AnnAssign) \
             else binding.value
@@ -440,16 +447,9 @@ def schedule_lengths(facts: ModuleFacts, objects: Objects, name: Optional[str],
         helper = facts.helper(call, None)
         if helper is None:
             continue
-        rebound = scopes.rebound_names(helper)
         for constructor in _returned_schedulers(objects, helper):
             for argument in length_arguments(constructor, facts, periods):
-                parameter = argument.value if type(argument) is cst.Name else None
-                if parameter is None or parameter in rebound or parameter not in scopes.parameters(helper):
-                    continue
-                passed = scopes.argument_for(helper, call, parameter)
-                if passed is not None:
-                    found.append(passed)
-    return found
+                yield call, helper, argument
 
 
 def _returned_schedulers(objects: Objects, function: Function) -> list[cst.Call]:

@@ -595,7 +595,7 @@ def newer_python_reads(text: str, failure: "ParseFailure") -> bool:
     accumlint happens to run on."""
     if sys.version_info >= (3, 12):
         return False
-    lines = text.splitlines()
+    lines = text.split("\n")  # CPython's line numbers (`screen` made lone carriage returns newlines)
     failing = lines[failure.line - 1] if 0 < failure.line <= len(lines) else ""
     if not failure.message.startswith(_PEP_701_MESSAGES) and _PEP_695_LINE.search(failing) is None:
         return False
