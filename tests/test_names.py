@@ -1,4 +1,4 @@
-"""Reading literals and source texts from LibCST nodes (accumlint.model.names)."""
+"""Reading literals and source texts from LibCST nodes, and what a name suggests (accumlint.model.names)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import libcst as cst
 from libcst._nodes.base import CSTCodegenError
 import pytest
 
-from accumlint.model.names import code, module_text, string_value
+from accumlint.model.names import code, looks_like_accumulation, module_text, string_value
 from accumlint.model.tree import walk, walk_all
 
 REPO = Path(__file__).resolve().parent.parent
@@ -98,3 +98,20 @@ def test_every_fixture_module_is_written_back_as_libcst_writes_it() -> None:
         assert module_text(module) == module.code, path.name
         compared += 1
     assert compared > 100
+
+
+@pytest.mark.parametrize("name", ["gradient_accumulation_steps", "args.grad_accum", "cfg.update_freq", "self.accum_iter",
+                                  "num_micro_batches", "gas"])
+def test_a_count_of_micro_batches_is_named_as_k(name: str) -> None:
+    assert looks_like_accumulation(name)
+
+
+@pytest.mark.parametrize("name", ["is_gradient_accumulation_boundary", "engine.is_gradient_accumulation_boundary()",
+                                  "should_accumulate", "do_accumulation", "need_accum_sync", "accumulation_sync",
+                                  "self.Is_Accumulating"])
+def test_a_yes_or_no_of_the_window_is_not_k_whatever_words_it_shares(name: str) -> None:
+    assert not looks_like_accumulation(name)
+
+
+def test_a_name_the_configuration_lists_as_k_is_k_even_when_it_reads_as_a_yes_or_no() -> None:
+    assert looks_like_accumulation("cfg.should_accumulate_n", ("should_accumulate_n",))

@@ -239,13 +239,6 @@ _MIRRORED: dict[type[cst.BaseCompOp], type[cst.BaseCompOp]] = {cst.GreaterThan: 
              cst.LessThanEqual: cst.GreaterThanEqual, cst.Equal: cst.Equal, cst.NotEqual: cst.NotEqual}
 
 
-def _predicate_name(node: cst.BaseExpression) -> bool:
-    """A name for a yes/no of the window (`is_gradient_accumulation_boundary`,
-    `should_sync`, `is_accumulating`), not a count or a switch of accumulation."""
-    tail = last_part(dotted(node) or "").lower()
-    return tail.startswith(("is_", "should_", "do_", "need_")) or "boundary" in tail or "sync" in tail
-
-
 def single_micro_batch_arm(test: cst.BaseExpression, is_k: Callable[[cst.BaseExpression], bool]) -> Optional[bool]:
     """Which arm of `if test:` runs with K equal to 1, when the test compares K with 1
     (`K > 1`, `K == 1`, `K <= 1`, `1 < K`, `not K > 1`), or with no K at all (`if not K:`,
@@ -254,7 +247,7 @@ def single_micro_batch_arm(test: cst.BaseExpression, is_k: Callable[[cst.BaseExp
     if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
         inner = single_micro_batch_arm(test.expression, is_k)
         return None if inner is None else not inner
-    if is_k(test) and not _predicate_name(test):
+    if is_k(test):
         return False  # `if K:` / `if not K:`: where K is 0 or None, nothing accumulates
     if type(test) is not cst.Comparison or len(test.comparisons) != 1:
         return None
