@@ -91,8 +91,8 @@ _IGNORE_INDEX_DEFAULT = LazyPattern(
 )
 
 
-# `CrossEntropyLoss(ignore_index=0)`: a literal index the loss skips, whose padding is looked for
-_IGNORED_VALUE = LazyPattern(r"ignore_index\s*=\s*(\d+)\b")
+# `CrossEntropyLoss(ignore_index=0)`, `ignore_index=-1`: a literal index the loss skips, whose padding is looked for
+_IGNORED_VALUE = LazyPattern(r"ignore_index\s*=\s*(-?)\s*(\d+)\b")
 
 
 def shows_padding(text: str) -> bool:
@@ -105,12 +105,16 @@ def shows_padding(text: str) -> bool:
 
 
 def _labels_padded_to_ignored(text: str) -> bool:
-    """`CrossEntropyLoss(ignore_index=0)` and labels padded with that value
-    (`label_ids.append(0)`, `labels += [0] * padding_length`, `label_ids + [0] * n`): the
+    """`CrossEntropyLoss(ignore_index=0)` (or `-1`) and labels padded with that value
+    (`label_ids.append(0)`, `labels += [0] * padding_length`, `label_ids + [0] * n`, a padding
+    call given it: `pad_right(y, pad_id=-1)`, `pad_sequence(..., padding_value=-1)`): the
     padded positions are skipped, so each sequence counts its own real tokens."""
-    for value in {match.group(1) for match in _IGNORED_VALUE.finditer(text)}:
+    for sign, digits in {match.groups() for match in _IGNORED_VALUE.finditer(text)}:
+        value = rf"{re.escape(sign)}\s*{digits}(?!\d)"
         padded = (rf"\blabels?(?:_ids?)?\.append\(\s*{value}\s*\)"
-                  rf"|\blabels?(?:_ids?)?\s*(?:\+=|=\s*labels?(?:_ids?)?\s*\+)\s*\[\s*{value}\s*\]\s*\*")
+                  rf"|\blabels?(?:_ids?)?\s*(?:\+=|=\s*labels?(?:_ids?)?\s*\+)\s*\[\s*{value}\s*\]\s*\*"
+                  # a padding helper or call given that value (`pad_right(y, pad_id=-1)`, `padding_value=-1`)
+                  rf"|\b(?:pad_\w+|padding_value)\s*=\s*{value}(?![\w.])")
         if re.search(padded, text):
             return True
     return False
@@ -411,6 +415,13 @@ class ModuleFacts:
                 return False
         return True
 
+    def returns_sequence(self, call: cst.Call) -> bool:
+        """Whether a call of a module function returns a tuple or list at some `return`
+        (`return total, reg`): what it returns is no tensor, and has no tensor's methods."""
+        function = self._callee(call)
+        return function is not None and any(
+            type(ret.value) in (cst.Tuple, cst.List) for ret in self.once(_valued_returns, function))
+
     def holds_no_graph(self, value: cst.BaseExpression, depth: int = 0) -> bool:
         """Whether a value is known to hold no autograd graph (see `returns_hold_no_graph`):
         a detached value (`detached`), a number, `None`, a conditional expression whose
@@ -423,14 +434,18 @@ class ModuleFacts:
             return True
         if type(value) is cst.Name and value.value == "None":
             return True
+        if type(value) in (cst.Tuple, cst.List):  # `return loss.item(), reg.item()`
+            return all(type(e) is cst.Element and self.holds_no_graph(e.value, depth + 1)
+                       for e in cast("cst.Tuple | cst.List", value).elements)
         if type(value) is cst.IfExp:  # `float(loss.item()) if loss is not None else None`
             return self.holds_no_graph(value.body, depth + 1) and self.holds_no_graph(value.orelse, depth + 1)
         if type(value) is cst.BinaryOperation:  # `loss.item() / n`, `running / steps` of numbers
             return all(self.holds_no_graph(side, depth + 1) for side in (value.left, value.right))
         if type(value) is cst.Call:
-            if (self.qualified(dotted(value.func)) or "").partition(".")[0] in _NUMBER_MODULES \
-                    or dotted(value.func) in _NUMBER_BUILTINS:
-                return True  # `time.time()`, `len(loader)`, `math.sqrt(n)`: plain numbers
+            qualified = self.qualified(dotted(value.func)) or ""
+            if qualified.partition(".")[0] in _NUMBER_MODULES or dotted(value.func) in _NUMBER_BUILTINS \
+                    or qualified in _ARRAY_CONSTRUCTORS:
+                return True  # `time.time()`, `len(loader)`, `math.sqrt(n)`, `np.array(losses)`: no graph
             return self.returns_hold_no_graph(value, None, depth + 1)
         function = self.enclosing_function(value) if type(value) is cst.Name else None
         if function is None:
@@ -1267,6 +1282,9 @@ def _in_place_updates(function: cst.CSTNode) -> list[cst.AugAssign]:
 # Modules and builtins whose calls return plain numbers, never a tensor with a graph.
 _NUMBER_MODULES = frozenset({"time", "math"})
 _NUMBER_BUILTINS = frozenset({"len", "int", "round"})
+# numpy's constructors of arrays: an array holds numbers, never a graph (given a tensor that
+# requires grad, they raise rather than keep one).
+_ARRAY_CONSTRUCTORS = frozenset(f"numpy.{name}" for name in ("array", "asarray", "stack", "concatenate", "vstack", "hstack"))
 # Methods whose result holds no autograd graph (a Python number, a copy off the graph).
 DETACHING_METHODS = frozenset({"item", "detach", "tolist", "cpu", "numpy", "float", "data"})
 

@@ -132,6 +132,10 @@ def _parse_boolean(test: cst.BooleanOperation, resolve: Resolver, depth: int) ->
     if is_or and gate.positive and _first_micro_batches(other, gate.counter):
         # `it == 1 or it % K == 0`: an extra step at the run's start, no last-batch clause
         return gate
+    if not is_or and gate.positive and _past_first_micro_batch(other, gate.counter):
+        # `step > 0 and step % K == 0`: only the count's first value is left out, which a
+        # boundary on `step + 1` never is; the gate is the modulo test's
+        return gate
     if gate.positive == is_or:
         # positive test `or` something: a last-batch clause; negative `and` something: the same, negated
         return replace(gate, has_clause=True)
@@ -144,6 +148,20 @@ def _first_micro_batches(test: cst.BaseExpression, counter: Optional[str]) -> bo
         return False
     target = test.comparisons[0]
     return type(target.operator) is cst.Equal and dotted(test.left) == counter and int_value(target.comparator) in (0, 1)
+
+
+def _past_first_micro_batch(test: cst.BaseExpression, counter: Optional[str]) -> bool:
+    """`counter > 0`, `counter != 0`, `counter >= 1`, `0 < counter`: false only at a count's first value (0)."""
+    if counter is None or type(test) is not cst.Comparison or len(test.comparisons) != 1:
+        return False
+    target = test.comparisons[0]
+    left, right, operator = test.left, target.comparator, type(target.operator)
+    if dotted(right) == counter and int_value(left) is not None:
+        left, right, operator = right, left, {cst.LessThan: cst.GreaterThan, cst.LessThanEqual: cst.GreaterThanEqual}.get(
+            operator, operator)
+    if dotted(left) != counter:
+        return False
+    return (operator, int_value(right)) in {(cst.GreaterThan, 0), (cst.NotEqual, 0), (cst.GreaterThanEqual, 1)}
 
 
 def _parse_comparison(test: cst.Comparison) -> Optional[Gate]:

@@ -456,7 +456,7 @@ class Window:
             return False  # `outputs = model(**batch)` under `torch.no_grad()`, then `loss = outputs.loss`
         if unpacked is not None:
             return not self.facts.returns_hold_no_graph(*unpacked)
-        return not (type(latest) is cst.Call and self.facts.returns_hold_no_graph(latest))
+        return not (type(latest) is cst.Call and self.facts.holds_no_graph(latest))
 
     def _bound_to_sync_control(self, item: cst.CSTNode) -> bool:
         """`with sync_ctx():` (or `with sync_ctx:`) on a name the loop's function binds to a
