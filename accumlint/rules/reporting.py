@@ -96,23 +96,52 @@ def _logs_after(window: Window, scaled_at: Statement, name: str) -> list[Event]:
         # `print(f"Loss is {loss}, stopping")` then `sys.exit(1)`; a report of a NaN loss
         if not statement.before_exit and not window.reports_non_finite(statement):
             found.extend(event for event in statement.events if event.kind == "log")
-        if _assigns(statement, name):
+        if _assigns(statement, name) and not _keeps_own_value(statement, name):
             break
     return found
 
 
+def _keeps_own_value(statement: Statement, name: str) -> bool:
+    """`loss = loss.detach().cpu().item()`: the name rebound to its own value off the graph
+    (a copy, a number) still holds the scaled loss."""
+    small = statement.small
+    if type(small) is not cst.Assign or len(small.targets) != 1 or dotted(small.targets[0].target) != name:
+        return False
+    value: cst.BaseExpression = small.value
+    while True:
+        if type(value) is cst.Call and type(value.func) is cst.Attribute and not value.args \
+                and value.func.attr.value in _VALUE_KEEPING_METHODS:
+            value = value.func.value
+        elif type(value) is cst.Call and dotted(value.func) == "float" and len(value.args) == 1:
+            value = value.args[0].value
+        else:
+            return dotted(value) == name and value is not small.value
+
+
+_TYPE_TESTS = frozenset({"isinstance", "type", "hasattr", "callable"})
+# Methods that return the same number off the graph, on another device or as a Python number.
+_VALUE_KEEPING_METHODS = frozenset({"detach", "cpu", "item", "float", "clone"})
+
+
 def _dicts_logged(window: Window, scaled_at: Statement, log: Event, call: cst.Call) -> list[cst.BaseExpression]:
     """The dict literals the logging call (`call`, of `log`) passes through a name (`logs = {"loss": ...}`
-    then `progress_bar.set_postfix(**logs)`), bound in the iteration between the scaling and the call."""
-    names = {dotted(arg.value) for arg in call.args if type(arg.value) is cst.Name}
+    then `progress_bar.set_postfix(**logs)`), bound in the iteration between the scaling and the call,
+    and the values stored under a key of such a name there (`self.metrics["loss"] = loss.item()`)."""
+    names = {dotted(arg.value) for arg in call.args if type(arg.value) in (cst.Name, cst.Attribute)}
     found: dict[str, cst.BaseExpression] = {}
+    stored: list[cst.BaseExpression] = []
     for statement in window.loop.statements:
         if not scaled_at.order < statement.order < log.order or statement.helper is not log.statement.helper:
             continue
         small = statement.small
-        if type(small) is cst.Assign and len(small.targets) == 1 and dotted(small.targets[0].target) in names:
-            found[dotted(small.targets[0].target) or ""] = small.value
-    return [value for value in found.values() if type(value) is cst.Dict]
+        if type(small) is not cst.Assign or len(small.targets) != 1:
+            continue
+        target = small.targets[0].target
+        if dotted(target) in names:
+            found[dotted(target) or ""] = small.value
+        elif type(target) is cst.Subscript and dotted(target.value) in names:
+            stored.append(small.value)  # `metrics["train/loss"] = loss.item()`, then `wandb.log(metrics)`
+    return [value for value in found.values() if type(value) is cst.Dict] + stored
 
 
 def _unrestored(window: Window, call: cst.Call, names: set[str],
@@ -129,8 +158,8 @@ def _unrestored(window: Window, call: cst.Call, names: set[str],
             if not any(_multiplies_back(window, parent) for parent in parents):
                 found.append(_chain(node, parents))
             continue
-        if type(node) is cst.Lambda:
-            continue
+        if type(node) is cst.Lambda or type(node) is cst.Call and dotted(node.func) in _TYPE_TESTS:
+            continue  # `isinstance(loss, float)` reads the loss's type, not its value
         # not `loss=` keywords, nor the attribute name of `outputs.loss` (another value than `loss`)
         inner = [node.value] if type(node) is cst.Arg or type(node) is cst.Attribute else children(node)
         stack.extend((child, parents + (node,)) for child in inner)
