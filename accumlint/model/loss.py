@@ -201,12 +201,15 @@ _COUNT_KEEPING = frozenset({"clamp", "clamp_min", "float", "to", "type", "item",
 def _token_count(node: cst.BaseExpression) -> bool:
     """Whether a divisor counts real tokens: the sum of a mask (`mask.sum()`, `(labels !=
     -100).sum()`, `labels.ne(pad_id).sum()`) or a name for a token count, kept from zero or
-    cast (`.clamp(min=1)`, `max(n, 1)`, `.float()`)."""
+    cast (`.clamp(min=1)`, `max(n, 1)`, `n + 1e-8`, `.float()`)."""
     for _ in range(4):
         if type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value in _COUNT_KEEPING:
             node = node.func.value
         elif type(node) is cst.Call and dotted(node.func) == "max" and len(node.args) == 2:
             node = next((a.value for a in node.args if type(a.value) is not cst.Integer), node.args[0].value)
+        elif type(node) is cst.BinaryOperation and type(node.operator) is cst.Add \
+                and (type(node.right) is cst.Float or type(node.left) is cst.Float):
+            node = node.left if type(node.right) is cst.Float else node.right  # `n_tokens + 1e-8`
         else:
             break
     if type(node) is cst.Name or type(node) is cst.Attribute:
@@ -671,7 +674,7 @@ class LossReader:
         return project.home_path(function) if project is not None and function is not None else None
 
     def _after(self, loop: TrainingLoop, backward: Statement, name: str) -> list[Scaling]:
-        found = []
+        found = self._divided_at_call_site(loop, backward, name)
         for statement in loop.statements:
             if not backward.precedes(statement) or statement.loops != backward.loops:
                 continue
@@ -684,6 +687,26 @@ class LossReader:
                         return found
                     found.extend(Scaling(s.op, s.factor, s.node, statement, True) for s in scalings if s.op == "div")
         return found
+
+    def _divided_at_call_site(self, loop: TrainingLoop, backward: Statement, name: str) -> list[Scaling]:
+        """A helper that runs the backward of `name` and returns it (`def compute_and_backward(b):
+        ... loss.backward(); return loss`), whose value the caller divides where it calls it
+        (`loss = self.compute_and_backward(b) / n_micro`): those divisions run after the backward."""
+        helper, call = backward.helper, backward.call_site
+        if helper is None or call is None:
+            return []
+        returns = _returns(helper)
+        if not returns or any(dotted(value) != name for value in returns):
+            return []
+        scope = backward.callers[-2] if len(backward.callers) > 1 else None
+        for statement in loop.statements:
+            small = statement.small
+            if statement.helper is not scope or type(small) is not cst.Assign or len(small.targets) != 1:
+                continue
+            inner, scalings = split_scaling(small.value, statement)
+            if inner is call:
+                return [Scaling(s.op, s.factor, s.node, statement, True) for s in scalings if s.op == "div"]
+        return []
 
     # -- reductions ------------------------------------------------------------
     def _scales_container_entries(self, function: cst.CSTNode) -> bool:
@@ -1244,3 +1267,4 @@ def _target_position(target: cst.BaseExpression, name: str) -> Optional[int]:
 def _in_tuple(target: cst.BaseExpression, name: str) -> bool:
     return type(target) in (cst.Tuple, cst.List) and any(
         dotted(e.value) == name for e in cast("cst.Tuple | cst.List", target).elements)
+

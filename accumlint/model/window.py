@@ -1242,6 +1242,12 @@ class Window:
         k = self.k
         if k is not None and normalized(node) == normalized(k):
             return True
+        if k is not None and type(node) is cst.Name:
+            # `n_pieces = len(pieces)`, then `loss / n_pieces`: a name whose every binding is K's text
+            bindings = self.facts.values_in(node.value, self.facts.enclosing_function(node))
+            if bindings and all(b.index is None and b.value is not None and normalized(b.value) == normalized(k)
+                                for b in bindings):
+                return True
         value = self.known_int(node)
         if k is not None and value is not None and value == self.known_int(k):
             return True

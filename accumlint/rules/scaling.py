@@ -89,8 +89,8 @@ def scaling_after_backward(window: Window) -> Iterable[Finding]:
     if not window.accumulates:
         return
     for flow in window.flows:
-        if flow.scalings:
-            continue
+        if any(s.op in ("div", "inverse") for s in flow.scalings):
+            continue  # divided before the backward (by K or by another factor: GA205's question)
         for scaling in flow.after:
             if not window.is_k(scaling.factor):
                 continue
