@@ -137,7 +137,7 @@ def split_scaling(expr: cst.BaseExpression, statement: Optional[Statement]) -> t
         if type(expr) is cst.BinaryOperation and type(expr.operator) is cst.Divide:
             if _masked_token_mean(expr):
                 return expr, scalings  # the micro-batch's token mean: a loss, not a scaled one
-            if _reduced_along_axis(expr.left) and _reduced_along_axis(expr.right):
+            if _reduced_along_axis(expr.left) and _reduced_along_axis(_without_epsilon(expr.right)):
                 # `(losses * mask).sum(1) / mask.sum(1)`: each row's mean over its own tokens
                 # (a vector, reduced later), not a scaling of the loss
                 return expr, scalings
@@ -207,9 +207,8 @@ def _token_count(node: cst.BaseExpression) -> bool:
             node = node.func.value
         elif type(node) is cst.Call and dotted(node.func) == "max" and len(node.args) == 2:
             node = next((a.value for a in node.args if type(a.value) is not cst.Integer), node.args[0].value)
-        elif type(node) is cst.BinaryOperation and type(node.operator) is cst.Add \
-                and (type(node.right) is cst.Float or type(node.left) is cst.Float):
-            node = node.left if type(node.right) is cst.Float else node.right  # `n_tokens + 1e-8`
+        elif _without_epsilon(node) is not node:
+            node = _without_epsilon(node)  # `n_tokens + 1e-8`
         else:
             break
     if type(node) is cst.Name or type(node) is cst.Attribute:
@@ -232,9 +231,21 @@ def _token_count(node: cst.BaseExpression) -> bool:
     return name is not None and "mask" in last_part(name).lower()
 
 
+def _without_epsilon(node: cst.BaseExpression) -> cst.BaseExpression:
+    """`count + 1e-8` -> `count`: a divisor kept from zero by a float added to it."""
+    if type(node) is cst.BinaryOperation and type(node.operator) is cst.Add:
+        if type(node.right) is cst.Float:
+            return node.left
+        if type(node.left) is cst.Float:
+            return node.right
+    return node
+
+
 def _reduced_along_axis(node: cst.BaseExpression) -> bool:
     """`x.sum(1)`, `x.sum(dim=-1)`, `torch.sum(x, axis=1)`: a sum or mean along a given
-    dimension (one value per row), not over the whole tensor."""
+    dimension (one value per row), not over the whole tensor; negated too (`-x.sum(1)`)."""
+    while type(node) is cst.UnaryOperation and type(node.operator) is cst.Minus:
+        node = node.expression
     if type(node) is not cst.Call or last_part(call_name(node) or "") not in ("sum", "mean", "nansum"):
         if not (type(node) is cst.Call and type(node.func) is cst.Attribute
                 and node.func.attr.value in ("sum", "mean", "nansum")):

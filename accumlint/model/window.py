@@ -1800,11 +1800,16 @@ def _slice_of(node: cst.CSTNode, start: str, size: cst.BaseExpression) -> bool:
 
 
 _UNCOUNTED = cst.Name("__pieces__")  # split into pieces of a size: K is how many came out
+# Methods that move or copy a tensor without changing its first dimension.
+_SAME_PIECES = frozenset({"cpu", "cuda", "to", "contiguous", "detach", "clone", "float", "half", "bfloat16"})
 
 
 def _piece_count(value: cst.BaseExpression) -> Optional[cst.BaseExpression]:
-    """How many pieces `value` splits one batch into: `n` of `x.chunk(n)` / `torch.chunk(x, n)`,
-    `_UNCOUNTED` for a split by size (`torch.split(x, size)`, `x.split(size)`), else None."""
+    """How many pieces `value` splits one batch into: `n` of `x.chunk(n)` / `torch.chunk(x, n)`
+    and of `x.reshape(n, size, ...)`, `_UNCOUNTED` for a split by size (`torch.split(x, size)`,
+    `x.split(size)`, `x.view(-1, size, ...)`), else None."""
+    while type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in _SAME_PIECES:
+        value = value.func.value  # `x.reshape(n, size, ...).cpu()`: the same pieces on another device
     if type(value) is not cst.Call:
         return None
     tail = last_part(call_name(value) or "")
@@ -1816,6 +1821,13 @@ def _piece_count(value: cst.BaseExpression) -> Optional[cst.BaseExpression]:
         return positional(value, 1 if function else 0)
     if tail in ("split", "tensor_split"):
         return _UNCOUNTED
+    if tail in ("reshape", "view") and not function and type(value.func) is cst.Attribute:
+        # `x.reshape(n // size, size, *x.shape[1:])`: iterating it gives its first dimension's
+        # pieces (`-1`: as many as come out)
+        first, second = positional(value, 0), positional(value, 1)
+        if first is None or second is None or first.__class__ is cst.StarredElement:
+            return None
+        return _UNCOUNTED if int_value(first) == -1 else first
     return None
 
 
