@@ -277,27 +277,31 @@ def divides_by_k(expr: cst.CSTNode, is_k: IsK) -> bool:
 
 
 def optimizer_step_value(facts: ModuleFacts, expr: cst.BaseExpression, is_k: IsK) -> bool:
-    """The value is computed in optimizer steps: divided by K here or in a binding it reads."""
-    return _through_bindings(facts, expr, lambda value: divides_by_k(value, is_k), plain_only=False)
+    """The value is computed in optimizer steps: divided by K here or in a binding it reads. A
+    length taken of an object (`len(train_dataloader)`) is a number of its items: the bindings
+    of the object (`loader, scheduler = prepare(...)`) compute no part of it."""
+    return _through_bindings(facts, expr, lambda value: divides_by_k(value, is_k), plain_only=False, lengths=False)
 
 
 def _through_bindings(facts: ModuleFacts, expr: cst.BaseExpression, test: Callable[[cst.CSTNode], bool],
-                      depth: int = 0, seen: Optional[set[str]] = None, plain_only: bool = True) -> bool:
+                      depth: int = 0, seen: Optional[set[str]] = None, plain_only: bool = True,
+                      lengths: bool = True) -> bool:
     """`test` holds for the expression or for a binding of a name it reads, four bindings
-    deep (each name followed once; `plain_only`: not through `x[i] = ...` bindings)."""
+    deep (each name followed once; `plain_only`: not through `x[i] = ...` bindings; not
+    `lengths`: not through the object a `len(...)` is taken of)."""
     seen = set() if seen is None else seen
     if test(expr):
         return True
     if depth > 4:
         return False
-    for name in referenced_names(expr):
+    for name in referenced_names(expr, lengths=lengths):
         if name in seen:
             continue
         seen.add(name)
         for binding in facts.bindings.get(name, ()):
             if plain_only and binding.index is not None:
                 continue
-            if _through_bindings(facts, binding.value, test, depth + 1, seen, plain_only):
+            if _through_bindings(facts, binding.value, test, depth + 1, seen, plain_only, lengths):
                 return True
     return False
 
@@ -336,11 +340,12 @@ def _loader_length(objects: Objects, expr: cst.CSTNode) -> Optional[cst.Call]:
     return None
 
 
-def referenced_names(expr: cst.CSTNode, *, keyed: bool = False) -> list[str]:
+def referenced_names(expr: cst.CSTNode, *, keyed: bool = False, lengths: bool = True) -> list[str]:
     """Dotted names an expression reads (`args.max_train_steps`), not the functions it calls.
     With `keyed`, an entry read by a literal key is one name (`config['max_steps']`): the
     entry, not the whole container, is the value (a `config` handed to a scheduler factory
-    says nothing about `config['save_center']`)."""
+    says nothing about `config['save_center']`). Without `lengths`, not the names only
+    `len(...)` is taken of."""
     names: list[str] = []
     stack: list[cst.CSTNode] = [expr]
     while stack:
@@ -356,6 +361,8 @@ def referenced_names(expr: cst.CSTNode, *, keyed: bool = False) -> list[str]:
                 names.append(f"{dotted(node.value)}[{index.value.value}]")
                 continue
         if type(node) is cst.Call:
+            if not lengths and dotted(node.func) == "len":
+                continue
             stack.extend(arg.value for arg in node.args)
             if type(node.func) is cst.Attribute:
                 stack.append(node.func.value)
