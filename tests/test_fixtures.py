@@ -63,6 +63,8 @@ NO_TRAINING_LOOP = {
     "fixtures/projects/schedule_factory_given_length/optim/schedules.py",
     "fixtures/projects/schedule_factory_given_length_steps/optim/schedules.py",
     "fixtures/projects/criterion_class_elsewhere/losses.py",
+    "fixtures/projects/step_function_chosen_elsewhere/steps.py",
+    "fixtures/projects/step_function_chosen_elsewhere_ok/steps.py",
     "fixtures/projects/accelerator_kept_by_base/base.py",
     "fixtures/projects/accelerator_kept_by_base_zero_after/base.py",
     "fixtures/projects/criterion_parameter_factory_elsewhere/losses.py",

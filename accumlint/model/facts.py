@@ -499,6 +499,43 @@ class ModuleFacts:
             target = _unless_own_update(self, self.project.function(dotted(func)))
         return None if target is caller else target
 
+    def aliased_functions(self, call: cst.Call) -> list[Function]:
+        """The functions a call through a name runs when every binding of that name, where the
+        call reads it, is a function of the module or an imported project function (`step_fn =
+        step_mse if kind == "mse" else step_l1`, or one assignment per arm of an `if`), then
+        `step_fn(model, batch)`: one of them runs, the same one in every iteration. A `None`
+        binding (`step_fn = None` before the arms) names none. Empty when any binding is
+        something else, or the name names no function at all."""
+        func = call.func
+        if type(func) is not cst.Name or func.value in self.functions or func.value in self.imports:
+            return []
+        if self.project is not None and self.project.home_of_call(call) is not None:
+            return []  # a call in another module's helper: its own names
+        bindings = self.values_in(func.value, self.enclosing_function(call))
+        found: list[Function] = []
+        values: list[cst.BaseExpression] = []
+        for binding in bindings:
+            if binding.index is not None or binding.value is None:
+                return []
+            values.append(binding.value)
+        while values:
+            value = values.pop()
+            if type(value) is cst.IfExp:
+                values += [value.body, value.orelse]
+                continue
+            if type(value) is not cst.Name:
+                return []
+            if value.value == "None":
+                continue
+            target = self.functions.get(value.value)
+            if target is None and self.project is not None and value.value in self.imports:
+                target = self.project.function(value.value)
+            if target is None:
+                return []
+            if target not in found:
+                found.append(target)
+        return found
+
     def _bound_here(self, call: cst.Call) -> bool:
         """A plain callee that the module binds itself, not through an import: assigned, a
         class, or a parameter of a function around the call (a `from utils import *` function

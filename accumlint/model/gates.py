@@ -155,10 +155,10 @@ def _past_first_micro_batch(test: cst.BaseExpression, counter: Optional[str]) ->
     if counter is None or type(test) is not cst.Comparison or len(test.comparisons) != 1:
         return False
     target = test.comparisons[0]
-    left, right, operator = test.left, target.comparator, type(target.operator)
+    left, right = test.left, target.comparator
+    operator: type[cst.BaseCompOp] = type(target.operator)
     if dotted(right) == counter and int_value(left) is not None:
-        left, right, operator = right, left, {cst.LessThan: cst.GreaterThan, cst.LessThanEqual: cst.GreaterThanEqual}.get(
-            operator, operator)
+        left, right, operator = right, left, _MIRRORED.get(operator, operator)  # `0 < counter`
     if dotted(left) != counter:
         return False
     return (operator, int_value(right)) in {(cst.GreaterThan, 0), (cst.NotEqual, 0), (cst.GreaterThanEqual, 1)}

@@ -775,7 +775,7 @@ class _Walker:
             zeroing = self.objects.assignment_role(small, context["loops"], context["path"])
             if zeroing is not None:
                 record.events.append(Event(zeroing, record))
-        helpers: list[tuple[cst.Call, Function, bool]] = []
+        helpers: list[tuple[cst.Call, Function, bool, Optional[int]]] = []
         for call in self.facts.calls_in(line):
             role = self.objects.role(call, context["loops"])
             if role is not None:
@@ -788,7 +788,7 @@ class _Walker:
                     # the rest of the object's method runs here too: its step, clip, scaler update
                     method = self.facts.called_method(call)
                     if method is not None:
-                        helpers.append((call, method, True))
+                        helpers.append((call, method, True, None))
                 continue
             within = context["helper"]
             if within is None:
@@ -800,12 +800,20 @@ class _Walker:
                 # `ed_optimizer.step(loss, ...)` on a plain project object: its method runs here
                 helper = self.facts.object_method(call) or self.facts.backward_method(call)
             if helper is not None:
-                helpers.append((call, helper, False))
+                helpers.append((call, helper, False, None))
+            elif len(context["frames"]) < _MAX_FRAMES:
+                # `step_fn = step_mse if kind == "mse" else step_l1`: each runs in a world of its own
+                alternatives = self.facts.aliased_functions(call)
+                for index, alternative in enumerate(alternatives):
+                    helpers.append((call, alternative, False, index if len(alternatives) > 1 else None))
         every_arm = context["every_arm"]
-        for call, helper, backward_at_call in helpers:
+        for call, helper, backward_at_call, world in helpers:
             entering = context
             if every_arm is not None and _direct_call_statement(line, call) and dotted(call.func) in every_arm[0]:
                 entering = {**every_arm[1], "path": context["path"]}  # as if called before the `if`
+            if world is not None:
+                arm = ((id(call), world),)
+                entering = {**entering, "arms": entering["arms"] + arm, "worlds": entering["worlds"] + arm}
             self._block(helper.body, **_entered(entering, helper, call, backward_at_call=backward_at_call))
             self._escaped = None  # a helper's `return` gate ends with the helper
 

@@ -18,8 +18,8 @@ import stat
 import time
 from typing import Iterator, Optional
 
-from accumlint.project.root import (DEFINITION_REST, INSTALLED_PACKAGE_FOLDERS, forget_joins, import_lines,
-                                    remember_resolutions)
+from accumlint.project.root import (DEFINITION_REST, INSTALLED_PACKAGE_FOLDERS, assigned_as_value, forget_joins,
+                                    import_lines, remember_resolutions)
 
 # A tree larger than this is not scanned further: importers beyond it stay unknown.
 MAX_FILES = 5_000
@@ -129,12 +129,14 @@ def _calls_one_of(scan: _Scan, path: str, names: frozenset[str]) -> bool:
 
 
 def _calls(text: str, name: str) -> bool:
+    """`name(` as a whole word, or `name` handed to a name that is called instead
+    (`step_fn = name`, `root.assigned_as_value`)."""
     start = text.find(name)
     while start != -1:
         end = start + len(name)
         if not (start and (text[start - 1].isalnum() or text[start - 1] == "_")):
             rest = text[end:end + 40].lstrip(" \t")
-            if rest.startswith("("):
+            if rest.startswith("(") or (not rest[:1].isalnum() and rest[:1] not in "_.(" and assigned_as_value(text, start)):
                 return True
         start = text.find(name, end)
     return False

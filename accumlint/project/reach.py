@@ -19,7 +19,8 @@ import stat
 import time
 
 from accumlint.project.modules import MAX_MODULE_BYTES, definition_effects_of, root_of
-from accumlint.project.root import DEFINITION_REST, in_run, module_file, own_package_folders, package_folder, resolve_module, search_folders
+from accumlint.project.root import (DEFINITION_REST, assigned_as_value, in_run, module_file, own_package_folders, package_folder,
+                                    resolve_module, search_folders)
 from accumlint.project.summary import BACKWARD
 
 # `from a.b import c, d as e` (one line or in brackets) and `import a.b as c`
@@ -179,6 +180,9 @@ def _calls(text: str, name: str) -> bool:
     for match in re.finditer(rf"{re.escape(name)}\s*\(", text):
         if match.start() == 0 or _NAME_OR_DOT.match(text, match.start() - 1) is None:
             return True
+    for match in re.finditer(rf"(?<![\w.]){re.escape(name)}(?![\w.(])", text):
+        if assigned_as_value(text, match.start()):
+            return True  # `step_fn = name`: the name it is bound to is called instead
     return False
 
 

@@ -116,6 +116,17 @@ def import_lines(text: str) -> Iterator["re.Match[str]"]:
         start = text.find("import", end)
 
 
+def assigned_as_value(text: str, start: int) -> bool:
+    """Whether the name at `start` is the value of an assignment, whole or an arm of a
+    conditional expression (`step_fn = train_mse`, `step_fn = a if mse else train_mse`):
+    the name bound to it may be called in its place."""
+    line = text.rfind("\n", 0, start) + 1
+    before = text[line:start].rstrip(" \t")
+    if before.endswith("else"):
+        return True
+    return before.endswith("=") and not before.endswith(("==", "!=", "<=", ">=")) and not before.lstrip().startswith("def ")
+
+
 @functools.lru_cache(maxsize=1024)
 def joined_ancestor(folder: str) -> str:
     """Without a root marker, the project is the checked folder, widened to its parent

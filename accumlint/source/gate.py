@@ -275,17 +275,20 @@ def _used_elsewhere(lines: "_Lines", cls: ast.ClassDef) -> bool:
 
 def _reaching(lines: "_Lines", backward_functions: set[str]) -> set[str]:
     """Functions that call a backward, directly or through same-module functions that
-    name them (a name's every mention counts, strings and comments included)."""
+    name them (a name's every mention counts, strings and comments included), and the
+    names assigned one of them (`step_fn = step_mse if kind == "mse" else step_l1`)."""
     reaching = set(backward_functions)
     pending = list(reaching)
     while pending:
         name = pending.pop()
         for line in lines.mentions(name):
             for path in lines.paths(line):
-                for node in path:
-                    if isinstance(node, _FUNCTIONS) and node.name not in reaching:
-                        reaching.add(node.name)
-                        pending.append(node.name)
+                aliases = [t.id for t in path[-1].targets if isinstance(t, ast.Name)] \
+                    if path and isinstance(path[-1], ast.Assign) else []
+                for found in [node.name for node in path if isinstance(node, _FUNCTIONS)] + aliases:
+                    if found not in reaching:
+                        reaching.add(found)
+                        pending.append(found)
     return reaching
 
 
