@@ -66,6 +66,7 @@ _LOG_RECEIVERS = LazyPattern(r"^(logging|logger|log|LOGGER|_logger|LOG)$")
 _LOG_METHODS = {"info", "debug", "warning", "error", "log", "critical"}
 _METRIC_METHODS = {"add_scalar", "add_scalars", "set_postfix", "set_postfix_str", "log_metric", "log_metrics", "log_dict"}
 _LOG_FRAMEWORKS = {"wandb", "accelerator", "fabric", "self", "mlflow", "run", "experiment"}
+_PRINTING_FRAMEWORKS = {"accelerator", "fabric"}
 
 # What a call does in a training loop (see `Role`).
 RoleKind = Literal["backward", "step", "zero", "sched", "clip", "scale", "unscale", "update", "sync", "ema", "log"]
@@ -684,7 +685,8 @@ def _averages_numbers(update: cst.Call) -> bool:
 
 
 def _is_logging(method: str, receiver: Optional[str]) -> bool:
-    """`logger.info(...)`, `wandb.log(...)`, `writer.add_scalar(...)`, `pbar.set_postfix(...)`."""
+    """`logger.info(...)`, `wandb.log(...)`, `writer.add_scalar(...)`, `pbar.set_postfix(...)`,
+    `accelerator.print(...)`, `tqdm.write(...)`."""
     if receiver is None:
         return False
     head, tail = receiver.split(".")[0], last_part(receiver)
@@ -692,6 +694,10 @@ def _is_logging(method: str, receiver: Optional[str]) -> bool:
         return True
     if method in _LOG_METHODS and (_LOG_RECEIVERS.match(tail) or _LOG_RECEIVERS.match(head)):
         return True
+    if method == "print" and (_LOG_RECEIVERS.match(tail) or tail in _PRINTING_FRAMEWORKS):
+        return True  # `logger.print(...)`, `accelerator.print(...)`: print on one process
+    if method == "write" and tail == "tqdm":
+        return True  # `tqdm.write(...)`: a print that keeps the progress bar
     # `wandb.log`, and a wandb run or logger object (`wandb_run.log`, `self.wandb_logger.log`)
     return method in ("log", "log_dict") and (
         head in _LOG_FRAMEWORKS or tail in _LOG_FRAMEWORKS or "wandb" in tail.lower())
