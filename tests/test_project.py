@@ -683,6 +683,44 @@ def test_importers_of_each_module_are_its_loop_files_in_order(tmp_path: Path) ->
         0: ["train0.py", "train3b.py"], 1: ["train1.py", "train2b.py"], 2: ["train1b.py", "train2.py"], 3: ["train0b.py", "train3.py"]}
 
 
+def test_importers_found_with_every_verdict_recorded_are_those_found_without(tmp_path: Path) -> None:
+    """Within a check run that has recorded the text gate's verdict on every scanned file,
+    the search skips the modules and middles that no training file imports; what it finds,
+    directly and two calls deep, is what it finds when no verdict is recorded."""
+    from accumlint.project import importers
+    from accumlint.source.gate import might_hold_training_code
+
+    root = tmp_path / "proj"
+    _write(root / "pyproject.toml", "")
+    _write(root / "h.py", MEAN_HELPER.format(name="objective"))
+    _write(root / "train.py", LOOP.format(module="h", name="objective"))
+    # a middle that a training loop calls (`fit` calls `clear`), and one that no training file imports
+    _write(root / "zeroing.py", "def clear(optimizer):\n    optimizer.zero_grad()\n")
+    _write(root / "middle.py", "from zeroing import clear\n\n\ndef fit(optimizer):\n    clear(optimizer)\n")
+    _write(root / "unused_middle.py", "from zeroing import clear\n\n\ndef reset(optimizer):\n    clear(optimizer)\n")
+    _write(root / "loop.py", LOOP.format(module="h", name="objective").replace(
+        "import torch\n", "import torch\nfrom middle import fit\n").replace(
+        "            optimizer.zero_grad()\n", "            fit(optimizer)\n"))
+    _write(root / "evaluate.py", "from unused_middle import reset\n\nfor opt in []:\n    reset(opt)\n")
+    asked = [("h.py", ["objective"]), ("zeroing.py", ["clear"]), ("middle.py", ["fit"]), ("unused_middle.py", ["reset"])]
+
+    def ask(record: bool) -> list[list[str]]:
+        importers.forget()
+        with importers.one_run():
+            if record:
+                for path in sorted(root.glob("*.py")):
+                    text = path.read_text(encoding="utf-8")
+                    importers.note_training(str(path), text, might_hold_training_code(text))
+                mentioned = importers._training_mentions(importers._scanned(str(root)))
+                assert "unused_middle" not in mentioned and "middle" in mentioned  # the search is pruned
+            return [sorted(Path(p).name for p, _ in importers.candidate_importers(str(root), str(root / name), functions))
+                    for name, functions in asked]
+
+    with_verdicts, without = ask(True), ask(False)
+    assert with_verdicts == without
+    assert with_verdicts == [["loop.py", "train.py"], ["loop.py"], ["loop.py"], []]
+
+
 def _resolution_tree(tmp_path: Path) -> Path:
     """Imports of every form: absolute from the root, `src/` and the importer's folder,
     relative up two levels, `from pkg import module`, `from . import module`, packages."""

@@ -16,7 +16,7 @@ import os
 import re
 import stat
 import time
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 from accumlint.project.root import (DEFINITION_REST, INSTALLED_PACKAGE_FOLDERS, assigned_as_value, forget_joins,
                                     import_lines, remember_resolutions)
@@ -39,7 +39,7 @@ class _Scan:
     """The project files read, and what is learnt of them as it is asked for (it goes with the scan)."""
 
     __slots__ = ("texts", "paths", "chars", "looped", "trains", "complete", "by_name", "mentions", "calls", "digests", "candidates",
-                 "memo", "all_index", "middles", "through", "callers")
+                 "memo", "all_index", "middles", "through", "callers", "training_mentions", "backward_texts")
 
     def __init__(self, texts: dict[str, str], complete: bool) -> None:
         self.texts = texts  # path -> text of every project file read
@@ -59,6 +59,8 @@ class _Scan:
         # (path, functions) -> loop file -> the module between: see `importers_through`
         self.through: dict[tuple[str, frozenset[str]], dict[str, str]] = {}
         self.callers: dict[tuple[str, str], list[tuple[str, str]]] = {}  # see `callers_of`
+        self.training_mentions: Optional[frozenset[str]] = None  # see `_training_mentions`, once asked
+        self.backward_texts: dict[str, bool] = {}  # path -> whether its text holds `backward(`, as asked
 
 
 def _scan(root: str) -> _Scan:
@@ -234,16 +236,21 @@ def _candidates(scan: _Scan, path: str, functions: list[str]) -> list[tuple[str,
 
 
 def _search(scan: _Scan, path: str, wanted: frozenset[str], everywhere: bool = False,
-            backpropagates: bool = False) -> list[tuple[str, str]]:
+            backpropagates: bool = False, keep: Optional[Callable[[str], bool]] = None) -> list[tuple[str, str]]:
     """The loop files that may train (with `everywhere`, every file) whose import lines name
     the module at `path` and whose text calls one of `wanted`. With `backpropagates` (one of
-    `wanted` may run a backward itself), every such loop file may train."""
+    `wanted` may run a backward itself), every such loop file may train. `keep`: only the
+    files it keeps are searched."""
     stem = _stem(path)
     target = os.path.abspath(path)
     backpropagating = wanted & _backward_functions(path)
+    if not (everywhere or backpropagates or backpropagating) and stem not in _training_mentions(scan):
+        return []  # no loop file that may train names the module in its imports
     found = []
     for other in (_middles(scan, stem) if everywhere else _mentioning(scan, stem)):  # in a stable order
         if os.path.abspath(other) == target:
+            continue
+        if keep is not None and not keep(other):
             continue
         if not (everywhere or backpropagates or backpropagating) and _noted_training(scan, other) is False:
             continue  # the run's gate found that its loops run no backward: no text search
@@ -254,6 +261,40 @@ def _search(scan: _Scan, path: str, wanted: frozenset[str], everywhere: bool = F
                 or (backpropagating and _calls_one_of(scan, other, backpropagating)):
             found.append((other, scan.texts[other]))
     return found
+
+
+class _Everything(frozenset):
+    """A set that holds every name (the answer when nothing can be ruled out)."""
+
+    def __contains__(self, item: object) -> bool:
+        return True
+
+
+_EVERY_NAME = _Everything()
+
+
+def _backward_text(scan: _Scan, path: str) -> bool:
+    """Whether the scanned file's text holds `backward(` (what `_backward_functions` needs to
+    find any), asked once per file and scan."""
+    found = scan.backward_texts.get(path)
+    if found is None:
+        found = scan.backward_texts[path] = "backward(" in scan.texts[path]
+    return found
+
+
+def _training_mentions(scan: _Scan) -> frozenset[str]:
+    """The module names the import lines of the scan's training files mention, when a check
+    run has given its verdict (`note_training`) on every scanned file of a complete scan: a
+    module no such file names has no importer whose loops may train (but through a helper
+    that runs a backward itself, which the callers test apart). Otherwise every name."""
+    if scan.training_mentions is None:
+        verdicts = [_noted_training(scan, path) for path in scan.paths] if scan.complete else [None]
+        if any(verdict is None for verdict in verdicts):
+            scan.training_mentions = _EVERY_NAME
+        else:
+            scan.training_mentions = frozenset(
+                name for path, verdict in zip(scan.paths, verdicts) if verdict for name in _mentioned(scan, path))
+    return scan.training_mentions
 
 
 def _backward_functions(path: str) -> frozenset[str]:
@@ -309,7 +350,13 @@ def _search_through(scan: _Scan, path: str, wanted: frozenset[str], direct: set[
     target = os.path.abspath(path)
     found: dict[str, str] = {}
     backpropagates = bool(wanted & _backward_functions(path))  # the loop trains through the middle
-    for middle, text in _search(scan, path, wanted, everywhere=True):
+    keep = None
+    if not backpropagates:
+        # a middle no training loop file imports, and that runs no backward of its own, has no
+        # importer for the second search to find (`_search`'s first test): it need not be read
+        mentioned = _training_mentions(scan)
+        keep = lambda middle: _stem(middle) in mentioned or _backward_text(scan, middle)  # noqa: E731
+    for middle, text in _search(scan, path, wanted, everywhere=True, keep=keep):
         callers = [m.group(1) for m in _top_level_functions(text)
                    if any(_calls(m.group(0).split("\n", 1)[-1], name) for name in wanted)]
         for other, _ in _search(scan, middle, frozenset(callers), backpropagates=backpropagates) if callers else []:
