@@ -415,12 +415,19 @@ class ModuleFacts:
                 return False
         return True
 
-    def returns_sequence(self, call: cst.Call) -> bool:
-        """Whether a call of a module function returns a tuple or list at some `return`
-        (`return total, reg`): what it returns is no tensor, and has no tensor's methods."""
-        function = self._callee(call)
-        return function is not None and any(
-            type(ret.value) in (cst.Tuple, cst.List) for ret in self.once(_valued_returns, function))
+    def bound_to_returned_sequence(self, name: str, function: Optional[Function]) -> bool:
+        """Whether a binding of `name` where `function` reads it is what a call of a module
+        function returns whole, and that function returns a tuple or list at some `return`
+        (`loss = fit_batch(...)` with `return total, reg`): the name may hold no tensor, and
+        no tensor's methods."""
+        for binding in self.values_in(name, function):
+            value = binding.value
+            if binding.index is None and type(value) is cst.Call:
+                callee = self._callee(value)
+                if callee is not None and any(
+                        type(ret.value) in (cst.Tuple, cst.List) for ret in self.once(_valued_returns, callee)):
+                    return True
+        return False
 
     def holds_no_graph(self, value: cst.BaseExpression, depth: int = 0) -> bool:
         """Whether a value is known to hold no autograd graph (see `returns_hold_no_graph`):

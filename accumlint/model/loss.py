@@ -1278,4 +1278,3 @@ def _target_position(target: cst.BaseExpression, name: str) -> Optional[int]:
 def _in_tuple(target: cst.BaseExpression, name: str) -> bool:
     return type(target) in (cst.Tuple, cst.List) and any(
         dotted(e.value) == name for e in cast("cst.Tuple | cst.List", target).elements)
-

@@ -1825,7 +1825,7 @@ def _piece_count(value: cst.BaseExpression) -> Optional[cst.BaseExpression]:
         # `x.reshape(n // size, size, *x.shape[1:])`: iterating it gives its first dimension's
         # pieces (`-1`: as many as come out)
         first, second = positional(value, 0), positional(value, 1)
-        if first is None or second is None or first.__class__ is cst.StarredElement:
+        if first is None or second is None:
             return None
         return _UNCOUNTED if int_value(first) == -1 else first
     return None

@@ -121,10 +121,11 @@ def assigned_as_value(text: str, start: int) -> bool:
     conditional expression (`step_fn = train_mse`, `step_fn = a if mse else train_mse`):
     the name bound to it may be called in its place."""
     line = text.rfind("\n", 0, start) + 1
-    before = text[line:start].rstrip(" \t")
-    if before.endswith("else"):
-        return True
-    return before.endswith("=") and not before.endswith(("==", "!=", "<=", ">=")) and not before.lstrip().startswith("def ")
+    return _ASSIGNED_VALUE.fullmatch(text, line, start) is not None
+
+
+# What stands before a name that an assignment binds: `step_fn = `, `self.fn = cond and a if c else `
+_ASSIGNED_VALUE = re.compile(r"[ \t]*[\w.]+[ \t]*=(?!=)(?:[^\n=]*[ \t]else)?[ \t]*")
 
 
 @functools.lru_cache(maxsize=1024)

@@ -17,9 +17,7 @@ def graph_kept_alive(window: Window) -> Iterable[Finding]:
     for accumulation, name in graphs_kept(window):
         added = accumulation.added
         # a name bound to what a helper returns as a tuple holds no tensor: `.detach()` would fail
-        function = window.facts.enclosing_function(accumulation.statement.node)
-        sequence = any(type(b.value) is cst.Call and b.index is None and window.facts.returns_sequence(b.value)
-                       for b in window.facts.values_in(name, function))
+        sequence = window.facts.bound_to_returned_sequence(name, window.facts.enclosing_function(accumulation.statement.node))
         yield Finding(
             accumulation.statement.node,
             f"`{name}` is kept in `{accumulation.holder}` with its autograd graph",

@@ -8,6 +8,7 @@ import libcst as cst
 
 from accumlint.fix.edits import Edit, parenthesized, replace
 from accumlint.model import scopes
+from accumlint.model.facts import DETACHING_METHODS
 from accumlint.model.loop import Event, Statement
 from accumlint.model.loss import LossFlow, Scaling
 from accumlint.model.names import code, dotted
@@ -118,9 +119,10 @@ def _keeps_own_value(statement: Statement, name: str) -> bool:
             return dotted(value) == name and value is not small.value
 
 
+# Calls that read what kind of object a value is, not the value.
 _TYPE_TESTS = frozenset({"isinstance", "type", "hasattr", "callable"})
-# Methods that return the same number off the graph, on another device or as a Python number.
-_VALUE_KEEPING_METHODS = frozenset({"detach", "cpu", "item", "float", "clone"})
+# Methods that return the same number: off the graph, on another device, as a Python number, or a copy.
+_VALUE_KEEPING_METHODS = DETACHING_METHODS | {"clone"}
 
 
 def _dicts_logged(window: Window, scaled_at: Statement, log: Event, call: cst.Call) -> list[cst.BaseExpression]:
