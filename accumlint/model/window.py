@@ -945,10 +945,15 @@ class Window:
 
     def carried_counter(self, name: str) -> bool:
         """A counter the loop's function receives and hands back (`def train_loop(...,
-        iteration):` ... `return avg_loss, iteration`): its caller keeps it across the
-        function's calls (one an epoch), so it counts micro-batches across epochs."""
+        iteration):` ... `return avg_loss, iteration`), or an attribute of the object whose
+        method holds the loop (`self.batches_seen += 1`): its caller, or the object, keeps it
+        across the function's calls (one an epoch), so it counts micro-batches across epochs."""
         function = self.loop.function
-        if function is None or self.loop.per_step_function or name not in scopes.all_parameters(function):
+        if function is None or self.loop.per_step_function:
+            return False
+        if name.startswith("self.") and name.count(".") == 1 and function in self.facts.class_of:
+            return True
+        if name not in scopes.all_parameters(function):
             return False
         for node in walk(function.body):
             if type(node) is not cst.Return or node.value is None:
