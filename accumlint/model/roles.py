@@ -264,11 +264,23 @@ class Objects:
             return "accelerator"
         if tail == "fabric":
             return "fabric"
-        if tail in ("model_engine", "engine", "ds_engine", "deepspeed_engine"):
+        if tail in ("model_engine", "engine", "ds_engine", "deepspeed_engine") and not self._annotated_other_class(name):
             return "engine"
         if _EMA_NAME.search(tail):
             return "ema"
         return None
+
+    def _annotated_other_class(self, name: str) -> bool:
+        """A plain name that the module's functions take as a parameter annotated with a class
+        that is not DeepSpeed's (`def train_batch(self, engine: Engine, ...)`, `Engine` a
+        project class): the annotation says what the object is, not its name."""
+        if "." in name:
+            return False
+        annotations = self.facts.once(_parameter_annotations, self.facts.module).get(name)
+        if not annotations:
+            return False
+        return all((self.facts.qualified(dotted(a)) or "").partition(".")[0] not in ("deepspeed", "")
+                   for a in annotations)
 
     def _built_from_other_class(self, name: str, word: str) -> bool:
         """Every binding of the name builds an object of a class whose name lacks `word`
@@ -781,3 +793,13 @@ def _and_operands(test: cst.BaseExpression) -> list[cst.BaseExpression]:
     if type(test) is cst.BooleanOperation and type(test.operator) is cst.And:
         return [*_and_operands(test.left), *_and_operands(test.right)]
     return [test]
+
+
+def _parameter_annotations(module: cst.CSTNode) -> dict[str, list[Optional[cst.BaseExpression]]]:
+    """Parameter name -> the annotations the module's functions give it (`engine: Engine`); a
+    parameter without one adds None, which no class names."""
+    found: dict[str, list[Optional[cst.BaseExpression]]] = {}
+    for node in walk(module):
+        if type(node) is cst.Param:
+            found.setdefault(node.name.value, []).append(node.annotation.annotation if node.annotation else None)
+    return found
