@@ -712,7 +712,7 @@ def test_importers_found_with_every_verdict_recorded_are_those_found_without(tmp
                     text = path.read_text(encoding="utf-8")
                     importers.note_training(str(path), text, might_hold_training_code(text))
                 mentioned = importers._training_mentions(importers._scanned(str(root)))
-                assert "unused_middle" not in mentioned and "middle" in mentioned  # the search is pruned
+                assert mentioned is not None and "unused_middle" not in mentioned and "middle" in mentioned  # pruned
             return [sorted(Path(p).name for p, _ in importers.candidate_importers(str(root), str(root / name), functions))
                     for name, functions in asked]
 

@@ -514,8 +514,9 @@ class ModuleFacts:
         binding (`step_fn = None` before the arms) names none. Empty when any binding is
         something else, or the name names no function at all."""
         func = call.func
-        if type(func) is not cst.Name or func.value in self.functions or func.value in self.imports:
-            return []
+        if type(func) is not cst.Name or func.value not in self.bindings or func.value in self.functions \
+                or func.value in self.imports:
+            return []  # most calls: a builtin, an import, a function of the module, a name bound elsewhere
         if self.project is not None and self.project.home_of_call(call) is not None:
             return []  # a call in another module's helper: its own names
         bindings = self.values_in(func.value, self.enclosing_function(call))

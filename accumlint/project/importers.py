@@ -59,7 +59,8 @@ class _Scan:
         # (path, functions) -> loop file -> the module between: see `importers_through`
         self.through: dict[tuple[str, frozenset[str]], dict[str, str]] = {}
         self.callers: dict[tuple[str, str], list[tuple[str, str]]] = {}  # see `callers_of`
-        self.training_mentions: Optional[frozenset[str]] = None  # see `_training_mentions`, once asked
+        # `_training_mentions`' answer, in a one-element tuple once asked (the answer may be None)
+        self.training_mentions: Optional[tuple[Optional[frozenset[str]]]] = None
         self.backward_texts: dict[str, bool] = {}  # path -> whether its text holds `backward(`, as asked
 
 
@@ -244,8 +245,10 @@ def _search(scan: _Scan, path: str, wanted: frozenset[str], everywhere: bool = F
     stem = _stem(path)
     target = os.path.abspath(path)
     backpropagating = wanted & _backward_functions(path)
-    if not (everywhere or backpropagates or backpropagating) and stem not in _training_mentions(scan):
-        return []  # no loop file that may train names the module in its imports
+    if not (everywhere or backpropagates or backpropagating):
+        mentioned = _training_mentions(scan)
+        if mentioned is not None and stem not in mentioned:
+            return []  # no loop file that may train names the module in its imports
     found = []
     for other in (_middles(scan, stem) if everywhere else _mentioning(scan, stem)):  # in a stable order
         if os.path.abspath(other) == target:
@@ -263,16 +266,6 @@ def _search(scan: _Scan, path: str, wanted: frozenset[str], everywhere: bool = F
     return found
 
 
-class _Everything(frozenset):
-    """A set that holds every name (the answer when nothing can be ruled out)."""
-
-    def __contains__(self, item: object) -> bool:
-        return True
-
-
-_EVERY_NAME = _Everything()
-
-
 def _backward_text(scan: _Scan, path: str) -> bool:
     """Whether the scanned file's text holds `backward(` (what `_backward_functions` needs to
     find any), asked once per file and scan."""
@@ -282,19 +275,18 @@ def _backward_text(scan: _Scan, path: str) -> bool:
     return found
 
 
-def _training_mentions(scan: _Scan) -> frozenset[str]:
+def _training_mentions(scan: _Scan) -> Optional[frozenset[str]]:
     """The module names the import lines of the scan's training files mention, when a check
     run has given its verdict (`note_training`) on every scanned file of a complete scan: a
     module no such file names has no importer whose loops may train (but through a helper
-    that runs a backward itself, which the callers test apart). Otherwise every name."""
+    that runs a backward itself, which the callers test apart). None when any file lacks a
+    verdict: then no name can be ruled out."""
     if scan.training_mentions is None:
         verdicts = [_noted_training(scan, path) for path in scan.paths] if scan.complete else [None]
-        if any(verdict is None for verdict in verdicts):
-            scan.training_mentions = _EVERY_NAME
-        else:
-            scan.training_mentions = frozenset(
-                name for path, verdict in zip(scan.paths, verdicts) if verdict for name in _mentioned(scan, path))
-    return scan.training_mentions
+        mentioned = None if any(verdict is None for verdict in verdicts) else frozenset(
+            name for path, verdict in zip(scan.paths, verdicts) if verdict for name in _mentioned(scan, path))
+        scan.training_mentions = (mentioned,)
+    return scan.training_mentions[0]
 
 
 def _backward_functions(path: str) -> frozenset[str]:
@@ -351,10 +343,10 @@ def _search_through(scan: _Scan, path: str, wanted: frozenset[str], direct: set[
     found: dict[str, str] = {}
     backpropagates = bool(wanted & _backward_functions(path))  # the loop trains through the middle
     keep = None
-    if not backpropagates:
+    mentioned = None if backpropagates else _training_mentions(scan)
+    if mentioned is not None:
         # a middle no training loop file imports, and that runs no backward of its own, has no
         # importer for the second search to find (`_search`'s first test): it need not be read
-        mentioned = _training_mentions(scan)
         keep = lambda middle: _stem(middle) in mentioned or _backward_text(scan, middle)  # noqa: E731
     for middle, text in _search(scan, path, wanted, everywhere=True, keep=keep):
         callers = [m.group(1) for m in _top_level_functions(text)
