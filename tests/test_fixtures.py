@@ -44,6 +44,7 @@ NO_TRAINING_LOOP = {
     # A Trainer subclass's compute_loss is checked without a loop.
     "fixtures/check/hf_trainer/trainer_disables_loss_kwargs.py",
     "fixtures/check/hf_trainer/trainer_remote_code_automodel.py",
+    "fixtures/check/hf_trainer/trainer_model_class_through_a_name_remote_code.py",
     "fixtures/check/hf_trainer/trainer_pre_446_signature_class_flag.py",
     "fixtures/check/hf_trainer/trainer_super_compute_loss.py",
     "fixtures/check/hf_trainer/trainer_uses_num_items_in_batch.py",

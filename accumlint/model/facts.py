@@ -107,14 +107,19 @@ def shows_padding(text: str) -> bool:
 def _labels_padded_to_ignored(text: str) -> bool:
     """`CrossEntropyLoss(ignore_index=0)` (or `-1`) and labels padded with that value
     (`label_ids.append(0)`, `labels += [0] * padding_length`, `label_ids + [0] * n`, a padding
-    call given it: `pad_right(y, pad_id=-1)`, `pad_sequence(..., padding_value=-1)`): the
+    call given it: `pad_right(y, pad_id=-1)`, `pad_sequence(..., padding_value=-1)`, the padding
+    positions filled with it: `ids.masked_fill(ids == tokenizer.pad_token_id, -1)`): the
     padded positions are skipped, so each sequence counts its own real tokens."""
     for sign, digits in {match.groups() for match in _IGNORED_VALUE.finditer(text)}:
         value = rf"{re.escape(sign)}\s*{digits}(?!\d)"
         padded = (rf"\blabels?(?:_ids?)?\.append\(\s*{value}\s*\)"
                   rf"|\blabels?(?:_ids?)?\s*(?:\+=|=\s*labels?(?:_ids?)?\s*\+)\s*\[\s*{value}\s*\]\s*\*"
                   # a padding helper or call given that value (`pad_right(y, pad_id=-1)`, `padding_value=-1`)
-                  rf"|\b(?:pad_\w+|padding_value)\s*=\s*{value}(?![\w.])")
+                  rf"|\b(?:pad_\w+|padding_value)\s*=\s*{value}(?![\w.])"
+                  # the padding positions set to it (`x.masked_fill(x == tokenizer.pad_token_id, -1)`,
+                  # `labels[labels == pad_id] = -1`)
+                  rf"|\bmasked_fill_?\([^()\n]*\bpad\w*[^()\n]*,\s*{value}\s*\)"
+                  rf"|\[[^\[\]\n]*==[^\[\]\n]*\bpad\w*\s*\]\s*=\s*{value}(?![\w.])")
         if re.search(padded, text):
             return True
     return False
@@ -1071,12 +1076,17 @@ def constructed(value: cst.BaseExpression) -> cst.BaseExpression:
 
 def _objects_passed_by_own_callers(facts: ModuleFacts) -> None:
     """A function holding a training loop that the module calls by name only, whose
-    parameter receives, from every call, an object of one class of this module
-    (`run_train_epoch(..., runner)` after `runner = BackwardRunner(model, ...)`): the
-    parameter holds that object, a binding whose statement is the function, so the
-    methods the loop calls on it (a backward, a step) run there. What a caller passes
-    says nothing more: a model the callers wrap in DDP before passing it is a parameter
-    of unknown type in the loop (SPEC: a receiver of unknown type stays unknown)."""
+    parameter receives, from every call, an object whose kind the caller's binding
+    settles: the parameter holds that object (a binding whose statement is the function).
+    - An object of one class of this module (`run_train_epoch(..., runner)` after
+      `runner = BackwardRunner(model, ...)`): the methods the loop calls on it (a
+      backward, a step) run there.
+    - A model the caller wrapped for data parallelism before the call (`model =
+      DDP(model, ...)`, also in an arm of `if args.distributed:`, or so returned by a
+      module helper: `optimizer, model = prep(args, model)`): the loop's forward and
+      backward are the wrap's.
+    Anything else a caller passes says nothing, and one call that passes something else
+    leaves the parameter unknown (SPEC: a receiver of unknown type stays unknown)."""
     trains = {id(node) for site in facts.loops for node in site.ancestors if type(node) in (cst.FunctionDef, cst.ClassDef)}
     for name, function in facts.functions.items():
         if id(function) in trains and facts.class_of.get(function) is None:
@@ -1089,6 +1099,11 @@ def _objects_passed_by_own_callers(facts: ModuleFacts) -> None:
                     # `run_train_epoch(..., runner, ...)` after `runner = BackwardRunner(model, ...)`:
                     # the object every call passes (one class), for the calls the loop makes on it
                     facts.bindings.setdefault(parameter, []).append(Binding(parameter, objects[0].value, None, function))
+                    continue
+                wraps = _passed_bindings(facts, name, parameter, position, _wrapped_before_call)
+                if wraps:
+                    facts.bindings.setdefault(parameter, []).extend(
+                        Binding(parameter, b.value, b.index, function) for b in wraps)
 
 
 def _parameters(function: cst.FunctionDef, skip_self: bool) -> list[tuple[Optional[int], cst.Param]]:
@@ -1104,9 +1119,42 @@ def _rebound_in(facts: ModuleFacts, name: str, function: cst.FunctionDef) -> boo
     return any(facts.enclosing_function(b.statement) is function for b in facts.bindings.get(name, ()))
 
 
-def _builds_project_object(facts: ModuleFacts, value: cst.BaseExpression) -> bool:
+def _builds_project_object(facts: ModuleFacts, binding: Binding, call: cst.Call) -> bool:
     """`BackwardRunner(model, device)`: an object of a class this module defines."""
-    return type(value) is cst.Call and type(value.func) is cst.Name and value.func.value in facts.classes
+    value = binding.value
+    return binding.index is None and type(value) is cst.Call and type(value.func) is cst.Name \
+        and value.func.value in facts.classes
+
+
+def _wrapped_before_call(facts: ModuleFacts, binding: Binding, call: cst.Call) -> bool:
+    """A binding, made before `call` in the caller's body, to a data-parallel wrap of a
+    model: the wrap's constructor (`DistributedDataParallel(model.cuda(), ...)`,
+    `DDP(model).to(device)`), either arm of `DDP(model) if distributed else model`, or the
+    element a module helper returns so (`optimizer, model = prep(args, model)` with `model
+    = DDP(model, ...)` and `return optimizer, model`)."""
+    value = binding.value
+    values = facts.returned(value, binding.index) if type(value) is cst.Call else []
+    if binding.index is None:
+        values = [value, *values]
+    return any(_wraps_for_data_parallel(facts, v) for v in values) and _precedes(facts, binding.statement, call)
+
+
+def _wraps_for_data_parallel(facts: ModuleFacts, value: cst.BaseExpression) -> bool:
+    value = constructed(value)
+    if type(value) is cst.IfExp:
+        return any(_wraps_for_data_parallel(facts, arm) for arm in (value.body, value.orelse))
+    return type(value) is cst.Call and last_part(facts.qualified(call_name(value)) or "") in DATA_PARALLEL_WRAPS
+
+
+def _precedes(facts: ModuleFacts, statement: cst.CSTNode, node: cst.CSTNode) -> bool:
+    """`statement` comes before `node` in the source of `node`'s function (or module)."""
+    scope: cst.CSTNode = facts.enclosing_function(node) or facts.module
+    for visited in walk(scope):
+        if visited is statement:
+            return True
+        if visited is node:
+            return False
+    return False
 
 
 def _receivers(facts: ModuleFacts, body: cst.CSTNode) -> set[str]:
@@ -1123,7 +1171,7 @@ def _receivers(facts: ModuleFacts, body: cst.CSTNode) -> set[str]:
 
 
 def _passed_bindings(facts: ModuleFacts, callee: str, parameter: str, position: Optional[int],
-                     accept: Callable[[ModuleFacts, cst.BaseExpression], bool]) -> Optional[list[Binding]]:
+                     accept: Callable[[ModuleFacts, Binding, cst.Call], bool]) -> Optional[list[Binding]]:
     """The bindings that every call of the module's `callee` passes as `parameter` (at
     `position`, or by keyword) and that `accept` takes: for each call, the bindings of the
     name it passes, in the call's own scope. None when any call passes something else or
@@ -1142,8 +1190,8 @@ def _passed_bindings(facts: ModuleFacts, callee: str, parameter: str, position: 
         if type(passed) is not cst.Name:
             return None
         scope = facts.enclosing_function(call)
-        accepted = [b for b in facts.bindings.get(passed.value, ()) if b.index is None
-                    and facts.enclosing_function(b.statement) is scope and accept(facts, b.value)]
+        accepted = [b for b in facts.bindings.get(passed.value, ())
+                    if facts.enclosing_function(b.statement) is scope and accept(facts, b, call)]
         if not accepted:
             return None
         found.extend(accepted)

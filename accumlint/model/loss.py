@@ -414,7 +414,7 @@ class LossReader:
             definition = _last_definition(loop.statements, before, name)
             if depth == 0 and definition is not None:
                 flow.binding = definition[0]
-            if definition is not None and definition[0].helper is None:
+            if definition is not None:
                 helper_result = self._through_helper(loop, definition, name, flow, depth)
                 if helper_result:
                     return

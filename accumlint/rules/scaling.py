@@ -153,6 +153,8 @@ def mismatched_scaling_factor(window: Window) -> Iterable[Finding]:
     for flow in window.flows:
         if flow.reduction == SUM:
             continue  # a sum over samples divided by a sample count: the per-sample mean, whatever it covers
+        if any(s.op == "div" and window.is_k(s.factor) for s in flow.scalings):
+            continue  # divided by K as well: another division is the loss's own reduction (a mean over queries)
         for scaling in flow.scalings:
             if scaling.op != "div" or window.is_k(scaling.factor) or not _mismatched(window, scaling.factor, k):
                 continue
