@@ -442,7 +442,7 @@ class LossReader:
                 if _empty_sum(flow.origin):
                     self._add_term(loop, statement, self_added, name, flow)
                 elif self.reduction(self_added, self._reader(loop, statement), flow, terms=lambda term, level: self._term(
-                        loop, statement, term, flow, level)) != flow.reduction:
+                        loop, statement, term, flow, depth + level)) != flow.reduction:
                     flow.reduction = UNKNOWN
                 return
             in_place = _in_place_scaling(small, name)
@@ -509,7 +509,7 @@ class LossReader:
                 self._trace(loop, statement, own, flow, depth + 1)
             flow.origin, flow.origin_statement = inner, statement
             flow.reduction = self.reduction(inner, self._reader(loop, statement), flow,
-                                            terms=lambda term, level: self._term(loop, statement, term, flow, level))
+                                            terms=lambda term, level: self._term(loop, statement, term, flow, depth + level))
             self._scaled_before_method(loop, statement, inner, flow, depth)
             return
         if type(expr) is cst.Call and before.helper is not None and depth < 8 and self._through_call(loop, before, expr, flow, depth):
@@ -517,7 +517,7 @@ class LossReader:
         flow.origin = expr
         flow.origin_statement = before
         flow.reduction = self.reduction(expr, self._reader(loop, before), flow,
-                                        terms=lambda term, level: self._term(loop, before, term, flow, level))
+                                        terms=lambda term, level: self._term(loop, before, term, flow, depth + level))
         if depth < 8:
             self._scaled_before_method(loop, before, expr, flow, depth)  # `loss.mean().backward()`
 
