@@ -1076,17 +1076,12 @@ def constructed(value: cst.BaseExpression) -> cst.BaseExpression:
 
 def _objects_passed_by_own_callers(facts: ModuleFacts) -> None:
     """A function holding a training loop that the module calls by name only, whose
-    parameter receives, from every call, an object whose kind the caller's binding
-    settles: the parameter holds that object (a binding whose statement is the function).
-    - An object of one class of this module (`run_train_epoch(..., runner)` after
-      `runner = BackwardRunner(model, ...)`): the methods the loop calls on it (a
-      backward, a step) run there.
-    - A model the caller wrapped for data parallelism before the call (`model =
-      DDP(model, ...)`, also in an arm of `if args.distributed:`, or so returned by a
-      module helper: `optimizer, model = prep(args, model)`): the loop's forward and
-      backward are the wrap's.
-    Anything else a caller passes says nothing, and one call that passes something else
-    leaves the parameter unknown (SPEC: a receiver of unknown type stays unknown)."""
+    parameter receives, from every call, an object of one class of this module
+    (`run_train_epoch(..., runner)` after `runner = BackwardRunner(model, ...)`): the
+    parameter holds that object, a binding whose statement is the function, so the
+    methods the loop calls on it (a backward, a step) run there. What a caller passes
+    says nothing more: a model the callers wrap in DDP before passing it is a parameter
+    of unknown type in the loop (SPEC: a receiver of unknown type stays unknown)."""
     trains = {id(node) for site in facts.loops for node in site.ancestors if type(node) in (cst.FunctionDef, cst.ClassDef)}
     for name, function in facts.functions.items():
         if id(function) in trains and facts.class_of.get(function) is None:
@@ -1099,11 +1094,6 @@ def _objects_passed_by_own_callers(facts: ModuleFacts) -> None:
                     # `run_train_epoch(..., runner, ...)` after `runner = BackwardRunner(model, ...)`:
                     # the object every call passes (one class), for the calls the loop makes on it
                     facts.bindings.setdefault(parameter, []).append(Binding(parameter, objects[0].value, None, function))
-                    continue
-                wraps = _passed_bindings(facts, name, parameter, position, _wrapped_before_call)
-                if wraps:
-                    facts.bindings.setdefault(parameter, []).extend(
-                        Binding(parameter, b.value, b.index, function) for b in wraps)
 
 
 def _parameters(function: cst.FunctionDef, skip_self: bool) -> list[tuple[Optional[int], cst.Param]]:
@@ -1119,42 +1109,9 @@ def _rebound_in(facts: ModuleFacts, name: str, function: cst.FunctionDef) -> boo
     return any(facts.enclosing_function(b.statement) is function for b in facts.bindings.get(name, ()))
 
 
-def _builds_project_object(facts: ModuleFacts, binding: Binding, call: cst.Call) -> bool:
+def _builds_project_object(facts: ModuleFacts, value: cst.BaseExpression) -> bool:
     """`BackwardRunner(model, device)`: an object of a class this module defines."""
-    value = binding.value
-    return binding.index is None and type(value) is cst.Call and type(value.func) is cst.Name \
-        and value.func.value in facts.classes
-
-
-def _wrapped_before_call(facts: ModuleFacts, binding: Binding, call: cst.Call) -> bool:
-    """A binding, made before `call` in the caller's body, to a data-parallel wrap of a
-    model: the wrap's constructor (`DistributedDataParallel(model.cuda(), ...)`,
-    `DDP(model).to(device)`), either arm of `DDP(model) if distributed else model`, or the
-    element a module helper returns so (`optimizer, model = prep(args, model)` with `model
-    = DDP(model, ...)` and `return optimizer, model`)."""
-    value = binding.value
-    values = facts.returned(value, binding.index) if type(value) is cst.Call else []
-    if binding.index is None:
-        values = [value, *values]
-    return any(_wraps_for_data_parallel(facts, v) for v in values) and _precedes(facts, binding.statement, call)
-
-
-def _wraps_for_data_parallel(facts: ModuleFacts, value: cst.BaseExpression) -> bool:
-    value = constructed(value)
-    if type(value) is cst.IfExp:
-        return any(_wraps_for_data_parallel(facts, arm) for arm in (value.body, value.orelse))
-    return type(value) is cst.Call and last_part(facts.qualified(call_name(value)) or "") in DATA_PARALLEL_WRAPS
-
-
-def _precedes(facts: ModuleFacts, statement: cst.CSTNode, node: cst.CSTNode) -> bool:
-    """`statement` comes before `node` in the source of `node`'s function (or module)."""
-    scope: cst.CSTNode = facts.enclosing_function(node) or facts.module
-    for visited in walk(scope):
-        if visited is statement:
-            return True
-        if visited is node:
-            return False
-    return False
+    return type(value) is cst.Call and type(value.func) is cst.Name and value.func.value in facts.classes
 
 
 def _receivers(facts: ModuleFacts, body: cst.CSTNode) -> set[str]:
@@ -1171,7 +1128,7 @@ def _receivers(facts: ModuleFacts, body: cst.CSTNode) -> set[str]:
 
 
 def _passed_bindings(facts: ModuleFacts, callee: str, parameter: str, position: Optional[int],
-                     accept: Callable[[ModuleFacts, Binding, cst.Call], bool]) -> Optional[list[Binding]]:
+                     accept: Callable[[ModuleFacts, cst.BaseExpression], bool]) -> Optional[list[Binding]]:
     """The bindings that every call of the module's `callee` passes as `parameter` (at
     `position`, or by keyword) and that `accept` takes: for each call, the bindings of the
     name it passes, in the call's own scope. None when any call passes something else or
@@ -1190,8 +1147,8 @@ def _passed_bindings(facts: ModuleFacts, callee: str, parameter: str, position: 
         if type(passed) is not cst.Name:
             return None
         scope = facts.enclosing_function(call)
-        accepted = [b for b in facts.bindings.get(passed.value, ())
-                    if facts.enclosing_function(b.statement) is scope and accept(facts, b, call)]
+        accepted = [b for b in facts.bindings.get(passed.value, ()) if b.index is None
+                    and facts.enclosing_function(b.statement) is scope and accept(facts, b.value)]
         if not accepted:
             return None
         found.extend(accepted)

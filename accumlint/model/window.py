@@ -655,17 +655,16 @@ class Window:
         unrelated trainer class of the module may use the same attribute name). A plain
         name is this loop's unless the loop's function builds its own object under that
         name (`model = nn.Linear(...)` in a probe beside a DDP pretraining function), or
-        takes it as a parameter: then only the function's own wrap, or the wrap every call
-        of the module passes (`main()` wrapping `model` before `train_one_epoch(model,
-        ...)`, a binding whose statement is the function: `facts`), makes it wrapped there."""
+        takes it as a parameter and wraps it nowhere itself: what its callers pass (`main()`
+        wrapping `model` before `train_one_epoch(model, ...)`) is of unknown type there."""
         if not name.startswith("self."):
             if "." in name:
                 return True
             function = self.loop.function
             if function is not None and name in scopes.all_parameters(function):
+                # a parameter holds what the callers pass, of unknown type: wrapped only by the function's own wrap
                 return any(self.objects.frameworks.binding_wrap(b) is not None
-                           and (b.statement is function or self.facts.enclosing_function(b.statement) is function)
-                           for b in self.facts.bindings.get(name, ()))
+                           and self.facts.enclosing_function(b.statement) is function for b in self.facts.bindings.get(name, ()))
             return not self._builds_own(name)
         function = self.loop.function
         owner = self.facts.class_of.get(function) if function is not None else None
