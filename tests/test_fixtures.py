@@ -66,6 +66,8 @@ NO_TRAINING_LOOP = {
     "fixtures/projects/criterion_class_elsewhere/losses.py",
     "fixtures/projects/step_function_chosen_elsewhere/steps.py",
     "fixtures/projects/step_function_chosen_elsewhere_ok/steps.py",
+    "fixtures/projects/loop_names_schedule_length_backward_elsewhere/updates.py",
+    "fixtures/projects/loop_names_schedule_length_backward_elsewhere_ok/updates.py",
     "fixtures/projects/accelerator_kept_by_base/base.py",
     "fixtures/projects/accelerator_kept_by_base_zero_after/base.py",
     "fixtures/projects/criterion_parameter_factory_elsewhere/losses.py",

@@ -429,7 +429,9 @@ def _check_in_run(request: Request, resolver: Resolver, progress: Progress, cach
             continue
         result.document = result.original = document
         plain = text_stage(document.text) if request.prefilter else None
-        elsewhere = request.prefilter and plain is None and _reaches_backward_elsewhere(path, document.text)
+        # stage one may pass on a setting's name alone (`num_training_steps=...` reads like
+        # `training_step`): stage two would then drop a loop whose backward is in a helper module
+        elsewhere = request.prefilter and not plain and _reaches_backward_elsewhere(path, document.text)
         if request.prefilter:
             note_training(path, document.text, plain is not None or elsewhere)
         read.append((path, settings, result, document, plain, elsewhere))

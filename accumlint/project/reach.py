@@ -30,6 +30,8 @@ _LOOP = re.compile(r"(?:for|while)\b")
 # that the keyword begins its line.)
 _FROM_IMPORT = re.compile(r"from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]*)")
 _IMPORT_AS = re.compile(r"import[ \t]+([\w.]+)[ \t]+as[ \t]+(\w+)")
+# `import steps`, `import pkg.steps, utils` (no alias): each module is read by its dotted name
+_IMPORT_PLAIN = re.compile(r"import[ \t]+([\w.]+(?:[ \t]*,[ \t]*[\w.]+)*)[ \t]*(?=[#;\r\n]|$)")
 _ALIAS = re.compile(r"(\w+)(?:\s+as\s+(\w+))?")
 
 
@@ -82,6 +84,15 @@ def _reaches(path: str, text: str) -> bool:
         found = _resolved(root, path, match.group(1), 0)[0]
         if found is not None and _module_runs_backward(text, match.group(2), found):
             return True
+    for match in _IMPORT_PLAIN.finditer(text):
+        if not _statement(text, match.start()):
+            continue
+        for module in (part.strip() for part in match.group(1).split(",")):
+            if module + "." not in text:
+                continue
+            found = _resolved(root, path, module, 0)[0]
+            if found is not None and _module_runs_backward(text, module, found):
+                return True
     return False
 
 
