@@ -149,33 +149,52 @@ def _calls(text: str, name: str) -> bool:
 _TOP_LEVEL_FUNCTION = re.compile(r"^def[ \t]+(\w+)" + DEFINITION_REST, re.MULTILINE)
 # A top-level class with its body: its objects' methods run where the importer calls them.
 _TOP_LEVEL_CLASS = re.compile(r"^class[ \t]+(\w+)" + DEFINITION_REST, re.MULTILINE)
-# Text a function needs to hold a statement a rule reports on (role effects, `summary.ROLE_EFFECTS`).
-_ROLE_HINT = re.compile(r"\.backward\(|zero_grad\(|\.step\(|\.grad\b|loss\w*\s*/|/=|sched")
+# Text a function needs to hold a statement a rule reports on (role effects, `summary.ROLE_EFFECTS`):
+# `.backward(`, `zero_grad(`, `.step(`, `.grad` (a word), `loss... /`, `/=`, `sched`.
+_ROLE_WORDS = (".backward(", "zero_grad(", ".step(", "/=", "sched")
+_GRAD_WORD = re.compile(r"\.grad\b")
+_LOSS_DIVISION = re.compile(r"loss\w*\s*/")
+
+
+def _may_hold_role(text: str) -> bool:
+    """Whether `text` holds one of the role hints: literal searches first (most modules hold
+    none, and a literal search reads a large text many times faster than one alternation)."""
+    if any(word in text for word in _ROLE_WORDS):
+        return True
+    if ".grad" in text and _GRAD_WORD.search(text):
+        return True
+    return "loss" in text and _LOSS_DIVISION.search(text) is not None
 
 
 def helper_names(text: str) -> list[str]:
     """Top-level functions and classes of a module whose text may hold a backward, step, zeroing,
     loss division or scheduler (the summary decides; this only spares reading the tree)."""
-    if _ROLE_HINT.search(text) is None:  # most modules: no function of theirs can hold one
+    if not _may_hold_role(text):  # most modules: no function of theirs can hold one
         return []
-    found = [m.group(1) for m in _top_level_functions(text) if _ROLE_HINT.search(m.group(0))]
-    return found + [m.group(1) for m in _TOP_LEVEL_CLASS.finditer(text) if _ROLE_HINT.search(m.group(0))]
+    found = [m.group(1) for m in _top_level_definitions(text, "def", _TOP_LEVEL_FUNCTION) if _may_hold_role(m.group(0))]
+    return found + [m.group(1) for m in _top_level_definitions(text, "class", _TOP_LEVEL_CLASS) if _may_hold_role(m.group(0))]
 
 
 def _top_level_functions(text: str) -> Iterator["re.Match[str]"]:
-    """The matches of `_TOP_LEVEL_FUNCTION` in `text`, in order, as `finditer` gives them,
-    tried only where a line begins with `def` (found by a literal search), not at every
-    offset, where a `^` under MULTILINE is tried. A match ends where a line begins, and
-    no line inside it begins with `def` (its lines after the first are indented, blank, or close a
-    bracket)."""
+    """The matches of `_TOP_LEVEL_FUNCTION` in `text`, in order (see `_top_level_definitions`)."""
+    return _top_level_definitions(text, "def", _TOP_LEVEL_FUNCTION)
+
+
+def _top_level_definitions(text: str, keyword: str, pattern: "re.Pattern[str]") -> Iterator["re.Match[str]"]:
+    """The matches of `pattern` (a top-level `def` or `class` with its body) in `text`, in
+    order, as `finditer` gives them, tried only where a line begins with `keyword` (found by
+    a literal search), not at every offset, where a `^` under MULTILINE is tried. A match
+    ends where a line begins, and no line inside it begins with the keyword (its lines after
+    the first are indented, blank, or close a bracket)."""
     start = 0
+    line_start = "\n" + keyword
     while True:
-        if not (text.startswith("def", start) and (start == 0 or text[start - 1] == "\n")):
-            found = text.find("\ndef", start)
+        if not (text.startswith(keyword, start) and (start == 0 or text[start - 1] == "\n")):
+            found = text.find(line_start, start)
             if found == -1:
                 return
             start = found + 1
-        match = _TOP_LEVEL_FUNCTION.match(text, start)
+        match = pattern.match(text, start)
         if match is not None:
             yield match
             start = match.end()
