@@ -68,6 +68,8 @@ NO_TRAINING_LOOP = {
     "fixtures/projects/step_function_chosen_elsewhere_ok/steps.py",
     "fixtures/projects/loop_names_schedule_length_backward_elsewhere/updates.py",
     "fixtures/projects/loop_names_schedule_length_backward_elsewhere_ok/updates.py",
+    "fixtures/projects/metric_logger_walks_loader/misc.py",
+    "fixtures/projects/metric_logger_skips_batches/misc.py",
     "fixtures/projects/accelerator_kept_by_base/base.py",
     "fixtures/projects/accelerator_kept_by_base_zero_after/base.py",
     "fixtures/projects/criterion_parameter_factory_elsewhere/losses.py",

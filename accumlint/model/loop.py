@@ -1360,14 +1360,66 @@ def _read_header(loop: TrainingLoop, facts: ModuleFacts) -> None:
             start = keyword(iterable, "start")
             start_value = start.value if start is not None else positional(iterable, 1)
             loop.counter_base = 0 if start_value is None else int_value(start_value)
-            loop.iterable = _through_progress_bar(unwrap_iterable(positional(iterable, 0)), facts, loop.function)
+            walked = _through_generator(unwrap_iterable(positional(iterable, 0)), facts, loop.function)
+            loop.iterable = _through_progress_bar(walked, facts, loop.function)
         return
     if type(iterable) is cst.Call and last_part(call_name(iterable) or "") == "range":
         loop.counter = dotted(target)
         first = positional(iterable, 0)
         loop.counter_base = 0 if positional(iterable, 1) is None else int_value(first)
         return
-    loop.iterable = _through_progress_bar(unwrap_iterable(iterable), facts, loop.function)
+    loop.iterable = _through_progress_bar(_through_generator(unwrap_iterable(iterable), facts, loop.function),
+                                          facts, loop.function)
+
+
+def _through_generator(iterable: Optional[cst.BaseExpression], facts: ModuleFacts,
+                       function: Optional[Function]) -> Optional[cst.BaseExpression]:
+    """`metric_logger.log_every(data_loader, print_freq, header)`, where the call runs a
+    project function or method that is a generator yielding each item of one of its
+    parameters once (`for obj in iterable: ...; yield obj; ...`, timing or logging around
+    it): the loop walks what the call passes for that parameter. Anything else, or a callee
+    that cannot be read, is walked as it is."""
+    if type(iterable) is not cst.Call or any(arg.star for arg in iterable.args):
+        return iterable
+    func = iterable.func
+    callee = facts.instance_method(dotted(func.value), func.attr.value) if type(func) is cst.Attribute else None
+    if callee is None:
+        callee = facts.helper(iterable, function)
+    if callee is None:
+        return iterable
+    parameter = _yielded_parameter(callee)
+    if parameter is None:
+        return iterable
+    parameters = [*callee.params.posonly_params, *callee.params.params]
+    if parameters and parameters[0].name.value in ("self", "cls") and type(func) is cst.Attribute:
+        parameters = parameters[1:]
+    names = [p.name.value for p in parameters]
+    passed = next((a.value for a in iterable.args if a.keyword is not None and a.keyword.value == parameter), None)
+    given = [a.value for a in iterable.args if a.keyword is None]
+    if passed is None and parameter in names and names.index(parameter) < len(given):
+        passed = given[names.index(parameter)]
+    return passed if passed is not None else iterable
+
+
+def _yielded_parameter(function: Function) -> Optional[str]:
+    """The parameter whose every item the generator `function` yields once, in order: its one
+    `yield` is `yield x` standing in the body of `for x in parameter:`, which no `break`,
+    `continue` or `return` leaves."""
+    yields = [n for n in walk(function.body) if type(n) in (cst.Yield, cst.Await)]
+    if len(yields) != 1 or type(yields[0]) is not cst.Yield:
+        return None
+    for node in walk(function.body):
+        if type(node) is not cst.For or type(node.iter) is not cst.Name or type(node.target) is not cst.Name \
+                or type(node.body) is not cst.IndentedBlock or node.orelse is not None:
+            continue
+        yielded = [line for line in node.body.body if type(line) is cst.SimpleStatementLine and any(
+            type(small) is cst.Expr and small.value is yields[0] for small in line.body)]
+        if not yielded or type(yields[0].value) is not cst.Name or yields[0].value.value != node.target.value:
+            continue
+        if any(type(n) in (cst.Break, cst.Continue, cst.Return) for n in walk(node.body)):
+            return None
+        return node.iter.value
+    return None
 
 
 def _through_progress_bar(iterable: Optional[cst.BaseExpression], facts: ModuleFacts,
