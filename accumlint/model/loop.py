@@ -1379,7 +1379,7 @@ def _through_generator(iterable: Optional[cst.BaseExpression], facts: ModuleFact
     parameters once (`for obj in iterable: ...; yield obj; ...`, timing or logging around
     it): the loop walks what the call passes for that parameter. Anything else, or a callee
     that cannot be read, is walked as it is."""
-    if type(iterable) is not cst.Call or any(arg.star for arg in iterable.args):
+    if type(iterable) is not cst.Call:
         return iterable
     func = iterable.func
     callee = facts.instance_method(dotted(func.value), func.attr.value) if type(func) is cst.Attribute else None
@@ -1388,16 +1388,7 @@ def _through_generator(iterable: Optional[cst.BaseExpression], facts: ModuleFact
     if callee is None:
         return iterable
     parameter = _yielded_parameter(callee)
-    if parameter is None:
-        return iterable
-    parameters = [*callee.params.posonly_params, *callee.params.params]
-    if parameters and parameters[0].name.value in ("self", "cls") and type(func) is cst.Attribute:
-        parameters = parameters[1:]
-    names = [p.name.value for p in parameters]
-    passed = next((a.value for a in iterable.args if a.keyword is not None and a.keyword.value == parameter), None)
-    given = [a.value for a in iterable.args if a.keyword is None]
-    if passed is None and parameter in names and names.index(parameter) < len(given):
-        passed = given[names.index(parameter)]
+    passed = scopes.argument_for(callee, iterable, parameter) if parameter is not None else None
     return passed if passed is not None else iterable
 
 

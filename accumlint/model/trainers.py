@@ -79,22 +79,10 @@ def loss_kwargs_model_in_module(facts: ModuleFacts) -> bool:
     `*For*.from_pretrained`), whose forward takes the Trainer's loss kwargs (GA207's evidence).
     A bare `AutoModel.from_pretrained(..., trust_remote_code=True)` may be remote code whose
     forward takes none, and then the Trainer divides the loss itself."""
-    return any(_LOSS_KWARGS_MODEL.search(callee) for call in facts.calls for callee in _callee_spellings(facts, call))
-
-
-def _callee_spellings(facts: ModuleFacts, call: cst.Call) -> list[str]:
-    """The dotted callee of a call, and the same with its first name replaced by what that
-    name holds when every binding of it is a dotted name (`MODEL_CLASS =
-    AutoModelForCausalLM`, then `MODEL_CLASS.from_pretrained(...)` or `MODEL_CLASS(config)`)."""
-    callee = dotted(call.func)
-    if callee is None:
-        return []
-    head, dot, rest = callee.partition(".")
-    bindings = facts.bindings.get(head, ()) if head not in facts.imports else ()
-    held = [dotted(b.value) if b.index is None else None for b in bindings]
-    if not held or any(name is None or name.endswith("()") for name in held):
-        return [callee]
-    return [callee, *(f"{name}{dot}{rest}" for name in held if name is not None)]
+    # the callee as written, and resolved through a name bound to the imported class
+    # (`MODEL_CLASS = AutoModelForCausalLM`, then `MODEL_CLASS.from_pretrained(...)`)
+    return any(_LOSS_KWARGS_MODEL.search(callee) or _LOSS_KWARGS_MODEL.search(facts.qualified(callee) or "")
+               for call in facts.calls if (callee := dotted(call.func)) is not None)
 
 
 def _loads_pretrained_model(call: cst.Call) -> bool:
