@@ -367,8 +367,10 @@ def scores(runs: list[RepositoryRun], elapsed: float, overall: Optional[Comparis
     in_accumlint = sum(run.seconds for run in runs)
     lines.append(
         f"\nrepositories {len(runs)}, files {sum(run.files for run in runs)}, matched {len(overall.matched)}, "
-        f"unexpected {len(overall.unexpected)}, missing {len(overall.missing)}, errors {len(overall.errors)}\n"
-        f"precision {_ratio(overall.precision)}, recall {_ratio(overall.recall)}\n"
+        f"unexpected {len(overall.unexpected)}, missing {len(overall.missing)}, errors {len(overall.errors)}"
+        + (" (" + ", ".join(f"{kind} {count}" for kind, count in sorted(Counter(e.code for e in overall.errors).items())) + ")"
+           if overall.errors else "")
+        + f"\nprecision {_ratio(overall.precision)}, recall {_ratio(overall.recall)}\n"
         f"run time {elapsed:.1f} s wall, {in_accumlint:.1f} s CPU in accumlint runs"
     )
     return "\n".join(lines)

@@ -22,6 +22,7 @@ from accumlint.model.schedules import (
     micro_batch_length,
     optimizer_step_value,
     referenced_names,
+    scheduler_constructors,
 )
 from accumlint.model.tree import walk
 from accumlint.model.window import Window
@@ -91,11 +92,52 @@ def _in_optimizer_steps(window: Window, value: cst.BaseExpression, is_k: IsK, wh
     if not read:
         return False
     for call in facts.calls:
-        if window.objects.built_kind(call, None) != "scheduler":
-            continue
+        if window.objects.built_kind(call, None) != "scheduler" or _stepped_per_micro_batch(window, call):
+            continue  # a schedule the loop steps on every micro-batch is sized in micro-batches
         here = facts.enclosing_function(call)
         shared_here = {name for name, scope in read if "." in name or scope is here}
         for argument in length_arguments(call):
             if shared_here & set(referenced_names(argument, keyed=True)):
                 return micro_batch_length(window.facts, window.objects, argument, is_k) is None
     return False
+
+
+def _stepped_per_micro_batch(window: Window, constructor: cst.Call) -> bool:
+    """The loop steps the scheduler `constructor` builds on every micro-batch (ungated,
+    unconditional): its length counts micro-batches, whatever it is named."""
+    for event in window.loop.of_kind("sched"):
+        if not window.event_once_per_window(event) and window.runs_every_micro_batch(event.statement) and any(
+                built is constructor
+                for built in scheduler_constructors(window.facts, window.objects, event.role.receiver)):
+            return True
+    return False
+
+
+def micro_batch_budgets(window: Window) -> set[str]:
+    """The names a comparison in the loop's function reads against a counter the loop
+    increments by one on every micro-batch (`n_step += 1` ungated, then `if n_step >=
+    config.n_training_steps: break`): budgets counted in micro-batches. A schedule whose
+    length is one of them keeps the run's pace when it steps on every micro-batch."""
+    counters = set()
+    for statement in window.loop.statements:
+        if statement.gate is not None or statement.conditional:
+            continue
+        for small in statement.node.body:
+            if type(small) is cst.AugAssign and type(small.operator) is cst.AddAssign and int_value(small.value) == 1:
+                name = dotted(small.target)
+                if name is not None:
+                    counters.add(name)
+    if not counters or window.loop.function is None:
+        return set()
+    found: set[str] = set()
+    for node in walk(window.loop.function.body):
+        if type(node) is not cst.Comparison or len(node.comparisons) != 1:
+            continue
+        target = node.comparisons[0]
+        if not isinstance(target.operator, _ORDERING):
+            continue
+        sides = (node.left, target.comparator)
+        for index, side in enumerate(sides):
+            if dotted(side) in counters:
+                found.update(referenced_names(sides[1 - index], keyed=True))
+    return found

@@ -10,6 +10,7 @@ nothing divides it by K) or optimizer steps (a division by K on the way).
 from __future__ import annotations
 
 import re
+import dataclasses
 from dataclasses import dataclass
 from typing import Callable, Iterator, Literal, Optional, cast
 
@@ -42,14 +43,20 @@ IsK = Callable[[cst.BaseExpression], bool]
 class MicroBatchLength:
     """A scheduler length computed from `len(loader)` with no division by K.
 
-    argument: the scheduler's length argument; carrier: where `len(loader)`
-    is written (the argument itself, or the assignment that computes it);
-    length: the `len(loader)` call.
+    argument: the scheduler's length argument; carrier: the statement that makes the
+    length of `len(loader)` (the argument itself, or the assignment that computes it; an
+    assignment of the loader's length alone, `steps_per_epoch = len(loader)`, is not one);
+    length: the `len(loader)` call; steps: how many assignments lie between the argument
+    and the call (a warmup computed from the total length, `warmup = total // 10`, lies
+    further from it than the total does); counted: what the fix divides by K, in the
+    carrier (the call, or the name of the loader's length; None when it cannot be told).
     """
 
     argument: cst.BaseExpression
     carrier: cst.CSTNode
     length: cst.Call
+    steps: int
+    counted: Optional[cst.BaseExpression]
 
 
 def scheduler_constructors(facts: ModuleFacts, objects: Objects, name: Optional[str]) -> list[cst.Call]:
@@ -144,11 +151,10 @@ _COMPOSED_SCHEDULERS = frozenset({"SequentialLR", "ChainedScheduler"})
 def micro_batch_length(facts: ModuleFacts, objects: Objects, argument: cst.BaseExpression,
                        is_k: IsK) -> Optional[MicroBatchLength]:
     """Where `argument` counts micro-batches, or None (divided by K somewhere, or not from a loader)."""
-    found: list[tuple[cst.CSTNode, cst.Call]] = []
-    if _trace(facts, objects, argument, argument, is_k, found, set(), 0) == "divided" or not found:
+    found: list[MicroBatchLength] = []
+    if _trace(facts, objects, argument, argument, is_k, found, set(), 0, None) == "divided" or not found:
         return None
-    carrier, length = found[0]
-    return MicroBatchLength(argument, carrier, length)
+    return dataclasses.replace(found[0], argument=argument)
 
 
 def sized_in_micro_batches(facts: ModuleFacts, objects: Objects, name: Optional[str], is_k: IsK) -> bool:
@@ -307,12 +313,25 @@ def _through_bindings(facts: ModuleFacts, expr: cst.BaseExpression, test: Callab
 
 
 def _trace(facts: ModuleFacts, objects: Objects, expr: cst.BaseExpression, carrier: cst.CSTNode, is_k: IsK,
-           found: list[tuple[cst.CSTNode, cst.Call]], seen: set[str], depth: int) -> Optional[Literal["divided"]]:
+           found: list[MicroBatchLength], seen: set[str], depth: int,
+           reader: Optional[tuple[cst.CSTNode, cst.BaseExpression, str]]) -> Optional[Literal["divided"]]:
+    """Whether `expr` (bound at `carrier`) is divided by K on its way from a loader's length;
+    each `len(loader)` met goes into `found` (its `argument` is filled in by the caller).
+    `reader`: the statement that reads the name bound to `expr`, the expression it reads it
+    in, and the name (None for the scheduler's argument itself)."""
     if divides_by_k(expr, is_k):
         return "divided"
     length = _loader_length(objects, expr)
     if length is not None:
-        found.append((carrier, length))
+        counted: Optional[cst.BaseExpression] = length
+        if expr is length and reader is not None:
+            # a name for the loader's length alone (`steps_per_epoch = len(loader)`, read by
+            # logging and tail tests too) is not the schedule's length: the statement that
+            # makes the length of it is, and that is where the count is divided
+            carrier = reader[0]
+            counted = next((cast("cst.Name | cst.Attribute", node) for node in _expression_nodes(reader[1])
+                            if type(node) in (cst.Name, cst.Attribute) and dotted(node) == reader[2]), None)
+        found.append(MicroBatchLength(expr, carrier, length, depth, counted))
         # The loader's own binding sizes its batches, not their count: a
         # `DataLoader(..., batch_size=total // K)` yields K times more micro-batches.
         seen.add(dotted(positional(length, 0)) or "")
@@ -325,7 +344,8 @@ def _trace(facts: ModuleFacts, objects: Objects, expr: cst.BaseExpression, carri
         for binding in facts.bindings.get(name, ()):
             if binding.index is not None:
                 continue
-            if _trace(facts, objects, binding.value, binding.statement, is_k, found, seen, depth + 1) == "divided":
+            if _trace(facts, objects, binding.value, binding.statement, is_k, found, seen, depth + 1,
+                      (carrier, expr, name)) == "divided":
                 return "divided"
     return None
 

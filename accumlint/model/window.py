@@ -425,6 +425,7 @@ class Window:
         there: the helper's local of the same name, walked in between, is another variable."""
         latest: Optional[cst.BaseExpression] = None
         latest_own: Optional[cst.BaseExpression] = None
+        earlier_own: list[cst.BaseExpression] = []  # the plain name's values in `at`'s scope, in order
         unpacked: Optional[tuple[cst.Call, int]] = None
         # the statement that last bound each plain name of `at`'s scope
         bound_at: dict[str, Statement] = {}
@@ -442,13 +443,21 @@ class Window:
                         latest = small.value  # an attribute (`self.loss`) is one object in every scope
                         if own_scope:
                             latest_own, unpacked = small.value, None
+                            earlier_own.append(small.value)
                     elif own_scope and type(target.target) in (cst.Tuple, cst.List) and type(small.value) is cst.Call:
                         elements = cast("cst.Tuple | cst.List", target.target).elements
                         for index, element in enumerate(elements):
                             if dotted(element.value) == name:
                                 latest_own, unpacked = None, (small.value, index)
+                                earlier_own.clear()
         if "." not in name:
             latest = latest_own  # a plain name is the variable of `at`'s own scope
+            # `loss = torch.sum(accelerator.gather_for_metrics(loss))`: a value made of the name's
+            # own earlier value alone (no other name the loop binds) holds a graph only if that did
+            while latest is not None and len(earlier_own) > 1 and _made_of_itself(latest, name, bound_at) \
+                    and not detached(latest) and not (type(latest) is cst.Call and self.facts.holds_no_graph(latest)):
+                earlier_own.pop()
+                latest = earlier_own[-1]
         if latest is not None and detached(latest):
             return False
         root = _root_name(latest) if latest is not None else None
@@ -889,19 +898,24 @@ class Window:
         return "`accelerator.backward` (with `gradient_accumulation_steps`)"
 
     @cached_property
+    def epoch_loop(self) -> "Optional[cst.For | cst.While]":
+        """The loop (over epochs) whose body holds this loop, unconditionally (no test, `try`
+        or `with` in between), if any."""
+        parent = self.facts.parents.get(id(self.loop.node))
+        while parent is not None and type(parent) not in (cst.For, cst.While, cst.FunctionDef):
+            if type(parent) in (cst.If, cst.Try, cst.With):
+                return None
+            parent = self.facts.parents.get(id(parent))
+        if type(parent) not in (cst.For, cst.While) or type(cast("cst.For | cst.While", parent).body) is not cst.IndentedBlock:
+            return None
+        return cast("cst.For | cst.While", parent)
+
+    @cached_property
     def epoch_start(self) -> list[cst.SimpleStatementLine]:
         """The simple statements the enclosing loop (over epochs) runs, unconditionally,
         before it enters this loop."""
-        node = self.loop.node
-        parent = self.facts.parents.get(id(node))
-        while parent is not None and type(parent) not in (cst.For, cst.While, cst.FunctionDef):
-            if type(parent) in (cst.If, cst.Try, cst.With):
-                return []
-            parent = self.facts.parents.get(id(parent))
-        outer = cast("cst.For | cst.While", parent)  # when the first test below passes
-        if type(parent) not in (cst.For, cst.While) or type(outer.body) is not cst.IndentedBlock:
-            return []
-        return _simple_statements_before(outer.body, node)
+        outer = self.epoch_loop
+        return [] if outer is None else _simple_statements_before(cast(cst.IndentedBlock, outer.body), self.loop.node)
 
     @cached_property
     def _function_start(self) -> list[cst.SimpleStatementLine]:
@@ -1384,6 +1398,18 @@ class Window:
         """The optimizer steps once per window: under a gate, after an inner micro-step
         loop, or inside `accumulate()` on an Accelerator with K."""
         return self.gated_step or self.has_micro_loop or self.accumulate_k is not None
+
+    def event_once_per_window(self, event: Event) -> bool:
+        """The event (a scheduler's step) runs once per window: under the gate, after a
+        micro-step loop, or, for an object accelerate prepared, inside `accumulate()` on an
+        Accelerator with K (which holds it back until the window syncs)."""
+        if self.has_micro_loop:
+            return not self.loop.in_micro_loop(event.statement)
+        if event.gate is not None:
+            return event.gate.kind != "sync" or self.accumulate_k is not None
+        if self.accumulate_context(event.statement):
+            return self.accumulate_k is not None and self.objects.frameworks.prepared(event.role.target) is True
+        return False
 
     @cached_property
     def accumulates(self) -> bool:
@@ -1913,6 +1939,13 @@ def _ends_in_jump(arm: cst.CSTNode) -> bool:
     statements = body.body if type(body) is cst.IndentedBlock else ()
     last = statements[-1] if statements else None
     return type(last) is cst.SimpleStatementLine and type(last.body[-1]) in (cst.Continue, cst.Break, cst.Return)
+
+
+def _made_of_itself(value: cst.BaseExpression, name: str, bound_in_loop: dict[str, "Statement"]) -> bool:
+    """`value` reads the plain `name` and no other name the loop binds (`torch.sum(gather(loss))`,
+    `loss / n_gpu` with `n_gpu` set before the loop): what it holds comes from `name`'s earlier value."""
+    read = scopes.free_names(value)
+    return name in read and all(other == name or other not in bound_in_loop for other in read)
 
 
 def _root_name(expr: cst.BaseExpression) -> Optional[str]:

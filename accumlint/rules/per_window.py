@@ -7,11 +7,13 @@ from typing import Iterable, Optional, TypeVar
 import libcst as cst
 
 from accumlint.fix.edits import Edit, filled_statement, insert_after, insert_before, remove
+from accumlint.model.budgets import micro_batch_budgets
 from accumlint.model.cadence import every_micro_batch
 from accumlint.model.loop import Event, Statement
 from accumlint.model.names import code, last_part
 from accumlint.model.roles import RoleKind
-from accumlint.model.schedules import known_schedule, length_is_loop_budget, scheduler_constructors, sized_in_micro_batches
+from accumlint.model.schedules import (known_schedule, length_arguments, length_is_loop_budget, referenced_names,
+                                      scheduler_constructors, sized_in_micro_batches)
 from accumlint.model.window import Window
 from accumlint.rules.base import Finding, leaves_world, movable, movable_to, sync_gated
 from accumlint.rules.catalog import Rule
@@ -102,6 +104,8 @@ def scheduler_every_micro_batch(window: Window) -> Iterable[Finding]:
             continue
         if length_is_loop_budget(window.facts, window.loop.node, window.loop.function, event.role.receiver, constructors):
             continue
+        if _length_is_micro_batch_budget(window, constructors):
+            continue
         call = event.role.call
         if type(call) is cst.Call and call.args:
             continue  # `scheduler.step(i)`: the schedule is told where it is, so its pace follows the index
@@ -115,6 +119,20 @@ def scheduler_every_micro_batch(window: Window) -> Iterable[Finding]:
             "step the scheduler after the optimizer",
             related=anchor.role.call if anchor is not None else None,
         )
+
+
+def _length_is_micro_batch_budget(window: Window, constructors: list[cst.Call]) -> bool:
+    """The schedule's length is the budget the loop compares its count of micro-batches with
+    (`if n_step >= config.n_training_steps: break`): the schedule spans the run's micro-batches."""
+    budgets = micro_batch_budgets(window)
+    if not budgets:
+        return False
+    for call in constructors:
+        here = window.facts.enclosing_function(call) is window.loop.function
+        for argument in length_arguments(call, window.facts):
+            if any(("." in name or here) and name in budgets for name in referenced_names(argument, keyed=True)):
+                return True
+    return False
 
 
 def clip_every_micro_batch(window: Window) -> Iterable[Finding]:

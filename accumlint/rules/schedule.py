@@ -9,7 +9,7 @@ import libcst as cst
 from accumlint.fix.edits import Edit, insert_before, replace
 from accumlint.model.loop import Event
 from accumlint.model.names import code, dotted, normalized
-from accumlint.model.schedules import helper_built_lengths, micro_batch_length, schedule_lengths
+from accumlint.model.schedules import MicroBatchLength, helper_built_lengths, micro_batch_length, schedule_lengths
 from accumlint.model.scopes import in_scope
 from accumlint.model.window import Window
 from accumlint.rules.base import Finding
@@ -21,18 +21,15 @@ def schedule_counts_micro_batches(window: Window) -> Iterable[Finding]:
         return
     k = _k(window)
     for event in window.loop.of_kind("sched"):
-        if not _once_per_window(window, event):
+        if not window.event_once_per_window(event):
             continue
-        for argument in schedule_lengths(window.facts, window.objects, event.role.receiver):
-            length = micro_batch_length(window.facts, window.objects, argument, window.is_k)
-            if length is None or not _iterated_per_micro_batch(window, length.length):
-                continue
+        for length in _lengths_in_micro_batches(window, event):
             loader = code(length.length.args[0].value)
             k_text = code(k) if k is not None else "K"
             yield Finding(
                 length.carrier,
                 f"the schedule's length counts micro-batches (`len({loader})`), not optimizer steps",
-                _edits(window, length.length, k),
+                _edits(window, length.counted, k),
                 f"Count optimizer steps: `math.ceil(len({loader}) / {k_text})`",
                 help=f"`{code(event.role.call)}` steps once per window of `{k_text}`: warmup lasts K times too "
                 f"long and the decay never finishes; use `math.ceil(len({loader}) / {k_text})`",
@@ -49,6 +46,21 @@ def schedule_counts_micro_batches(window: Window) -> Iterable[Finding]:
                 help=f"`{code(event.role.call)}` steps once per window of `{k_text}`: warmup lasts K times too "
                 "long and the decay never finishes; divide the length by K where the scheduler is built",
             )
+
+
+def _lengths_in_micro_batches(window: Window, event: Event) -> list[MicroBatchLength]:
+    """The scheduler's lengths that count the loop's micro-batches, one per `len(loader)`:
+    lengths that read the same count (the total, and a warmup computed from it) are one
+    mistake, reported where the count is used most directly."""
+    nearest: dict[int, MicroBatchLength] = {}
+    for argument in schedule_lengths(window.facts, window.objects, event.role.receiver):
+        length = micro_batch_length(window.facts, window.objects, argument, window.is_k)
+        if length is None or not _iterated_per_micro_batch(window, length.length):
+            continue
+        known = nearest.get(id(length.length))
+        if known is None or length.steps < known.steps:
+            nearest[id(length.length)] = length
+    return list(nearest.values())
 
 
 def _k(window: Window) -> Optional[cst.BaseExpression]:
@@ -69,23 +81,12 @@ def _walks(window: Window, loader: cst.BaseExpression) -> bool:
     return normalized(loader) == normalized(window.loop.iterable)
 
 
-def _once_per_window(window: Window, event: Event) -> bool:
-    """The scheduler steps once per window: under the gate, after a micro-step loop, or
-    (prepared by accelerate) inside `accumulate()` on an Accelerator with K."""
-    if window.has_micro_loop:
-        return not window.loop.in_micro_loop(event.statement)
-    if event.gate is not None:
-        return event.gate.kind != "sync" or window.accumulate_k is not None
-    if window.accumulate_context(event.statement):
-        return window.accumulate_k is not None and window.objects.frameworks.prepared(event.role.target) is True
-    return False
-
-
-def _edits(window: Window, length: cst.Call, k: Optional[cst.BaseExpression]) -> tuple[Edit, ...]:
-    if k is None or not in_scope(window.facts, k, length):
+def _edits(window: Window, counted: Optional[cst.BaseExpression], k: Optional[cst.BaseExpression]) -> tuple[Edit, ...]:
+    """Divide the count of micro-batches by K where the schedule's length is made of it."""
+    if counted is None or k is None or not in_scope(window.facts, k, counted):
         return ()
-    ceil = cst.parse_expression(f"math.ceil({code(length)} / {code(k)})")
-    edits: tuple[Edit, ...] = (replace(length, ceil),)
+    ceil = cst.parse_expression(f"math.ceil({code(counted)} / {code(k)})")
+    edits: tuple[Edit, ...] = (replace(counted, ceil),)
     if window.facts.imports.get("math") != "math":
         anchor = _first_import(window.facts.module)
         if anchor is None:

@@ -103,8 +103,9 @@ def zero_grad_every_micro_batch(window: Window) -> Iterable[Finding]:
                 related=closing.role.call,
             )
             continue
-        if window.framework_managed(zero) or not window.runs_every_micro_batch(zero.statement):
-            continue
+        if window.framework_managed(zero) or not (
+                window.runs_every_micro_batch(zero.statement) or window.runs_with_backward(zero.statement)):
+            continue  # (beside the backward under a test that holds both, it clears each kept micro-batch)
         anchor = window_step(window, zero)
         where = " inside `accelerator.accumulate()` (never held back)" if window.accumulate_context(zero.statement) else ""
         yield Finding(
@@ -133,7 +134,8 @@ def _zero_on_entry(window: Window, zero: Event) -> Finding:
 
 def _zeroing_after_step(window: Window, zero: Event, anchor: Optional[Event]) -> tuple[Edit, ...]:
     """GA101's fix: move the zeroing after the window's step, and zero once before
-    the loop where nothing does yet, every name the zeroing uses is bound there and
+    the loop where nothing does yet (before the loop over epochs when the gate's counter
+    runs on across them), every name the zeroing uses is bound there and
     names there what it names in the loop (not before a Lightning `training_step`,
     not before the loop that creates the optimizer or sets `self.opt`)."""
     moved = _move_zeroing_after(window, zero, anchor)
@@ -142,9 +144,13 @@ def _zeroing_after_step(window: Window, zero: Event, anchor: Optional[Event]) ->
         moved = (remove(zero.statement.node), insert_after(anchor.statement.node, gated))
     if not moved or window.zeroes_before_loop() or type(window.loop.node) not in (cst.For, cst.While):
         return moved
-    if not same_before_loop(window.facts, zero.statement.node, window.loop.node, window.loop.function):
+    before: cst.CSTNode = window.loop.node
+    if window.epoch_loop is not None and any(_counts_across_epochs(window, gate, statement)
+                                             for gate, statement in _gates_with_steps(window)):
+        before = window.epoch_loop  # windows straddle epochs: zeroing as each epoch starts would erase their tails
+    if not same_before_loop(window.facts, zero.statement.node, before, window.loop.function):
         return moved
-    once = moved + (insert_before(window.loop.node, zero.statement.node.with_changes(leading_lines=())),)
+    once = moved + (insert_before(before, zero.statement.node.with_changes(leading_lines=())),)
     return once if guard_for(window.facts.module, window.facts.parents).allows(once) else moved
 
 
