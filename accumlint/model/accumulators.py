@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import NamedTuple, Optional
+from typing import NamedTuple, Optional, cast
 
 import libcst as cst
 
@@ -223,12 +223,50 @@ def backpropagated_later(window: Window, holder: str) -> bool:
 
 def _returned_to_lightning(window: Window, holder: str) -> bool:
     """The holder is what a `training_step` returns for Lightning to backpropagate (`loss +=
-    chunk_loss` over the chunks, then `return {"loss": loss}`)."""
+    chunk_loss` over the chunks, then `return {"loss": loss}`), itself or through a method of
+    its class that returns the holder (`sampling_loss, training_loss = self.compute_loss(batch)`
+    then `return training_loss`, where `compute_loss` sums the chunks' losses)."""
     function = window.loop.function
-    if function is None or function.name.value != "training_step":
+    if function is None:
         return False
-    return any(type(node) is cst.Return and node.value is not None and dotted(lightning_returned_loss(node.value)) == holder
-               for node in walk(function.body))
+    if function.name.value == "training_step":
+        return any(type(node) is cst.Return and node.value is not None
+                   and dotted(lightning_returned_loss(node.value)) == holder for node in walk(function.body))
+    positions = _returned_positions(function, holder)
+    step = window.facts.method(function, "training_step")
+    if not positions or step is None or step is function:
+        return False
+    returned = {dotted(lightning_returned_loss(node.value)) for node in walk(step.body)
+                if type(node) is cst.Return and node.value is not None}
+    callee = f"self.{function.name.value}"
+    for node in walk(step.body):
+        if type(node) is cst.Return and type(node.value) is cst.Call and dotted(node.value.func) == callee:
+            if None in positions:
+                return True
+        if type(node) is not cst.Assign or type(node.value) is not cst.Call or dotted(node.value.func) != callee:
+            continue
+        for target in node.targets:
+            if type(target.target) is cst.Name and None in positions and target.target.value in returned:
+                return True
+            if type(target.target) in (cst.Tuple, cst.List):
+                elements = cast("cst.Tuple | cst.List", target.target).elements
+                if any(index in positions and dotted(element.value) in returned for index, element in enumerate(elements)):
+                    return True
+    return False
+
+
+def _returned_positions(function: cst.FunctionDef, holder: str) -> set[Optional[int]]:
+    """Where `function`'s returns give the holder: None for the whole value, an index for an
+    element of a returned tuple."""
+    found: set[Optional[int]] = set()
+    for node in walk(function.body):
+        if type(node) is not cst.Return or node.value is None:
+            continue
+        if dotted(node.value) == holder:
+            found.add(None)
+        elif type(node.value) is cst.Tuple:
+            found.update(index for index, element in enumerate(node.value.elements) if dotted(element.value) == holder)
+    return found
 
 
 def _added(small: cst.BaseSmallStatement) -> Optional[tuple[str, cst.BaseExpression, bool]]:

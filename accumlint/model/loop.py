@@ -191,13 +191,66 @@ class TrainingLoop:
     def backward_per_loss(self, event: "Event") -> bool:
         """A backward in an inner loop over several losses of one forward
         (`for name, loss in losses: backward(loss, retain_graph=True)`): its loss
-        comes from that loop's target, and each backward needs the graph again."""
+        comes from that loop's target, and each backward needs the graph again; or a
+        backward whose forward is fed the state an earlier one made (`_fed_its_own_outputs`)."""
         inner = event.statement.loops[-1] if self.in_inner_loop(event.statement) else self.site.node
+        used = {node.value for node in walk(event.role.call) if type(node) is cst.Name}
+        if self._fed_its_own_outputs(event, used):
+            return True
         if type(inner) is not cst.For:
             return False
-        used = {node.value for node in walk(event.role.call) if type(node) is cst.Name}
         return (bool(_target_names(inner) & used) or self._loss_of_shared_forward(event, used)
                 or self._reads_value_made_before(event, used))
+
+    def _fed_its_own_outputs(self, event: "Event", used: set[str]) -> bool:
+        """The call that makes the backward's loss is given, in the next iteration, a value
+        made of its own outputs (a recurrent state carried across segments: `loss, h =
+        step(x, state)`, then `state = State(h)`, with no `.detach()` on the way): the next
+        iteration's backward goes through this one's graph again, so `retain_graph=True`
+        may be needed."""
+        loop = event.statement.loops[-1] if event.statement.loops else self.site.node
+        inside = [s for s in self.statements if loop is self.site.node or loop in s.loops]
+        order = event.statement.order
+        reads = set(used)
+        producers: list[tuple[Statement, set[str], cst.Call]] = []
+        for statement in reversed([s for s in inside if s.order <= order]):
+            for small in statement.node.body:
+                bound, value = _assignment(small)
+                if value is None or not bound & reads:
+                    continue
+                if type(value) is cst.Call and type(small) is cst.Assign and not _detaching(value):
+                    producers.append((statement, bound, value))
+                reads |= {node.value for node in walk(value) if type(node) is cst.Name}
+        for producer, outputs, call in producers:
+            derived = set(outputs)
+            for statement in inside:
+                if statement.order <= producer.order:
+                    continue
+                for small in statement.node.body:
+                    bound, value = _assignment(small)
+                    if value is None or type(small) is not cst.Assign:
+                        continue
+                    if {node.value for node in walk(value) if type(node) is cst.Name} & derived \
+                            and not (type(value) is cst.Call and _detaching(value)):
+                        derived |= bound
+            # what the call reads, through the iteration's bindings before it; a name that
+            # only detaching bindings give (`hidden = hidden.detach()`) cuts the way back
+            fed = {node.value for node in walk(call) if type(node) is cst.Name}
+            cut: set[str] = set()
+            kept: set[str] = set()
+            for statement in reversed([s for s in inside if s.order < producer.order]):
+                for small in statement.node.body:
+                    bound, value = _assignment(small)
+                    if value is None or not bound & fed:
+                        continue
+                    if type(value) is cst.Call and _detaching(value):
+                        cut |= bound & fed
+                    else:
+                        kept |= bound & fed
+                        fed |= {node.value for node in walk(value) if type(node) is cst.Name}
+            if (fed - (cut - kept)) & derived:
+                return True
+        return False
 
     def _reads_value_made_before(self, event: "Event", used: set[str]) -> bool:
         """The backward's loss reads, through its loop's assignments, a value the iteration

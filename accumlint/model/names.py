@@ -27,8 +27,12 @@ _ACCUMULATION_NAME = LazyPattern(
     r"|microbatches|accumulate|gas$|^gas|(^|_)acc_steps?$",
     re.IGNORECASE,
 )
-# A yes/no about the window, named as one: never K itself.
-_PREDICATE_NAME = LazyPattern(r"^(is|should|do|need)_|boundary|sync", re.IGNORECASE)
+# A yes/no about the window, named as one (a switch, `use_grad_accum`, or a time relative to the
+# accumulation, `allreduce_post_accumulation`): never K itself.
+_PREDICATE_NAME = LazyPattern(
+    r"^(is|should|do|need|use|enable|disable|with|no|allow)_|boundary|sync|(post|pre|after|before)_?accum",
+    re.IGNORECASE,
+)
 _TOKEN_COUNT_NAME = LazyPattern(r"token|tok|count|num_items|n_items|ntok", re.IGNORECASE)
 # Narrower: `count` also names counts of samples (a sample mean is no token mean).
 _REAL_TOKEN_COUNT_NAME = LazyPattern(r"tok|items", re.IGNORECASE)
@@ -83,7 +87,8 @@ def looks_like_accumulation(name: str, extra: tuple[str, ...] = ()) -> bool:
     """A name for K, the number of micro-batches in a window (`grad_accum_steps`,
     `args.gradient_accumulation_steps`, `update_freq`), or one the configuration lists.
     K is a count: a yes/no of the window (`is_gradient_accumulation_boundary`,
-    `should_sync`, `do_accumulate`) is not it, whatever words it shares."""
+    `should_sync`, `do_accumulate`, `use_grad_accum`, `allreduce_post_accumulation`) is not
+    it, whatever words it shares."""
     tail = last_part(name)
     if tail in extra or name in extra:
         return True

@@ -1726,7 +1726,8 @@ class Window:
     def rescales_gradients(self) -> bool:
         """Gradients divided or multiplied at the boundary (torchtune, fairseq shapes):
         `p.grad /= K`, `p.grad.div_(K)`, `p.grad.data = p.grad.data / K`,
-        `torch._foreach_div_(grads, K)`, a known rescaling method."""
+        `torch._foreach_div_(grads, K)`, `amp_C.multi_tensor_scale(..., scale / K)`, a
+        known rescaling method."""
         for statement in self.loop.statements:
             for small in statement.node.body:
                 if type(small) is cst.AugAssign and (dotted(small.target) or "").endswith("grad"):
@@ -1742,6 +1743,10 @@ class Window:
                     return True
                 if tail in ("_foreach_div_", "_foreach_mul_") and "grad" in code(event_call).lower():
                     return True
+                fused = tail == "multi_tensor_scale" or (tail == "multi_tensor_applier" and event_call.args and last_part(
+                    dotted(event_call.args[0].value) or "") == "multi_tensor_scale")
+                if fused and any(self.is_k(node) for node in walk(event_call) if isinstance(node, cst.BaseExpression)):
+                    return True  # apex's fused scale of the gradients by a factor over K (BERT pretraining's predivision)
         return False
 
 

@@ -12,7 +12,8 @@ from accumlint.model.frameworks import SyncControl
 from accumlint.model.gates import parse_gate
 from accumlint.model.loop import Statement
 from accumlint.model.names import code, dotted, int_value, normalized
-from accumlint.model.scopes import chains_in_targets, free_names
+from accumlint.model.scopes import chains_bound, chains_in_targets, free_names
+from accumlint.model.tree import walk
 from accumlint.model.window import Window
 from accumlint.rules.base import Finding, contains, movable
 from accumlint.rules.catalog import Rule
@@ -31,13 +32,23 @@ def sync_control_misplaced(window: Window) -> Iterable[Finding]:
         return
     statements = window.loop.statements
     for control in window.sync_controls:
-        if window.objects.frameworks.parallel_kind(dotted(control.model)) not in _DDP_KINDS:
+        kind = window.objects.frameworks.parallel_kind(dotted(control.model)) or _implied_kind(control)
+        if kind not in _DDP_KINDS:
             continue
         if control.kind == "context":
             yield from _late_context(window, control, statements)
         elif control.kind == "flag":
             yield from _late_flag(window, control, statements)
         yield from _wrong_condition(window, control)
+
+
+def _implied_kind(control: SyncControl) -> Optional[str]:
+    """`fabric.no_backward_sync(model, ...)` accepts only a model Fabric set up (it raises on
+    any other): the control itself says the model is Fabric's, wherever it was set up."""
+    item = control.node.item if type(control.node) is cst.WithItem else None
+    if type(item) is cst.Call and (dotted(item.func) or "").rpartition(".")[2] == "no_backward_sync":
+        return "fabric"
+    return None
 
 
 def _late_context(window: Window, control: SyncControl, statements: list[Statement]) -> Iterable[Finding]:
@@ -148,7 +159,7 @@ def _wrong_condition(window: Window, control: SyncControl) -> Iterable[Finding]:
     wrong = False
     fix: Optional[cst.BaseExpression] = None
     if window.has_micro_loop:
-        wrong = _never_last_micro_step(window, condition, syncs_when_true)
+        wrong = _never_last_micro_step(window, condition, syncs_when_true) or _same_on_every_micro_step(window, condition)
     elif step_gate is not None and step_gate.kind == "modulo" and step_gate.whole_test is not None:
         gate = parse_gate(condition, lambda name: _bound_once(window, name))
         if gate is None or gate.kind != "modulo" or gate.counter != step_gate.counter:
@@ -248,6 +259,17 @@ def _never_last_micro_step(window: Window, condition: cst.BaseExpression, syncs_
     other = comparison.comparator
     k_value = window.known_int(k)
     return (int_value(other) == 0 and k_value != 1) or normalized(other) == normalized(k)
+
+
+def _same_on_every_micro_step(window: Window, condition: cst.BaseExpression) -> bool:
+    """In a micro-step loop, a sync condition that reads nothing the loop changes and calls
+    nothing (`enabled=micro_batch == 1`) is the same for every micro-step of the window: the
+    boundary skips the all-reduce with the others, or every micro-step syncs."""
+    micro = window.loop.micro_loop
+    if micro is None or any(type(node) is cst.Call for node in walk(condition)):
+        return False
+    read = free_names(condition)
+    return bool(read) and not read & {name.split(".")[0] for name in chains_bound(micro)}
 
 
 def _bound_once(window: Window, name: str) -> Optional[cst.BaseExpression]:
