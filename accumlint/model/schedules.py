@@ -37,6 +37,8 @@ _LENGTH_POSITIONS = {"CosineAnnealingLR": 1, "CosineAnnealingWarmRestarts": 1, "
 _LOADER_NAME = LazyPattern(r"loader|(^|_)dl($|_)|batches", re.IGNORECASE)
 
 IsK = Callable[[cst.BaseExpression], bool]
+# A count named for optimizer steps or updates (`num_update_steps_per_epoch`), not for batches.
+_NAMES_STEPS = LazyPattern(r"step|update", re.IGNORECASE)
 
 
 @dataclass(frozen=True, eq=False)
@@ -324,10 +326,11 @@ def _trace(facts: ModuleFacts, objects: Objects, expr: cst.BaseExpression, carri
     length = _loader_length(objects, expr)
     if length is not None:
         counted: Optional[cst.BaseExpression] = length
-        if expr is length and reader is not None:
-            # a name for the loader's length alone (`steps_per_epoch = len(loader)`, read by
+        if expr is length and reader is not None and not _NAMES_STEPS.search(last_part(reader[2])):
+            # a name for the loader's batches alone (`batches_per_epoch = len(loader)`, read by
             # logging and tail tests too) is not the schedule's length: the statement that
-            # makes the length of it is, and that is where the count is divided
+            # makes the length of it is, and that is where the count is divided; a name for
+            # steps (`num_update_steps_per_epoch = len(loader)`) is wrong where it is bound
             carrier = reader[0]
             counted = next((cast("cst.Name | cst.Attribute", node) for node in _expression_nodes(reader[1])
                             if type(node) in (cst.Name, cst.Attribute) and dotted(node) == reader[2]), None)
