@@ -85,7 +85,7 @@ def _parse(test: cst.BaseExpression, resolve: Resolver, depth: int) -> Optional[
     if type(test) is cst.BooleanOperation:
         return _parse_boolean(test, resolve, depth)
     if type(test) is cst.Comparison:
-        return _parse_comparison(test)
+        return _parse_comparison(test, resolve)
     if type(test) is cst.BinaryOperation and type(test.operator) is cst.Modulo:
         # `if (i + 1) % K:` is true off the boundary
         gate = _modulo(test, test, zero_means_boundary=True)
@@ -164,12 +164,18 @@ def _past_first_micro_batch(test: cst.BaseExpression, counter: Optional[str]) ->
     return (operator, int_value(right)) in {(cst.GreaterThan, 0), (cst.NotEqual, 0), (cst.GreaterThanEqual, 1)}
 
 
-def _parse_comparison(test: cst.Comparison) -> Optional[Gate]:
+def _parse_comparison(test: cst.Comparison, resolve: Resolver) -> Optional[Gate]:
     if len(test.comparisons) != 1:
         return None
     target = test.comparisons[0]
     operator = target.operator
     left, right = test.left, target.comparator
+    held = resolve(dotted(left) or "") if int_value(right) == 0 and type(left) in (cst.Name, cst.Attribute) else None
+    if type(held) is cst.BinaryOperation and type(held.operator) is cst.Modulo and type(operator) in (cst.Equal, cst.NotEqual):
+        # `acc_step = acc_step % K` earlier in the iteration, then `if acc_step == 0:`: the
+        # remainder held in a variable is the modulo test
+        gate = _modulo(held, test, zero_means_boundary=True, compared=right)
+        return None if gate is None else replace(gate, positive=type(operator) is cst.Equal)
     if type(left) is cst.BinaryOperation and type(left.operator) is cst.Modulo:
         equal = type(operator) is cst.Equal
         if type(operator) is cst.GreaterThan and int_value(right) == 0:

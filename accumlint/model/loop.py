@@ -709,8 +709,9 @@ class _Walker:
         """A test whose value cannot change between iterations (`args.fp16`, `scaler is not
         None`, `args.max_grad_norm > 0`, `rank == 0`): it reads only names and attributes
         that the loop (and the helper being walked) never binds, or binds only to such a
-        value (`max_norm = cfg.max_grad_norm` in the body), and calls nothing (nor reads a
-        property of its class)."""
+        value (`max_norm = cfg.max_grad_norm` in the body, `world_size = get_world_size()`),
+        and calls nothing but the run's own shape (`_RUN_CONSTANT_CALLS`), nor reads a
+        property of its class."""
         names: list[str] = []
         parts: set[int] = set()  # the pieces of a dotted name (`cfg`, `max_norm` in `cfg.max_norm`)
         for node in walk(test):
@@ -727,6 +728,10 @@ class _Walker:
             elif kind is cst.Subscript:
                 if not _literal_key(cast(cst.Subscript, node)):
                     return False  # `conf["fp16"]` reads a run's setting; `flags[i]` may vary
+            elif kind is cst.Call:
+                call = cast(cst.Call, node)
+                if call.args or last_part(dotted(call.func) or "") not in _RUN_CONSTANT_CALLS:
+                    return False  # `world_size = dist.get_world_size()` is the run's; other calls may vary
             elif kind not in _CONSTANT_TEST_NODES:
                 return False
         varying = self._bound_in(self.root) | _parameters(self.root)  # a per-step function's arguments vary
@@ -1036,6 +1041,12 @@ def _through_parameters(test: cst.BaseExpression, frames: tuple[tuple[Function, 
         test, frames = argument, frames[:-1]
     return test, frames
 
+
+# Calls, without arguments, that answer for the whole run: its processes and devices.
+_RUN_CONSTANT_CALLS = frozenset({
+    "get_world_size", "get_rank", "get_local_rank", "get_local_world_size", "device_count", "is_initialized",
+    "is_available", "is_main_process", "is_local_main_process",
+})
 
 _CONSTANT_TEST_NODES = frozenset({
     cst.Comparison, cst.ComparisonTarget, cst.BooleanOperation, cst.UnaryOperation, cst.Integer, cst.Float,

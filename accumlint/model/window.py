@@ -225,6 +225,20 @@ class Window:
         return [z for z in self.loop.of_kind("zero") if id(z) not in self.separate_updates
                 and not self._zeroes_untrained_model(z)]
 
+    def cancelled(self, backward: Event) -> bool:
+        """A backward whose gradients a zeroing later in its own block clears before any step
+        (a probe's fake backward, then `optimizer.zero_grad()` "to cancel this fake step"):
+        nothing of it reaches an update, so how its loss is scaled does not matter."""
+        block = backward.statement.block
+        for zero in self.loop.of_kind("zero"):
+            held = zero.statement.block
+            if zero.order <= backward.order or zero.statement.helper is not backward.statement.helper \
+                    or len(held) != len(block) or not all(a is b for a, b in zip(held, block)):
+                continue
+            if not any(backward.order < step.order < zero.order for step in self.loop.of_kind("step")):
+                return True
+        return False
+
     def _zeroes_untrained_model(self, zero: Event) -> bool:
         """`teacher.zero_grad()` while every optimizer the window steps is built over another
         model's parameters (`AdamW(student.parameters())`): the zeroing clears gradients the

@@ -28,7 +28,7 @@ def missing_loss_scaling(window: Window) -> Iterable[Finding]:
     for flow in window.flows:
         if any(s.op not in ("amp", "count") for s in flow.scalings) or flow.after or flow.reduction not in (MEAN, TOKEN):
             continue
-        if window.framework_scales(flow) is not False:
+        if window.framework_scales(flow) is not False or window.cancelled(flow.backward):
             continue
         backward = flow.backward
         edits: tuple[Edit, ...] = ()

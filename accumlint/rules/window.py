@@ -104,8 +104,8 @@ def zero_grad_every_micro_batch(window: Window) -> Iterable[Finding]:
             )
             continue
         if window.framework_managed(zero) or not (
-                window.runs_every_micro_batch(zero.statement) or window.runs_with_backward(zero.statement)):
-            continue  # (beside the backward under a test that holds both, it clears each kept micro-batch)
+                window.runs_every_micro_batch(zero.statement) or _beside_every_backward(window, zero)):
+            continue
         anchor = window_step(window, zero)
         where = " inside `accelerator.accumulate()` (never held back)" if window.accumulate_context(zero.statement) else ""
         yield Finding(
@@ -116,6 +116,19 @@ def zero_grad_every_micro_batch(window: Window) -> Iterable[Finding]:
             help="zero once per window, after the optimizer step ({related})",
             related=anchor.role.call if anchor is not None else None,
         )
+
+
+def _beside_every_backward(window: Window, zero: Event) -> bool:
+    """The zeroing runs beside the backward under a test that holds both, and holds every
+    backward of the window (`if seen > resume_from: zero_grad(); ...; loss.backward()`): it
+    runs on every micro-batch whose gradients the window keeps. A block with a backward of
+    its own beside the window's (a probe's fake backward, then a zeroing that cancels it) is
+    not the window's."""
+    if not window.runs_with_backward(zero.statement):
+        return False
+    held = zero.statement.block
+    return all(len(b.statement.block) >= len(held) and all(x is y for x, y in zip(held, b.statement.block))
+               for b in window.loop.backwards)
 
 
 def _zero_on_entry(window: Window, zero: Event) -> Finding:
