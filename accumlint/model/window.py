@@ -1106,6 +1106,32 @@ class Window:
         return None
 
     @cached_property
+    def micro_losses_span_window(self) -> bool:
+        """In a `for j in ...` micro-step loop, something joins micro-batch j's live output to
+        the other micro-batches' cached ones (`torch.cat(feats[:j] + [live] + feats[j + 1:])`,
+        GradCache): each micro-step backpropagates the whole window's loss, whose parts add
+        up to the window's gradient with no 1/K."""
+        micro = self.loop.micro_loop
+        if type(micro) is not cst.For or type(micro.target) is not cst.Name:
+            return False
+        index = micro.target.value
+        before: set[str] = set()
+        after: set[str] = set()
+        for node in walk(micro.body):
+            if type(node) is not cst.Subscript or len(node.slice) != 1 or type(node.slice[0].slice) is not cst.Slice:
+                continue
+            cut = node.slice[0].slice
+            container = dotted(node.value)
+            if container is None:
+                continue
+            if cut.lower is None and dotted(cut.upper) == index:
+                before.add(container)
+            elif cut.upper is None and type(cut.lower) is cst.BinaryOperation and dotted(cut.lower.left) == index \
+                    and int_value(cut.lower.right) == 1:
+                after.add(container)
+        return bool(before & after)
+
+    @cached_property
     def micro_k(self) -> Optional[cst.BaseExpression]:
         """K of a `for _ in range(K)` micro-step loop. None when the bound counts tasks
         (`range(n_tasks)`, `range(len(task_loaders))`): a loop that backpropagates one loss

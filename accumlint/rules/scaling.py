@@ -23,7 +23,7 @@ def _structural_k(window: Window) -> bool:
 def missing_loss_scaling(window: Window) -> Iterable[Finding]:
     if not window.accumulates or not _structural_k(window) or window.uses_accumulate_context:
         return
-    if window.rescales_gradients:
+    if window.rescales_gradients or window.micro_losses_span_window:
         return
     for flow in window.flows:
         if any(s.op not in ("amp", "count") for s in flow.scalings) or flow.after or flow.reduction not in (MEAN, TOKEN):

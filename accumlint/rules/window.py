@@ -461,6 +461,8 @@ def dropped_tail_window(window: Window) -> Iterable[Finding]:
     loop = window.loop
     if loop.iterable is None or not window.sized(loop.iterable):
         return
+    if not window.backward_per_micro_batch:
+        return  # GradCache-style: off the boundary only features are cached, so a tail has no gradients to lose
     for gate, statement in _gates_with_steps(window):
         if gate.kind not in ("modulo", "count") or gate.has_clause or not window.own_gate(gate, statement):
             continue
