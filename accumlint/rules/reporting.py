@@ -157,7 +157,8 @@ def _unrestored(window: Window, call: cst.Call, names: set[str],
     while stack:
         node, parents = stack.pop()
         if (type(node) is cst.Name or type(node) is cst.Attribute) and dotted(node) in names:
-            if not any(_multiplies_back(window, parent) for parent in parents):
+            if not any(_multiplies_back(window, parent) or _mixed_with_other_terms(parent, node, parents)
+                       for parent in parents):
                 found.append(_chain(node, parents))
             continue
         if type(node) is cst.Lambda or type(node) is cst.Call and dotted(node.func) in _TYPE_TESTS:
@@ -166,6 +167,17 @@ def _unrestored(window: Window, call: cst.Call, names: set[str],
         inner = [node.value] if type(node) is cst.Arg or type(node) is cst.Attribute else children(node)
         stack.extend((child, parents + (node,)) for child in inner)
     return found
+
+
+def _mixed_with_other_terms(parent: cst.CSTNode, node: cst.CSTNode, parents: tuple[cst.CSTNode, ...]) -> bool:
+    """The scaled loss is added to or subtracted from another quantity that is not a number
+    (`(loss.item() - reg_lambda * reg.item()) / alpha`): what is logged is another metric,
+    whose scale the division by K leaves unknown, not the training loss."""
+    if type(parent) is not cst.BinaryOperation or type(parent.operator) not in (cst.Add, cst.Subtract):
+        return False
+    path = parents[parents.index(parent) + 1:] + (node,)
+    other = parent.right if path and path[0] is parent.left else parent.left
+    return type(other) not in (cst.Integer, cst.Float)
 
 
 def _multiplies_back(window: Window, node: cst.CSTNode) -> bool:
