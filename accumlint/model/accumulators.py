@@ -96,6 +96,8 @@ def graphs_kept(window: Window) -> list[tuple[Accumulation, str]]:
         statement, holder, added = accumulation.statement, accumulation.holder, accumulation.added
         if window.builds_no_graph(statement):
             continue  # `with torch.no_grad(): metrics += loss` keeps no graph
+        if _number_in_its_arm(statement, added):
+            continue  # `if not isinstance(v, int): total += v.item() else: total += v`: a number there
         known = names.in_scope(statement.helper)
         name = dotted(split_scaling(kept_tensor(added), None)[0])  # `loss * n_tokens` keeps `loss`'s graph
         if name not in known:
@@ -329,3 +331,27 @@ def _rebound_each_iteration(window: Window) -> _Rebound:
                             found.setdefault((statement.helper, True), set()).add(name)
     return found
 
+
+_NUMBER_TYPES = frozenset({"int", "float", "numbers.Number", "Number"})
+
+
+def _number_in_its_arm(statement: Statement, added: cst.BaseExpression) -> bool:
+    """The statement sits in the arm of a type test that says the added value is a plain number
+    (`isinstance(v, (int, float))`, or the `else` of `not isinstance(v, int)`): it holds no graph."""
+    name = dotted(added)
+    if name is None:
+        return False
+    for index, node in enumerate(statement.block):
+        if type(node) is not cst.If or index + 1 >= len(statement.block):
+            continue
+        arm = statement.block[index + 1]
+        test, numeric_arm = node.test, arm is node.body
+        if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+            test, numeric_arm = test.expression, not numeric_arm
+        if not numeric_arm or type(test) is not cst.Call or dotted(test.func) != "isinstance" or len(test.args) != 2:
+            continue
+        types = test.args[1].value
+        named = [e.value for e in types.elements] if type(types) is cst.Tuple else [types]
+        if dotted(test.args[0].value) == name and named and all(dotted(t) in _NUMBER_TYPES for t in named):
+            return True
+    return False
