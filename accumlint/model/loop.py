@@ -128,6 +128,12 @@ class Event:
         return self.statement.gate
 
     def precedes(self, other: "Event") -> bool:
+        """Runs before `other` in the same iteration; on one line (`loss.backward();
+        optimizer.step()`), in the order the line writes them."""
+        if self.statement is other.statement:
+            mine = next((i for i, e in enumerate(self.statement.events) if e is self), None)
+            theirs = next((i for i, e in enumerate(self.statement.events) if e is other), None)
+            return mine is not None and theirs is not None and mine < theirs
         return self.statement.precedes(other.statement)
 
 
@@ -653,7 +659,8 @@ class _Walker:
             shared = _called_in_every_arm(statement)
             if shared:
                 on_true["every_arm"] = on_false["every_arm"] = (shared, context)
-        self._block(statement.body, **on_true)
+        if not self._never_true(statement):
+            self._block(statement.body, **on_true)
         escaped_true, self._escaped = self._escaped, None
         orelse = statement.orelse
         if type(orelse) is cst.If:
@@ -672,6 +679,21 @@ class _Walker:
             flag = _flag_chain(statement, flag_before[1])
             if flag is not None:
                 self.assigned[flag[0]] = flag[1]
+
+    def _never_true(self, statement: cst.If) -> bool:
+        """The test is false whenever it is reached: `if False:`, or a name its function only
+        ever binds to `False`, `None` or `0` (`needs_update = False  # (it + 1) % K == 0`, a gate
+        switched off by hand): the arm never runs, and nothing in it is the iteration's."""
+        test = statement.test
+        if _falsy_literal(test):
+            return True
+        if type(test) is not cst.Name:
+            return False
+        function = self.facts.enclosing_function(statement)
+        bindings = [b for b in self.facts.bindings.get(test.value, ())
+                    if self.facts.enclosing_function(b.statement) is function]
+        return bool(bindings) and all(b.index is None and _falsy_literal(b.value) for b in bindings) \
+            and test.value not in (_parameters(function) if function is not None else ())
 
     def _asserts_k_is_one(self, statement: cst.BaseStatement) -> bool:
         """`assert K == 1` (or `assert not K > 1`): what follows it in the block runs only
@@ -1040,6 +1062,11 @@ def _through_parameters(test: cst.BaseExpression, frames: tuple[tuple[Function, 
             break
         test, frames = argument, frames[:-1]
     return test, frames
+
+
+def _falsy_literal(node: cst.BaseExpression) -> bool:
+    """`False`, `None` or `0` as written."""
+    return (type(node) is cst.Name and node.value in ("False", "None")) or int_value(node) == 0
 
 
 # Calls, without arguments, that answer for the whole run: its processes and devices.

@@ -12,7 +12,7 @@ from accumlint.model.tree import walk
 from accumlint.model.gates import PLUS_ONE, Gate
 from accumlint.model.loop import Event, Statement
 from accumlint.model.micro import lost_micro_losses
-from accumlint.model.names import code, normalized
+from accumlint.model.names import code, dotted, looks_like_optimizer, normalized
 from accumlint.model.scopes import same_before_loop
 from accumlint.model.window import Window
 from accumlint.rules.base import Finding, k_text, leaves_world, movable, movable_to, same_block, sync_gated
@@ -60,7 +60,9 @@ def zeroing_before_step(window: Window) -> list[tuple[Event, Event]]:
                 continue  # `if math.isnan(grad_norm): optimizer.zero_grad()`: bad gradients discarded on purpose
             target = zero.role.target
             same = window.same_object(zero, step)
-            model_zeroing = target is not None and window.objects.kind_of(target) != "optimizer"
+            # a model's zeroing (`model.zero_grad()`), not another optimizer's of unknown origin
+            model_zeroing = target is not None and window.objects.kind_of(target) != "optimizer" \
+                and not looks_like_optimizer(dotted(target) or "")
             if same or (model_zeroing and len(optimizers) == 1 and len(window.loop.backwards) == 1):
                 pairs.append((zero, step))
     return pairs
