@@ -430,6 +430,13 @@ class _Walker:
                 context.update(gate=continued, gate_if=statement, conditional=True)
                 escaped = (continued, cast(cst.If, statement))  # a `continue` gate is an `if`
                 continue
+            if type(statement) is cst.If and statement.orelse is None and _held_at_call(statement.test, context["frames"]) \
+                    and self._jump_reach(statement.body.body[-1]
+                                         if type(statement.body) is cst.IndentedBlock else None, context) is not False:
+                # `if validation: return ...` in a helper this call gives `validation=True`: the
+                # arm always runs, and what follows it in the block never does
+                self._block(statement.body, **context)
+                break
             self._statement(statement, context)
             if not context["single_micro_batch"] and self._asserts_k_is_one(statement):
                 # `assert config.accumulation_steps == 1` before an arm's own zeroing and step:
@@ -659,11 +666,17 @@ class _Walker:
             shared = _called_in_every_arm(statement)
             if shared:
                 on_true["every_arm"] = on_false["every_arm"] = (shared, context)
-        if not self._never_true(statement):
+        if _held_at_call(statement.test, context["frames"]):
+            on_true["conditional"] = context["conditional"]  # the arm this call always takes
+        elif _held_at_call(statement.test, context["frames"], held=False):
+            on_false["conditional"] = context["conditional"]
+        if not self._never_true(statement) and not _held_at_call(statement.test, context["frames"], held=False):
             self._block(statement.body, **on_true)
         escaped_true, self._escaped = self._escaped, None
         orelse = statement.orelse
-        if type(orelse) is cst.If:
+        if orelse is not None and _held_at_call(statement.test, context["frames"]):
+            pass  # `if validation: return ... else: ...` walked with `validation=True`: no `else`
+        elif type(orelse) is cst.If:
             self._if(orelse, on_false, chained=True)
         elif orelse is not None:
             self._block(orelse.body, **on_false)
@@ -1062,6 +1075,37 @@ def _through_parameters(test: cst.BaseExpression, frames: tuple[tuple[Function, 
             break
         test, frames = argument, frames[:-1]
     return test, frames
+
+
+def _held_at_call(test: cst.BaseExpression, frames: tuple[tuple[Function, cst.Call], ...], held: bool = True) -> bool:
+    """Whether a helper's test on one of its parameters (`if validation:`, `if not train:`) is
+    `held` (true, or with `held=False` false) in this walk, the call passing that parameter a
+    literal (`self._do_batch(batch, step, validation=True)`)."""
+    negated = type(test) is cst.UnaryOperation and type(test.operator) is cst.Not
+    name = cast(cst.UnaryOperation, test).expression if negated else test
+    if type(name) is not cst.Name:
+        return False
+    argument = _argument(name.value, frames)
+    if argument is None and _is_parameter(name.value, frames):
+        argument = _default(frames[-1][0], name.value)  # the call passes none: the default holds
+    if argument is None:
+        return False
+    if type(argument) is cst.Name and argument.value in ("True", "False", "None"):
+        truth = argument.value == "True"
+    elif int_value(argument) is not None:
+        truth = int_value(argument) != 0
+    else:
+        return False
+    return (truth != negated) == held
+
+
+def _default(function: Function, name: str) -> Optional[cst.BaseExpression]:
+    """The default value a function's parameter `name` declares, if any."""
+    parameters = function.params
+    for param in (*parameters.params, *parameters.kwonly_params, *parameters.posonly_params):
+        if param.name.value == name:
+            return param.default
+    return None
 
 
 def _falsy_literal(node: cst.BaseExpression) -> bool:

@@ -20,7 +20,7 @@ import libcst as cst
 from accumlint.model import scopes
 from accumlint.model.facts import DETACHING_METHODS, Function, ModuleFacts, ancestors, detached
 from accumlint.model.frameworks import SyncControl, carries_k, key_of, mentions_sync_control
-from accumlint.model.gates import PLUS_ONE, ZERO, Gate
+from accumlint.model.gates import PLUS_ONE, ZERO, Gate, single_micro_batch_arm
 from accumlint.model.loop import Event, Statement, TrainingLoop, epoch_multiple
 from accumlint.model.loss import TOKEN, LossFlow, LossReader
 from accumlint.model.names import (
@@ -1073,8 +1073,21 @@ class Window:
                 continue
             if steps is None and not (info.scales or self.is_accumulation_name(info.steps)):
                 continue
+            if self._asserted_one(info.steps):
+                continue  # `assert args.gradient_accumulation_steps == 1, "not supported yet"`
             return backward
         return None
+
+    def _asserted_one(self, k: cst.BaseExpression) -> bool:
+        """The module asserts that this K is 1 (`assert args.gradient_accumulation_steps == 1,
+        "grad accumulation not supported yet"`): the run stops unless it is."""
+        name = dotted(k)
+        if name is None:
+            return False
+        tail = last_part(name)
+        return any(type(node) is cst.Assert and single_micro_batch_arm(
+            node.test, lambda expr: (dotted(expr) or "").rpartition(".")[2] == tail) is True
+            for node in walk(self.facts.module))
 
     def _k_given_in_scope(self, name: Optional[str]) -> bool:
         """When the loop's function binds the Accelerator itself, K must be given there (to its
