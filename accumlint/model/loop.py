@@ -1331,7 +1331,10 @@ def _walks_micro_batches(loop: Loop, accumulation_names: tuple[str, ...]) -> boo
     iterable = loop.iter
     if type(iterable) is cst.Call and last_part(call_name(iterable) or "") == "range":
         if len(iterable.args) == 1:
-            return looks_like_accumulation(dotted(iterable.args[0].value) or "", accumulation_names)
+            bound = iterable.args[0].value
+            if type(bound) is cst.BinaryOperation and type(bound.operator) is cst.Subtract and int_value(bound.right) == 1:
+                bound = bound.left  # `range(K - 1)`: all but the window's last micro-batch, which follows the loop
+            return looks_like_accumulation(dotted(bound) or "", accumulation_names)
         return len(iterable.args) == 3 and int_value(iterable.args[0].value) == 0
     return bool(_MICRO_ITERABLE.search(_code(iterable)))
 

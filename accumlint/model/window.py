@@ -1146,7 +1146,8 @@ class Window:
 
     @cached_property
     def micro_k(self) -> Optional[cst.BaseExpression]:
-        """K of a `for _ in range(K)` micro-step loop. None when the bound counts tasks
+        """K of a `for _ in range(K)` micro-step loop (of `range(K - 1)` when the window's last
+        micro-batch runs after the loop). None when the bound counts tasks
         (`range(n_tasks)`, `range(len(task_loaders))`): a loop that backpropagates one loss
         per task optimises the sum of the tasks' losses, a choice, not a window of K
         micro-batches owed a 1/K."""
@@ -1157,6 +1158,10 @@ class Window:
                 if bound is not None and any(_TASK_COUNT.search(last_part(dotted(node) or ""))
                                              for node in walk(bound) if type(node) in (cst.Name, cst.Attribute)):
                     return None
+                if type(bound) is cst.BinaryOperation and type(bound.operator) is cst.Subtract \
+                        and int_value(bound.right) == 1 and any(not self.loop.in_micro_loop(b.statement)
+                                                                 for b in self.loop.backwards):
+                    return bound.left  # `range(K - 1)` under no_sync, then the window's last micro-batch after it
                 return bound
         return None
 
@@ -1928,11 +1933,22 @@ def build_window(loop: TrainingLoop, facts: ModuleFacts, objects: Objects, reade
     if separate:
         window.flows = [flow for flow in window.flows if id(flow.backward) not in separate]
     micro = loop.micro_loop
-    if micro is not None and any(loop.in_micro_loop(flow.backward.statement) for flow in window.flows):
+    if micro is not None and any(loop.in_micro_loop(flow.backward.statement) for flow in window.flows) \
+            and not _all_but_last(micro):
         # a backward beside the micro-step loop runs once per window (a loss over the whole
         # batch): it owes no 1/K, and the window's scaling is read from the micro-batches'
+        # (but after `for _ in range(K - 1)` it is the window's last micro-batch)
         window.flows = [flow for flow in window.flows if loop.in_micro_loop(flow.backward.statement)]
     return window
+
+
+def _all_but_last(micro: cst.CSTNode) -> bool:
+    """`for _ in range(K - 1):`: the micro-step loop runs all of a window's micro-batches but the
+    last, which follows it."""
+    if type(micro) is not cst.For or type(micro.iter) is not cst.Call or last_part(call_name(micro.iter) or "") != "range":
+        return False
+    bound = positional(micro.iter, 0) if positional(micro.iter, 1) is None else None
+    return type(bound) is cst.BinaryOperation and type(bound.operator) is cst.Subtract and int_value(bound.right) == 1
 
 
 _NAMING = (cst.Name, cst.Attribute, cst.Subscript)
