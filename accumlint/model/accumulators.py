@@ -19,7 +19,7 @@ import libcst as cst
 from accumlint.model.facts import Function
 from accumlint.model.loop import Statement, lightning_returned_loss
 from accumlint.model.loss import VALUE_KEEPING_METHODS, criterion_named, operand_in, split_scaling
-from accumlint.model.names import code, dotted
+from accumlint.model.names import code, dotted, last_part
 from accumlint.model import scopes
 from accumlint.model.scopes import target_chains
 from accumlint.model.tree import walk
@@ -103,7 +103,7 @@ def graphs_kept(window: Window) -> list[tuple[Accumulation, str]]:
         if name not in known:
             name = operand_in(added, known, holder)  # a running mean: `avg += (loss - avg) / n`
         if name is None or name not in known or not window.may_hold_graph(statement, name) \
-                or backpropagated_later(window, holder):
+                or backpropagated_later(window, holder, statement):
             continue
         if any(scope is not statement.helper for scope in names.helper_terms.get(name, ())) \
                 and window.unpacked_from_call(statement, name):
@@ -214,13 +214,44 @@ def kept_tensor(added: cst.BaseExpression) -> cst.BaseExpression:
 _GRAPH_KEEPING_METHODS = VALUE_KEEPING_METHODS | {"sum", "nansum", "clone"}
 
 
-def backpropagated_later(window: Window, holder: str) -> bool:
+def backpropagated_later(window: Window, holder: str, statement: Optional[Statement] = None) -> bool:
     """The holder is a queue of graphs that a backward after the loop consumes
-    (`losses.append(loss)` in the loop, `sum(losses).backward()` after it): keeping the
-    graphs is its purpose."""
+    (`losses.append(loss)` in the loop, `sum(losses).backward()` after it), or that the helper
+    adding to it sums into what it returns (`loss = sum(losses)`, then `return loss, stats`:
+    the loss its caller backpropagates): keeping the graphs is its purpose."""
     pattern = re.compile(rf"\b{re.escape(holder)}\b")
     later = [code(s) for s in window.loop.site.siblings(before=False)]
-    return any(pattern.search(text) and "backward" in text for text in later) or _returned_to_lightning(window, holder)
+    if any(pattern.search(text) and "backward" in text for text in later) or _returned_to_lightning(window, holder):
+        return True
+    helper = statement.helper if statement is not None else None
+    return helper is not None and _summed_into_return(helper, holder)
+
+
+_GATHERING = frozenset({"sum", "stack", "cat", "mean"})
+
+
+def _summed_into_return(function: Function, holder: str) -> bool:
+    """`function` binds a name to the holder gathered (`sum(losses)`, `torch.stack(losses).mean()`)
+    and returns that name (alone or in a tuple), or returns the gathering itself."""
+    gathered: set[str] = set()
+    for node in walk(function.body):
+        if type(node) is cst.Assign and len(node.targets) == 1 and type(node.targets[0].target) is cst.Name \
+                and _gathers(node.value, holder):
+            gathered.add(node.targets[0].target.value)
+    for node in walk(function.body):
+        if type(node) is not cst.Return or node.value is None:
+            continue
+        values = [e.value for e in node.value.elements] if type(node.value) is cst.Tuple else [node.value]
+        if any(dotted(value) in gathered or _gathers(value, holder) for value in values):
+            return True
+    return False
+
+
+def _gathers(value: cst.BaseExpression, holder: str) -> bool:
+    """`sum(holder)`, `torch.stack(holder)`, `torch.cat(holder).mean()`: the holder's tensors
+    combined into one."""
+    return any(type(node) is cst.Call and last_part(dotted(node.func) or "") in _GATHERING and node.args
+               and dotted(node.args[0].value) == holder for node in walk(value))
 
 
 def _returned_to_lightning(window: Window, holder: str) -> bool:
