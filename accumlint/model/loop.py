@@ -244,9 +244,12 @@ class TrainingLoop:
             fed = {node.value for node in walk(call) if type(node) is cst.Name}
             cut: set[str] = set()
             kept: set[str] = set()
+            bound_before: set[str] = set()  # made earlier in this iteration, not carried from the last
             for statement in reversed([s for s in inside if s.order < producer.order]):
                 for small in statement.node.body:
                     bound, value = _assignment(small)
+                    if not statement.conditional:
+                        bound_before |= bound
                     if value is None or not bound & fed:
                         continue
                     if type(value) is cst.Call and _detaching(value):
@@ -254,7 +257,7 @@ class TrainingLoop:
                     else:
                         kept |= bound & fed
                         fed |= {node.value for node in walk(value) if type(node) is cst.Name}
-            if (fed - (cut - kept)) & derived:
+            if (fed - (cut - kept) - bound_before) & derived:
                 return True
         return False
 
