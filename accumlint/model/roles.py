@@ -672,12 +672,14 @@ def _read_names(expr: cst.BaseExpression) -> set[str]:
 
 
 def _measures_only(clip: cst.Call) -> bool:
-    """`clip_grad_norm_(params, float("inf"))`: an infinite threshold clips nothing; the call
-    only measures the gradients' norm (for logging), wherever it runs."""
+    """`clip_grad_norm_(params, float("inf"))`: an infinite threshold (or none, `None`) clips
+    nothing; the call only measures the gradients' norm (for logging), wherever it runs."""
     threshold = keyword(clip, "max_norm") or keyword(clip, "clip_value")
     value = threshold.value if threshold is not None else positional(clip, 1)
     if value is None:
         return False
+    if type(value) is cst.Name and value.value == "None":
+        return True  # `commons.clip_grad_value_(params, None)` (VITS and its family): the norm, unclipped
     if type(value) is cst.Call and call_name(value) == "float" and len(value.args) == 1:
         return (string_value(value.args[0].value) or "").lower() in ("inf", "+inf", "infinity")
     return (dotted(value) or "") in ("math.inf", "torch.inf", "np.inf", "numpy.inf")
