@@ -1391,7 +1391,7 @@ class Window:
         if int_value(k) is not None:
             return int_value(k) == 1
         if type(k) is cst.Attribute:
-            return self._class_constant_one(k)
+            return self._class_constant_one(k) or self._constructed_with_one(k)
         if type(k) is not cst.Name:
             return False
         function = self.loop.function
@@ -1402,6 +1402,49 @@ class Window:
             b.index is None and int_value(b.value) == 1
             and self.facts.enclosing_function(b.statement) in (None, function)
             and type(b.statement) is not cst.For for b in bindings)
+
+    def _constructed_with_one(self, k: cst.Attribute) -> bool:
+        """`self.gradient_accumulation_steps` that the class's `__init__` sets from its parameter
+        alone, while every construction of the class in the module passes 1 for it (or leaves
+        its default of 1): every object of the class runs with K = 1. (An object built in another
+        module is not seen: silence errs on the quiet side.)"""
+        function = self.loop.function
+        cls = self.facts.class_of.get(function) if function is not None else None
+        name = dotted(k)
+        if cls is None or name is None or not name.startswith("self.") or name.count(".") != 1:
+            return False
+        init = next((f for f, owner in self.facts.class_of.items() if owner is cls and f.name.value == "__init__"), None)
+        bindings = self.facts.bindings.get(name, ())
+        if init is None or not bindings or any(
+                self.facts.enclosing_function(b.statement) is not init or b.index is not None
+                or type(b.value) is not cst.Name for b in bindings):
+            return False
+        parameter = cast(cst.Name, bindings[0].value).value
+        if any(cast(cst.Name, b.value).value != parameter for b in bindings):
+            return False
+        declared = next((p for p in (*init.params.params, *init.params.kwonly_params) if p.name.value == parameter), None)
+        if declared is None:
+            return False
+        positional_names = [p.name.value for p in init.params.params][1:]  # `self` is the object built
+        constructions = [call for call in self.facts.calls if last_part(dotted(call.func) or "") == cls.name.value]
+        if not constructions:
+            return False
+        for call in constructions:
+            passed: Optional[cst.BaseExpression] = declared.default
+            position = 0
+            for arg in call.args:
+                if arg.star:
+                    return False
+                if arg.keyword is not None:
+                    if arg.keyword.value == parameter:
+                        passed = arg.value
+                    continue
+                if position < len(positional_names) and positional_names[position] == parameter:
+                    passed = arg.value
+                position += 1
+            if passed is None or int_value(passed) != 1:
+                return False
+        return True
 
     def _class_constant_one(self, k: cst.Attribute) -> bool:
         """`CFG.gradient_accumulation_steps` read through a class of this module that works as a
