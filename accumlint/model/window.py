@@ -627,7 +627,10 @@ class Window:
         if name is None or name in seen or len(seen) > 4:
             return False
         if name in self.facts.len_arguments:
-            return True
+            # a `len()` taken says it is sized, unless the name is a loader over an iterable-style
+            # dataset (an RLDS stream, whose `len()` is an estimate and whose iteration never ends)
+            return not any(type(b.value) is cst.Call and b.index is None and _is_dataloader(b.value)
+                           and self._iterable_dataset(b.value) for b in self.facts.values_of(name))
         seen = seen | {name}
         for binding in self.facts.values_of(name):
             value = binding.value
