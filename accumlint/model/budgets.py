@@ -10,7 +10,7 @@ length of a scheduler that is not itself sized in micro-batches.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Iterator, Optional
 
 import libcst as cst
 
@@ -60,19 +60,25 @@ def step_budget(window: Window, counter: str, is_k: IsK) -> Optional[cst.Compari
     """A comparison of `counter` with a value in optimizer steps, anywhere in the module (for a
     plain name, in the loop's own function: another function's `step` is another variable)."""
     local = "." not in counter
-    for node in walk(window.facts.module):
-        if type(node) is not cst.Comparison or len(node.comparisons) != 1:
-            continue
+    for node, side, other in _orderings(window.facts.module):
         if local and window.facts.enclosing_function(node) is not window.loop.function:
+            continue
+        if dotted(side) == counter and _in_optimizer_steps(window, other, is_k, node):
+            return node
+    return None
+
+
+def _orderings(root: cst.CSTNode) -> Iterator[tuple[cst.Comparison, cst.BaseExpression, cst.BaseExpression]]:
+    """Each one-operator ordering or equality under `root` (`step >= max_steps`), once for
+    each side: (the comparison, that side, the other side)."""
+    for node in walk(root):
+        if type(node) is not cst.Comparison or len(node.comparisons) != 1:
             continue
         target = node.comparisons[0]
         if not isinstance(target.operator, _ORDERING):
             continue
-        sides = (node.left, target.comparator)
-        for index, side in enumerate(sides):
-            if dotted(side) == counter and _in_optimizer_steps(window, sides[1 - index], is_k, node):
-                return node
-    return None
+        yield node, node.left, target.comparator
+        yield node, target.comparator, node.left
 
 
 def _in_optimizer_steps(window: Window, value: cst.BaseExpression, is_k: IsK, where: cst.CSTNode) -> bool:
@@ -130,14 +136,7 @@ def micro_batch_budgets(window: Window) -> set[str]:
     if not counters or window.loop.function is None:
         return set()
     found: set[str] = set()
-    for node in walk(window.loop.function.body):
-        if type(node) is not cst.Comparison or len(node.comparisons) != 1:
-            continue
-        target = node.comparisons[0]
-        if not isinstance(target.operator, _ORDERING):
-            continue
-        sides = (node.left, target.comparator)
-        for index, side in enumerate(sides):
-            if dotted(side) in counters:
-                found.update(referenced_names(sides[1 - index], keyed=True))
+    for _, side, other in _orderings(window.loop.function.body):
+        if dotted(side) in counters:
+            found.update(referenced_names(other, keyed=True))
     return found
