@@ -269,6 +269,22 @@ def test_json_lines_data_file_is_not_a_broken_config(tmp_path: Path) -> None:
     assert [error.path.rsplit("/", 1)[-1] for error in errors] == ["ds_config.json"]
 
 
+def test_torn_data_file_is_not_a_broken_config(tmp_path: Path) -> None:
+    """A `.json` data file that does not parse and names none of the settings a configuration
+    gives (a JSON Lines file whose last record was cut) says nothing of training: no
+    diagnostic; a broken file that names one (`gradient_accumulation_steps`) is still one."""
+    from accumlint.project import view_for
+
+    root = tmp_path / "proj"
+    _write(root / "pyproject.toml", "")
+    _write(root / "captions.json", '{"audio": "a.wav", "caption": "rain"}\n{"audio": "b.wav", "capt')
+    _write(root / "ds_config.json", '{"train_batch_size": 64,\n  "gradient_accumulation_steps": 4,,\n}\n')
+    text = 'DATA = "captions.json"\nDS = "ds_config.json"\n'
+    module = _write(root / "train.py", text)
+    facts, errors = view_for(str(module), text).configs()
+    assert [error.path.rsplit("/", 1)[-1] for error in errors] == ["ds_config.json"]
+
+
 # -- the cache and the command line -------------------------------------------------------
 
 def test_cache_rechecks_a_module_when_its_import_changes(tmp_path: Path) -> None:

@@ -21,6 +21,9 @@ MAX_CONFIG_BYTES = 1 << 20
 _DEEPSPEED_KEYS = {"gradient_accumulation_steps", "zero_optimization", "gradient_clipping",
                    "train_micro_batch_size_per_gpu", "train_batch_size"}
 _ACCELERATE_KEYS = {"distributed_type", "compute_environment"}
+# The settings read from a configuration: a broken file that names none of them is no
+# configuration of training (a data file, a JSON Lines file with a torn line) and says nothing.
+_SETTINGS_READ = _DEEPSPEED_KEYS | _ACCELERATE_KEYS | {"accumulate_grad_batches"}
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,8 @@ def read_config(path: str) -> Union[ConfigFacts, ConfigError, None]:
         except json.JSONDecodeError as error:
             if error.msg == "Extra data" and _json_lines(text):
                 return None  # one record per line: a data file the code reads, not a configuration
+            if not any(key in text for key in _SETTINGS_READ):
+                return None  # names none of the settings read: a data file, whatever its state
             return ConfigError(path, error.lineno, error.colno, f"invalid JSON: {error.msg}")
     else:
         data = _yaml(path, text)
