@@ -254,30 +254,19 @@ def test_yaml_with_application_tags_is_read_not_broken(tmp_path: Path) -> None:
     assert [(fact.kind, fact.accumulation_steps) for fact in facts] == [("lightning", 4)]
 
 
-def test_json_lines_data_file_is_not_a_broken_config(tmp_path: Path) -> None:
-    """A `.json` file of one record per line (JSON Lines), which the code reads as data, is not
-    reported as invalid JSON; a truncated JSON config still is."""
+@pytest.mark.parametrize("data", [
+    '{"audio": "a.wav", "caption": "rain"}\n{"audio": "b.wav", "caption": "wind"}\n',  # JSON Lines
+    '{"audio": "a.wav", "caption": "rain"}\n{"audio": "b.wav", "capt',  # JSON Lines, its last record cut
+], ids=["json-lines", "torn-record"])
+def test_data_file_is_not_a_broken_config(tmp_path: Path, data: str) -> None:
+    """A `.json` data file the code reads (one record per line, perhaps with its last record
+    cut) names none of the settings a configuration gives: it is not reported as invalid JSON;
+    a broken configuration that names one (`gradient_accumulation_steps`) still is."""
     from accumlint.project import view_for
 
     root = tmp_path / "proj"
     _write(root / "pyproject.toml", "")
-    _write(root / "captions.json", '{"audio": "a.wav", "caption": "rain"}\n{"audio": "b.wav", "caption": "wind"}\n')
-    _write(root / "ds_config.json", '{"gradient_accumulation_steps": 4,\n')
-    text = 'DATA = "captions.json"\nDS = "ds_config.json"\n'
-    module = _write(root / "train.py", text)
-    facts, errors = view_for(str(module), text).configs()
-    assert [error.path.rsplit("/", 1)[-1] for error in errors] == ["ds_config.json"]
-
-
-def test_torn_data_file_is_not_a_broken_config(tmp_path: Path) -> None:
-    """A `.json` data file that does not parse and names none of the settings a configuration
-    gives (a JSON Lines file whose last record was cut) says nothing of training: no
-    diagnostic; a broken file that names one (`gradient_accumulation_steps`) is still one."""
-    from accumlint.project import view_for
-
-    root = tmp_path / "proj"
-    _write(root / "pyproject.toml", "")
-    _write(root / "captions.json", '{"audio": "a.wav", "caption": "rain"}\n{"audio": "b.wav", "capt')
+    _write(root / "captions.json", data)
     _write(root / "ds_config.json", '{"train_batch_size": 64,\n  "gradient_accumulation_steps": 4,,\n}\n')
     text = 'DATA = "captions.json"\nDS = "ds_config.json"\n'
     module = _write(root / "train.py", text)
