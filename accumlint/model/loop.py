@@ -433,7 +433,7 @@ class _Walker:
                 context.update(gate=continued, gate_if=statement, conditional=True)
                 escaped = (continued, cast(cst.If, statement))  # a `continue` gate is an `if`
                 continue
-            if type(statement) is cst.If and statement.orelse is None and _held_at_call(statement.test, context["frames"]) \
+            if type(statement) is cst.If and statement.orelse is None and _value_at_call(statement.test, context["frames"]) \
                     and self._jump_reach(statement.body.body[-1]
                                          if type(statement.body) is cst.IndentedBlock else None, context) is not False:
                 # `if validation: return ...` in a helper this call gives `validation=True`: the
@@ -669,15 +669,14 @@ class _Walker:
             shared = _called_in_every_arm(statement)
             if shared:
                 on_true["every_arm"] = on_false["every_arm"] = (shared, context)
-        if _held_at_call(statement.test, context["frames"]):
-            on_true["conditional"] = context["conditional"]  # the arm this call always takes
-        elif _held_at_call(statement.test, context["frames"], held=False):
-            on_false["conditional"] = context["conditional"]
-        if not self._never_true(statement) and not _held_at_call(statement.test, context["frames"], held=False):
+        at_call = _value_at_call(statement.test, context["frames"])
+        if at_call is not None:  # the arm this call always takes runs as unconditionally as the call
+            (on_true if at_call else on_false)["conditional"] = context["conditional"]
+        if not self._never_true(statement) and at_call is not False:
             self._block(statement.body, **on_true)
         escaped_true, self._escaped = self._escaped, None
         orelse = statement.orelse
-        if orelse is not None and _held_at_call(statement.test, context["frames"]):
+        if orelse is not None and at_call is True:
             pass  # `if validation: return ... else: ...` walked with `validation=True`: no `else`
         elif type(orelse) is cst.If:
             self._if(orelse, on_false, chained=True)
@@ -1080,35 +1079,24 @@ def _through_parameters(test: cst.BaseExpression, frames: tuple[tuple[Function, 
     return test, frames
 
 
-def _held_at_call(test: cst.BaseExpression, frames: tuple[tuple[Function, cst.Call], ...], held: bool = True) -> bool:
-    """Whether a helper's test on one of its parameters (`if validation:`, `if not train:`) is
-    `held` (true, or with `held=False` false) in this walk, the call passing that parameter a
-    literal (`self._do_batch(batch, step, validation=True)`)."""
+def _value_at_call(test: cst.BaseExpression, frames: tuple[tuple[Function, cst.Call], ...]) -> Optional[bool]:
+    """The value of a helper's test on one of its parameters (`if validation:`, `if not train:`)
+    in this walk, when the call passes that parameter a literal (`self._do_batch(batch, step,
+    validation=True)`) or leaves it to a literal default; None otherwise."""
     negated = type(test) is cst.UnaryOperation and type(test.operator) is cst.Not
     name = cast(cst.UnaryOperation, test).expression if negated else test
     if type(name) is not cst.Name:
-        return False
+        return None
     argument = _argument(name.value, frames)
     if argument is None and _is_parameter(name.value, frames):
-        argument = _default(frames[-1][0], name.value)  # the call passes none: the default holds
-    if argument is None:
-        return False
+        argument = scopes.default_of(frames[-1][0], name.value)  # the call passes none: the default holds
     if type(argument) is cst.Name and argument.value in ("True", "False", "None"):
         truth = argument.value == "True"
-    elif int_value(argument) is not None:
+    elif argument is not None and int_value(argument) is not None:
         truth = int_value(argument) != 0
     else:
-        return False
-    return (truth != negated) == held
-
-
-def _default(function: Function, name: str) -> Optional[cst.BaseExpression]:
-    """The default value a function's parameter `name` declares, if any."""
-    parameters = function.params
-    for param in (*parameters.params, *parameters.kwonly_params, *parameters.posonly_params):
-        if param.name.value == name:
-            return param.default
-    return None
+        return None
+    return truth != negated
 
 
 def _falsy_literal(node: cst.BaseExpression) -> bool:

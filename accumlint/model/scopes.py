@@ -358,13 +358,23 @@ def passes(helper: Function, call: cst.Call, parameter: str) -> bool:
     return any(arg.keyword is not None and arg.keyword.value == parameter for arg in call.args)
 
 
+def default_of(function: Function, name: str) -> Optional[cst.BaseExpression]:
+    """The default value a function's parameter `name` declares, if any."""
+    params = function.params
+    for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+        if param.name.value == name:
+            return param.default
+    return None
+
+
 def argument_for(helper: Function, call: cst.Call, parameter: str) -> Optional[cst.BaseExpression]:
     """The expression `call` passes for the helper's `parameter`, by position or keyword.
     None when it passes none (the default applies) or when a `*` / `**` argument before it
-    may hold it. A method's `self` is bound by the object: `obj.method(x)`, and `obj(x)`
-    for `__call__`."""
+    may hold it. A method's `self` is bound by the object: `obj.method(x)`, `obj(x)` for
+    `__call__`, and `Trainer(x)` for `__init__`."""
     names = parameters(helper)
-    if names and names[0] == "self" and (type(call.func) is cst.Attribute or helper.name.value == "__call__"):
+    if names and names[0] == "self" and (type(call.func) is cst.Attribute
+                                         or helper.name.value in ("__call__", "__init__")):
         names = names[1:]
     position = 0
     for arg in call.args:

@@ -1425,29 +1425,13 @@ class Window:
         parameter = cast(cst.Name, bindings[0].value).value
         if any(cast(cst.Name, b.value).value != parameter for b in bindings):
             return False
-        declared = next((p for p in (*init.params.params, *init.params.kwonly_params) if p.name.value == parameter), None)
-        if declared is None:
+        if parameter not in scopes.all_parameters(init):
             return False
-        positional_names = [p.name.value for p in init.params.params][1:]  # `self` is the object built
         constructions = [call for call in self.facts.calls if last_part(dotted(call.func) or "") == cls.name.value]
-        if not constructions:
-            return False
-        for call in constructions:
-            passed: Optional[cst.BaseExpression] = declared.default
-            position = 0
-            for arg in call.args:
-                if arg.star:
-                    return False
-                if arg.keyword is not None:
-                    if arg.keyword.value == parameter:
-                        passed = arg.value
-                    continue
-                if position < len(positional_names) and positional_names[position] == parameter:
-                    passed = arg.value
-                position += 1
-            if passed is None or int_value(passed) != 1:
-                return False
-        return True
+        return bool(constructions) and all(
+            not any(arg.star for arg in call.args)
+            and int_value(scopes.argument_for(init, call, parameter) or scopes.default_of(init, parameter)) == 1
+            for call in constructions)
 
     def _class_constant_one(self, k: cst.Attribute) -> bool:
         """`CFG.gradient_accumulation_steps` read through a class of this module that works as a
