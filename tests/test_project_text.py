@@ -132,6 +132,27 @@ def test_joining_reads_listings_as_the_files_stand(tmp_path: Path) -> None:
     project_root.forget_joins()
 
 
+def test_scripts_importing_an_ancestor_package_root_above_it(tmp_path: Path) -> None:
+    # projects/depth/train.py imports `projects.depth.data`: it runs from the checkout's top
+    # (`python -m projects.depth.train`), whether the file, its folder or both scripts are checked
+    top = tmp_path / "checkout"
+    for name in ("depth", "normals"):
+        (top / "projects" / name).mkdir(parents=True)
+        (top / "projects" / name / "train.py").write_text(f"from projects.{name}.data import TrainLoader\n")
+    (top / "projects" / "__init__.py").write_text("")
+    project_root.forget_joins()
+    depth = top / "projects" / "depth"
+    assert joined_ancestor(str(depth)) == str(top)
+    assert root_under(str(depth / "train.py"), str(depth)) == str(top)
+    assert root_under(str(depth / "train.py"), str(top / "projects")) == str(top)
+    # a script that imports its package relatively names no ancestor: its folder stays the root
+    (depth / "train.py").write_text("from .data import TrainLoader\n")
+    (top / "projects" / "normals" / "train.py").write_text("import torch\n")
+    project_root.forget_joins()
+    assert root_under(str(depth / "train.py"), str(top / "projects")) == str(top / "projects")
+    project_root.forget_joins()
+
+
 # Definitions the gate's project clause asks about: each name with what `summarize` says of it.
 DEFINITIONS = '''import torch
 

@@ -14,6 +14,7 @@ from typing import Iterator, Optional
 
 import libcst as cst
 
+from accumlint.model.facts import Function, ModuleFacts
 from accumlint.model.loop import Statement
 from accumlint.model.names import dotted, int_value, looks_like_accumulation
 from accumlint.model.schedules import (
@@ -84,6 +85,8 @@ def _orderings(root: cst.CSTNode) -> Iterator[tuple[cst.Comparison, cst.BaseExpr
 def _in_optimizer_steps(window: Window, value: cst.BaseExpression, is_k: IsK, where: cst.CSTNode) -> bool:
     if int_value(value) is not None:
         return False
+    if type(value) is cst.BinaryOperation and type(value.operator) is cst.Multiply and (is_k(value.left) or is_k(value.right)):
+        return False  # `max_steps * gradient_accumulation_steps`: the budget converted to micro-batches
     if optimizer_step_value(window.facts, value, is_k):
         return True
     facts = window.facts
@@ -103,9 +106,23 @@ def _in_optimizer_steps(window: Window, value: cst.BaseExpression, is_k: IsK, wh
         here = facts.enclosing_function(call)
         shared_here = {name for name, scope in read if "." in name or scope is here}
         for argument in length_arguments(call):
-            if shared_here & set(referenced_names(argument, keyed=True)):
+            if shared_here & _length_names(facts, argument, here):
                 return micro_batch_length(window.facts, window.objects, argument, is_k) is None
     return False
+
+
+def _length_names(facts: ModuleFacts, argument: cst.BaseExpression, scope: Optional[Function]) -> set[str]:
+    """The names a schedule's length argument reads, and those its plain names are bound to in
+    the function that builds the schedule (`t_total = args.max_steps`, then
+    `num_training_steps=t_total`: the length is `args.max_steps` too)."""
+    names = set(referenced_names(argument, keyed=True))
+    for name in list(names):
+        if "." in name:
+            continue
+        for binding in facts.bindings.get(name, ()):
+            if binding.index is None and facts.enclosing_function(binding.statement) is scope:
+                names |= set(referenced_names(binding.value, keyed=True))
+    return names
 
 
 def _stepped_per_micro_batch(window: Window, constructor: cst.Call) -> bool:

@@ -79,6 +79,9 @@ _PADDING_EVIDENCE = LazyPattern(
     r"(?<![\w/.-])-\s*100\b|DataCollatorWithPadding|DataCollatorForSeq2Seq|DataCollatorForLanguageModeling"
     r"|DataCollatorForTokenClassification|DataCollatorForWholeWordMask|\bpadding\s*=\s*(True|['\"]longest['\"])"
     r"|pad_sequence|label_pad_token_id|\.masked_fill\([^)]*ignore_index|labels?\[[^]]*\]\s*=\s*ignore_index"
+    # the labels outside the attention mask set to the loss's index (`torch.where(active, labels.view(-1),
+    # torch.tensor(loss_fct.ignore_index))`)
+    r"|\bwhere\([^;]{0,300}?\bignore_index\b"
     # an ignore_index that names padding (`PAD_IDX`, `pad_id`, `tokenizer.pad_token_id`,
     # `tokenizer.token_to_id(PAD_TOKEN)`): padded targets
     r"|ignore_index\s*=\s*(?:[A-Za-z_]\w*\.)*\w*(?i:pad)\w*"

@@ -1668,7 +1668,8 @@ _PASS_THROUGH_WRAPPERS = ("tqdm", "track", "progress_bar")
 def unwrap_iterable(node: Optional[cst.BaseExpression]) -> Optional[cst.BaseExpression]:
     """`tqdm(loader, desc=...)` -> `loader`: progress bars keep the length."""
     while type(node) is cst.Call and last_part(call_name(node) or "").lower() in _PASS_THROUGH_WRAPPERS:
-        node = positional(node, 0)
+        given = keyword(node, "iterable")  # `tqdm(iterable=loader, desc=...)`
+        node = given.value if given is not None else positional(node, 0)
     return node
 
 

@@ -58,7 +58,7 @@ def criterion_named(name: str) -> bool:
     return _CRITERION_NAME.match(name) is not None
 
 
-_LM_CLASS = LazyPattern(r"For(CausalLM|ConditionalGeneration|MaskedLM|Seq2SeqLM)\b|AutoModelForSeq2SeqLM|GPT2LMHeadModel")
+_LM_CLASS = LazyPattern(r"For(CausalLM|ConditionalGeneration|MaskedLM|Seq2SeqLM)\b|AutoModelForSeq2SeqLM|LMHeadModel\b|AutoModelWithLMHead\b")
 _AMP_LOSS_SCALE = LazyPattern(r"^(loss_scale|cur_scale|loss_scaling)$")
 _FLATTEN = LazyPattern(r"\.(view|reshape)\(\s*-1|\.flatten\(|ignore_index")
 
@@ -476,6 +476,12 @@ class LossReader:
                 flow.origin, flow.origin_statement = value, statement
                 forward = self.facts.forward_of(value) if type(value) is cst.Call else None
                 position = _target_position(small.targets[0].target, name)
+                if forward is None and position == 0 and type(value) is cst.Call and _given_labels(value):
+                    # `loss, logits = model(**inputs, labels=y)`: the first output of a model
+                    # called with `labels=`, as `outputs[0]` (a tuple-returning Hugging Face model)
+                    flow.reduction = self.reduction(
+                        cst.Subscript(value, [cst.SubscriptElement(cst.Index(cst.Integer("0")))]), self._reader(loop, statement), flow)
+                    return
                 flow.reduction = UNKNOWN if forward is None or position is None else \
                     self._forward_element(forward, position, depth)
                 return
@@ -808,13 +814,12 @@ class LossReader:
         every binding of the holder in the function that reads it, or the call itself): the
         Hugging Face calling convention, whose outputs begin with the model's own loss."""
         if type(holder) is cst.Call:
-            return keyword(holder, "labels") is not None
+            return _given_labels(holder)
         if type(holder) is not cst.Name:
             return False
         bindings = [b for b in self.facts.values_in(holder.value, function)
                     if function is None or self.facts.enclosing_function(b.statement) is function]
-        return bool(bindings) and all(b.index is None and type(b.value) is cst.Call and keyword(b.value, "labels") is not None
-                                      for b in bindings)
+        return bool(bindings) and all(b.index is None and _given_labels(b.value) for b in bindings)
 
     def _weighted(self, left: cst.Name, right: cst.Name, depth: int, terms: TermReader) -> Reduction:
         """`prior_loss_weight * prior_loss`, both plain names (either may be named for
@@ -909,7 +914,19 @@ class LossReader:
         if kind != "mean":
             return UNKNOWN
         crossentropy = "CrossEntropy" in (call_name(constructor) or "")
-        return TOKEN if crossentropy and _FLATTEN.search(code(call) + code(constructor)) else MEAN
+        return TOKEN if crossentropy and _FLATTEN.search(code(call) + code(constructor) + self._arguments_made(call)) else MEAN
+
+    def _arguments_made(self, call: cst.Call) -> str:
+        """The source of what the call's plain-name arguments are bound to in its function
+        (`active_logits = logits.view(-1, num_labels)`, `active_labels = torch.where(mask,
+        labels.view(-1), ignore_index)`): flattened tokens may be made before the loss call."""
+        scope = self.facts.enclosing_function(call)
+        made = []
+        for argument in call.args:
+            if type(argument.value) is cst.Name:
+                made += [code(b.value) for b in self.facts.bindings.get(argument.value.value, ())
+                         if b.index is None and self.facts.enclosing_function(b.statement) is scope]
+        return " ".join(made)
 
     def _passed_criterion(self, call: cst.Call, function: Function, parameter: str, depth: int) -> Reduction:
         """`def train(model, loader, criterion, ...)` calling its parameter `criterion(out, y)`:
@@ -1068,6 +1085,18 @@ class LossReader:
         if self.lm_module is None:
             self.lm_module = bool(_LM_CLASS.search(self.facts.text))
         return self.lm_module
+
+
+# The keywords that hand a Hugging Face model its labels (`masked_lm_labels=`, `lm_labels=`: before transformers 3)
+_LABELS_KEYWORDS = ("labels", "masked_lm_labels", "lm_labels")
+
+
+def _given_labels(value: cst.BaseExpression) -> bool:
+    """A model call given its labels (`model(x, labels=y)`), or a choice between two such calls
+    (`model(x, masked_lm_labels=y) if args.mlm else model(x, labels=y)`)."""
+    if type(value) is cst.IfExp:
+        return _given_labels(value.body) and _given_labels(value.orelse)
+    return type(value) is cst.Call and any(keyword(value, name) is not None for name in _LABELS_KEYWORDS)
 
 
 def _returned_values(function: Function) -> list[cst.BaseExpression]:

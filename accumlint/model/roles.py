@@ -446,7 +446,8 @@ class Objects:
             if func.value == "print":
                 return Role("log", call)
             average = positional(call, 0)
-            if _EMA_FUNCTIONS.match(func.value) and average is not None and self.kind_of(average) == "ema":
+            if _EMA_FUNCTIONS.match(func.value) and average is not None and (
+                    self.kind_of(average) == "ema" or _given_weights(call)):
                 return Role("ema", call, dotted(average), average)
             return self._called_object(call)
         if type(func) is not cst.Attribute:
@@ -459,6 +460,9 @@ class Objects:
             return self._backward(call, method, receiver, receiver_name, qualified)
         if method in _EMA_METHODS and self.kind_of(receiver) == "ema" and not _averages_numbers(call):
             return Role("ema", call, receiver_name, receiver)
+        if receiver_name == "self" and _EMA_FUNCTIONS.match(method) and _given_weights(call):
+            average = positional(call, 0)  # `self.update_ema(ema_params, self.master_params, rate=rate)`
+            return Role("ema", call, dotted(average) if average is not None else None, average)
         if method == "step":
             return self._step(call, receiver, receiver_name)
         if _is_logging(method, receiver_name):
@@ -516,9 +520,30 @@ class Objects:
         owner = dotted(target.value)
         if not zeroes or owner is None or not _is_parameter(owner, loops):
             return None
-        if self._selected_by_name(small, owner, loops, path) or self._selected_by_gradient(small, owner, loops, path):
+        if self._selected_by_name(small, owner, loops, path) or self._selected_by_gradient(small, owner, loops, path) \
+                or self._mirrors_other_gradient(small, owner, loops, path):
             return None
         return Role("zero", small, owner, target.value)
+
+    def _mirrors_other_gradient(self, small: cst.BaseSmallStatement, owner: str, loops: tuple[cst.CSTNode, ...],
+                                path: tuple[cst.CSTNode, ...]) -> bool:
+        """`for (n, master), (_, p) in zip(opt_params, model_params): if p.grad is not None:
+        master.grad.copy_(p.grad) else: master.grad = None`: a copy of gradients from one set
+        of parameters to another (fp32 master weights, a CPU copy) writes None where the
+        source has no gradient; it erases nothing the source accumulated. The test reads the
+        gradient of another name the same loop binds."""
+        for loop in loops:
+            if type(loop) is not cst.For:
+                continue
+            names = {dotted(n) for n in walk(loop.target) if type(n) is cst.Name} - {owner, None}
+            if not names:
+                continue
+            for enclosing in self._enclosing_within(small, loop, path):
+                if type(enclosing) is cst.If and any(
+                        type(node) is cst.Attribute and node.attr.value == "grad" and dotted(node.value) in names
+                        for node in walk(enclosing.test)):
+                    return True
+        return False
 
     def _selected_by_gradient(self, small: cst.BaseSmallStatement, owner: str, loops: tuple[cst.CSTNode, ...],
                               path: tuple[cst.CSTNode, ...]) -> bool:
@@ -683,6 +708,16 @@ def _measures_only(clip: cst.Call) -> bool:
     if type(value) is cst.Call and call_name(value) == "float" and len(value.args) == 1:
         return (string_value(value.args[0].value) or "").lower() in ("inf", "+inf", "infinity")
     return (dotted(value) or "") in ("math.inf", "torch.inf", "np.inf", "numpy.inf")
+
+
+def _given_weights(update: cst.Call) -> bool:
+    """A call of a function named for an EMA update (`update_ema(target_params,
+    source_params, rate)`, guided diffusion's) that is handed parameters (a name or call
+    that says so: `self.master_params`, `model.parameters()`) and no Python number or key:
+    it moves an average of the weights."""
+    if _averages_numbers(update):
+        return False
+    return any("param" in code(arg.value).lower() for arg in update.args if arg.keyword is None)
 
 
 def _averages_numbers(update: cst.Call) -> bool:

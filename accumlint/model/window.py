@@ -623,8 +623,12 @@ class Window:
         name (`self.train_loader = train_loader`) or a progress bar over one (`pbar = tqdm(loader)`)."""
         if type(iterable) in (cst.List, cst.Tuple, cst.ListComp):
             return True
+        if type(iterable) is cst.Call and len(seen) <= 4:  # `tqdm(DataLoader(dataset, ...))` written in place
+            return self._sized_call(iterable, seen)
         name = dotted(iterable)
         if name is None or name in seen or len(seen) > 4:
+            return False
+        if self._made_for_windows(name):
             return False
         if name in self.facts.len_arguments:
             # a `len()` taken says it is sized, unless the name is a loader over an iterable-style
@@ -642,18 +646,52 @@ class Window:
                 continue
             if type(value) is not cst.Call or binding.index is not None:
                 continue
-            wrapped = positional(value, 0)
-            if last_part(call_name(value) or "") == "tqdm" and wrapped is not None:
-                if self.sized(wrapped, seen):  # a progress bar yields what it wraps
+            if last_part(call_name(value) or "") == "tqdm":
+                if self._sized_call(value, seen):
                     return True
                 continue
-            # a module function's loader counts when all it may return is one (not when it
-            # wraps it: `dataloader = PrefetchLoader(dataloader)`)
-            returned = self.facts.returned(value)
-            loaders = returned if returned and all(_is_dataloader(r) for r in returned) else [value]
-            for loader in loaders:
-                if type(loader) is cst.Call and _is_dataloader(loader):
-                    return not self._iterable_dataset(loader)
+            return self._sized_call(value, seen)
+        return False
+
+    def _sized_call(self, value: cst.Call, seen: frozenset[str]) -> bool:
+        """`sized` for a call the loop iterates: a progress bar over a sized iterable, a
+        `DataLoader(...)` over a dataset that is not iterable-style, or a module function that
+        may return only such a loader (not one that wraps it: `PrefetchLoader(dataloader)`)."""
+        given = keyword(value, "iterable")  # `tqdm(iterable=loader, desc=...)`
+        wrapped = given.value if given is not None else positional(value, 0)
+        if last_part(call_name(value) or "") == "tqdm":
+            return wrapped is not None and self.sized(wrapped, seen)  # a progress bar yields what it wraps
+        returned = self.facts.returned(value)
+        loaders = returned if returned and all(_is_dataloader(r) for r in returned) else [value]
+        for loader in loaders:
+            if type(loader) is cst.Call and _is_dataloader(loader):
+                return not self._iterable_dataset(loader)
+        return False
+
+    def _made_for_windows(self, name: str) -> bool:
+        """The loader is made by project code that reads the loop's accumulation setting
+        (`TrainLoader(args).data`, whose dataset keeps a multiple of `batch_size *
+        args.accumulate_grad_batches` samples): its length may be arranged in whole windows,
+        so whether a tail is left is unknown. The maker is a class or function of this
+        module whose source names K's setting, or of another module whose text does."""
+        word = last_part(dotted(self.k) or "") if self.k is not None else ""
+        if len(word) < 4 or not self.is_accumulation_name(cast(cst.BaseExpression, self.k)):
+            return False
+        for binding in self.facts.values_of(name):
+            value = binding.value
+            while type(value) is cst.Attribute:
+                value = value.value
+            if type(value) is not cst.Call or binding.index is not None:
+                continue
+            maker = dotted(value.func)
+            if maker is None or last_part(maker) in ("DataLoader", "tqdm"):
+                continue
+            local = self.facts.classes.get(maker) or self.facts.functions.get(maker)
+            if local is not None:
+                if word in code(local):
+                    return True
+            elif self.facts.project is not None and self.facts.project.maker_mentions(maker, word):
+                return True
         return False
 
     def _iterable_dataset(self, loader: cst.Call) -> bool:
@@ -2087,11 +2125,14 @@ def _simple_statements_before(block: cst.IndentedBlock, node: cst.CSTNode) -> li
 
 def _read_of(value: cst.BaseExpression) -> Optional[str]:
     """The name whose value `value` reads as it is, or detached from its graph (`loss`,
-    `loss.item()`, `float(loss)`, `loss.detach().cpu().item()`); None for anything else."""
+    `loss.item()`, `float(loss)`, `loss.detach().cpu().item()`, `loss.data.cpu().numpy()`);
+    None for anything else."""
     while True:
         if type(value) is cst.Call and type(value.func) is cst.Attribute and not value.args \
                 and value.func.attr.value in DETACHING_METHODS:
             value = value.func.value
+        elif type(value) is cst.Attribute and value.attr.value == "data":
+            value = value.value
         elif type(value) is cst.Call and type(value.func) is cst.Name and value.func.value == "float" \
                 and len(value.args) == 1:
             value = value.args[0].value

@@ -59,7 +59,9 @@ def root_under(path: str, checked: Optional[str]) -> str:
     if marked is not None:
         return marked
     if checked is not None and _inside(folder, checked):
-        return joined_ancestor(checked)
+        joined = joined_ancestor(checked)
+        importing = _importing_ancestor(folder)  # `projects/a/train.py` importing `projects.a.config`
+        return importing if importing != joined and _inside(joined, importing) else joined
     return joined_ancestor(folder)
 
 
@@ -147,7 +149,26 @@ def joined_ancestor(folder: str) -> str:
         if parent == current or not _joined(current, parent):
             break
         current = parent
-    return current
+    importing = _importing_ancestor(folder)
+    return importing if importing != current and _inside(current, importing) else current
+
+
+def _importing_ancestor(folder: str) -> str:
+    """The parent of the nearest folder (this one or up to `_JOIN_LEVELS` above) whose name the
+    folder's scripts import as the head of an absolute import (`projects/depth/train.py`
+    importing `projects.depth.config`): they run from that parent (`python -m
+    projects.depth.train`), which is their project's root. `folder` itself when none."""
+    heads = _imported_names(folder)
+    candidate = folder
+    for _ in range(_JOIN_LEVELS + 1):
+        name = os.path.basename(candidate)
+        parent = os.path.dirname(candidate)
+        if parent == candidate or os.path.basename(parent) in INSTALLED_PACKAGE_FOLDERS:
+            break
+        if name.isidentifier() and name in heads:
+            return parent
+        candidate = parent
+    return folder
 
 
 def forget_joins() -> None:

@@ -28,14 +28,30 @@ def steps_every_micro_batch(window: Window) -> list[Event]:
     """GA102's steps: the loop accumulates (1/K or gated zeroing) but steps ungated.
     A backward after a micro-step loop that only sees its last loss is GA110 alone:
     gating that step would break the code further."""
-    if window.has_micro_loop or window.gated_step or window.uses_accumulate_context:
+    if window.has_micro_loop or window.uses_accumulate_context:
         return []
+    if window.gated_step:
+        return steps_beside_gated_step(window)
     if lost_micro_losses(window):
         return []
     if not (window.divides_by_accumulation or window.gated_zeroing):
         return []
     return [e for e in window.optimizer_steps
             if not e.statement.conditional and not e.role.closure_step and not window.framework_managed(e)]
+
+
+def steps_beside_gated_step(window: Window) -> list[Event]:
+    """GA102's steps in a loop that also steps under its gate: a step of the same optimizer
+    that runs on every micro-batch of the same world (an AMP arm's `scaler.step(optimizer)`
+    beside the gated `optimizer.step()` below it) applies each micro-batch's partial sum,
+    and the gated step applies the window's gradients again."""
+    gated = [e for e in window.optimizer_steps if e.gate is not None]
+    return [
+        e for e in window.optimizer_steps
+        if e.gate is None and not e.role.closure_step and not window.framework_managed(e)
+        and (window.runs_every_micro_batch(e.statement) or window.runs_with_backward(e.statement))
+        and any(window.same_object(e, g) and not e.statement.exclusive_with(g.statement) for g in gated)
+    ]
 
 
 def zeroing_before_step(window: Window) -> list[tuple[Event, Event]]:
@@ -217,6 +233,17 @@ def step_every_micro_batch(window: Window) -> Iterable[Finding]:
     steps = steps_every_micro_batch(window)
     k = window.k
     for step in steps:
+        gated = window_step(window, step)
+        if window.gated_step and gated is not None:  # a second step, not a missing gate: no edit known to be right
+            yield Finding(
+                step.role.call,
+                f"`{code(step.role.call)}` runs on every micro-batch, and the optimizer steps again under "
+                f"the gate on `{k_text(window)}`",
+                help="each micro-batch's partial sum is applied, then the window's gradients again at "
+                "the boundary ({related}); step once per window",
+                related=gated.role.call,
+            )
+            continue
         edits = _gate_step_edits(window, step) if k is not None else ()
         yield Finding(
             step.role.call,
@@ -483,7 +510,9 @@ def dropped_tail_window(window: Window) -> Iterable[Finding]:
             continue
         iterable = code(loop.iterable)
         edits: tuple[Edit, ...] = ()
-        if type(gate.test) is cst.Comparison and own_counter and gate.kind == "modulo" and not gate.paired:
+        # (a loader built in place, `tqdm(DataLoader(...))`, has no name whose `len()` the gate could take)
+        if type(gate.test) is cst.Comparison and own_counter and gate.kind == "modulo" and not gate.paired \
+                and type(loop.iterable) in (cst.Name, cst.Attribute):
             positive = type(gate.test.comparisons[0].operator) is cst.Equal
             numerator = f"({loop.counter} + 1)" if window.counter_base(gate, statement) == 0 else loop.counter
             clause = f"{numerator} == len(__iterable__)" if positive else f"{numerator} != len(__iterable__)"
