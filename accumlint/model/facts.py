@@ -38,6 +38,10 @@ class Binding:
     value: cst.BaseExpression
     index: Optional[int]
     statement: cst.CSTNode
+    # for a value another project module's helper returns: the helper's call as this module wrote it
+    # (`get_linear_schedule_with_warmup(opt, num_warmup_steps=w, num_training_steps=n)`, whose
+    # `LambdaLR(opt, lr_lambda)` holds the length only in a closure)
+    made_by: Optional[cst.Call] = None
 
 
 @dataclass(eq=False)
@@ -628,6 +632,8 @@ class ModuleFacts:
         owners = set()
         for binding in self.values_of(name):
             value = binding.value
+            if type(value) is cst.Name and value.value == "None" and binding.index is None:
+                continue  # `awp = None` where the feature is off: no method of it runs
             if binding.index is not None or type(value) is not cst.Call:
                 return None
             owners.add(dotted(value.func))
@@ -847,7 +853,7 @@ class ModuleFacts:
         if method is None:
             return None
         methods, names = self.once(_called_and_named, method)
-        if not methods & _BACKWARD_METHODS or methods & _UPDATE_METHODS or names & _OWN_MODEL_NAMES:
+        if not methods & _BACKWARD_METHODS or methods & _OWN_UPDATE_METHODS or names & _OWN_MODEL_NAMES:
             return None  # a whole update of its own (an inner adaptation of a copied model): not the window's
         return method
 
@@ -970,6 +976,10 @@ _BACKWARD_METHODS = frozenset({"backward", "manual_backward"})
 # What makes such a method an update of its own rather than the window's backward: it steps or
 # zeroes, or backpropagates through a copy of the model or an optimizer it builds.
 _UPDATE_METHODS = _UPDATE_CALLS | _COPYING_CALLS
+# What makes an object's backward method an update of its own: it steps, or works on a copy. One
+# that zeroes and backpropagates without stepping (an adversarial weight perturbation's
+# `attack_backward`) adds its gradients to the window's, and its zeroing is the window's.
+_OWN_UPDATE_METHODS = frozenset({"step"}) | _COPYING_CALLS
 _OWN_MODEL_NAMES = frozenset({"deepcopy", "optim", "SGD", "Adam", "AdamW"})
 # Bases that add no behaviour of a library class: a class deriving from them alone is plain.
 PLAIN_BASES = frozenset({"object", "ABC", "abc.ABC"})
@@ -1048,7 +1058,7 @@ def _through_project_helpers(facts: ModuleFacts, project: "ProjectView") -> None
             if type(value) is cst.Call and type(value.func) in (cst.Name, cst.Attribute):
                 returned = project.returned_call(dotted(value.func), binding.index)
                 if returned is not None:
-                    bindings[position] = Binding(binding.target, returned, None, binding.statement)
+                    bindings[position] = Binding(binding.target, returned, None, binding.statement, value)
     _inherited_objects(facts, project)
     if facts.trainer_accumulation is None and _LIGHTNING.search(facts.text):
         steps = project.lightning_accumulation()

@@ -76,7 +76,10 @@ def scheduler_constructors(facts: ModuleFacts, objects: Objects, name: Optional[
         elif objects.built_kind(value, binding.index) == "scheduler":
             element = facts.prepared_element(value, binding.index) if binding.index is not None else None
             # a scheduler built inside the prepare call: its constructor is the element prepared
-            found.append(cast(cst.Call, constructed(element)) if type(element) is cst.Call else value)
+            built = cast(cst.Call, constructed(element)) if type(element) is cst.Call else value
+            if binding.made_by is not None and not length_arguments(built) and length_arguments(binding.made_by):
+                built = binding.made_by  # a project factory's schedule, its length given at the call
+            found.append(built)
     return found
 
 

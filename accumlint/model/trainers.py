@@ -82,7 +82,26 @@ def loss_kwargs_model_in_module(facts: ModuleFacts) -> bool:
     # the callee as written, and resolved through a name bound to the imported class
     # (`MODEL_CLASS = AutoModelForCausalLM`, then `MODEL_CLASS.from_pretrained(...)`)
     return any(_LOSS_KWARGS_MODEL.search(callee) or _LOSS_KWARGS_MODEL.search(facts.qualified(callee) or "")
+               or _bound_to_task_class(facts, callee)
                for call in facts.calls if (callee := dotted(call.func)) is not None)
+
+
+def _bound_to_task_class(facts: ModuleFacts, callee: str) -> bool:
+    """`MODEL_CLASS.from_pretrained(...)` where some binding of `MODEL_CLASS` names a task class
+    (`MODEL_CLASS = AutoModelForCausalLM` in one arm, `AutoModelForMaskedLM if mlm else AutoModel`
+    in another): the module loads such a model in some of its runs."""
+    if not callee.endswith(".from_pretrained"):
+        return False
+    holder = callee[: -len(".from_pretrained")]
+    if "." in holder:
+        return False
+    for binding in facts.bindings.get(holder, ()):
+        value = binding.value
+        arms = [value.body, value.orelse] if type(value) is cst.IfExp else [value]
+        if any(type(arm) in (cst.Name, cst.Attribute) and _LOSS_KWARGS_MODEL.search(
+                facts.qualified(dotted(arm)) or dotted(arm) or "") for arm in arms):
+            return True
+    return False
 
 
 def _loads_pretrained_model(call: cst.Call) -> bool:

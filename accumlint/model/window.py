@@ -156,7 +156,8 @@ class Window:
         closing micro-batch it drops the K-1 earlier gradients, so the step applies the
         last micro-batch's alone. A zeroing that opens the window (`i % K == 0` beside a
         step at `(i + 1) % K == 0`), or a counter that moves between the two tests, is not
-        this; None then."""
+        this; None then, and when the step's gate is off by one (GA106's 0-based `i % K == 0`,
+        the zeroing's too), whose fix leaves the zeroing opening each window."""
         zero_gate = event.gate
         if event.kind != "zero" or zero_gate is None or zero_gate.kind != "modulo" or self.framework_managed(event):
             return None
@@ -173,6 +174,8 @@ class Window:
                 continue
             if self.zeroes_other_optimizer(event, step):
                 continue
+            if self.off_by_one(step_gate, step.statement):
+                continue  # `i % K == 0` on a 0-based index (GA106): moved to `(i + 1)`, the step leaves the zeroing opening the window
             if any(event.precedes(b) and b.precedes(step) and b.gate is None for b in self.loop.backwards):
                 return step
         return None
@@ -669,14 +672,17 @@ class Window:
         return False
 
     def _made_for_windows(self, name: str) -> bool:
-        """The loader is made by project code that reads the loop's accumulation setting
-        (`TrainLoader(args).data`, whose dataset keeps a multiple of `batch_size *
+        """The loader is made by project code that multiplies by the loop's accumulation
+        setting (`TrainLoader(args).data`, whose dataset keeps a multiple of `batch_size *
         args.accumulate_grad_batches` samples): its length may be arranged in whole windows,
         so whether a tail is left is unknown. The maker is a class or function of this
-        module whose source names K's setting, or of another module whose text does."""
+        module whose source multiplies by K's setting, or of another module whose text does
+        (one that divides by it, `batch_size // gradient_accumulation_steps`, sizes each
+        micro-batch, not the windows)."""
         word = last_part(dotted(self.k) or "") if self.k is not None else ""
         if len(word) < 4 or not self.is_accumulation_name(cast(cst.BaseExpression, self.k)):
             return False
+        product = re.compile(rf"\*\s*(?:\w+\.)*{re.escape(word)}\b|(?<![\w.]){re.escape(word)}\s*\*(?!\*)|\.{re.escape(word)}\s*\*(?!\*)")
         for binding in self.facts.values_of(name):
             value = binding.value
             while type(value) is cst.Attribute:
@@ -688,9 +694,9 @@ class Window:
                 continue
             local = self.facts.classes.get(maker) or self.facts.functions.get(maker)
             if local is not None:
-                if word in code(local):
+                if product.search(code(local)):
                     return True
-            elif self.facts.project is not None and self.facts.project.maker_mentions(maker, word):
+            elif self.facts.project is not None and self.facts.project.maker_mentions(maker, product):
                 return True
         return False
 

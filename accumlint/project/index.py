@@ -277,10 +277,11 @@ class ProjectView:
         found = self.symbol(self.summary, owner)
         return found.bases if type(found) is ClassSummary else ()
 
-    def maker_mentions(self, maker: str, word: str) -> bool:
+    def maker_mentions(self, maker: str, word: "re.Pattern[str]") -> bool:
         """Whether the module that defines `maker` (a project class or function of another
         module, as the loop's module names it) holds `word` in its text: what that module
-        reads (a data pipeline that reads the accumulation setting). False when unknown."""
+        computes (a data pipeline that sizes whole windows with the accumulation setting).
+        False when unknown."""
         if maker.endswith("()"):
             return False
         home: Optional[ModuleSummary] = None
@@ -295,7 +296,7 @@ class ProjectView:
                 star = self._module(resolve_module(self.root, self.path, target, level)) if imported == "*" else None
                 if star is not None and (maker in star.classes or maker in star.functions):
                     home = star
-        return home is not None and home is not self.summary and any(word in line for line in home.lines)
+        return home is not None and home is not self.summary and any(word.search(line) for line in home.lines)
 
     def method_steps(self, owner: str, name: str) -> bool:
         """Whether that method, or a method of its class it calls (`self.name(...)`), steps

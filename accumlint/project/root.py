@@ -280,8 +280,9 @@ _SEARCH_FOLDERS: dict[tuple[str, str, str], tuple[str, ...]] = {}
 
 def search_folders(root: str, importer: str) -> tuple[str, ...]:
     """Where an absolute import's first part may be a project module: the root, its
-    `src/`, and the importing file's own folder (Python puts a script's folder first
-    on `sys.path`)."""
+    `src/`, the importing file's own folder (Python puts a script's folder first
+    on `sys.path`), and the folder it runs from when it imports its own ancestor package
+    (`_importing_ancestor`)."""
     key = (root, importer, "" if os.path.isabs(importer) else os.getcwd())
     found = _SEARCH_FOLDERS.get(key)
     if found is None:
@@ -290,7 +291,10 @@ def search_folders(root: str, importer: str) -> tuple[str, ...]:
 
 
 def _search_folders(root: str, importer: str) -> tuple[str, ...]:
-    folders = [os.path.dirname(os.path.abspath(importer)), root, os.path.join(root, "src")]
+    here = os.path.dirname(os.path.abspath(importer))
+    # the folder a script that imports its own ancestor package runs from (`src/` for
+    # `src/task/pretrain/train.py` importing `task.pretrain.data`): its other imports start there too
+    folders = [here, root, os.path.join(root, "src"), _importing_ancestor(here)]
     unique: list[str] = []
     for folder in folders:
         if folder not in unique and _inside(folder, root):
