@@ -627,7 +627,7 @@ class Window:
         if type(iterable) in (cst.List, cst.Tuple, cst.ListComp):
             return True
         if type(iterable) is cst.Call and len(seen) <= 4:  # `tqdm(DataLoader(dataset, ...))` written in place
-            return self._sized_call(iterable, seen)
+            return self._sized_call(iterable, seen) is True
         name = dotted(iterable)
         if name is None or name in seen or len(seen) > 4:
             return False
@@ -649,17 +649,16 @@ class Window:
                 continue
             if type(value) is not cst.Call or binding.index is not None:
                 continue
-            if last_part(call_name(value) or "") == "tqdm":
-                if self._sized_call(value, seen):
-                    return True
-                continue
-            return self._sized_call(value, seen)
+            sized = self._sized_call(value, seen)
+            if sized is True or (sized is False and last_part(call_name(value) or "") != "tqdm"):
+                return sized
         return False
 
-    def _sized_call(self, value: cst.Call, seen: frozenset[str]) -> bool:
+    def _sized_call(self, value: cst.Call, seen: frozenset[str]) -> Optional[bool]:
         """`sized` for a call the loop iterates: a progress bar over a sized iterable, a
-        `DataLoader(...)` over a dataset that is not iterable-style, or a module function that
-        may return only such a loader (not one that wraps it: `PrefetchLoader(dataloader)`)."""
+        `DataLoader(...)` over a dataset that is not iterable-style (False over an
+        iterable-style one), or a module function that may return only such a loader (not
+        one that wraps it: `PrefetchLoader(dataloader)`). None when the call is none of these."""
         given = keyword(value, "iterable")  # `tqdm(iterable=loader, desc=...)`
         wrapped = given.value if given is not None else positional(value, 0)
         if last_part(call_name(value) or "") == "tqdm":
@@ -669,7 +668,7 @@ class Window:
         for loader in loaders:
             if type(loader) is cst.Call and _is_dataloader(loader):
                 return not self._iterable_dataset(loader)
-        return False
+        return None
 
     def _made_for_windows(self, name: str) -> bool:
         """The loader is made by project code that multiplies by the loop's accumulation
