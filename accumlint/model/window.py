@@ -1429,15 +1429,16 @@ class Window:
         the loop), in a module that does not rebind its globals from a config
         (`exec(...)`, `globals().update(...)`). Every window then holds one micro-batch: a
         plain loop, as the arm of `if K == 1:` is, where no accumulation rule applies. So is a
-        settings class's attribute of 1 that nothing stores into (`_class_constant_one`). A
-        parameter, another attribute, config field or argparse default of 1 is not known to stay 1."""
+        settings class's attribute of 1 that nothing stores into (`_class_constant_one`), and
+        a settings module's constant of 1 (`_module_constant_one`). A parameter, another
+        attribute, config field or argparse default of 1 is not known to stay 1."""
         k = self.k
         if k is None:
             return False
         if int_value(k) is not None:
             return int_value(k) == 1
         if type(k) is cst.Attribute:
-            return self._class_constant_one(k) or self._constructed_with_one(k)
+            return self._class_constant_one(k) or self._constructed_with_one(k) or self._module_constant_one(k)
         if type(k) is not cst.Name:
             return False
         function = self.loop.function
@@ -1448,6 +1449,16 @@ class Window:
             b.index is None and int_value(b.value) == 1
             and self.facts.enclosing_function(b.statement) in (None, function)
             and type(b.statement) is not cst.For for b in bindings)
+
+    def _module_constant_one(self, k: cst.Attribute) -> bool:
+        """K read from a project module used as a settings file (`import config.args as args`,
+        whose top level binds `gradient_accumulation_steps = 1`), when this module stores
+        nothing into it and does not rebind its globals: the run's value is that constant."""
+        name = dotted(k)
+        project = self.facts.project
+        if name is None or project is None or self.facts.bindings.get(name) or self.facts.rebinds_globals:
+            return False
+        return int_value(cst.parse_expression(project.module_constant(name) or "None")) == 1
 
     def _constructed_with_one(self, k: cst.Attribute) -> bool:
         """`self.gradient_accumulation_steps` that the class's `__init__` sets from its parameter

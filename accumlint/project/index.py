@@ -277,6 +277,19 @@ class ProjectView:
         found = self.symbol(self.summary, owner)
         return found.bases if type(found) is ClassSummary else ()
 
+    def module_constant(self, name: str) -> Optional[str]:
+        """The source of a module constant of another project module that `name` reads
+        through the module itself (`import config.args as args` ... `args.accum_steps`):
+        bound once at that module's top level. None when the head is not a project module
+        (an object, an argparse namespace) or the constant is unknown."""
+        head, _, attribute = name.rpartition(".")
+        if not head or "." in attribute or head.partition(".")[0] not in self.summary.imports:
+            return None
+        found = self.symbol(self.summary, head)
+        if type(found) is not ModuleRef:
+            return None
+        return found.module.constants.get(attribute)
+
     def maker_mentions(self, maker: str, word: "re.Pattern[str]") -> bool:
         """Whether the module that defines `maker` (a project class or function of another
         module, as the loop's module names it) holds `word` in its text: what that module
