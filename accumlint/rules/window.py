@@ -508,6 +508,7 @@ def dropped_tail_window(window: Window) -> Iterable[Finding]:
             continue
         if window.flushes_after_loop or window.length_divisible(gate) or window.stops_after_full_windows(gate):
             continue
+        shown = _gate_statement_twin(window, gate)
         iterable = code(loop.iterable)
         edits: tuple[Edit, ...] = ()
         # (a loader built in place, `tqdm(DataLoader(...))`, has no name whose `len()` the gate could take)
@@ -517,9 +518,12 @@ def dropped_tail_window(window: Window) -> Iterable[Finding]:
             numerator = f"({loop.counter} + 1)" if window.counter_base(gate, statement) == 0 else loop.counter
             clause = f"{numerator} == len(__iterable__)" if positive else f"{numerator} != len(__iterable__)"
             joined = f"__test__ {'or' if positive else 'and'} {clause}"
-            bare_test = gate.test.with_changes(lpar=[], rpar=[])
-            new_test = filled_expression(joined, __test__=bare_test, __iterable__=loop.iterable)
-            edits = (replace(gate.test, new_test.with_changes(lpar=gate.test.lpar, rpar=gate.test.rpar)),)
+            # the step's test, and its twin `if` when the gate is written twice (both fire on the tail)
+            edits = tuple(
+                replace(test, filled_expression(joined, __test__=test.with_changes(lpar=[], rpar=[]),
+                                                __iterable__=loop.iterable).with_changes(lpar=test.lpar, rpar=test.rpar))
+                for test in dict.fromkeys((gate.test, shown.test)) if type(test) is cst.Comparison)
+        gate = shown
         yield Finding(
             gate.test,
             f"the last partial window of `{iterable}` never reaches an optimizer step",
@@ -528,6 +532,20 @@ def dropped_tail_window(window: Window) -> Iterable[Finding]:
             help=f"when `len({iterable})` is not a multiple of `{code(gate.k)}`, the last micro-batches are "
             "dropped; add a last-batch clause to the gate",
         )
+
+
+def _gate_statement_twin(window: Window, gate: Gate) -> Gate:
+    """The `if` gate with the same test as a gate written as a call's argument
+    (`loss_scaler(loss, optimizer, update_grad=(i + 1) % K == 0)` beside `if (i + 1) % K == 0:
+    optimizer.zero_grad()`): one gate, reported on the statement that reads as the gate."""
+    if type(window.facts.parents.get(id(gate.test))) is not cst.Arg:
+        return gate
+    written = code(gate.test)
+    for other in window.loop.gates:
+        if other.test is not gate.test and code(other.test) == written \
+                and type(window.facts.parents.get(id(other.test))) is cst.If:
+            return other
+    return gate
 
 
 def _epoch_tail_erased(window: Window) -> Iterable[Finding]:
