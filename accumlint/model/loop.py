@@ -1425,10 +1425,22 @@ def _drop_update_gates(statements: list[Statement]) -> None:
             any(e.kind == "step" for e in s.events)
             and not any(o.order <= s.order and any(e.kind == "backward" for e in o.events) for o in gated)
             for s in gated)
-        if "backward" in under and "step" in under and not other_arm and not closes_window:
+        if ("backward" in under and "step" in under and not other_arm and not closes_window) \
+                or _alternates_steps(gated, others):
             for statement in statements:
                 if statement.gate is gate:
                     statement.gate = None
+
+
+def _alternates_steps(gated: list[Statement], others: list[Statement]) -> bool:
+    """`if i % (n_critic + 1) == 0: opt_ae.step() else: opt_disc.step()`: the test's arms step
+    different optimizers, so each iteration steps one of them; the test picks which update
+    runs (an adversarial schedule), and no micro-batch waits for a window to close."""
+    def stepped(arm: list[Statement]) -> set[str]:
+        return {_code(e.role.target) for s in arm for e in s.events if e.kind == "step" and e.role.target is not None}
+
+    mine, theirs = stepped(gated), stepped(others)
+    return bool(mine) and bool(theirs) and not mine & theirs
 
 
 def _parent_loop(site: LoopSite) -> Optional[Loop]:
