@@ -334,8 +334,12 @@ def _self_sum(small: cst.BaseSmallStatement) -> Optional[tuple[str, cst.BaseExpr
 
 def _may_be_list(window: Window, holder: str) -> bool:
     """The holder is a list, or nothing says otherwise: no binding of it calls anything
-    but `list(...)`."""
+    but `list(...)`, before the loop ends (`total_loss = np.average([l.item() for l in
+    total_loss])` after the loop makes a number of the list the loop filled)."""
+    after = {id(node) for statement in window.loop.site.siblings(before=False) for node in walk(statement)}
     for binding in window.facts.bindings.get(holder, ()):
+        if id(binding.statement) in after:
+            continue
         value = binding.value
         if type(value) is cst.Call and dotted(value.func) != "list":
             return False
