@@ -12,6 +12,7 @@ from accumlint.model.frameworks import SyncControl
 from accumlint.model.gates import parse_gate
 from accumlint.model.loop import Statement
 from accumlint.model.names import code, dotted, int_value, normalized
+from accumlint.model import scopes
 from accumlint.model.scopes import chains_bound, chains_in_targets, free_names
 from accumlint.model.tree import walk
 from accumlint.model.window import Window
@@ -269,6 +270,10 @@ def _same_on_every_micro_step(window: Window, condition: cst.BaseExpression) -> 
     if micro is None or any(type(node) is cst.Call for node in walk(condition)):
         return False
     read = free_names(condition)
+    function = window.facts.enclosing_function(condition)
+    own = {name for name in read if "." not in name and name not in ("self", "cls")}
+    if function is not None and function is not window.loop.function and own & scopes.local_names(function):
+        return False  # a helper's own local (`last_batch = start + size >= n` from what each call passes)
     return bool(read) and not read & {name.split(".")[0] for name in chains_bound(micro)}
 
 
