@@ -178,8 +178,6 @@ NO_TRAINING_LOOP = {
     "fixtures/projects/loader_made_for_windows/depth/data.py",
     "fixtures/projects/loader_maker_ignores_k/depth/__init__.py",
     "fixtures/projects/loader_maker_ignores_k/depth/data.py",
-    "fixtures/projects/precision_manager_elsewhere/retriever/__init__.py",
-    "fixtures/projects/precision_manager_elsewhere/retriever/amp.py",
     "fixtures/projects/precision_manager_elsewhere_no_sync/retriever/__init__.py",
     "fixtures/projects/precision_manager_elsewhere_no_sync/retriever/amp.py",
     "fixtures/projects/schedule_closure_factory_micro_budget/src/optimization/lr_scheduler.py",

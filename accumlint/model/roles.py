@@ -102,9 +102,6 @@ class Role:
     target: Optional[cst.BaseExpression] = None
     flavor: Flavor = ""
     closure: Optional[cst.BaseExpression] = None
-    # for a project method's backward: the method does nothing else of the window's (no step,
-    # zeroing, clip or scaler update: `def backward(self, loss): self.scaler.scale(loss).backward()`)
-    backward_only: bool = False
 
     @property
     def backpropagates_here(self) -> bool:
@@ -113,10 +110,8 @@ class Role:
         `torch.autograd.backward`, accelerate's and Fabric's. Not DeepSpeed's or
         Lightning's, whose engines own the sync, nor a project object's method
         (`loss_scaler(loss, optimizer, update_grad=...)`), which reads as the object's
-        own update (rules/GA401.md, Known limits), unless that method only backpropagates
-        (a mixed-precision manager's `backward(loss)`)."""
-        return self.kind == "backward" and (
-            self.flavor in ("tensor", "autograd", "accelerate", "fabric") or (self.flavor == "project" and self.backward_only))
+        own update (rules/GA401.md, Known limits)."""
+        return self.kind == "backward" and self.flavor in ("tensor", "autograd", "accelerate", "fabric")
 
     @property
     def closure_step(self) -> bool:
@@ -502,9 +497,7 @@ class Objects:
         """A backward of the argument a project method backpropagates (`backpropagated_parameter`)."""
         parameter = backpropagated_parameter(method)
         loss = argument_for(method, call, parameter) if method is not None and parameter is not None else None
-        if loss is None or method is None:
-            return None
-        return Role("backward", call, receiver, loss, "project", backward_only=_only_backpropagates(method))
+        return Role("backward", call, receiver, loss, "project") if loss is not None else None
 
     def assignment_role(self, small: cst.BaseSmallStatement, loops: tuple[cst.CSTNode, ...],
                         path: tuple[cst.CSTNode, ...] = ()) -> Optional[Role]:
@@ -715,21 +708,6 @@ def _measures_only(clip: cst.Call) -> bool:
     if type(value) is cst.Call and call_name(value) == "float" and len(value.args) == 1:
         return (string_value(value.args[0].value) or "").lower() in ("inf", "+inf", "infinity")
     return (dotted(value) or "") in ("math.inf", "torch.inf", "np.inf", "numpy.inf")
-
-
-# Calls that make a project method more than a backward: an update of its own
-_UPDATE_CALLS = frozenset({"step", "zero_grad", "update", "unscale_"})
-
-
-def _only_backpropagates(method: cst.FunctionDef) -> bool:
-    """The method calls nothing that steps, zeroes, clips or updates a scaler: it is a
-    backward of its argument and no more."""
-    for node in walk(method.body):
-        if type(node) is cst.Call:
-            name = last_part(call_name(node) or "")
-            if name in _UPDATE_CALLS or name in _CLIP_FUNCTIONS:
-                return False
-    return True
 
 
 def _given_weights(update: cst.Call) -> bool:
