@@ -58,7 +58,8 @@ def criterion_named(name: str) -> bool:
     return _CRITERION_NAME.match(name) is not None
 
 
-_LM_CLASS = LazyPattern(r"For(CausalLM|ConditionalGeneration|MaskedLM|Seq2SeqLM)\b|AutoModelForSeq2SeqLM|LMHeadModel\b|AutoModelWithLMHead\b")
+_LM_CLASS = LazyPattern(r"For(CausalLM|ConditionalGeneration|MaskedLM|Seq2SeqLM)\b|AutoModelForSeq2SeqLM|AutoModelWithLMHead\b"
+                        r"|\b(?:GPT2|OpenAIGPT|CTRL|TransfoXL|XLNet|GPTNeo|GPTJ|CodeGen|Bloom|Reformer)LMHeadModel\b")
 _AMP_LOSS_SCALE = LazyPattern(r"^(loss_scale|cur_scale|loss_scaling)$")
 _FLATTEN = LazyPattern(r"\.(view|reshape)\(\s*-1|\.flatten\(|ignore_index")
 

@@ -1103,7 +1103,7 @@ class Window:
         accumulate over that K (what `accumulate()` would give it), yet nothing does."""
         if self.uses_accumulate_context or self.has_micro_loop or self.gated_step or self.deepspeed:
             return None
-        if not self.optimizer_steps or self.loop.micro_loop is not None:
+        if not self.optimizer_steps or self.loop.micro_loop is not None or self._inside_accumulate_block():
             return None
         for backward in self.loop.backwards:
             if backward.role.flavor != "accelerate" or backward.statement.conditional:
@@ -1123,6 +1123,14 @@ class Window:
                 continue  # `assert args.gradient_accumulation_steps == 1, "not supported yet"`
             return backward
         return None
+
+    def _inside_accumulate_block(self) -> bool:
+        """The loop itself runs inside `with accelerator.accumulate(model):` (a loop over the
+        kinds of data one iteration trains on, `for kind in ("video", "image"):`): accelerate
+        holds its steps back as it does the block's own statements."""
+        return any(type(node) is cst.With and any(
+            type(item.item) is cst.Call and last_part(call_name(item.item) or "") == "accumulate" for item in node.items)
+            for node in self.loop.site.ancestors)
 
     def _asserted_one(self, k: cst.BaseExpression) -> bool:
         """The module asserts that this K is 1 (`assert args.gradient_accumulation_steps == 1,
