@@ -35,6 +35,10 @@ def sync_control_misplaced(window: Window) -> Iterable[Finding]:
     for control in window.sync_controls:
         kind = window.objects.frameworks.parallel_kind(dotted(control.model)) or _implied_kind(control)
         if kind not in _DDP_KINDS:
+            if kind in (None, "sharded") and control.kind == "context":
+                # a sharded wrap, or one made where this module cannot see (a trainer's
+                # `_wrap_model`): whatever holds `no_sync()`, the window's boundaries must sync
+                yield from _wrong_condition(window, control)
             continue
         if control.kind == "context":
             yield from _late_context(window, control, statements)
@@ -169,6 +173,10 @@ def _wrong_condition(window: Window, control: SyncControl) -> Iterable[Finding]:
             return
         syncs_on_boundary = gate.positive == syncs_when_true
         wrong = gate.form != step_gate.form or not syncs_on_boundary
+        # the step gate's last-batch clause (`or (steps_in_epoch <= K and step + 1 == steps_in_epoch)`)
+        # adds a boundary; a sync condition without one runs that boundary's backward unsynced
+        wrong = wrong or (_clause_reads_loop(window, step_gate.whole_test)
+                          and not _clause_reads_loop(window, condition))
         if type(step_gate.whole_test) is not cst.Name:
             fix = _gate_text(step_gate.whole_test, positive=syncs_when_true)
     if not wrong:
@@ -182,6 +190,21 @@ def _wrong_condition(window: Window, control: SyncControl) -> Iterable[Finding]:
         help="the boundary micro-batch runs without all-reduce (so the step applies unsynced gradients), "
         "or a micro-batch inside the window syncs; derive the condition from the step gate",
     )
+
+
+def _clause_reads_loop(window: Window, test: cst.BaseExpression) -> bool:
+    """A part of a boundary test beside its modulo test (`A % K == 0 or <clause>`) that reads
+    a name the loop changes (its index, a step count): a clause that adds boundaries, not a
+    setting fixed for the run (`and args.local_rank != -1`)."""
+    if type(test) is not cst.BooleanOperation:
+        return False
+    changing = {name.split(".")[0] for name in chains_bound(window.loop.node)}
+    for side in (test.left, test.right):
+        if parse_gate(side, lambda name: None) is not None:
+            continue
+        if {name.split(".")[0] for name in free_names(side)} & changing:
+            return True
+    return _clause_reads_loop(window, test.left) or _clause_reads_loop(window, test.right)
 
 
 def _gate_text(test: cst.BaseExpression, *, positive: bool) -> cst.BaseExpression:
