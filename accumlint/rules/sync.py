@@ -196,6 +196,8 @@ def _clause_reads_loop(window: Window, test: cst.BaseExpression) -> bool:
     """A part of a boundary test beside its modulo test (`A % K == 0 or <clause>`) that reads
     a name the loop changes (its index, a step count): a clause that adds boundaries, not a
     setting fixed for the run (`and args.local_rank != -1`)."""
+    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+        return _clause_reads_loop(window, test.expression)  # `not (A % K == 0 or <clause>)`
     if type(test) is not cst.BooleanOperation:
         return False
     changing = {name.split(".")[0] for name in chains_bound(window.loop.node)}

@@ -259,6 +259,9 @@ def _gate_step_edits(window: Window, step: Event) -> tuple[Edit, ...]:
     loop = window.loop.node
     if type(loop) is not cst.For or not movable(step.statement):
         return ()
+    iterable = window.loop.iterable
+    if iterable is not None and type(iterable) not in (cst.Name, cst.Attribute) and window.sized(iterable):
+        return ()  # a sized loader built in place: the gate would drop its tail, and no `len()` can name it
     block = step.statement.block[-1]
     last_backward = max((e.order for e in window.loop.backwards), default=-1)
     related: list[tuple[cst.CSTNode, bool]] = []  # (node to move, whether it only zeroes)
