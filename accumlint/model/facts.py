@@ -973,9 +973,6 @@ _UPDATE_CALLS = frozenset({"step", "zero_grad"})
 _OBJECT_METHODS = frozenset({"step", "zero_grad"})
 # The method calls that make an object's method a backward helper (see `backward_method`).
 _BACKWARD_METHODS = frozenset({"backward", "manual_backward"})
-# What makes such a method an update of its own rather than the window's backward: it steps or
-# zeroes, or backpropagates through a copy of the model or an optimizer it builds.
-_UPDATE_METHODS = _UPDATE_CALLS | _COPYING_CALLS
 # What makes an object's backward method an update of its own: it steps, or works on a copy. One
 # that zeroes and backpropagates without stepping (an adversarial weight perturbation's
 # `attack_backward`) adds its gradients to the window's, and its zeroing is the window's.

@@ -196,17 +196,20 @@ def _clause_reads_loop(window: Window, test: cst.BaseExpression) -> bool:
     """A part of a boundary test beside its modulo test (`A % K == 0 or <clause>`) that reads
     a name the loop changes (its index, a step count): a clause that adds boundaries, not a
     setting fixed for the run (`and args.local_rank != -1`)."""
-    if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
-        return _clause_reads_loop(window, test.expression)  # `not (A % K == 0 or <clause>)`
-    if type(test) is not cst.BooleanOperation:
-        return False
     changing = {name.split(".")[0] for name in chains_bound(window.loop.node)}
-    for side in (test.left, test.right):
-        if parse_gate(side, lambda name: None) is not None:
-            continue
-        if {name.split(".")[0] for name in free_names(side)} & changing:
-            return True
-    return _clause_reads_loop(window, test.left) or _clause_reads_loop(window, test.right)
+
+    def reads(part: cst.BaseExpression) -> bool:
+        if type(part) is cst.UnaryOperation and type(part.operator) is cst.Not:
+            return reads(part.expression)  # `not (A % K == 0 or <clause>)`
+        if type(part) is not cst.BooleanOperation:
+            return False
+        for side in (part.left, part.right):
+            if parse_gate(side, lambda name: None) is None \
+                    and {name.split(".")[0] for name in free_names(side)} & changing:
+                return True
+        return reads(part.left) or reads(part.right)
+
+    return reads(test)
 
 
 def _gate_text(test: cst.BaseExpression, *, positive: bool) -> cst.BaseExpression:
