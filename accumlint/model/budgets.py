@@ -93,11 +93,12 @@ def _in_optimizer_steps(window: Window, value: cst.BaseExpression, is_k: IsK, wh
     # each name with the function it is read in: a plain name is the same variable only in the
     # same function (`num_training_steps`, a parameter of both the training method and the
     # method that builds the schedule, is two variables)
-    read = {(name, facts.enclosing_function(where)) for name in referenced_names(value, keyed=True)}
+    # (not a loader a `len(...)` is taken of: its length counts micro-batches, whatever else reads it)
+    read = {(name, facts.enclosing_function(where)) for name in referenced_names(value, keyed=True, lengths=False)}
     for name, _ in list(read):  # `self.total_updates = total_updates`: either spelling
         for binding in facts.bindings.get(name, ()):
             scope = facts.enclosing_function(binding.statement)
-            read |= {(other, scope) for other in referenced_names(binding.value, keyed=True)}
+            read |= {(other, scope) for other in referenced_names(binding.value, keyed=True, lengths=False)}
     if not read:
         return False
     for call in facts.calls:

@@ -1453,11 +1453,13 @@ def _parent_loop(site: LoopSite) -> Optional[Loop]:
 
 
 def _ends_in_break(suite: Optional[cst.CSTNode]) -> bool:
+    """The block's last statement leaves the loop: a `break`, or a `return` (a function whose
+    loop returns at the end of its first pass runs it once)."""
     body = getattr(suite, "body", None)
     if not isinstance(body, Sequence) or not body:
         return False
     last = body[-1]
-    return type(last) is cst.SimpleStatementLine and type(last.body[-1]) is cst.Break
+    return type(last) is cst.SimpleStatementLine and type(last.body[-1]) in (cst.Break, cst.Return)
 
 
 def _continues(node: cst.CSTNode) -> bool:
@@ -1472,8 +1474,8 @@ def _continues(node: cst.CSTNode) -> bool:
 
 
 def retry_loop(loop: cst.CSTNode) -> bool:
-    """A loop that leaves on its first pass that completes: its body ends in `break`, or in a
-    `try` whose body or `else` ends in `break` (`while chunk_size: try: ...; except OOM:
+    """A loop that leaves on its first pass that completes: its body ends in `break` (or
+    `return`), or in a `try` whose body or `else` ends in one (`while chunk_size: try: ...; except OOM:
     chunk_size //= 2; else: break`), and nothing in it continues it. It repeats only to
     retry after a failure, so it is no loop over micro-batches: what it holds runs once per
     enclosing iteration."""

@@ -280,11 +280,21 @@ def _counts_loader_batches(function: Function, loop: cst.CSTNode, name: str) -> 
 
 
 def divides_by_k(expr: cst.CSTNode, is_k: IsK) -> bool:
+    """A division in the expression whose divisor has K as a factor (`total // K`, a warmup
+    of `total // (20 * K)`)."""
     return any(
         type(node) is cst.BinaryOperation and type(node.operator) in (cst.Divide, cst.FloorDivide)
-        and is_k(node.right)
+        and has_k_factor(node.right, is_k)
         for node in _expression_nodes(expr)
     )
+
+
+def has_k_factor(expr: cst.BaseExpression, is_k: IsK) -> bool:
+    """K itself, or a product one of whose factors is K (`20 * K`, `K * world_size`)."""
+    if is_k(expr):
+        return True
+    return type(expr) is cst.BinaryOperation and type(expr.operator) is cst.Multiply \
+        and (has_k_factor(expr.left, is_k) or has_k_factor(expr.right, is_k))
 
 
 def optimizer_step_value(facts: ModuleFacts, expr: cst.BaseExpression, is_k: IsK) -> bool:

@@ -1438,15 +1438,17 @@ class Window:
         (`exec(...)`, `globals().update(...)`). Every window then holds one micro-batch: a
         plain loop, as the arm of `if K == 1:` is, where no accumulation rule applies. So is a
         settings class's attribute of 1 that nothing stores into (`_class_constant_one`), and
-        a settings module's constant of 1 (`_module_constant_one`). A parameter, another
-        attribute, config field or argparse default of 1 is not known to stay 1."""
+        a settings module's constant of 1 (`_module_constant_one`), and an attribute the loop's
+        class binds to 1 alone (`_attribute_constant_one`). A parameter, another attribute,
+        config field or argparse default of 1 is not known to stay 1."""
         k = self.k
         if k is None:
             return False
         if int_value(k) is not None:
             return int_value(k) == 1
         if type(k) is cst.Attribute:
-            return self._class_constant_one(k) or self._constructed_with_one(k) or self._module_constant_one(k)
+            return self._class_constant_one(k) or self._constructed_with_one(k) or self._module_constant_one(k) \
+                or self._attribute_constant_one(k)
         if type(k) is not cst.Name:
             return False
         function = self.loop.function
@@ -1467,6 +1469,21 @@ class Window:
         if name is None or project is None or self.facts.bindings.get(name) or self.facts.rebinds_globals:
             return False
         return int_value(cst.parse_expression(project.module_constant(name) or "None")) == 1
+
+    def _attribute_constant_one(self, k: cst.Attribute) -> bool:
+        """`self.gradient_accumulate_every` that the loop's class binds to the literal 1 and
+        nothing else (`self.gradient_accumulate_every = 1` in `__init__`), which no statement
+        of the module, and no `setattr`, stores into otherwise."""
+        function = self.loop.function
+        cls = self.facts.class_of.get(function) if function is not None else None
+        name = dotted(k)
+        if cls is None or name is None or not name.startswith("self.") or name.count(".") != 1:
+            return False
+        bindings = self.facts.bindings.get(name, ())
+        if not bindings or "setattr(" in self.facts.text:
+            return False
+        return all(b.index is None and int_value(b.value) == 1
+                   and self.facts.class_of.get(self.facts.enclosing_function(b.statement)) is cls for b in bindings)
 
     def _constructed_with_one(self, k: cst.Attribute) -> bool:
         """`self.gradient_accumulation_steps` that the class's `__init__` sets from its parameter
@@ -1520,10 +1537,14 @@ class Window:
         """The loss is divided by a name that means accumulation steps, unless its value is
         known to be 1 (`loss / accelerator.gradient_accumulation_steps` on an Accelerator built
         with `gradient_accumulation_steps=1`: a plain loop)."""
+        return any(self.divided_by_accumulation(flow) for flow in self.flows)
+
+    def divided_by_accumulation(self, flow: LossFlow) -> bool:
+        """One backward's loss is divided by accumulation steps (`divides_by_accumulation`)."""
         return any(
             s.op == "div" and self.is_accumulation_name(s.factor)
             and self.objects.frameworks.steps_attribute_value(s.factor) != 1
-            for flow in self.flows for s in flow.scalings
+            for s in flow.scalings
         )
 
     @cached_property

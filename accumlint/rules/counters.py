@@ -36,7 +36,9 @@ def step_counter_counts_micro_batches(window: Window) -> Iterable[Finding]:
         if budget is None:
             continue
         edits: tuple[Edit, ...] = ()
-        if increment.counter not in gate_counters and not unwindowed:
+        # inside a stretch of micro-batches (`if step < resume_step:`) the move would drop its tests
+        if increment.counter not in gate_counters and not unwindowed \
+                and every_micro_batch(window, increment.statement, stretches=False):
             edits = once_per_window(window, increment.statement, anchor.statement if anchor is not None else None)
         yield Finding(
             increment.statement.node,

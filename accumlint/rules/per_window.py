@@ -221,7 +221,8 @@ def ema_every_micro_batch(window: Window) -> Iterable[Finding]:
         yield Finding(
             event.role.call,
             f"`{code(event.role.call)}` updates the weight average on every micro-batch",
-            once_per_window(window, event.statement, anchor.statement if anchor is not None else None),
+            once_per_window(window, event.statement, anchor.statement if anchor is not None else None)
+            if every_micro_batch(window, event.statement, stretches=False) else (),
             "Move the EMA update after the optimizer step, inside the window",
             help="the optimizer steps once per window ({related}): the average decays K times too fast, "
             "over unchanged weights; update it right after the step",

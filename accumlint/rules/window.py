@@ -36,8 +36,22 @@ def steps_every_micro_batch(window: Window) -> list[Event]:
         return []
     if not (window.divides_by_accumulation or window.gated_zeroing):
         return []
-    return [e for e in window.optimizer_steps
-            if not e.statement.conditional and not e.role.closure_step and not window.framework_managed(e)]
+    steps = [e for e in window.optimizer_steps
+             if not e.statement.conditional and not e.role.closure_step and not window.framework_managed(e)]
+    if window.gated_zeroing or len({normalized(e.role.target) for e in steps if e.role.target is not None}) < 2:
+        return steps
+    # several optimizers (a GAN's discriminator and generator), the evidence a division of the
+    # loss: a step accumulates only when the backward it applies runs a divided loss
+    return [e for e in steps if _applies_divided_loss(window, e)]
+
+
+def _applies_divided_loss(window: Window, step: Event) -> bool:
+    """The last backward before `step` in the iteration runs a loss divided by accumulation steps."""
+    before = [e for e in sorted(window.loop.backwards, key=_position) if _position(e) < _position(step) and e.precedes(step)]
+    if not before:
+        return True  # unknown: as before the question was asked
+    flow = next((f for f in window.flows if f.backward is before[-1]), None)
+    return flow is None or window.divided_by_accumulation(flow)
 
 
 def steps_beside_gated_step(window: Window) -> list[Event]:
@@ -85,7 +99,10 @@ def zeroing_before_step(window: Window) -> list[tuple[Event, Event]]:
 
 
 def zero_grad_every_micro_batch(window: Window) -> Iterable[Finding]:
-    if not window.steps_once_per_window or steps_every_micro_batch(window) or not window.backward_per_micro_batch:
+    # a loop that steps on every micro-batch does not accumulate (GA102 says so), unless it also
+    # steps under its gate: that step closes a window, which a zeroing on every micro-batch erases
+    if not window.steps_once_per_window or (steps_every_micro_batch(window) and not window.gated_step) \
+            or not window.backward_per_micro_batch:
         return
     if window.sets_gradients:
         return
