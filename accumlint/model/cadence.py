@@ -14,7 +14,7 @@ the cadence unknown, and unknown is silent.
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Callable, Optional, cast
 
 import libcst as cst
 
@@ -80,7 +80,8 @@ def _outer_counters(ancestors: tuple[cst.CSTNode, ...]) -> frozenset[str]:
     for node in ancestors:
         if type(node) is cst.For:
             target = node.target
-            parts = [e.value for e in target.elements] if type(target) in (cst.Tuple, cst.List) else [target]
+            parts = [e.value for e in cast("cst.Tuple | cst.List", target).elements] \
+                if type(target) in (cst.Tuple, cst.List) else [target]
             found.update(name for part in parts if (name := dotted(part)) is not None)
     return frozenset(found)
 

@@ -1482,8 +1482,9 @@ class Window:
         bindings = self.facts.bindings.get(name, ())
         if not bindings or "setattr(" in self.facts.text:
             return False
-        return all(b.index is None and int_value(b.value) == 1
-                   and self.facts.class_of.get(self.facts.enclosing_function(b.statement)) is cls for b in bindings)
+        methods = [self.facts.enclosing_function(b.statement) for b in bindings]
+        return all(b.index is None and int_value(b.value) == 1 and method is not None and self.facts.class_of.get(method) is cls
+                   for b, method in zip(bindings, methods))
 
     def _constructed_with_one(self, k: cst.Attribute) -> bool:
         """`self.gradient_accumulation_steps` that the class's `__init__` sets from its parameter
