@@ -1610,10 +1610,11 @@ class Window:
         return statement.gate is None and not statement.conditional
 
     def runs_with_backward(self, statement: Statement) -> bool:
-        """Ungated, in the same block as an ungated backward (or in loops inside that block):
-        whatever tests hold the block (`if loss_bw < 1e6: count += 1; loss.backward();
-        clip_grad_norm_(...)`), the statement runs whenever the backward does, on every
-        micro-batch whose gradients the window keeps. Where the window is a micro-step loop, only
+        """Ungated, in the same block as an ungated backward (or in loops inside that block),
+        or before every backward of the window in a block that holds them all: whatever tests
+        hold the block (`if loss_bw < 1e6: count += 1; loss.backward(); clip_grad_norm_(...)`),
+        the statement runs whenever the backward does, on every micro-batch whose gradients
+        the window keeps. Where the window is a micro-step loop, only
         its own statements run per micro-batch: a backward of the enclosing step beside it (a
         reward's backward before the loop) does not make a clip after the loop one."""
         if statement.gate is not None or not statement.block:
@@ -1632,7 +1633,15 @@ class Window:
             if all(a is b for a, b in zip(held, blocks)) and all(
                     type(node) in (cst.For, cst.IndentedBlock) for node in blocks[len(held):]):
                 return True
-        return False
+        # a block that holds every backward of the window, under the same tests (`if seen > resume:
+        # zero_grad()`, then `if amp: scaler.scale(loss).backward() else: loss.backward()`): it runs
+        # on each micro-batch any of them runs on
+        enclosed = [b for b in self.loop.backwards if b.statement.helper is statement.helper]
+        return bool(enclosed) and len(enclosed) == len(self.loop.backwards) and all(
+            b.gate is None and len(b.statement.block) > len(blocks)
+            and all(x is y for x, y in zip(blocks, b.statement.block)) and statement.precedes(b.statement)
+            and not any(type(node) in (cst.For, cst.While) for node in b.statement.block[len(blocks):])
+            for b in enclosed)
 
     # -- counters -------------------------------------------------------------------
     def counter_base(self, gate: Gate, statement: Statement) -> Optional[int]:

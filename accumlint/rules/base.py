@@ -8,6 +8,7 @@ from typing import Optional
 import libcst as cst
 
 from accumlint.fix.edits import Edit
+from accumlint.model.cadence import is_flag
 from accumlint.model.tree import walk
 from accumlint.model.loop import Event, Statement
 from accumlint.model.names import code
@@ -73,3 +74,18 @@ def sync_gated(window: Window, event: Event, anchor: Event) -> Optional[cst.If]:
     test = cst.parse_expression(f"{code(call.func.value)}.sync_gradients")
     body = cst.IndentedBlock(body=[event.statement.node.with_changes(leading_lines=())])
     return cst.If(test=test, body=body, leading_lines=event.statement.node.leading_lines)
+
+
+def after_every_world(statement: Statement) -> cst.CSTNode:
+    """Where a statement moved after `statement` (a window's step) goes: after it, or after the
+    outermost test of a run constant (`if args.fp16: scaler.step(opt) else: opt.step()`) that
+    holds it inside its gate's block, each arm being a world with a window of its own: the
+    moved statement must follow the step in every world."""
+    if not statement.worlds:
+        return statement.node
+    block = list(statement.block)
+    start = next((i + 1 for i, node in enumerate(block) if node is statement.gate_if), 0)
+    for node in block[start:]:
+        if type(node) is cst.If and is_flag(node.test):
+            return node
+    return statement.node

@@ -15,7 +15,7 @@ from accumlint.model.roles import RoleKind
 from accumlint.model.schedules import (known_schedule, length_arguments, length_is_loop_budget, referenced_names,
                                       scheduler_constructors, sized_in_micro_batches)
 from accumlint.model.window import Window
-from accumlint.rules.base import Finding, leaves_world, movable, movable_to, sync_gated
+from accumlint.rules.base import Finding, after_every_world, leaves_world, movable, movable_to, sync_gated
 from accumlint.rules.catalog import Rule
 from accumlint.rules.placement import once_per_window
 from accumlint.rules.window import steps_every_micro_batch, window_step
@@ -48,19 +48,20 @@ def _move(window: Window, event: Event, anchor: Optional[Event], *, before: bool
     if anchor is None or not movable_to(event.statement, anchor.statement):
         return ()
     place = insert_before if before else insert_after
+    at = anchor.statement.node if before else after_every_world(anchor.statement)
     loop = _sole_loop(event.statement)
     if loop is not None:  # `for m in models: clip_grad_norm_(m.parameters(), c)`: the loop moves whole
         if leaves_world(event.statement, anchor.statement) or window.accumulate_call(event.statement) is not None:
             return ()
-        return (remove(loop), place(anchor.statement.node, loop))
+        return (remove(loop), place(at, loop))
     if leaves_world(event.statement, anchor.statement):
         guard = _sole_guard(event.statement, anchor.statement)
         if guard is None or window.accumulate_call(event.statement) is not None:
             return ()  # inside `accumulate()` the step's place runs on every micro-batch too
         # `if max_norm > 0: clip_grad_norm_(...)`: the test moves with the clip, which keeps its world
-        return (remove(guard), place(anchor.statement.node, guard))
+        return (remove(guard), place(at, guard))
     moved = sync_gated(window, event, anchor) or event.statement.node
-    return (remove(event.statement.node), place(anchor.statement.node, moved))
+    return (remove(event.statement.node), place(at, moved))
 
 
 def _sole_loop(statement: Statement) -> Optional[cst.For]:

@@ -18,7 +18,7 @@ from accumlint.model.cadence import accumulate_accelerator, is_flag
 from accumlint.model.loop import Statement
 from accumlint.model.names import code
 from accumlint.model.window import Window
-from accumlint.rules.base import movable, movable_to
+from accumlint.rules.base import after_every_world, movable, movable_to
 
 
 def sync_block(window: Window, after: int) -> Optional[cst.If]:
@@ -85,7 +85,7 @@ def once_per_window(window: Window, statement: Statement, anchor: Optional[State
     if anchor is not None:
         if not movable_to(statement, anchor) or not keeps_flags(statement, anchor):
             return ()
-        return (remove(unit), insert_after(anchor.node, unit))
+        return (remove(unit), insert_after(after_every_world(anchor), unit))
     accelerator = accumulate_accelerator(window)
     if accelerator is None:
         return ()

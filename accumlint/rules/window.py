@@ -15,7 +15,7 @@ from accumlint.model.micro import lost_micro_losses
 from accumlint.model.names import code, dotted, looks_like_optimizer, normalized
 from accumlint.model.scopes import same_before_loop
 from accumlint.model.window import Window
-from accumlint.rules.base import Finding, k_text, leaves_world, movable, movable_to, same_block, sync_gated
+from accumlint.rules.base import Finding, after_every_world, k_text, leaves_world, movable, movable_to, same_block, sync_gated
 from accumlint.rules.catalog import Rule
 
 
@@ -215,7 +215,9 @@ def _move_zeroing_after(window: Window, zero: Event, step: Optional[Event]) -> t
         for other in window.loop.of_kind("zero")
     ):
         return (remove(zero.statement.node),)
-    return move_after(zero.statement.node, step.statement.node)
+    # `if amp: scaler.step(opt) else: opt.step()` (each arm a world of its own, each with its window):
+    # after the whole test, whichever arm runs
+    return move_after(zero.statement.node, after_every_world(step.statement))
 
 
 def _same_gradients(window: Window, zero: Event, other: Event) -> bool:
