@@ -393,12 +393,15 @@ class ModuleFacts:
         return found
 
     def _callee(self, call: cst.Call) -> Optional[Function]:
-        """The module function (`wrap(model)`) or method of the caller's own class
-        (`self.model_to_device(net)`) a call runs; None for anything else."""
+        """The module function (`wrap(model)`), method of the caller's own class
+        (`self.model_to_device(net)`) or method of an object of a project class
+        (`trainer.update(batch)`) a call runs; None for anything else."""
         func = call.func
         function = self.functions.get(func.value) if type(func) is cst.Name else None
         if function is None and type(func) is cst.Attribute and dotted(func.value) == "self":
             function = self.method(self.enclosing_function(call), func.attr.value)
+        if function is None and type(func) is cst.Attribute and self.project is not None:
+            function = self.instance_method(dotted(func.value), func.attr.value)  # `trainer.update(batch)`
         return function
 
     def returns_hold_no_graph(self, call: cst.Call, index: Optional[int] = None, depth: int = 0) -> bool:
@@ -407,7 +410,8 @@ class ModuleFacts:
         a number, or a local name whose bindings that reach the return hold none, followed
         through assignments, in-place updates (`total += part`) and the returns of the
         module functions they call (`part, cache = step(...)` with `step` returning
-        `loss.item() / n`). False for anything unknown (another module's function, a parameter)."""
+        `loss.item() / n`), in this module or in a project class's method of another module
+        (its own local bindings). False for anything unknown (a third party's function, a parameter)."""
         function = self._callee(call)
         if function is None or depth > _MAX_FLOW_DEPTH:
             return False
@@ -476,6 +480,8 @@ class ModuleFacts:
         given) and every in-place update of it hold no graph; a parameter never bound
         there holds none when its default is a number (`loss_div=1`)."""
         bindings = [b for b in self.bindings.get(name, ()) if self.enclosing_function(b.statement) is function]
+        if not bindings and self.foreign(function):
+            bindings = self.once(_local_bindings, function).get(name, [])  # another module's function
         if at is not None:
             bindings = _reaching(function, at, bindings)
         for binding in bindings:
@@ -942,6 +948,25 @@ def _valued_returns(function: cst.CSTNode) -> list[cst.Return]:
     """The `return` statements with a value under a function's body, nested functions' too, in
     `walk`'s order: what `ModuleFacts.returned` reads, asked for every call of the function."""
     return [node for node in walk(cast(Function, function).body) if type(node) is cst.Return and node.value is not None]
+
+
+def _local_bindings(function: cst.CSTNode) -> dict[str, list[Binding]]:
+    """The plain names a function of another module binds in its own body (`loss_val =
+    loss.item()`, `a, b = f(...)`), as this module's `bindings` hold its own: what
+    `_name_holds_no_graph` reads of a returned name there."""
+    found: dict[str, list[Binding]] = {}
+    for node in walk(cast(Function, function).body):
+        if type(node) is not cst.Assign:
+            continue
+        for target in node.targets:
+            if type(target.target) is cst.Name:
+                found.setdefault(target.target.value, []).append(Binding(target.target.value, node.value, None, node))
+            elif type(target.target) in (cst.Tuple, cst.List):
+                for index, element in enumerate(cast("cst.Tuple | cst.List", target.target).elements):
+                    if type(element.value) is cst.Name:
+                        name = element.value.value
+                        found.setdefault(name, []).append(Binding(name, node.value, index, node))
+    return found
 
 
 def _called_and_named(function: cst.CSTNode) -> tuple[set[str], set[str]]:

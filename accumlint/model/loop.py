@@ -1491,12 +1491,17 @@ def retry_loop(loop: cst.CSTNode) -> bool:
 
 
 def _read_header(loop: TrainingLoop, facts: ModuleFacts) -> None:
-    """The loop's own counter (`enumerate`, `range`) and the iterable it walks."""
+    """The loop's own counter (`enumerate`, `range`, tqdm's `trange`, through a progress bar)
+    and the iterable it walks."""
     node = loop.node
     if type(node) is not cst.For:
         return
     target, iterable = node.target, _through_wrapper_lambda(node.iter, facts, loop.function)
     iterable = _enumerated(iterable, facts, loop.function) or iterable
+    # a progress bar keeps what it wraps: `tqdm(enumerate(loader))`, `tqdm(range(n))`
+    bare = unwrap_iterable(iterable)
+    if type(bare) is cst.Call and last_part(call_name(bare) or "") in ("enumerate", "range", "trange"):
+        iterable = bare
     if type(iterable) is cst.Call and last_part(call_name(iterable) or "") == "enumerate":
         if type(target) in (cst.Tuple, cst.List) and (elements := cast("cst.Tuple | cst.List", target).elements):
             loop.counter = dotted(elements[0].value)
@@ -1506,7 +1511,7 @@ def _read_header(loop: TrainingLoop, facts: ModuleFacts) -> None:
             walked = _through_generator(unwrap_iterable(positional(iterable, 0)), facts, loop.function)
             loop.iterable = _through_progress_bar(walked, facts, loop.function)
         return
-    if type(iterable) is cst.Call and last_part(call_name(iterable) or "") == "range":
+    if type(iterable) is cst.Call and last_part(call_name(iterable) or "") in ("range", "trange"):
         loop.counter = dotted(target)
         first = positional(iterable, 0)
         loop.counter_base = 0 if positional(iterable, 1) is None else int_value(first)

@@ -70,7 +70,8 @@ def _reaches(path: str, text: str) -> bool:
         backward = backward_functions(found) if found is not None else frozenset()
         for alias in _ALIAS.finditer(names.strip("()")):
             name, local = alias.group(1), alias.group(2) or alias.group(1)
-            if found is not None and name in backward and _calls(text, local) and _runs_backward(found, name):
+            if found is not None and name in backward and _calls(text, local) \
+                    and (_runs_backward(found, name) or _object_runs_backward(text, local, found, name)):
                 return True
             if package is not None:
                 sub = module_file(package, [name]) if local + "." in text else None
@@ -208,10 +209,22 @@ def _module_runs_backward(text: str, local: str, module_path: str) -> bool:
     return any(_runs_backward(module_path, name) for name in set(called))
 
 
+def _object_runs_backward(text: str, local: str, module_path: str, name: str) -> bool:
+    """`trainer = Trainer(args, vocab)` ... `trainer.update(batch)`, where the module's class
+    `name` (imported as `local`) has a method that runs a backward: a name the text binds to
+    an object of the class calls that method."""
+    for bound in set(re.findall(rf"(?<![\w.])(\w+(?:\.\w+)?)\s*=\s*{re.escape(local)}\s*\(", text)):
+        for method in set(re.findall(rf"(?<![\w.]){re.escape(bound)}\.(\w+)\s*\(", text)):
+            if _runs_backward(module_path, f"{name}.{method}"):
+                return True
+    return False
+
+
 def _runs_backward(module_path: str, name: str) -> bool:
     """The module's function `name` runs a backward, or its class `name` does when an object
-    of it is called (`loss_scaler = Scaler()` ... `loss_scaler(loss, optimizer)`)."""
-    if name not in backward_functions(module_path):
+    of it is called (`loss_scaler = Scaler()` ... `loss_scaler(loss, optimizer)`), or (a name
+    `Class.method`) that method of the class does."""
+    if name.partition(".")[0] not in backward_functions(module_path):
         return False
     effects = definition_effects_of(module_path, name, hint="backward(")
     return effects is not None and BACKWARD in effects

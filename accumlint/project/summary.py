@@ -218,14 +218,18 @@ def summarize(path: str, text: str) -> ModuleSummary:
 
 def definition_effects(text: str, name: str) -> Optional[frozenset[str]]:
     """The effects `summarize` gives the module's top-level function `name`, else the
-    `__call__` of its class `name` (what an object of it runs when called); None when the
+    `__call__` of its class `name` (what an object of it runs when called), or, for a name
+    `Class.method`, that method of the class; None when the
     module defines neither or does not parse. Only that definition is walked: the gate's
     project clause asks it of large modules (a framework's) whose other definitions it
     never needs. An ASCII text that spells neither a `def` of the name nor `__call__` (most
     classes define no `__call__`) defines neither: it is not parsed. (A backslash may continue
     the `def` line before the name; another text may spell an identifier otherwise, which
     Python normalises, NFKC.)"""
-    if text.isascii() and "__call__" not in text and re.search(rf"\bdef[\s\\]+{re.escape(name)}\b", text) is None:
+    owner, _, method = name.rpartition(".")  # `Trainer.update`: a method of the class `Trainer`
+    defined = method if owner else name
+    if text.isascii() and (owner or "__call__" not in text) \
+            and re.search(rf"\bdef[\s\\]+{re.escape(defined)}\b", text) is None:
         return None
     try:
         tree = ast.parse(text)
@@ -236,9 +240,9 @@ def definition_effects(text: str, name: str) -> Optional[frozenset[str]]:
     for statement in tree.body:  # the last definition of a name is the summary's, as there
         if type(statement) is ast.FunctionDef and statement.name == name:
             function = statement
-        elif type(statement) is ast.ClassDef and statement.name == name:
+        elif type(statement) is ast.ClassDef and statement.name == (owner or name):
             for inner in statement.body:
-                if type(inner) is ast.FunctionDef and inner.name == "__call__":
+                if type(inner) is ast.FunctionDef and inner.name == (method if owner else "__call__"):
                     call = inner
     chosen = function or call
     return _function(name, chosen, text.splitlines(keepends=True)).effects if chosen is not None else None
