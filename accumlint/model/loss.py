@@ -864,6 +864,9 @@ class LossReader:
             # `def train(model, loader, criterion, ...)`: what its callers pass, not an object of that name elsewhere
             return self._passed_criterion(call, scope, call.func.value, depth)
         helper = self.facts.helper(call, function)
+        if helper is None and type(call.func) is cst.Attribute and dotted(call.func.value) not in (None, "self"):
+            # `loss_func.compute_loss(...)` on an object of a project class: that class's method
+            helper = self.facts.instance_method(dotted(call.func.value), call.func.attr.value)
         if helper is not None:
             if self._home(helper) != self._home(function):
                 return UNKNOWN  # a loss another module's function returns (`_through_call`)
@@ -879,8 +882,12 @@ class LossReader:
             # a criterion named so, bound nowhere and no parameter (an attribute a base class of
             # another module sets); one imported is another module's function: its reduction
             # is unknown unless the project reads it (above)
+            # (`loss_helper.compute_loss(...)` on an object the module binds, of a class it imports or
+            # defines, runs that class's method: another module's loss, or one the helper reads)
+            receiver = callee.rpartition(".")[0]
             if (_CRITERION_NAME.match(last_part(callee)) and not self.facts.values_of(callee)
-                    and callee.partition(".")[0] not in self.facts.imports and self._parameter_if_foreign(callee, function)):
+                    and callee.partition(".")[0] not in self.facts.imports and self._parameter_if_foreign(callee, function)
+                    and not (receiver and receiver != "self" and self.facts.values_of(receiver))):
                 return MEAN
         return UNKNOWN
 
