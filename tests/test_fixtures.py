@@ -147,6 +147,8 @@ NO_TRAINING_LOOP = {
     "fixtures/projects/trainer_object_update_elsewhere_ok/joint_trainer.py",
     "fixtures/projects/trainer_object_returns_tensor_elsewhere/joint_trainer.py",
     "fixtures/projects/loss_object_method_elsewhere/seg_losses.py",
+    "fixtures/projects/clip_through_star_import/utilities.py",
+    "fixtures/projects/clip_through_star_import_ok/utilities.py",
     "fixtures/projects/backward_through_trainer_object_divides/accum_helper.py",
     "fixtures/projects/object_method_without_role_effects/checkpoint.py",
     "fixtures/projects/circular_import_helpers/trainer/__init__.py",

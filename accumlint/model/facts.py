@@ -228,15 +228,18 @@ class ModuleFacts:
     # -- names -------------------------------------------------------------
     def qualified(self, name: Optional[str]) -> Optional[str]:
         """Resolve the first component through the imports: `optim.SGD` -> `torch.optim.SGD`;
-        and through a name the module binds to an imported class or function itself
+        through a name the module binds to an imported class or function itself
         (`wrapper = torch.nn.parallel.DistributedDataParallel`, then `wrapper(model)`), when
-        every binding of it names the same one."""
+        every binding of it names the same one; and through what a project module that it
+        star-imports imports (`ProjectView.star_imported`)."""
         if name is None:
             return None
         head, _, rest = name.partition(".")
         base = self.imports.get(head)
         if base is None:
             base = self._imported_alias(head)
+            if base is None and self.project is not None and head not in self.bindings and head not in self.functions:
+                base = self.project.star_imported(head)  # `from utils import *`, whose imports bring it
             if base is None:
                 return name
         return f"{base}.{rest}" if rest else base

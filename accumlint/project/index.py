@@ -195,6 +195,31 @@ class ProjectView:
                 return found if type(found) is FunctionSummary else None
         return None
 
+    def star_imported(self, name: str) -> Optional[str]:
+        """The dotted name a plain `name` stands for when a project module star-imported by
+        this one imports it from elsewhere (`from utilities import *`, whose `from
+        torch.nn.utils import clip_grad_norm_` brings `clip_grad_norm_`): the last such module
+        that binds it, under `_star_symbol`'s conditions (every star import a project module,
+        the name exported). None when unknown, or when that module defines the name itself."""
+        stars = [(target, level) for target, imported, level in self.summary.imports.values() if imported == "*"]
+        if not stars or name.startswith("_") or "." in name:
+            return None
+        modules = [self._module(resolve_module(self.root, self.summary.path, target, level)) for target, level in stars]
+        for star in reversed(modules):
+            if star is None:
+                return None
+            exported = star.constants.get("__all__")
+            if name in star.functions or name in star.classes or name in star.constants:
+                return None
+            if name in star.imports:
+                if exported is not None and name not in _literal_names(exported):
+                    return None
+                target, imported, level = star.imports[name]
+                if level or imported == "*":
+                    return None  # a relative import: another project module's name
+                return f"{target}.{imported}" if imported is not None else target
+        return None
+
     def _through_modules(self, module: ModuleSummary, base: str, level: int, rest: str, hops: int) -> Optional[Symbol]:
         parts = rest.split(".") if rest else []
         current = self._module(resolve_module(self.root, module.path, base, level))
