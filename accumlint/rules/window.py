@@ -31,6 +31,8 @@ def steps_every_micro_batch(window: Window) -> list[Event]:
     if window.has_micro_loop or window.uses_accumulate_context:
         return []
     if window.gated_step:
+        if _extra_gated_update(window):  # a plain loop with an update of its own under a test
+            return [e for e in window.optimizer_steps if e.gate is None and not e.statement.conditional]
         return steps_beside_gated_step(window)
     if lost_micro_losses(window):
         return []
@@ -59,13 +61,29 @@ def steps_beside_gated_step(window: Window) -> list[Event]:
     that runs on every micro-batch of the same world (an AMP arm's `scaler.step(optimizer)`
     beside the gated `optimizer.step()` below it) applies each micro-batch's partial sum,
     and the gated step applies the window's gradients again."""
-    gated = [e for e in window.optimizer_steps if e.gate is not None]
+    gated = _window_closing_steps(window)
     return [
         e for e in window.optimizer_steps
         if e.gate is None and not e.role.closure_step and not window.framework_managed(e)
         and (window.runs_every_micro_batch(e.statement) or window.runs_with_backward(e.statement))
         and any(window.same_object(e, g) and not e.statement.exclusive_with(g.statement) for g in gated)
     ]
+
+
+def _window_closing_steps(window: Window) -> list[Event]:
+    """The gated steps that may close a window: no backward runs under their gate. A gated
+    block with a backward of its own (`if batch_idx % beta == 0: (alpha * loss).backward();
+    optimizer.step(); ...`) is an extra update beside a loop that steps every batch, not the
+    boundary of a window of micro-batches."""
+    return [e for e in window.optimizer_steps if e.gate is not None and not any(
+        b.gate is not None and b.gate.test is e.gate.test for b in window.loop.backwards)]
+
+
+def _extra_gated_update(window: Window) -> bool:
+    """The loop steps on every micro-batch, and what it does under its gate is an update of
+    its own (`_window_closing_steps` finds none): no window of micro-batches to erase."""
+    return window.gated_step and not _window_closing_steps(window) and any(
+        e.gate is None and not e.statement.conditional for e in window.optimizer_steps)
 
 
 def zeroing_before_step(window: Window) -> list[tuple[Event, Event]]:
@@ -102,7 +120,7 @@ def zero_grad_every_micro_batch(window: Window) -> Iterable[Finding]:
     # a loop that steps on every micro-batch does not accumulate (GA102 says so), unless it also
     # steps under its gate: that step closes a window, which a zeroing on every micro-batch erases
     if not window.steps_once_per_window or (steps_every_micro_batch(window) and not window.gated_step) \
-            or not window.backward_per_micro_batch:
+            or _extra_gated_update(window) or not window.backward_per_micro_batch:
         return
     if window.sets_gradients:
         return
@@ -249,6 +267,8 @@ def window_step(window: Window, near: Optional[Event] = None) -> Optional[Event]
 
 
 def step_every_micro_batch(window: Window) -> Iterable[Finding]:
+    if _extra_gated_update(window):
+        return  # it steps on every batch, and so it should: no window to close
     steps = steps_every_micro_batch(window)
     k = window.k
     for step in steps:
