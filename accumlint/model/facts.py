@@ -954,21 +954,14 @@ def _valued_returns(function: cst.CSTNode) -> list[cst.Return]:
 
 
 def _local_bindings(function: cst.CSTNode) -> dict[str, list[Binding]]:
-    """The plain names a function of another module binds in its own body (`loss_val =
-    loss.item()`, `a, b = f(...)`), as this module's `bindings` hold its own: what
+    """The names a function of another module binds in its own body (`loss_val =
+    loss.item()`, `a, b = f(...)`), as this module's `bindings` hold its own (`_bind`): what
     `_name_holds_no_graph` reads of a returned name there."""
     found: dict[str, list[Binding]] = {}
     for node in walk(cast(Function, function).body):
-        if type(node) is not cst.Assign:
-            continue
-        for target in node.targets:
-            if type(target.target) is cst.Name:
-                found.setdefault(target.target.value, []).append(Binding(target.target.value, node.value, None, node))
-            elif type(target.target) in (cst.Tuple, cst.List):
-                for index, element in enumerate(cast("cst.Tuple | cst.List", target.target).elements):
-                    if type(element.value) is cst.Name:
-                        name = element.value.value
-                        found.setdefault(name, []).append(Binding(name, node.value, index, node))
+        if type(node) is cst.Assign:
+            for target in node.targets:
+                _bind(found, target.target, node.value, node)
     return found
 
 
@@ -1286,12 +1279,12 @@ def _record_assign(facts: ModuleFacts, node: cst.Assign) -> None:
     if _unreachable(facts, node):
         return
     for target in node.targets:
-        _bind(facts, target.target, node.value, node)
+        _bind(facts.bindings, target.target, node.value, node)
 
 
 def _record_annotated(facts: ModuleFacts, node: cst.AnnAssign) -> None:
     if node.value is not None and not _unreachable(facts, node):
-        _bind(facts, node.target, node.value, node)
+        _bind(facts.bindings, node.target, node.value, node)
 
 
 _JUMPS = (cst.Raise, cst.Return, cst.Continue, cst.Break)
@@ -1315,7 +1308,7 @@ def _unreachable(facts: ModuleFacts, node: cst.CSTNode) -> bool:
 
 def _record_with_item(facts: ModuleFacts, node: cst.WithItem) -> None:
     if node.asname is not None:
-        _bind(facts, node.asname.name, node.item, node)
+        _bind(facts.bindings, node.asname.name, node.item, node)
 
 
 def _record_import_node(facts: ModuleFacts, node: Union[cst.Import, cst.ImportFrom]) -> None:
@@ -1340,21 +1333,23 @@ _STRINGS = frozenset({cst.SimpleString, cst.ConcatenatedString, cst.FormattedStr
 _SEQUENCE_DISPLAYS = (cst.Tuple, cst.List)
 
 
-def _bind(facts: ModuleFacts, target: cst.BaseExpression, value: cst.BaseExpression, statement: cst.CSTNode) -> None:
+def _bind(bindings: dict[str, list[Binding]], target: cst.BaseExpression, value: cst.BaseExpression,
+          statement: cst.CSTNode) -> None:
+    """Record `target = value` in `bindings` (name -> its bindings), element by element."""
     if type(target) in _SEQUENCE_DISPLAYS:
         elements = [element.value for element in cast("cst.Tuple | cst.List", target).elements]
         if type(value) in _SEQUENCE_DISPLAYS and len(items := cast("cst.Tuple | cst.List", value).elements) == len(elements):
             for element, item in zip(elements, items):
-                _bind(facts, element, item.value, statement)
+                _bind(bindings, element, item.value, statement)
             return
         for index, element in enumerate(elements):
             name = dotted(element)
             if name is not None:
-                facts.bindings.setdefault(name, []).append(Binding(name, value, index, statement))
+                bindings.setdefault(name, []).append(Binding(name, value, index, statement))
         return
     name = dotted(target)
     if name is not None:
-        facts.bindings.setdefault(name, []).append(Binding(name, value, None, statement))
+        bindings.setdefault(name, []).append(Binding(name, value, None, statement))
 
 
 # How many steps (a name to its bindings, a call to its returns, an operand) `holds_no_graph`

@@ -46,6 +46,8 @@ class Statement:
     arms: tuple[tuple[int, int], ...] = ()
     # the arms of run-constant tests (`if args.fp16:`) the statement sits in: each arm is a world
     worlds: tuple[tuple[int, int], ...] = ()
+    # those tests themselves (in this walk), outermost first
+    world_tests: tuple[cst.If, ...] = ()
     single_micro_batch: bool = False
     # blocks that end in a jump (`continue`, `break`, `return`) after this statement, each with
     # what the jump leaves: an inner loop, a helper's call, or (None) the whole iteration
@@ -400,7 +402,7 @@ class _Walker:
     def walk(self, body: cst.BaseSuite, root: Optional[cst.CSTNode] = None) -> list[Statement]:
         self.root = root if root is not None else body
         self._block(body, gate=None, gate_if=None, conditional=False, loops=(), withs=(), path=(), helper=None,
-                    arms=(), worlds=(), single_micro_batch=False, escapes=True, jumps=(), frames=(), backward_at_call=False,
+                    arms=(), worlds=(), world_tests=(), single_micro_batch=False, escapes=True, jumps=(), frames=(), backward_at_call=False,
                     once=False, every_arm=None)
         if self.made is not None:
             self.made.extend(self.statements)
@@ -658,6 +660,7 @@ class _Walker:
                 world = self._world_key(statement, context["helper"])
                 on_true["worlds"] = context["worlds"] + ((world, 0),)
                 on_false["worlds"] = context["worlds"] + ((world, 1),)
+                on_true["world_tests"] = on_false["world_tests"] = context["world_tests"] + (statement,)
                 if statement.orelse is not None and type(statement.orelse) is not cst.If:
                     # each world's arm runs on every micro-batch: a `continue` gate that ends both
                     # arms gates the rest of the iteration (below)
@@ -861,6 +864,7 @@ class _Walker:
             call_site=context.get("call_site"),
             arms=context["arms"],
             worlds=context["worlds"],
+            world_tests=context["world_tests"],
             single_micro_batch=context["single_micro_batch"],
             jumps=context["jumps"],
         )

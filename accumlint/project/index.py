@@ -174,50 +174,41 @@ class ProjectView:
         return found
 
     def _star_symbol(self, module: ModuleSummary, name: str, hops: int) -> Optional[Symbol]:
-        """A function that `from utils import *` brings into `module`: the last star-imported
-        module that defines the name's head, when every star import of `module` is a project
-        module (a third-party one may define the name too) and that module exports it (no
-        `_` prefix, in `__all__` when it has one). Only functions: what else a star import
-        binds stays unknown."""
-        head = name.partition(".")[0]
+        """A function that `from utils import *` brings into `module` (`_star_module`). Only
+        functions: what else a star import binds stays unknown."""
+        star = self._star_module(module, name)
+        found = self.symbol(star, name, hops + 1) if star is not None else None
+        return found if type(found) is FunctionSummary else None
+
+    def star_imported(self, name: str) -> Optional[str]:
+        """The dotted name a plain `name` stands for when a project module this one
+        star-imports imports it from elsewhere (`from utilities import *`, whose `from
+        torch.nn.utils import clip_grad_norm_` brings `clip_grad_norm_`). None when unknown,
+        when that module defines the name itself, or imports it from another project module."""
+        star = self._star_module(self.summary, name)
+        if star is None or name not in star.imports or name in star.functions or name in star.classes \
+                or name in star.constants:
+            return None
+        target, imported, level = star.imports[name]
+        if level or imported == "*":
+            return None  # a relative import: another project module's name
+        return f"{target}.{imported}" if imported is not None else target
+
+    def _star_module(self, module: ModuleSummary, name: str) -> Optional[ModuleSummary]:
+        """The module whose `name` a star import brings into `module`: the last star-imported
+        module that binds it, when every star import of `module` is a project module (a
+        third-party one may bind the name too) and that module exports it (no `_` prefix, in
+        `__all__` when it has one)."""
         stars = [(target, level) for target, imported, level in module.imports.values() if imported == "*"]
-        if not stars or head.startswith("_") or "." in name:
+        if not stars or name.startswith("_") or "." in name:
             return None
         modules = [self._module(resolve_module(self.root, module.path, target, level)) for target, level in stars]
         for star in reversed(modules):
             if star is None:
                 return None
-            exported = star.constants.get("__all__")
-            if head in star.functions or head in star.classes or head in star.constants or head in star.imports:
-                if exported is not None and head not in _literal_names(exported):
-                    return None
-                found = self.symbol(star, head, hops + 1)
-                return found if type(found) is FunctionSummary else None
-        return None
-
-    def star_imported(self, name: str) -> Optional[str]:
-        """The dotted name a plain `name` stands for when a project module star-imported by
-        this one imports it from elsewhere (`from utilities import *`, whose `from
-        torch.nn.utils import clip_grad_norm_` brings `clip_grad_norm_`): the last such module
-        that binds it, under `_star_symbol`'s conditions (every star import a project module,
-        the name exported). None when unknown, or when that module defines the name itself."""
-        stars = [(target, level) for target, imported, level in self.summary.imports.values() if imported == "*"]
-        if not stars or name.startswith("_") or "." in name:
-            return None
-        modules = [self._module(resolve_module(self.root, self.summary.path, target, level)) for target, level in stars]
-        for star in reversed(modules):
-            if star is None:
-                return None
-            exported = star.constants.get("__all__")
-            if name in star.functions or name in star.classes or name in star.constants:
-                return None
-            if name in star.imports:
-                if exported is not None and name not in _literal_names(exported):
-                    return None
-                target, imported, level = star.imports[name]
-                if level or imported == "*":
-                    return None  # a relative import: another project module's name
-                return f"{target}.{imported}" if imported is not None else target
+            if name in star.functions or name in star.classes or name in star.constants or name in star.imports:
+                exported = star.constants.get("__all__")
+                return None if exported is not None and name not in _literal_names(exported) else star
         return None
 
     def _through_modules(self, module: ModuleSummary, base: str, level: int, rest: str, hops: int) -> Optional[Symbol]:

@@ -8,7 +8,6 @@ from typing import Optional
 import libcst as cst
 
 from accumlint.fix.edits import Edit
-from accumlint.model.cadence import is_flag
 from accumlint.model.tree import walk
 from accumlint.model.loop import Event, Statement
 from accumlint.model.names import code
@@ -81,11 +80,7 @@ def after_every_world(statement: Statement) -> cst.CSTNode:
     outermost test of a run constant (`if args.fp16: scaler.step(opt) else: opt.step()`) that
     holds it inside its gate's block, each arm being a world with a window of its own: the
     moved statement must follow the step in every world."""
-    if not statement.worlds:
-        return statement.node
     block = list(statement.block)
     start = next((i + 1 for i, node in enumerate(block) if node is statement.gate_if), 0)
-    for node in block[start:]:
-        if type(node) is cst.If and is_flag(node.test):
-            return node
-    return statement.node
+    inside = {id(node) for node in block[start:]}
+    return next((test for test in statement.world_tests if id(test) in inside), statement.node)
