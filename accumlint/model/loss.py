@@ -363,7 +363,7 @@ def _is_loss_like(node: cst.BaseExpression) -> bool:
     return "loss" in last_part(name).lower()
 
 
-# How many names, terms and calls `LossReader.reduction` follows from a loss before it calls the
+# How many names, terms and calls `LossReader` follows from a loss before it calls the
 # reduction unknown (`loss, metrics = train_step(batch)`, whose `loss = 0.8 * ce + w * kl`, whose
 # `kl = kl_divergence(...) * t ** 2` returns a masked token mean, is seven deep).
 MAX_REDUCTION_DEPTH = 8
@@ -416,7 +416,7 @@ class LossReader:
 
     def _trace(self, loop: TrainingLoop, before: Statement, expr: cst.BaseExpression, flow: LossFlow, depth: int) -> None:
         name = dotted(expr)
-        if name is not None and not name.endswith("()") and depth < 8:
+        if name is not None and not name.endswith("()") and depth < MAX_REDUCTION_DEPTH:
             flow.name = flow.name or name
             flow.aliases.add((before.helper, name))
             definition = _last_definition(loop.statements, before, name)
@@ -512,13 +512,12 @@ class LossReader:
             inner_name = dotted(inner)
             if inner_name is not None and not inner_name.endswith("()"):
                 self._trace(loop, statement, inner, flow, depth + 1)
-                if flow.reduction != UNKNOWN and self._rival_reduction_differs(loop, before, statement, name, flow, depth):
-                    flow.reduction = UNKNOWN
+                self._unless_rivals_differ(loop, before, statement, name, flow, depth)
                 return
-            if depth < 8 and self._through_stacked_list(loop, statement, inner, flow, depth):
+            if depth < MAX_REDUCTION_DEPTH and self._through_stacked_list(loop, statement, inner, flow, depth):
                 return
             own = next((n for n in walk(inner) if type(n) is cst.Name and n.value == name), None) \
-                if _masked_token_mean(inner) and depth < 8 else None
+                if _masked_token_mean(inner) and depth < MAX_REDUCTION_DEPTH else None
             if own is not None:
                 # `loss = (loss * mask).sum() / mask.sum()` over a loss already divided by K on
                 # the line before: the earlier scalings of the loss count, the origin is this mean
@@ -526,18 +525,24 @@ class LossReader:
             flow.origin, flow.origin_statement = inner, statement
             flow.reduction = self.reduction(inner, self._reader(loop, statement), flow,
                                             terms=lambda term, level: self._term(loop, statement, term, flow, depth + level))
-            if flow.reduction != UNKNOWN and self._rival_reduction_differs(loop, before, statement, name, flow, depth):
-                flow.reduction = UNKNOWN
+            self._unless_rivals_differ(loop, before, statement, name, flow, depth)
             self._scaled_before_method(loop, statement, inner, flow, depth)
             return
-        if type(expr) is cst.Call and before.helper is not None and depth < 8 and self._through_call(loop, before, expr, flow, depth):
+        if type(expr) is cst.Call and before.helper is not None and depth < MAX_REDUCTION_DEPTH and self._through_call(loop, before, expr, flow, depth):
             return  # `accelerator.backward(scaled(loss, k))` in a helper: the flow goes on at `scaled`'s `return`
         flow.origin = expr
         flow.origin_statement = before
         flow.reduction = self.reduction(expr, self._reader(loop, before), flow,
                                         terms=lambda term, level: self._term(loop, before, term, flow, depth + level))
-        if depth < 8:
+        if depth < MAX_REDUCTION_DEPTH:
             self._scaled_before_method(loop, before, expr, flow, depth)  # `loss.mean().backward()`
+
+    def _unless_rivals_differ(self, loop: TrainingLoop, before: Statement, chosen: Statement, name: str,
+                              flow: LossFlow, depth: int) -> None:
+        """The flow's known reduction becomes unknown when a rival definition of `name`
+        reaches `before` with another one (`_rival_reduction_differs`)."""
+        if flow.reduction != UNKNOWN and self._rival_reduction_differs(loop, before, chosen, name, flow, depth):
+            flow.reduction = UNKNOWN
 
     def _rival_reduction_differs(self, loop: TrainingLoop, before: Statement, chosen: Statement, name: str,
                                  flow: LossFlow, depth: int) -> bool:
@@ -604,7 +609,7 @@ class LossReader:
         already, or by anything else) makes the sum's scale unknown; a weight it was
         multiplied by (`kl_divergence(...) * temperature ** 2`, `alpha * aux_loss`) keeps a
         mean a mean, unless it may be K's reciprocal or an accumulation count."""
-        if depth >= 8:
+        if depth >= MAX_REDUCTION_DEPTH:
             return UNKNOWN
         own = LossFlow(flow.backward)
         self._trace(loop, statement, term, own, depth + 1)
