@@ -500,8 +500,8 @@ class _Walker:
         gate = parse_gate(statement.test, self.assigned.get)
         if gate is None or gate.positive:
             return None
-        if gate.kind == "count" and not self._counts_micro_batches(gate, "\n".join(_code(s) for s in rest)) \
-                and not (self.root is not None and self._counts_micro_batches(gate, self.facts.once(_code, self.root))):
+        if gate.kind == "count" and not self._counts_micro_batches(gate, rest) \
+                and not (self.root is not None and self._counts_micro_batches(gate, [self.root])):
             # (the reset may follow the `if` that holds the `continue`: `if fp16: ... continue`,
             # `else: ... continue`, then `counter = 0` once after both arms)
             return None
@@ -632,7 +632,7 @@ class _Walker:
         if gate is None:
             gate = parse_gate(test, lambda name: _argument(name, frames) if _is_parameter(name, frames)
                               else self.assigned.get(name))
-        if gate is not None and gate.kind == "count" and not self._counts_micro_batches(gate, _code(statement.body)):
+        if gate is not None and gate.kind == "count" and not self._counts_micro_batches(gate, [statement.body]):
             gate = None
         if gate is None and not frames:
             gate = self._countdown(test, statement)
@@ -853,25 +853,30 @@ class _Walker:
                   and dotted(node.targets[0].target) == gate.counter]
         if len(resets) != 1 or (int_value(resets[0]) is not None and (int_value(resets[0]) or 0) < 2):
             return None
-        decrement = re.compile(rf"(^|[^\w.]){re.escape(gate.counter)}\s*-=\s*1\b")
-        if not decrement.search(self.facts.once(_code, self.root)):
+        if not self._updates(gate.counter, [self.root], "-=", lambda value: int_value(value) == 1):
             return None
         return replace(gate, k=resets[0])
 
-    def _counts_micro_batches(self, gate: Gate, body: str) -> bool:
+    def _counts_micro_batches(self, gate: Gate, body: Sequence[cst.CSTNode]) -> bool:
         """`micro == K` is a window gate when K is an accumulation count or the
         gated code (`body`) resets the counter (`micro = 0`), and `ni - last_step >= K`
         when it sets `last_step = ni`; `len(memory) >= batch_size` is not."""
-        if gate.counter is None or gate.counter.endswith("()"):
+        counter = gate.counter
+        if counter is None or counter.endswith("()"):
             return False
         if gate.since is not None:
             # `ni - last_step >= K` is a window boundary when the gate remembers it: `last_step = ni`
-            remember = re.compile(rf"(^|\W){re.escape(gate.since)}\s*=\s*{re.escape(gate.counter)}\s*($|[\n;#])")
-            return bool(remember.search(body))
+            return self._updates(gate.since, body, "=", lambda value: dotted(value) == counter)
         if looks_like_accumulation(dotted(gate.k) or "", self.accumulation_names):
             return True
-        reset = re.compile(rf"(^|\W){re.escape(gate.counter)}\s*=\s*0\b")
-        return bool(reset.search(body))
+        return self._updates(counter, body, "=", lambda value: int_value(value) == 0)
+
+    def _updates(self, name: str, nodes: Sequence[cst.CSTNode], operator: str,
+                 value_is: Callable[[cst.BaseExpression], bool]) -> bool:
+        """Whether code under `nodes` updates `name` (a name or attribute chain) with
+        `operator` (`=`, `-=`, `+=`) to a value that `value_is` accepts."""
+        return any(value_is(value) for node in nodes
+                   for op, value in self.facts.once(_updates_by_target, node).get(name, ()) if op == operator)
 
     def _simple(self, line: cst.SimpleStatementLine, context: dict[str, Any]) -> None:
         record = Statement(
@@ -1177,6 +1182,26 @@ def _plain_values(node: cst.CSTNode) -> dict[str, list[Optional[cst.BaseExpressi
             for part in walk(target):
                 if type(part) is cst.Name:
                     found.setdefault(part.value, []).append(None)
+    return found
+
+
+_UPDATE_OPERATORS: dict[type, str] = {cst.AddAssign: "+=", cst.SubtractAssign: "-="}
+
+
+def _updates_by_target(node: cst.CSTNode) -> dict[str, list[tuple[str, cst.BaseExpression]]]:
+    """Each name or attribute chain that code under `node` assigns (`counter = 0`,
+    `a = b = 0`, `self.left -= 1`), with the operator (`=`, `+=`, `-=`) and the value."""
+    found: dict[str, list[tuple[str, cst.BaseExpression]]] = {}
+    for child in walk(node):
+        if type(child) is cst.Assign:
+            for target in child.targets:
+                name = dotted(target.target)
+                if name is not None:
+                    found.setdefault(name, []).append(("=", child.value))
+        elif type(child) is cst.AugAssign and type(child.operator) in _UPDATE_OPERATORS:
+            name = dotted(child.target)
+            if name is not None:
+                found.setdefault(name, []).append((_UPDATE_OPERATORS[type(child.operator)], child.value))
     return found
 
 
