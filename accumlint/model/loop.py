@@ -938,7 +938,9 @@ class _Walker:
         for call, helper, backward_at_call, world in helpers:
             entering = context
             if every_arm is not None and _direct_call_statement(line, call) and dotted(call.func) in every_arm[0]:
-                entering = {**every_arm[1], "path": context["path"]}  # as if called before the `if`
+                # as if called before the `if`, in the arm it is called from: each arm's call
+                # is the same pass's, and the two are exclusive
+                entering = {**every_arm[1], "path": context["path"], "arms": context["arms"]}
             if world is not None:
                 arm = ((id(call), world),)
                 entering = {**entering, "arms": entering["arms"] + arm, "worlds": entering["worlds"] + arm}

@@ -18,7 +18,7 @@ import libcst as cst
 
 from accumlint.model import scopes
 from accumlint.model.facts import Function, ModuleFacts, constructed
-from accumlint.model.names import call_name, dotted, keyword, last_part, looks_like_batch_size, minus_one, positional
+from accumlint.model.names import call_name, dotted, keyword, last_part, looks_like_batch_size, minus_one, positional, string_value
 from accumlint.model.roles import Objects
 from accumlint.model.tree import children, walk
 from accumlint.source.patterns import LazyPattern
@@ -100,16 +100,35 @@ def known_schedule(facts: ModuleFacts, call: cst.Call) -> bool:
         name not in facts.imports and name not in facts.functions and not facts.star_imports)
 
 
+def _ignored_lengths(call: cst.Call, tail: str) -> frozenset[str]:
+    """The length arguments that Hugging Face's constant schedules take and never read:
+    `get_scheduler("constant", optimizer, num_warmup_steps=w, num_training_steps=n)` holds
+    the rate whatever `n` and `w` are, `"constant_with_warmup"` reads `w` only. Their values
+    say nothing of the unit a budget is counted in."""
+    if tail != "get_scheduler":
+        return frozenset()
+    name = keyword(call, "name")
+    kind = string_value(name.value if name is not None else positional(call, 0))
+    if kind == "constant":
+        return frozenset({"num_warmup_steps", "num_training_steps"})
+    if kind == "constant_with_warmup":
+        return frozenset({"num_training_steps"})
+    return frozenset()
+
+
 def length_arguments(call: cst.Call, facts: Optional[ModuleFacts] = None, periods: bool = False) -> list[cst.BaseExpression]:
     """The arguments of a scheduler constructor that carry a length in steps (with `facts`,
     those of the schedulers a composed one names: `SequentialLR(opt, [warmup, decay], ...)`,
     or a warmup wrapper's `after_scheduler=`); with `periods`, its periods too (`step_size`)."""
     keywords = LENGTH_KEYWORDS + PERIOD_KEYWORDS if periods else LENGTH_KEYWORDS
-    found = [arg.value for arg in call.args if arg.keyword is not None and arg.keyword.value in keywords]
     tail = last_part(call_name(call) or "")
+    ignored = _ignored_lengths(call, tail)
+    keywords = tuple(word for word in keywords if word not in ignored)
+    found = [arg.value for arg in call.args if arg.keyword is not None and arg.keyword.value in keywords]
     positions: tuple[int, ...] = ()
     if tail == "get_scheduler":
-        positions = (2, 3)
+        positions = tuple(index for index, word in ((2, "num_warmup_steps"), (3, "num_training_steps"))
+                          if word not in ignored)
     elif tail.startswith("get_") and "with_warmup" in tail:
         positions = (1, 2)
     elif tail in _LENGTH_POSITIONS:

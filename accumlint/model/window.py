@@ -66,6 +66,13 @@ class Window:
         return self.accumulate_call(statement) is not None
 
     @cached_property
+    def gate_counters(self) -> frozenset[str]:
+        """The counters that the gates of the loop's steps and zeroings test: the loop's own
+        code makes each of them count micro-batches (`if (global_step + 1) % K == 0:`)."""
+        return frozenset(event.gate.counter for event in self.loop.of_kind("step", "zero")
+                         if event.gate is not None and event.gate.counter is not None)
+
+    @cached_property
     def uses_accumulate_context(self) -> bool:
         return any(self.accumulate_context(s) for s in self.loop.statements)
 
@@ -236,10 +243,39 @@ class Window:
         for zero in self.loop.of_kind("zero"):
             held = zero.statement.block
             if zero.order <= backward.order or zero.statement.helper is not backward.statement.helper \
-                    or len(held) != len(block) or not all(a is b for a, b in zip(held, block)):
+                    or len(held) < len(block) or not all(a is b for a, b in zip(held, block)):
                 continue
+            if len(held) > len(block) and not self._zeroes_in_every_arm(backward, zero):
+                continue  # (`if fused: optimizer.zero_grad()` alone may not run)
             if not any(backward.order < step.order < zero.order for step in self.loop.of_kind("step")):
                 return True
+        return False
+
+    def _zeroes_in_every_arm(self, backward: Event, zero: Event) -> bool:
+        """The zeroing sits in a statement after the backward, in the backward's own block,
+        that zeroes whichever arm runs (`if fused: opt.zero_grad()` / `else:
+        opt.zero_grad(set_to_none=True)`)."""
+        block = backward.statement.block[-1] if backward.statement.block else None
+        body = block.body if type(block) is cst.IndentedBlock else ()
+        for statement in body:
+            if type(statement) is cst.If and any(node is zero.role.call for node in walk(statement)):
+                return self._always_zeroes(statement)
+        return False
+
+    def _always_zeroes(self, node: cst.CSTNode) -> bool:
+        """Every path through the statement runs a zeroing (one of its lines, or each arm of
+        an `if` that has an `else`)."""
+        if type(node) is cst.SimpleStatementLine:
+            return any(type(call) is cst.Call and (role := self.objects.role(call)) is not None and role.kind == "zero"
+                       for call in walk(node))
+        if type(node) is cst.If:
+            orelse = node.orelse
+            if orelse is None:
+                return False
+            rest = orelse if type(orelse) is cst.If else cast(cst.Else, orelse).body
+            return any(self._always_zeroes(line) for line in node.body.body) and (
+                self._always_zeroes(rest) if type(rest) is cst.If
+                else any(self._always_zeroes(line) for line in cast(cst.IndentedBlock, rest).body))
         return False
 
     def _zeroes_untrained_model(self, zero: Event) -> bool:
@@ -1825,12 +1861,15 @@ class Window:
 
     @cached_property
     def steps_after_loop(self) -> bool:
-        """The loop never steps itself, divides each loss by an accumulation count, and an
-        optimizer step follows it in its function: the loop runs the micro-steps of one
+        """The loop never steps itself, divides each loss by an accumulation count, keeps
+        the gradients of a backward (`cancelled`: a warm-up loop that zeroes after each
+        backward keeps none), and an optimizer step follows it in its function: the loop
+        runs the micro-steps of one
         window (a GAN's generator re-forwarding the stored micro-batches once the
         discriminator's gate opens, one backward each). A loop that re-forwards cached
         pieces against each other without that division (GradCache) is not read so."""
-        return not self.loop.steps and self.divides_by_accumulation and self.flushes_after_loop
+        return not self.loop.steps and self.divides_by_accumulation and self.flushes_after_loop \
+            and not all(self.cancelled(backward) for backward in self.loop.backwards)
 
     def opens_next_window(self, step: Event) -> bool:
         """A gated step that runs before the iteration's backward on each window's first

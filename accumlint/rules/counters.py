@@ -25,10 +25,6 @@ def step_counter_counts_micro_batches(window: Window) -> Iterable[Finding]:
     anchor = None if unwindowed else window_step(window)
     if anchor is None and window.accumulate_k is None and not unwindowed:
         return
-    # A counter that a step's or zeroing's own gate tests cannot move under that gate.
-    gate_counters = {
-        event.gate.counter for event in window.loop.of_kind("step", "zero") if event.gate is not None
-    }
     for increment in step_counter_increments(window):
         if not every_micro_batch(window, increment.statement):
             continue
@@ -37,7 +33,8 @@ def step_counter_counts_micro_batches(window: Window) -> Iterable[Finding]:
             continue
         edits: tuple[Edit, ...] = ()
         # inside a stretch of micro-batches (`if step < resume_step:`) the move would drop its tests
-        if increment.counter not in gate_counters and not unwindowed \
+        # a counter that a step's or zeroing's own gate tests cannot move under that gate
+        if increment.counter not in window.gate_counters and not unwindowed \
                 and every_micro_batch(window, increment.statement, stretches=False):
             edits = once_per_window(window, increment.statement, anchor.statement if anchor is not None else None)
         yield Finding(
