@@ -231,8 +231,8 @@ def _move_zeroing_after(window: Window, zero: Event, step: Optional[Event]) -> t
         return ()
     block = step.statement.block[-1]
     if any(
-        other is not zero and other.statement.block[-1] is block and other.order > step.order
-        and _same_gradients(window, zero, other)
+        other.role.call is not zero.role.call and other.statement.block[-1] is block and other.order > step.order
+        and not other.statement.exclusive_with(step.statement) and _same_gradients(window, zero, other)
         for other in window.loop.of_kind("zero")
     ):
         return (remove(zero.statement.node),)
@@ -455,12 +455,14 @@ def zero_grad_before_step(window: Window) -> Iterable[Finding]:
     pairs = zeroing_before_step(window)
     reported = set()
     for zero, step in pairs:
-        if id(zero) in reported:
+        # (a helper entered from two exclusive arms gives one zeroing two events: one finding)
+        if id(zero.role.call) in reported:
             continue
-        reported.add(id(zero))
+        reported.add(id(zero.role.call))
         # a zeroing before alternative steps (`if amp: scaler.step(...) else: optimizer.step()`)
         # cannot move into one arm
-        alternatives = sum(1 for other, _ in pairs if other is zero) > 1
+        alternatives = len({id(other_step.role.call) for other, other_step in pairs
+                            if other.role.call is zero.role.call}) > 1
         edits = () if alternatives else _move_zeroing_after(window, zero, step)
         yield Finding(
             zero.role.call,
