@@ -100,6 +100,13 @@ def known_schedule(facts: ModuleFacts, call: cst.Call) -> bool:
         name not in facts.imports and name not in facts.functions and not facts.star_imports)
 
 
+def told_position(step: cst.CSTNode) -> bool:
+    """A scheduler step handed where the schedule stands (`scheduler.step(iteration)`,
+    `step(epoch=e)`): its pace follows that index, not how often the call runs, so neither
+    the call's cadence nor its length's unit can be judged against the window."""
+    return type(step) is cst.Call and bool(step.args)
+
+
 def _ignored_lengths(call: cst.Call, tail: str) -> frozenset[str]:
     """The length arguments that Hugging Face's constant schedules take and never read:
     `get_scheduler("constant", optimizer, num_warmup_steps=w, num_training_steps=n)` holds

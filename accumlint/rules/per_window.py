@@ -12,7 +12,7 @@ from accumlint.model.cadence import every_micro_batch
 from accumlint.model.loop import Event, Statement
 from accumlint.model.names import code, last_part
 from accumlint.model.roles import RoleKind
-from accumlint.model.schedules import (known_schedule, length_arguments, length_is_loop_budget, referenced_names,
+from accumlint.model.schedules import (known_schedule, told_position, length_arguments, length_is_loop_budget, referenced_names,
                                       scheduler_constructors, sized_in_micro_batches)
 from accumlint.model.window import Window
 from accumlint.rules.base import Finding, after_every_world, leaves_world, movable, movable_to, sync_gated
@@ -107,8 +107,7 @@ def scheduler_every_micro_batch(window: Window) -> Iterable[Finding]:
             continue
         if _length_is_micro_batch_budget(window, constructors):
             continue
-        call = event.role.call
-        if type(call) is cst.Call and call.args:
+        if told_position(event.role.call):
             continue  # `scheduler.step(i)`: the schedule is told where it is, so its pace follows the index
         anchor = window_step(window, event)
         yield Finding(

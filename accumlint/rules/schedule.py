@@ -9,7 +9,7 @@ import libcst as cst
 from accumlint.fix.edits import Edit, insert_before, replace
 from accumlint.model.loop import Event
 from accumlint.model.names import code, dotted, normalized
-from accumlint.model.schedules import MicroBatchLength, helper_built_lengths, micro_batch_length, schedule_lengths
+from accumlint.model.schedules import MicroBatchLength, helper_built_lengths, micro_batch_length, schedule_lengths, told_position
 from accumlint.model.scopes import in_scope
 from accumlint.model.window import Window
 from accumlint.rules.base import Finding
@@ -21,7 +21,7 @@ def schedule_counts_micro_batches(window: Window) -> Iterable[Finding]:
         return
     k = _k(window)
     for event in window.loop.of_kind("sched"):
-        if not window.event_once_per_window(event):
+        if not window.event_once_per_window(event) or told_position(event.role.call):
             continue
         for length in _lengths_in_micro_batches(window, event):
             loader = code(length.length.args[0].value)
