@@ -107,6 +107,16 @@ def told_position(step: cst.CSTNode) -> bool:
     return type(step) is cst.Call and bool(step.args)
 
 
+def holds_rate(call: cst.Call) -> bool:
+    """A schedule that never changes the rate (`get_scheduler("constant", ...)`,
+    `get_constant_schedule(optimizer)`): however often it steps, the run sees the same rate."""
+    tail = last_part(call_name(call) or "")
+    return tail == "get_constant_schedule" or _ignored_lengths(call, tail) == _CONSTANT
+
+
+_CONSTANT = frozenset({"num_warmup_steps", "num_training_steps"})
+
+
 def _ignored_lengths(call: cst.Call, tail: str) -> frozenset[str]:
     """The length arguments that Hugging Face's constant schedules take and never read:
     `get_scheduler("constant", optimizer, num_warmup_steps=w, num_training_steps=n)` holds
@@ -117,7 +127,7 @@ def _ignored_lengths(call: cst.Call, tail: str) -> frozenset[str]:
     name = keyword(call, "name")
     kind = string_value(name.value if name is not None else positional(call, 0))
     if kind == "constant":
-        return frozenset({"num_warmup_steps", "num_training_steps"})
+        return _CONSTANT
     if kind == "constant_with_warmup":
         return frozenset({"num_training_steps"})
     return frozenset()

@@ -12,7 +12,7 @@ from accumlint.model.cadence import every_micro_batch
 from accumlint.model.loop import Event, Statement
 from accumlint.model.names import code, last_part
 from accumlint.model.roles import RoleKind
-from accumlint.model.schedules import (known_schedule, told_position, length_arguments, length_is_loop_budget, referenced_names,
+from accumlint.model.schedules import (holds_rate, known_schedule, told_position, length_arguments, length_is_loop_budget, referenced_names,
                                       scheduler_constructors, sized_in_micro_batches)
 from accumlint.model.window import Window
 from accumlint.rules.base import Finding, after_every_world, leaves_world, movable, movable_to, sync_gated
@@ -101,6 +101,8 @@ def scheduler_every_micro_batch(window: Window) -> Iterable[Finding]:
         constructors = scheduler_constructors(window.facts, window.objects, event.role.receiver)
         if not constructors or not all(known_schedule(window.facts, call) for call in constructors):
             continue  # built elsewhere: whether its length counts micro-batches is unknown
+        if all(holds_rate(call) for call in constructors):
+            continue  # a constant rate: stepping it K times as often changes nothing
         if sized_in_micro_batches(window.facts, window.objects, event.role.receiver, window.is_k):
             continue
         if length_is_loop_budget(window.facts, window.loop.node, window.loop.function, event.role.receiver, constructors):
