@@ -137,10 +137,10 @@ def length_arguments(call: cst.Call, facts: Optional[ModuleFacts] = None, period
     """The arguments of a scheduler constructor that carry a length in steps (with `facts`,
     those of the schedulers a composed one names: `SequentialLR(opt, [warmup, decay], ...)`,
     or a warmup wrapper's `after_scheduler=`); with `periods`, its periods too (`step_size`)."""
-    keywords = LENGTH_KEYWORDS + PERIOD_KEYWORDS if periods else LENGTH_KEYWORDS
     tail = last_part(call_name(call) or "")
     ignored = _ignored_lengths(call, tail)
-    keywords = tuple(word for word in keywords if word not in ignored)
+    keywords = tuple(word for word in (LENGTH_KEYWORDS + PERIOD_KEYWORDS if periods else LENGTH_KEYWORDS)
+                     if word not in ignored)
     found = [arg.value for arg in call.args if arg.keyword is not None and arg.keyword.value in keywords]
     positions: tuple[int, ...] = ()
     if tail == "get_scheduler":
