@@ -310,20 +310,40 @@ class TrainingLoop:
         computes it from its target and from a value the iteration made before the loop
         (`feats = backbone(x)`, then `for head, t in zip(heads, targets): loss =
         crit(head(feats), t)`): every backward of that loop goes through the same graph."""
-        loop = event.statement.loops[-1] if event.statement.loops else None
+        loop = event.statement.loops[-1] if event.statement.loops else self._nested_site()
         if type(loop) is not cst.For:
             return False
         target = event.role.target
         if target is not None and _loss_name(target) in _target_names(loop):
             return True
         order = event.statement.order
-        reads = {node.value for s in self.statements if loop in s.loops and s.order <= order
+        in_loop = (lambda s: loop in s.loops) if event.statement.loops else (lambda s: not s.loops)
+        reads = {node.value for s in self.statements if in_loop(s) and s.order <= order
                  for small in s.node.body if type(small) is cst.Assign and _binds_any(small, used)
                  for node in walk(small.value) if type(node) is cst.Name}
-        made_before = {name for s in self.statements if loop not in s.loops and s.order < order
-                       for small in s.node.body if type(small) is cst.Assign
-                       for name in _bound_names(small)}
+        if event.statement.loops:
+            made_before = {name for s in self.statements if loop not in s.loops and s.order < order
+                           for small in s.node.body if type(small) is cst.Assign
+                           for name in _bound_names(small)}
+        else:  # the enclosing loop's iteration made them, before this loop ran
+            made_before = self._bound_around_site()
         return bool(reads & _target_names(loop)) and bool(reads & made_before)
+
+    def _nested_site(self) -> Optional[cst.CSTNode]:
+        """The loop itself, when it runs inside another loop's iteration (a loop over the
+        per-layer losses of the enclosing iteration's forward, with a backward each)."""
+        if any(type(node) in (cst.For, cst.While) for node in self.site.ancestors):
+            return self.site.node
+        return None
+
+    def _bound_around_site(self) -> set[str]:
+        """The plain names the nearest enclosing loop's body binds outside this loop."""
+        enclosing = next((node for node in reversed(self.site.ancestors) if type(node) in (cst.For, cst.While)), None)
+        if enclosing is None:
+            return set()
+        inside = {id(node) for node in walk(self.site.node)}
+        return {name for node in walk(cast("cst.For | cst.While", enclosing).body)
+                if type(node) is cst.Assign and id(node) not in inside for name in _bound_names(node)}
 
 
 def _loss_name(expr: cst.BaseExpression) -> Optional[str]:

@@ -66,6 +66,19 @@ class Window:
         return self.accumulate_call(statement) is not None
 
     @cached_property
+    def backwards_elsewhere_in_iteration(self) -> bool:
+        """The loop's body, in its own code, runs a backward that is not one of this window's
+        (a window split at an inner micro-step loop: `loss_a.backward(retain_graph=True)`, then
+        a loop over per-layer losses of the same forward, each with its backward)."""
+        own = {id(event.role.call) for event in self.loop.backwards}
+        for node in walk(self.loop.site.node):
+            if type(node) is cst.Call and id(node) not in own:
+                role = self.objects.role(node)
+                if role is not None and role.kind == "backward":
+                    return True
+        return False
+
+    @cached_property
     def gate_counters(self) -> frozenset[str]:
         """The counters that the gates of the loop's steps and zeroings test: the loop's own
         code makes each of them count micro-batches (`if (global_step + 1) % K == 0:`)."""

@@ -31,6 +31,8 @@ def retain_graph_in_loop(window: Window) -> Iterable[Finding]:
     if not window.accumulates:
         return
     backwards = window.loop.backwards
+    if window.backwards_elsewhere_in_iteration:
+        return  # a backward of another window of the same iteration may reuse the graph
     for backward in backwards:
         # another backward of the iteration may reuse the graph, unless it runs in another
         # arm (`if use_amp: scaler.scale(loss).backward(...)` / `else: loss.backward(...)`)
