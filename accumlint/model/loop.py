@@ -317,8 +317,8 @@ class TrainingLoop:
         if target is not None and _loss_name(target) in _target_names(loop):
             return True
         order = event.statement.order
-        in_loop = (lambda s: loop in s.loops) if event.statement.loops else (lambda s: not s.loops)
-        reads = {node.value for s in self.statements if in_loop(s) and s.order <= order
+        nested = bool(event.statement.loops)
+        reads = {node.value for s in self.statements if (loop in s.loops if nested else not s.loops) and s.order <= order
                  for small in s.node.body if type(small) is cst.Assign and _binds_any(small, used)
                  for node in walk(small.value) if type(node) is cst.Name}
         if event.statement.loops:
