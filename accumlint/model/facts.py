@@ -321,6 +321,33 @@ class ModuleFacts:
                     pending.append(local)
         return None
 
+    def rebound_unread(self, binding: Binding) -> bool:
+        """The binding's line is followed in its own block by a plain rebinding of the same
+        name before any statement mentions it (`scheduler = CosineAnnealingLR(...)`, then
+        `scheduler = SequentialLR(...)`): no code ever sees the first value."""
+        line: Optional[cst.CSTNode] = binding.statement
+        while line is not None and type(line) is not cst.SimpleStatementLine:
+            line = self.parents.get(id(line))
+        block = self.parents.get(id(line)) if line is not None else None
+        body = getattr(block, "body", None)
+        if line is None or not isinstance(body, (list, tuple)):
+            return False
+        index = next((i for i, statement in enumerate(body) if statement is line), None)
+        if index is None:
+            return False
+        for later in body[index + 1:]:
+            mentions = any(dotted(node) == binding.target for node in walk(later)
+                           if type(node) in (cst.Name, cst.Attribute))
+            if not mentions:
+                continue
+            if type(later) is not cst.SimpleStatementLine or len(later.body) != 1 or type(later.body[0]) is not cst.Assign:
+                return False
+            assign = later.body[0]
+            rebinds = len(assign.targets) == 1 and dotted(assign.targets[0].target) == binding.target
+            return rebinds and not any(dotted(node) == binding.target for node in walk(assign.value)
+                                       if type(node) in (cst.Name, cst.Attribute))
+        return False
+
     def enclosing_function(self, node: cst.CSTNode) -> Optional[Function]:
         """The innermost function whose body holds `node` (None at module level)."""
         parent = self.parents.get(id(node))

@@ -67,8 +67,8 @@ def scheduler_constructors(facts: ModuleFacts, objects: Objects, name: Optional[
     found = []
     for binding in facts.values_of(name):
         value = binding.value
-        if type(value) is not cst.Call:
-            continue
+        if type(value) is not cst.Call or facts.rebound_unread(binding):
+            continue  # (a scheduler replaced before anything steps it is not the one stepped)
         if dotted(value.func) == "self.lr_schedulers":
             configures = [f for f in facts.class_of if f.name.value == "configure_optimizers"]
             found += [call for function in configures
