@@ -81,9 +81,20 @@ def loss_kwargs_model_in_module(facts: ModuleFacts) -> bool:
     forward takes none, and then the Trainer divides the loss itself."""
     # the callee as written, and resolved through a name bound to the imported class
     # (`MODEL_CLASS = AutoModelForCausalLM`, then `MODEL_CLASS.from_pretrained(...)`)
+    registered = _registered_auto_classes(facts)
     return any(_LOSS_KWARGS_MODEL.search(callee) or _LOSS_KWARGS_MODEL.search(facts.qualified(callee) or "")
                or _bound_to_task_class(facts, callee)
-               for call in facts.calls if (callee := dotted(call.func)) is not None)
+               for call in facts.calls if (callee := dotted(call.func)) is not None
+               and callee.split(".")[0] not in registered and not callee.endswith(".register"))
+
+
+def _registered_auto_classes(facts: ModuleFacts) -> frozenset[str]:
+    """The Auto classes into which the module registers a class of its own
+    (`AutoModelForCausalLM.register(Config, LLM)`): what they load may be that class,
+    whose forward need not take the Trainer's loss kwargs."""
+    return frozenset(callee.split(".")[0] for call in facts.calls
+                     if (callee := dotted(call.func)) is not None and callee.endswith(".register")
+                     and callee.startswith("Auto") and callee.count(".") == 1)
 
 
 def _bound_to_task_class(facts: ModuleFacts, callee: str) -> bool:
