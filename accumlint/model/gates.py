@@ -56,14 +56,19 @@ class Gate:
     paired: bool = False
 
     def condition_skips_only_the_start(self) -> bool:
-        """`i % K == 0 and i > 0` (or `i != 0`): the extra condition reads only the counter, so the
-        windows are still shifted by one (the first one holds K + 1 micro-batches)."""
+        """`i % K == 0 and i > 0` (or `i != 0`, `i >= 1`, `i and ...`: the counter's own truth):
+        the extra condition reads only the counter and is false only at 0, so the windows are
+        still shifted by one (the first one holds K + 1 micro-batches)."""
         test = self.whole_test
         if type(test) is not cst.BooleanOperation or type(test.operator) is not cst.And:
             return False
         other = test.right if test.left is self.test else test.left if test.right is self.test else None
+        if other is not None and type(other) in (cst.Name, cst.Attribute):
+            return dotted(other) == self.counter
         if type(other) is not cst.Comparison or len(other.comparisons) != 1:
             return False
+        if type(other.comparisons[0].operator) is cst.GreaterThanEqual and int_value(other.comparisons[0].comparator) == 1:
+            return {dotted(n) for n in walk(other.left) if type(n) in (cst.Name, cst.Attribute)} == {self.counter}
         names = {dotted(n) for n in walk(other) if type(n) in (cst.Name, cst.Attribute)}
         bound = other.comparisons[0].comparator
         return names == {self.counter} and int_value(bound) == 0 and type(other.comparisons[0].operator) in (
