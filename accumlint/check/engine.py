@@ -321,6 +321,19 @@ def execute(
 
 
 @dataclass
+class _Read:
+    """A file read and screened: its text stage's verdict (`plain`) and, for a file that
+    stage drops, whether its loops reach a backward in another project module."""
+
+    path: str
+    settings: Settings
+    result: FileResult
+    document: Any
+    plain: Optional[bool]
+    elsewhere: bool = False
+
+
+@dataclass
 class _Pending:
     result: FileResult
     settings: Settings
@@ -421,7 +434,7 @@ def _check_in_run(request: Request, resolver: Resolver, progress: Progress, cach
     unfixable: list[tuple[FileResult, frozenset[str]]] = []
     pending: list[_Pending] = []
     tasks: list[Task] = []
-    read: list[tuple[str, Settings, FileResult, Any, Optional[bool], bool]] = []
+    read: list[_Read] = []
     for path, settings, data, root in _sources(request, resolver):
         result = FileResult(path, unsafe_fixes=settings.unsafe_fixes, root=root)
         files.append(result)
@@ -432,20 +445,21 @@ def _check_in_run(request: Request, resolver: Resolver, progress: Progress, cach
             continue
         result.document = result.original = document
         plain = text_stage(document.text) if request.prefilter else None
-        read.append((path, settings, result, document, plain, False))
+        read.append(_Read(path, settings, result, document, plain))
     # stage one may pass on a setting's name alone (`num_training_steps=...` reads like
     # `training_step`): stage two would then drop a loop whose backward is in a helper module
-    asked = [index for index, item in enumerate(read) if request.prefilter and not item[4]]
+    asked = [entry for entry in read if request.prefilter and not entry.plain]
     # many files asked: the names of the project's backward functions spare resolving most imports
     names = _backward_names() if len(asked) >= PROJECT_NAMES_FROM else None
-    for index in asked:
-        path, settings, result, document, plain, _ = read[index]
-        read[index] = (path, settings, result, document, plain, _reaches_backward_elsewhere(path, document.text, names))
+    for entry in asked:
+        entry.elsewhere = _reaches_backward_elsewhere(entry.path, entry.document.text, names)
     if request.prefilter:
-        for path, settings, result, document, plain, elsewhere in read:
-            note_training(path, document.text, plain is not None or elsewhere)
+        for entry in read:
+            note_training(entry.path, entry.document.text, entry.plain is not None or entry.elsewhere)
     # every file's own verdict is known before any file asks whether another's loops train
-    for path, settings, result, document, plain, elsewhere in read:
+    for entry in read:
+        path, settings, result, document, plain, elsewhere = (
+            entry.path, entry.settings, entry.result, entry.document, entry.plain, entry.elsewhere)
         gate = request.prefilter and not elsewhere  # the text gate's stage two would drop it: its backward is elsewhere
         if request.prefilter and plain is None and not elsewhere and not _called_from_project_loops(path, document.text):
             continue
