@@ -731,9 +731,6 @@ class Window:
             return not any(type(b.value) is cst.Call and b.index is None and _is_dataloader(b.value)
                            and self._iterable_dataset(b.value) for b in self.facts.values_of(name))
         seen = seen | {name}
-        passed = self._passed_by_every_call(name)
-        if passed is not None:
-            return bool(passed) and all(self.sized(argument, seen) for argument in passed)
         bindings = self.facts.values_of(name)
         if any(type(b.value) is cst.Call and last_part(call_name(b.value) or "") in _ITERATOR_MAKERS for b in bindings):
             return False  # `tl = islice(train_loader, n)` in one run: an iterator, whose length nothing takes
@@ -751,22 +748,6 @@ class Window:
             if sized is True or (sized is False and last_part(call_name(value) or "") != "tqdm"):
                 return sized
         return False
-
-    def _passed_by_every_call(self, name: str) -> Optional[list[cst.BaseExpression]]:
-        """For a parameter of the loop's own function that its body never rebinds, what each
-        call of the function in the module passes for it (`train_epoch(model,
-        train_dataloader, ...)`): the loop iterates that. None when `name` is no such
-        parameter or the function's callers are not all known; an empty list when a
-        call passes nothing for it (its default, or a `*args` that may hold it)."""
-        function = self.loop.function
-        if function is None or "." in name or name not in scopes.parameters(function) \
-                or name in scopes.rebound_names(function):
-            return None
-        calls = self.facts.own_calls(function)
-        if not calls:
-            return None
-        passed = [scopes.argument_for(function, call, name) for call in calls]
-        return [argument for argument in passed if argument is not None] if all(passed) else []
 
     def _sized_call(self, value: cst.Call, seen: frozenset[str]) -> Optional[bool]:
         """`sized` for a call the loop iterates: a progress bar over a sized iterable, a
