@@ -1679,9 +1679,13 @@ class Window:
     def event_once_per_window(self, event: Event) -> bool:
         """The event (a scheduler's step) runs once per window: under the gate, after a
         micro-step loop, or, for an object accelerate prepared, inside `accumulate()` on an
-        Accelerator with K (which holds it back until the window syncs)."""
+        Accelerator with K (which holds it back until the window syncs). A step repeated by
+        a loop of its own under the gate (`for _ in range(K): scheduler.step()`) runs
+        several times per window."""
         if self.has_micro_loop:
             return not self.loop.in_micro_loop(event.statement)
+        if self.loop.in_inner_loop(event.statement):
+            return False
         if event.gate is not None:
             return event.gate.kind != "sync" or self.accumulate_k is not None
         if self.accumulate_context(event.statement):
