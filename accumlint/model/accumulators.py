@@ -223,11 +223,35 @@ def backpropagated_later(window: Window, holder: str, statement: Optional[Statem
     later = [code(s) for s in window.loop.site.siblings(before=False)]
     if any(pattern.search(text) and "backward" in text for text in later) or _returned_to_lightning(window, holder):
         return True
+    if _gathered_into_backward(window, holder):
+        return True
     helper = statement.helper if statement is not None else None
     return helper is not None and _summed_into_return(helper, holder)
 
 
 _GATHERING = frozenset({"sum", "stack", "cat", "mean"})
+# a list of losses may also feed the backward through the worst or best of them
+_PICKING = frozenset({"max", "min"})
+
+
+def _gathered_into_backward(window: Window, holder: str) -> bool:
+    """The iteration binds the loss that a backward of the window runs to the holder's
+    tensors gathered or picked (`loss = max(loss_list)`, then `scaler.scale(loss).backward()`):
+    the holder collects graphs for that backward, not for a log."""
+    backpropagated = {flow.name for flow in window.flows if flow.name is not None}
+    for statement in window.loop.statements:
+        for small in getattr(statement.node, "body", ()):
+            if type(small) is cst.Assign and len(small.targets) == 1 \
+                    and dotted(small.targets[0].target) in backpropagated \
+                    and (_gathers(small.value, holder) or _picks(small.value, holder)):
+                return True
+    return False
+
+
+def _picks(value: cst.BaseExpression, holder: str) -> bool:
+    """`max(holder)`, `min(holder)`: one of the holder's tensors, graph and all."""
+    return type(value) is cst.Call and dotted(value.func) in _PICKING and len(value.args) == 1 \
+        and dotted(value.args[0].value) == holder
 
 
 def _summed_into_return(function: Function, holder: str) -> bool:
