@@ -18,7 +18,7 @@ from typing import Callable, Iterable, Iterator, Optional, cast
 import libcst as cst
 
 from accumlint.model import scopes
-from accumlint.model.facts import DETACHING_METHODS, Function, ModuleFacts, ancestors, detached
+from accumlint.model.facts import DETACHING_METHODS, Function, ModuleFacts, ancestors, constructed, detached
 from accumlint.model.frameworks import SyncControl, carries_k, key_of, mentions_sync_control
 from accumlint.model.gates import PLUS_ONE, ZERO, Gate, single_micro_batch_arm
 from accumlint.model.loop import Event, Statement, TrainingLoop, epoch_multiple
@@ -1953,7 +1953,26 @@ class Window:
                         return True
                     if any(dotted(arg.value) and normalized(arg.value) in optimizers for arg in node.args):
                         return True
+                    if self._made_by_zeroing_module(node):
+                        return True
         return any(_ZEROING_TEXT.search(text) for text in texts)
+
+    def _made_by_zeroing_module(self, call: cst.Call) -> bool:
+        """The call runs a function of another project module, or an object one of its
+        classes built (`model(xc, y)` after `model = Seq2Seq(...)`), and that module's text
+        zeroes gradients (a forward that begins with `self.zero_grad()`)."""
+        project = self.facts.project
+        callee = dotted(call.func)
+        if project is None or callee is None:
+            return False
+        makers = {callee}
+        for binding in self.facts.values_of(callee.split(".")[0]):
+            built = constructed(binding.value) if binding.index is None else None
+            maker = dotted(built.func) if type(built) is cst.Call else None
+            if maker is not None:
+                makers.add(maker)
+        zeroing = cast("re.Pattern[str]", _ZEROING_TEXT)  # (compiled at its first use)
+        return any(project.maker_mentions(maker, zeroing) for maker in makers)
 
     def length_divisible(self, gate: Gate) -> bool:
         """The code checks before the loop that the iterable's length is a multiple of the
