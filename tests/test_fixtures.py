@@ -62,6 +62,8 @@ NO_TRAINING_LOOP = {
     # Another framework's training loop: out of scope.
     "fixtures/check/other_frameworks/mxnet_gluon_trainer.py",
     # A project's modules beside its training script.
+    "fixtures/projects/model_forward_never_zeroes/seq2seq_model.py",
+    "fixtures/projects/model_forward_zeroes_elsewhere/seq2seq_model.py",
     "fixtures/projects/schedule_built_elsewhere_divided/utils/lr.py",
     "fixtures/projects/schedule_factory_given_length/optim/schedules.py",
     "fixtures/projects/schedule_factory_given_length_steps/optim/schedules.py",
