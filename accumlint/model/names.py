@@ -158,6 +158,22 @@ def int_value(node: Optional[cst.CSTNode]) -> Optional[int]:
     return None
 
 
+def adds_one(small: cst.CSTNode) -> Optional[str]:
+    """The name or attribute chain that a statement counts up by one (`step += 1`,
+    `j = j + 1`, `j = 1 + j`); None for anything else."""
+    if type(small) is cst.AugAssign:
+        return dotted(small.target) if type(small.operator) is cst.AddAssign and int_value(small.value) == 1 else None
+    if type(small) is not cst.Assign or len(small.targets) != 1:
+        return None
+    target, value = dotted(small.targets[0].target), small.value
+    if target is None or type(value) is not cst.BinaryOperation or type(value.operator) is not cst.Add:
+        return None
+    if (dotted(value.left) == target and int_value(value.right) == 1) or (
+            int_value(value.left) == 1 and dotted(value.right) == target):
+        return target
+    return None
+
+
 def minus_one(node: cst.BaseExpression) -> Optional[cst.BaseExpression]:
     """`x` of `x - 1` (the last index of a count, `K - 1`, `len(loader) - 1`); None otherwise."""
     if type(node) is cst.BinaryOperation and type(node.operator) is cst.Subtract and int_value(node.right) == 1:

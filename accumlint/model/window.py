@@ -24,6 +24,7 @@ from accumlint.model.gates import PLUS_ONE, ZERO, Gate, single_micro_batch_arm
 from accumlint.model.loop import Event, Statement, TrainingLoop, epoch_multiple
 from accumlint.model.loss import TOKEN, LossFlow, LossReader
 from accumlint.model.names import (
+    adds_one,
     call_name,
     code,
     dotted,
@@ -1898,11 +1899,11 @@ class Window:
 
     def increment_of(self, name: str) -> Optional[Statement]:
         """The first statement of this window's iteration that adds one to `name`
-        (`steps += 1`): in a world of `if args.fp16:` / `else:`, the one that world runs."""
+        (`steps += 1`, `j = j + 1`): in a world of `if args.fp16:` / `else:`, the one that
+        world runs."""
         for statement in self.loop.statements:
             for small in statement.node.body if type(statement.node) is cst.SimpleStatementLine else ():
-                if (type(small) is cst.AugAssign and type(small.operator) is cst.AddAssign
-                        and dotted(small.target) == name and int_value(small.value) == 1):
+                if adds_one(small) == name:
                     return statement
         return None
 
