@@ -9,7 +9,7 @@ import libcst as cst
 from libcst._nodes.base import CSTCodegenError
 import pytest
 
-from accumlint.model.names import code, looks_like_accumulation, module_text, string_value
+from accumlint.model.names import adds_one, code, looks_like_accumulation, module_text, string_value
 from accumlint.model.tree import walk, walk_all
 
 REPO = Path(__file__).resolve().parent.parent
@@ -115,3 +115,13 @@ def test_a_yes_or_no_of_the_window_is_not_k_whatever_words_it_shares(name: str) 
 
 def test_a_name_the_configuration_lists_as_k_is_k_even_when_it_reads_as_a_yes_or_no() -> None:
     assert looks_like_accumulation("cfg.should_accumulate_n", ("should_accumulate_n",))
+
+
+@pytest.mark.parametrize("line, counter", [("step += 1", "step"), ("j = j + 1", "j"), ("self.n = 1 + self.n", "self.n")])
+def test_a_count_up_by_one_names_its_counter(line: str, counter: str) -> None:
+    assert adds_one(cst.parse_statement(line).body[0]) == counter
+
+
+@pytest.mark.parametrize("line", ["step += 2", "j = k + 1", "j = j - 1", "a = b = a + 1", "step -= 1", "total += loss"])
+def test_other_updates_count_nothing(line: str) -> None:
+    assert adds_one(cst.parse_statement(line).body[0]) is None

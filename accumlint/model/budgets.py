@@ -16,7 +16,7 @@ import libcst as cst
 
 from accumlint.model.facts import Function, ModuleFacts
 from accumlint.model.loop import Statement
-from accumlint.model.names import dotted, int_value, looks_like_accumulation
+from accumlint.model.names import adds_one, dotted, int_value, looks_like_accumulation
 from accumlint.model.schedules import (
     IsK,
     length_arguments,
@@ -42,14 +42,13 @@ class Increment:
 
 
 def step_counter_increments(window: Window) -> list[Increment]:
-    """`+= 1` on names that mean optimizer steps (not micro-steps, not accumulation counts)."""
+    """`+= 1` (`names.adds_one`) on names that mean optimizer steps (not micro-steps, not
+    accumulation counts)."""
     found = []
     for statement in window.loop.statements:
         for small in statement.node.body:
-            if not (type(small) is cst.AugAssign and type(small.operator) is cst.AddAssign):
-                continue
-            name = dotted(small.target)
-            if name is None or int_value(small.value) != 1:
+            name = adds_one(small)
+            if name is None:
                 continue
             tail = name.rsplit(".", 1)[-1]
             if _STEP_COUNTER.search(tail) and "micro" not in tail.lower() and not looks_like_accumulation(tail):
@@ -142,15 +141,11 @@ def micro_batch_budgets(window: Window) -> set[str]:
     increments by one on every micro-batch (`n_step += 1` ungated, then `if n_step >=
     config.n_training_steps: break`): budgets counted in micro-batches. A schedule whose
     length is one of them keeps the run's pace when it steps on every micro-batch."""
-    counters = set()
+    counters: set[str] = set()
     for statement in window.loop.statements:
         if statement.gate is not None or statement.conditional:
             continue
-        for small in statement.node.body:
-            if type(small) is cst.AugAssign and type(small.operator) is cst.AddAssign and int_value(small.value) == 1:
-                name = dotted(small.target)
-                if name is not None:
-                    counters.add(name)
+        counters.update(name for small in statement.node.body if (name := adds_one(small)) is not None)
     if not counters or window.loop.function is None:
         return set()
     found: set[str] = set()

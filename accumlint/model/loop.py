@@ -20,7 +20,7 @@ import libcst as cst
 from accumlint.model import scopes
 from accumlint.model.facts import Function, Loop, LoopSite, ModuleFacts, ancestors
 from accumlint.model.gates import Gate, parse_countdown, parse_gate, single_micro_batch_arm
-from accumlint.model.names import call_name, code as _code, dotted, int_value, keyword, last_part, looks_like_accumulation, positional, string_value
+from accumlint.model.names import adds_one, call_name, code as _code, dotted, int_value, keyword, last_part, looks_like_accumulation, positional, string_value
 from accumlint.model.roles import Objects, Role, RoleKind
 from accumlint.model.tree import children, walk
 
@@ -321,7 +321,7 @@ class TrainingLoop:
         reads = {node.value for s in self.statements if (loop in s.loops if nested else not s.loops) and s.order <= order
                  for small in s.node.body if type(small) is cst.Assign and _binds_any(small, used)
                  for node in walk(small.value) if type(node) is cst.Name}
-        if event.statement.loops:
+        if nested:
             made_before = {name for s in self.statements if loop not in s.loops and s.order < order
                            for small in s.node.body if type(small) is cst.Assign
                            for name in _bound_names(small)}
@@ -1795,9 +1795,8 @@ def _per_call_windows(facts: ModuleFacts, objects: Objects, skip: Collection[cst
         own = [s for s in statements if s.helper is None]
         if not any(e.kind == "backward" for s in own for e in s.events):
             continue
-        counters = {dotted(small.target) for s in own if s.gate is None and not s.conditional
-                    for small in s.node.body
-                    if type(small) is cst.AugAssign and type(small.operator) is cst.AddAssign and int_value(small.value) == 1}
+        counters = {adds_one(small) for s in own if s.gate is None and not s.conditional
+                    for small in s.node.body} - {None}
         gated_steps = [e for s in own for e in s.events if e.kind == "step" and s.gate is not None
                        and s.gate.kind == "modulo" and s.gate.counter in counters
                        and (s.gate.counter or "").startswith("self.")]

@@ -12,8 +12,8 @@ from accumlint.model.cadence import every_micro_batch
 from accumlint.model.loop import Event, Statement
 from accumlint.model.names import code, last_part
 from accumlint.model.roles import RoleKind
-from accumlint.model.schedules import (holds_rate, known_schedule, told_position, length_arguments, length_is_loop_budget, referenced_names,
-                                      scheduler_constructors, sized_in_micro_batches)
+from accumlint.model.schedules import (holds_rate, known_schedule, length_arguments, length_is_loop_budget, referenced_names,
+                                      scheduler_constructors, sized_in_micro_batches, told_position)
 from accumlint.model.window import Window
 from accumlint.rules.base import Finding, after_every_world, leaves_world, movable, movable_to, sync_gated
 from accumlint.rules.catalog import Rule
