@@ -36,7 +36,6 @@ third workload (it is skipped otherwise).
 from __future__ import annotations
 
 import argparse
-import compileall
 import importlib.util
 import json
 import os
@@ -49,6 +48,8 @@ import sysconfig
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from installed import prepare
 
 REPO = Path(__file__).resolve().parent.parent
 # Tests and the installed third-party packages are not "the standard library".
@@ -142,13 +143,10 @@ def main() -> None:
     ruff = shutil.which("ruff")
     if ruff is None:
         raise SystemExit("ruff is not on PATH: pip install ruff")
-    compileall.compile_dir(REPO / "accumlint", quiet=1)  # what an installed copy has
     one = REPO / "fixtures" / "check" / "plain" / "bug_backward_after_step.py"
     if not one.is_file():
         raise SystemExit(f"missing benchmark file {one}")
-    first_run = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
-    subprocess.run([sys.executable, "-m", "accumlint.cli", "check", "--no-cache", "-q", str(one)],
-                   env=first_run, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    prepare(REPO, one)  # what an installed copy has
     accumlint = [sys.executable, "-m", "accumlint.cli", "check", "--no-cache", "-q"]
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     fixtures = REPO / "fixtures"
