@@ -119,3 +119,46 @@ def test_calls_that_return_plain_numbers_hold_no_graph() -> None:
         value = rate(loader)
         """
     assert _returns_hold_no_graph(source, "rate(loader)")
+
+
+def _k_power(source: str, expression: str):
+    """`schedules.k_power` of the expression bound last to `length` in the module, with
+    `accum` as K: the unit of a count made of a loader's length, as a power of K."""
+    from accumlint.model.roles import Objects
+    from accumlint.model.schedules import k_power
+
+    text = textwrap.dedent(source) + f"length = {expression}\n"
+    module = libcst.parse_module(text)
+    facts = model_of(module, text, AnalysisOptions()).facts
+    (binding,) = facts.bindings["length"]
+    lengths: list = []
+    power = k_power(facts, Objects(facts), binding.value, lambda e: code(e) == "accum", lengths)
+    return power, [code(c) for c in lengths]
+
+
+LOADER = """\
+    import math
+    accum = 4
+    loader = DataLoader(dataset, batch_size=8)
+    windows = math.ceil(len(loader) / accum)
+    micro = epochs * len(loader)
+    """
+
+
+@pytest.mark.parametrize("expression, power", [
+    ("len(loader)", 0),  # micro-batches
+    ("epochs * len(loader)", 0),
+    ("windows", -1),  # windows, through a binding
+    ("epochs * windows", -1),
+    ("epochs * windows * accum", 0),  # re-expanded to micro-batches
+    ("math.floor(0.1 * micro / accum)", -1),
+    ("math.floor(0.1 * epochs * windows / accum)", -2),  # divided by K twice
+    ("micro - math.ceil(len(loader) / accum)", None),  # parts disagree
+    ("epochs * 1000", None),  # no loader's length: a setting
+    ("micro / len(loader)", None),  # a count divided by a count
+])
+def test_k_power_reads_the_unit_of_a_count_through_bindings(expression: str, power) -> None:
+    found, lengths = _k_power(LOADER, expression)
+    assert found == power
+    if power is not None:
+        assert lengths == ["len(loader)"] * len(lengths) and lengths  # the loader's length it is made of

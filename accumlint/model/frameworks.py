@@ -28,7 +28,7 @@ import libcst as cst
 from accumlint.model.facts import Binding, ModuleFacts, constructed
 from accumlint.model.tree import walk
 from accumlint.model.kwargs import keywords
-from accumlint.model.names import call_name, code, dotted, int_value, keyword, last_part, string_value
+from accumlint.model.names import call_name, code, dotted, entered, int_value, keyword, last_part, string_value
 from accumlint.source.patterns import LazyPattern
 
 if TYPE_CHECKING:
@@ -297,8 +297,9 @@ class Frameworks:
     def accumulate_of(self, item: cst.WithItem) -> Optional[cst.Call]:
         """The `accelerator.accumulate(...)` call a `with` item enters: written in the item (or
         in both arms of a choice of the model it holds back), or bound to a plain name first (`ctx = accelerator.accumulate(model)` then
-        `with ctx:`) when every binding of that name in the module is such a call."""
-        value = item.item
+        `with ctx:`) when every binding of that name in the module is such a call (of
+        `a and b`, the operand entered: `names.entered`)."""
+        value = entered(item)
         if type(value) is cst.Name:
             bound = [b.value for b in self.facts.bindings.get(value.value, ()) if b.index is None]
             calls = [v for v in bound if type(v) is cst.Call and self._is_accumulate(v)]
@@ -314,7 +315,7 @@ class Frameworks:
     def is_written_accumulate(self, call: cst.Call) -> bool:
         """Whether an `accumulate(...)` call stands in the code (not one a context class of the
         module enters for its arguments, `_entered_by_class`)."""
-        return not any(entered is call for _, entered in self._context_classes.values())
+        return not any(made is call for _, made in self._context_classes.values())
 
     def _entered_by_class(self, call: cst.Call) -> Optional[cst.Call]:
         """`with ConditionalAccumulator(accelerator, unet, text_encoder):` where the class of this

@@ -20,7 +20,7 @@ import libcst as cst
 from accumlint.model import scopes
 from accumlint.model.facts import Function, Loop, LoopSite, ModuleFacts, ancestors
 from accumlint.model.gates import Gate, parse_countdown, parse_gate, single_micro_batch_arm
-from accumlint.model.names import adds_one, call_name, code as _code, dotted, int_value, keyword, last_part, looks_like_accumulation, positional, string_value
+from accumlint.model.names import adds_one, call_name, code as _code, dotted, entered, int_value, keyword, last_part, looks_like_accumulation, positional, string_value
 from accumlint.model.roles import Objects, Role, RoleKind
 from accumlint.model.tree import children, walk
 
@@ -390,7 +390,7 @@ def _detaching(call: cst.Call) -> bool:
 
 def _without_grad(statement: Statement) -> bool:
     """Under `with torch.no_grad():` / `torch.inference_mode()`."""
-    return any(isinstance(item.item, cst.Call) and last_part(call_name(item.item) or "")
+    return any(isinstance(called := entered(item), cst.Call) and last_part(call_name(called) or "")
                in ("no_grad", "inference_mode") for item in statement.withs)
 
 

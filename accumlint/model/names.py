@@ -174,6 +174,17 @@ def adds_one(small: cst.CSTNode) -> Optional[str]:
     return None
 
 
+def entered(item: cst.WithItem) -> cst.BaseExpression:
+    """The expression whose context a `with` item enters: the item's own, or, of `a and b`,
+    the last operand and, of `a or b`, the first. A context manager object is true, so
+    `and` evaluates to its right side and `or` to its left:
+    `with accelerator.accumulate(a) and accelerator.accumulate(b):` enters only b's."""
+    value = item.item
+    while type(value) is cst.BooleanOperation:
+        value = value.right if type(value.operator) is cst.And else value.left
+    return value
+
+
 def minus_one(node: cst.BaseExpression) -> Optional[cst.BaseExpression]:
     """`x` of `x - 1` (the last index of a count, `K - 1`, `len(loader) - 1`); None otherwise."""
     if type(node) is cst.BinaryOperation and type(node.operator) is cst.Subtract and int_value(node.right) == 1:

@@ -468,7 +468,8 @@ class Objects:
         if _is_logging(method, receiver_name):
             return Role("log", call, receiver_name)
         if method in _ZEROING_METHODS:
-            if self.over_copy(receiver_name) or self.is_copy(receiver_name) or self.facts.object_method(call):
+            if self.over_copy(receiver_name) or self.is_copy(receiver_name) or self.is_frozen(receiver_name) \
+                    or self.facts.object_method(call):
                 return None
             return Role("zero", call, receiver_name, receiver)
         if method in ("zero_", "detach_") and _is_grad(receiver) and _is_parameter(_grad_owner(receiver), loops):
@@ -603,6 +604,48 @@ class Objects:
                     if b.index is None and (scope is None or self.facts.enclosing_function(b.statement) is scope)]
         return bool(bindings) and all(_copies(b.value) and self._made_per_iteration(b.statement) for b in bindings)
 
+    def is_frozen(self, name: Optional[str]) -> bool:
+        """A model the module freezes (`model_fea.requires_grad_(False)`: a feature extractor,
+        a teacher, a VAE) and never unfreezes, as far as the module shows: every
+        `requires_grad_` call on it passes False, no other `requires_grad_(...)` call may reach
+        it (one on another plain name does not), and every `p.requires_grad = True` runs in a
+        loop over another named model's parameters. Its parameters hold no gradients, so its
+        `zero_grad()` erases nothing of the window's."""
+        if name is None:
+            return False
+        frozen = False
+        for call in self.facts.calls:
+            func = call.func
+            if type(func) is not cst.Attribute or func.attr.value != "requires_grad_":
+                continue
+            owner = dotted(func.value)
+            if owner == name:
+                if not (len(call.args) == 1 and _is_false(call.args[0].value)):
+                    return False
+                frozen = True
+            elif owner is None and name in code(func.value):
+                return False  # `model_fea.blocks[-1].requires_grad_(True)`
+        return frozen and not any(self._unfreezes(binding, name) for target, bindings in self.facts.bindings.items()
+                                  if target.endswith(".requires_grad") for binding in bindings)
+
+    def _unfreezes(self, store: Binding, name: str) -> bool:
+        """`p.requires_grad = <not False>` that may reach `name`'s parameters: anywhere but in a
+        loop over the `parameters()` or `named_parameters()` of a model that is neither
+        `name`, nor part of it, nor holds it."""
+        if _is_false(store.value):
+            return False
+        parent = self.facts.parents.get(id(store.statement))
+        while parent is not None and type(parent) is not cst.For:
+            parent = self.facts.parents.get(id(parent))
+        if parent is None:
+            return True
+        walked = parent.iter
+        if type(walked) is cst.Call and type(walked.func) is cst.Attribute \
+                and walked.func.attr.value in ("parameters", "named_parameters"):
+            owner = dotted(walked.func.value)  # `encoder.head.parameters()` reaches `encoder`'s
+            return owner is None or owner == name or owner.startswith(name + ".") or name.startswith(owner + ".")
+        return True
+
     def _made_per_iteration(self, statement: cst.CSTNode, depth: int = 0) -> bool:
         """Bound inside a loop, or in a function called from inside one (a per-task
         `adapt(...)` helper): a copy made once before training (`model = deepcopy(base)`)
@@ -695,6 +738,10 @@ class Objects:
 
 
 _COPYING = {"deepcopy", "clone_module", "clone"}
+
+
+def _is_false(value: cst.BaseExpression) -> bool:
+    return type(value) is cst.Name and value.value == "False"
 
 
 def _copies(value: cst.BaseExpression) -> bool:

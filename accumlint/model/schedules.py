@@ -198,6 +198,93 @@ def micro_batch_length(facts: ModuleFacts, objects: Objects, argument: cst.BaseE
     return dataclasses.replace(found[0], argument=argument)
 
 
+@dataclass(frozen=True, eq=False)
+class ReexpandedLength:
+    """A scheduler length that multiplies a count of optimizer steps by K
+    (`num_training_steps=args.max_train_steps * args.gradient_accumulation_steps` after
+    `max_train_steps = epochs * math.ceil(len(loader) / K)`): the product counts
+    micro-batches again.
+
+    product: the multiplication, in the length argument; steps: its other factor (what
+    the length should be); length: the `len(loader)` the step count is computed from."""
+
+    product: cst.BinaryOperation
+    steps: cst.BaseExpression
+    length: cst.Call
+
+
+def reexpanded_length(facts: ModuleFacts, objects: Objects, argument: cst.BaseExpression,
+                      is_k: IsK) -> Optional[ReexpandedLength]:
+    """Where `argument` multiplies by K a value that counts windows: a loader's length divided
+    by K once on its way (`k_power` -1). A factor that counts no loader's batches
+    (`args.lr_warmup_steps * K`, a number a user chose) says nothing of its unit."""
+    for node in _expression_nodes(argument):
+        if type(node) is not cst.BinaryOperation or type(node.operator) is not cst.Multiply:
+            continue
+        for factor, other in ((node.left, node.right), (node.right, node.left)):
+            if not is_k(other) or is_k(factor):
+                continue
+            lengths: list[cst.Call] = []
+            if k_power(facts, objects, factor, is_k, lengths) == -1 and lengths:
+                return ReexpandedLength(node, factor, lengths[0])
+    return None
+
+
+# Calls that keep the unit of what they are given (`math.ceil(len(loader) / K)`).
+_UNIT_KEEPING_CALLS = frozenset({"ceil", "floor", "int", "round", "max", "min"})
+
+
+def k_power(facts: ModuleFacts, objects: Objects, expr: cst.BaseExpression, is_k: IsK,
+            lengths: list[cst.Call], depth: int = 0, seen: Optional[frozenset[str]] = None) -> Optional[int]:
+    """The unit of a count made of a loader's length, as a power of K: 0 for micro-batches
+    (`epochs * len(loader)`), -1 for windows (`math.ceil(len(loader) / K)`), 1 for a
+    count multiplied by K again. None when no loader's length is in it (a constant, a
+    setting), or its parts disagree (`len(loader) + len(loader) / K`). Each
+    `len(loader)` met goes into `lengths`; names are followed through their plain
+    bindings, five bindings deep, each once per path."""
+    seen = seen or frozenset()
+    if depth > 5:
+        return None
+
+    def power(value: cst.BaseExpression, hops: int = 0) -> Optional[int]:
+        return k_power(facts, objects, value, is_k, lengths, depth + hops, seen)
+
+    if type(expr) is cst.Call:
+        if _loader_length(objects, expr) is expr:
+            lengths.append(expr)
+            return 0
+        if last_part(call_name(expr) or "") in _UNIT_KEEPING_CALLS:
+            return _agreeing([power(arg.value) for arg in expr.args])
+        return None
+    if type(expr) is cst.BinaryOperation:
+        if type(expr.operator) in (cst.Divide, cst.FloorDivide):
+            numerator, divisor = power(expr.left), power(expr.right)
+            if numerator is None or divisor is not None:
+                return None  # a count divided by a count (`total / len(loader)`) is no count
+            return numerator - 1 if has_k_factor(expr.right, is_k) else numerator
+        if type(expr.operator) is cst.Multiply:
+            for side, other in ((expr.left, expr.right), (expr.right, expr.left)):
+                if is_k(side):
+                    found = power(other)
+                    return None if found is None else found + 1
+            left, right = power(expr.left), power(expr.right)
+            return None if left is not None and right is not None else (left if left is not None else right)
+        if type(expr.operator) in (cst.Add, cst.Subtract):
+            return _agreeing([power(expr.left), power(expr.right)])
+        return None
+    name = dotted(expr) if type(expr) in (cst.Name, cst.Attribute) else None
+    if name is None or name in seen:
+        return None
+    seen = seen | {name}
+    return _agreeing([power(b.value, 1) for b in facts.bindings.get(name, ()) if b.index is None])
+
+
+def _agreeing(powers: list[Optional[int]]) -> Optional[int]:
+    """The one power the known parts have; None when none is known or they differ."""
+    known = {p for p in powers if p is not None}
+    return known.pop() if len(known) == 1 else None
+
+
 def sized_in_micro_batches(facts: ModuleFacts, objects: Objects, name: Optional[str], is_k: IsK) -> bool:
     """The scheduler's length counts micro-batches, so stepping it on every micro-batch
     keeps the schedule's pace: a length argument multiplied by K

@@ -28,6 +28,7 @@ from accumlint.model.names import (
     call_name,
     code,
     dotted,
+    entered,
     int_value,
     keyword,
     last_part,
@@ -697,7 +698,7 @@ class Window:
         """The statement runs in a no-grad region: under `with torch.no_grad()`,
         `torch.inference_mode()` or `torch.set_grad_enabled(False)`, or in a function
         (the loop's, or the helper it was walked from) decorated with one."""
-        if any(_disables_grad(item.item) for item in statement.withs):
+        if any(_disables_grad(entered(item)) for item in statement.withs):
             return True
         functions = [f for f in (statement.helper, self.loop.function) if f is not None]
         return any(_disables_grad(decorator.decorator) for f in functions for decorator in f.decorators)
@@ -1227,7 +1228,8 @@ class Window:
         kinds of data one iteration trains on, `for kind in ("video", "image"):`): accelerate
         holds its steps back as it does the block's own statements."""
         return any(type(node) is cst.With and any(
-            type(item.item) is cst.Call and last_part(call_name(item.item) or "") == "accumulate" for item in node.items)
+            type(entered(item)) is cst.Call and last_part(call_name(cast(cst.Call, entered(item))) or "") == "accumulate"
+            for item in node.items)
             for node in self.loop.site.ancestors)
 
     def _asserted_one(self, k: cst.BaseExpression) -> bool:
