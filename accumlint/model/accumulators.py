@@ -158,7 +158,9 @@ def _graph_names(window: Window) -> _GraphNames:
     flows = window.flows
     # a flow's name counts when its reduction is read, or when it is named for a loss
     names = {flow.name for flow in flows if flow.name is not None and (flow.reduction != "unknown" or "loss" in flow.name)}
-    terms = {term for flow in flows for term in flow.loss_terms} - names
+    # the container of a loss kept by key (`loss` of `loss["loss"]`) is a dict or list of losses: SPEC, silent
+    containers = {name.removesuffix("[]") for name in names if name.endswith("[]")}
+    terms = {term for flow in flows for term in flow.loss_terms} - names - containers
     helper_terms: dict[str, set[Optional[Function]]] = {}
     for flow in flows:
         if flow.origin_statement is not None and flow.origin_statement.helper is not None:
@@ -251,7 +253,7 @@ def _gathered_into_backward(window: Window, holder: str) -> bool:
 def _picks(value: cst.BaseExpression, holder: str) -> bool:
     """`max(holder)`, `min(holder)`: one of the holder's tensors, graph and all."""
     return type(value) is cst.Call and dotted(value.func) in _PICKING and len(value.args) == 1 \
-        and dotted(value.args[0].value) == holder
+        and dotted(value.args[0].value) == holder.removesuffix("[]")
 
 
 def _summed_into_return(function: Function, holder: str) -> bool:
@@ -273,9 +275,10 @@ def _summed_into_return(function: Function, holder: str) -> bool:
 
 def _gathers(value: cst.BaseExpression, holder: str) -> bool:
     """`sum(holder)`, `torch.stack(holder)`, `torch.cat(holder).mean()`: the holder's tensors
-    combined into one."""
+    combined into one (of a holder written to by element, `losses[i] += loss`, the list)."""
+    container = holder.removesuffix("[]")
     return any(type(node) is cst.Call and last_part(dotted(node.func) or "") in _GATHERING and node.args
-               and dotted(node.args[0].value) == holder for node in walk(value))
+               and dotted(node.args[0].value) == container for node in walk(value))
 
 
 def _returned_to_lightning(window: Window, holder: str) -> bool:

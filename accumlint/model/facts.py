@@ -254,6 +254,20 @@ class ModuleFacts:
             return None
         return self.qualified(alias)  # its head is an import: resolved there, no alias followed
 
+    def maker(self, call: cst.Call) -> Optional[str]:
+        """The dotted name of what a call calls: its callee, or X for a callee every binding
+        of which in the module is `functools.partial(X, ...)` (`new_loader = partial(DataLoader,
+        batch_size=8)`, then `new_loader(train_set)` builds a DataLoader)."""
+        callee = call_name(call)
+        if callee is None or "." in callee:
+            return callee
+        bindings = [b for b in self.values_of(callee) if b.index is None]
+        targets = {dotted(b.value.args[0].value) if type(b.value) is cst.Call and b.value.args
+                   and b.value.args[0].keyword is None and last_part(call_name(b.value) or "") == "partial" else None
+                   for b in bindings}
+        found = targets.pop() if len(targets) == 1 and bindings else None
+        return found if found is not None else callee
+
     def values_of(self, name: Optional[str], seen: Optional[set[str]] = None) -> list[Binding]:
         """Every binding of a name, following plain aliases (`opt = self.optimizer`).
 

@@ -139,7 +139,7 @@ class Objects:
         value = constructed(value)
         if type(value) is not cst.Call:
             return None
-        name = self.facts.qualified(call_name(value)) or ""
+        name = self.facts.qualified(self.facts.maker(value)) or ""
         tail = last_part(name)
         if index is not None:
             if deepspeed_initialize(name):

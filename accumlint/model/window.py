@@ -684,6 +684,13 @@ class Window:
         it reports is NaN or infinity, at any scale."""
         return self._non_finite_arm(statement) is not None
 
+    def discards_window(self, event: Event) -> bool:
+        """The event runs in an arm of a test of non-finite values that then leaves the
+        iteration (`if not torch.isfinite(loss): optimizer.zero_grad(); continue`): a
+        recovery that drops what the window holds on purpose, not the window's own work."""
+        statement = event.statement
+        return self._non_finite_arm(statement) is not None and any(left is None for _, left in statement.jumps)
+
     def _non_finite_arm(self, statement: Statement) -> Optional[cst.CSTNode]:
         """The arm (the `if`'s body or `else`) of the nearest enclosing test of non-finite values."""
         child: cst.CSTNode = statement.node
@@ -730,7 +737,7 @@ class Window:
         if name in self.facts.len_arguments:
             # a `len()` taken says it is sized, unless the name is a loader over an iterable-style
             # dataset (an RLDS stream, whose `len()` is an estimate and whose iteration never ends)
-            return not any(type(b.value) is cst.Call and b.index is None and _is_dataloader(b.value)
+            return not any(type(b.value) is cst.Call and b.index is None and _is_dataloader(b.value, self.facts)
                            and self._iterable_dataset(b.value) for b in self.facts.values_of(name))
         seen = seen | {name}
         bindings = self.facts.values_of(name)
@@ -761,9 +768,9 @@ class Window:
         if last_part(call_name(value) or "") == "tqdm":
             return wrapped is not None and self.sized(wrapped, seen)  # a progress bar yields what it wraps
         returned = self.facts.returned(value)
-        loaders = returned if returned and all(_is_dataloader(r) for r in returned) else [value]
+        loaders = returned if returned and all(_is_dataloader(r, self.facts) for r in returned) else [value]
         for loader in loaders:
-            if type(loader) is cst.Call and _is_dataloader(loader):
+            if type(loader) is cst.Call and _is_dataloader(loader, self.facts):
                 return not self._iterable_dataset(loader)
         return None
 
@@ -978,8 +985,8 @@ class Window:
         if any(dotted(arg.value) == name for arg in call.args):
             return True  # `loss = step(model, batch)`: it may run the wrapped forward
         if callee is not None and (callee == f"{name}.module" or callee.startswith(f"{name}.module.")
-                                   or self._unwraps(callee, name)):
-            return False
+                                   or self._unwraps(callee, name) or self._unwraps(callee.split(".")[0], name)):
+            return False  # `raw(x)`, and a method of the unwrapped module: `policy.compute_loss(batch)`
         return None
 
     def _unwraps(self, alias: str, name: str) -> bool:
@@ -2134,8 +2141,9 @@ def _raises(body: cst.BaseSuite) -> bool:
     return type(last) is cst.SimpleStatementLine and any(type(small) is cst.Raise for small in last.body)
 
 
-def _is_dataloader(node: cst.BaseExpression) -> bool:
-    return type(node) is cst.Call and last_part(dotted(node.func) or "") == "DataLoader"
+def _is_dataloader(node: cst.BaseExpression, facts: ModuleFacts) -> bool:
+    """`DataLoader(...)`, or a call of a `functools.partial` of it (`ModuleFacts.maker`)."""
+    return type(node) is cst.Call and last_part(facts.maker(node) or "") == "DataLoader"
 
 
 def _disables_grad(node: cst.BaseExpression) -> bool:

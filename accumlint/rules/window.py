@@ -129,7 +129,7 @@ def zero_grad_every_micro_batch(window: Window) -> Iterable[Finding]:
         return
     reported = {id(zero) for zero, _ in zeroing_before_step(window)}
     for zero in window.zeroings:
-        if id(zero) in reported:
+        if id(zero) in reported or window.discards_window(zero):
             continue
         if window.zeroes_on_window_entry(zero):
             yield _zero_on_entry(window, zero)
