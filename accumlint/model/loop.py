@@ -1487,7 +1487,9 @@ def _drop_update_gates(statements: list[Statement]) -> None:
         # a backward in the other arm (`else: with model.no_sync(): loss.backward()`)
         # makes the `if` a window boundary, not a whole update; unless that arm is a whole
         # update of its own (`if i % 2 == 0: update A else: update B`, alternating optimizers)
-        others = [s for s in statements if s.gate is not gate and s.exclusive_with(gated[0])]
+        # the other arm of the gate's own test, not another world's (`if args.deepspeed: engine
+        # update else: gated manual update` is two runs, each with its own update)
+        others = [s for s in statements if s.gate is not gate and _exclusive_within_world(s, gated[0])]
         other_arm = any(
             any(e.kind == "backward" for e in s.events)
             and not any(o.order > s.order and not o.exclusive_with(s) and any(e.kind == "step" for e in o.events)
@@ -1506,6 +1508,14 @@ def _drop_update_gates(statements: list[Statement]) -> None:
                 if statement.gate is gate:
                     statement.gate = None
                     statement.update_gate = gate if whole else None
+
+
+def _exclusive_within_world(statement: Statement, other: Statement) -> bool:
+    """`Statement.exclusive_with`, through a test that is not a run-constant one splitting the
+    loop into worlds (`_worlds`): the two statements may run in the same run."""
+    worlds = {key for key, _ in statement.worlds} | {key for key, _ in other.worlds}
+    mine = dict(other.arms)
+    return any(branch not in worlds and mine.get(branch, arm) != arm for branch, arm in statement.arms)
 
 
 def _alternates_steps(gated: list[Statement], others: list[Statement]) -> bool:

@@ -123,10 +123,13 @@ def double_loss_scaling(window: Window) -> Iterable[Finding]:
             extra, why = divisions[0], f"the loss was already divided by `{code(divisions[-1].factor)}`"
         else:
             continue
+        # a division written before a run-constant test (`if args.deepspeed: engine.backward(loss)
+        # else: loss.backward(); gated step`) serves the other world too, where it is needed
+        shared = extra.statement is not None and set(extra.statement.worlds) < set(flow.backward.statement.worlds)
         yield Finding(
             extra.node if not extra.whole_statement or extra.statement is None else extra.statement.node,
             f"the division by `{code(extra.factor)}` is extra",
-            _remove_division(extra),
+            () if shared else _remove_division(extra),
             "Remove the extra division",
             help=f"{why}, so gradients are K times too small; remove this division",
         )
