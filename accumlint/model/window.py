@@ -734,22 +734,13 @@ class Window:
             return False
         if self._made_for_windows(name):
             return False
-        bindings = self.facts.values_of(name)
-        function = self.loop.function
-        if function is not None and "." not in name and name in scopes.local_names(function):
-            # a name local to the loop's function (a parameter, or bound there) is that variable:
-            # the same spelling in another function (`train_loader = DataLoader(...)` in the
-            # caller) is another one, and a parameter nothing there sizes is unknown (SPEC)
-            bindings = [b for b in bindings if self.facts.enclosing_function(b.statement) is function]
-            length_taken = any(_takes_length(node, name) for node in walk(function.body))
-        else:
-            length_taken = name in self.facts.len_arguments
-        if length_taken:
+        if name in self.facts.len_arguments:
             # a `len()` taken says it is sized, unless the name is a loader over an iterable-style
             # dataset (an RLDS stream, whose `len()` is an estimate and whose iteration never ends)
             return not any(type(b.value) is cst.Call and b.index is None and _is_dataloader(b.value, self.facts)
-                           and self._iterable_dataset(b.value) for b in bindings)
+                           and self._iterable_dataset(b.value) for b in self.facts.values_of(name))
         seen = seen | {name}
+        bindings = self.facts.values_of(name)
         if any(type(b.value) is cst.Call and last_part(call_name(b.value) or "") in _ITERATOR_MAKERS for b in bindings):
             return False  # `tl = islice(train_loader, n)` in one run: an iterator, whose length nothing takes
         for binding in bindings:
@@ -2148,16 +2139,6 @@ def _raises(body: cst.BaseSuite) -> bool:
     statements = getattr(body, "body", ())
     last = statements[-1] if statements else None
     return type(last) is cst.SimpleStatementLine and any(type(small) is cst.Raise for small in last.body)
-
-
-def _takes_length(node: cst.CSTNode, name: str) -> bool:
-    """`len(name)`, or `name.__len__()` (its length, taken the long way)."""
-    if type(node) is not cst.Call:
-        return False
-    if type(node.func) is cst.Name and node.func.value == "len":
-        return bool(node.args) and dotted(node.args[0].value) == name
-    return type(node.func) is cst.Attribute and node.func.attr.value == "__len__" and not node.args \
-        and dotted(node.func.value) == name
 
 
 def _is_dataloader(node: cst.BaseExpression, facts: ModuleFacts) -> bool:
