@@ -532,7 +532,8 @@ class Window:
         before `at` is not a detached value (`.item()`, `float(...)`), nor, in `at`'s own
         scope, what a module function returns detached (`batch_loss = train_batch(...)` with
         `return batch_loss.item()`, or an element: `loss, logits = self.train_batch(batch)`
-        with `return loss.item(), logits`). A plain name bound in `at`'s own scope is read
+        with `return loss.item(), logits`), nor its element of a tuple written out (`loss, l1 =
+        loss.item(), l1.item()`). A plain name bound in `at`'s own scope is read
         there: the helper's local of the same name, walked in between, is another variable."""
         latest: Optional[cst.BaseExpression] = None
         latest_own: Optional[cst.BaseExpression] = None
@@ -561,6 +562,16 @@ class Window:
                             if dotted(element.value) == name:
                                 latest_own, unpacked = None, (small.value, index)
                                 earlier_own.clear()
+                    elif own_scope and type(target.target) in (cst.Tuple, cst.List) \
+                            and type(small.value) in (cst.Tuple, cst.List):
+                        # `loss, l1 = loss.item(), l1.item()`: each name takes its own element
+                        names = cast("cst.Tuple | cst.List", target.target).elements
+                        values = cast("cst.Tuple | cst.List", small.value).elements
+                        starred = any(type(e) is cst.StarredElement for e in (*names, *values))
+                        for element, value in zip(names, values) if len(names) == len(values) and not starred else ():
+                            if dotted(element.value) == name:
+                                latest_own, unpacked = value.value, None
+                                earlier_own.append(value.value)
         if "." not in name:
             latest = latest_own  # a plain name is the variable of `at`'s own scope
             # `loss = torch.sum(accelerator.gather_for_metrics(loss))`: a value made of the name's
