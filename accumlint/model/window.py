@@ -996,8 +996,11 @@ class Window:
         if any(dotted(arg.value) == name for arg in call.args):
             return True  # `loss = step(model, batch)`: it may run the wrapped forward
         if callee is not None and (callee == f"{name}.module" or callee.startswith(f"{name}.module.")
-                                   or self._unwraps(callee, name) or self._unwraps(callee.split(".")[0], name)):
-            return False  # `raw(x)`, and a method of the unwrapped module: `policy.compute_loss(batch)`
+                                   or self._unwraps(callee, name)):
+            return False  # `raw(x)`, `model.module.train_step(batch)`
+        root, _, method = (callee or "").partition(".")
+        if root != name and "." not in method and method not in _MODULE_UPKEEP and self._unwraps(root, name):
+            return False  # a method of the unwrapped module: `policy.compute_loss(batch)`
         return None
 
     def _unwraps(self, alias: str, name: str) -> bool:
@@ -2150,6 +2153,14 @@ def _raises(body: cst.BaseSuite) -> bool:
     statements = getattr(body, "body", ())
     last = statements[-1] if statements else None
     return type(last) is cst.SimpleStatementLine and any(type(small) is cst.Raise for small in last.body)
+
+
+# Methods of a module that run no forward (its parameters, mode, state, device).
+_MODULE_UPKEEP = frozenset({
+    "parameters", "named_parameters", "buffers", "named_buffers", "modules", "named_modules", "children",
+    "train", "eval", "zero_grad", "state_dict", "load_state_dict", "to", "cuda", "cpu", "half", "float",
+    "bfloat16", "requires_grad_", "apply", "register_forward_hook", "register_full_backward_hook",
+})
 
 
 def _is_dataloader(node: cst.BaseExpression, facts: ModuleFacts) -> bool:
