@@ -64,7 +64,8 @@ _EMA_FUNCTIONS = LazyPattern(r"^(?i:update_?ema|ema_?update)$")
 # logging calls whose arguments are what a run reports
 _LOG_RECEIVERS = LazyPattern(r"^(logging|logger|log|LOGGER|_logger|LOG)$")
 _LOG_METHODS = {"info", "debug", "warning", "error", "log", "critical"}
-_METRIC_METHODS = {"add_scalar", "add_scalars", "set_postfix", "set_postfix_str", "log_metric", "log_metrics", "log_dict"}
+_METRIC_METHODS = {"add_scalar", "add_scalars", "set_postfix", "set_postfix_str", "set_description", "set_description_str",
+                   "log_metric", "log_metrics", "log_dict"}
 _LOG_FRAMEWORKS = {"wandb", "accelerator", "fabric", "self", "mlflow", "run", "experiment"}
 _PRINTING_FRAMEWORKS = {"accelerator", "fabric"}
 
