@@ -695,6 +695,28 @@ class Window:
         it reports is NaN or infinity, at any scale."""
         return self._non_finite_arm(statement) is not None
 
+    @staticmethod
+    def serves_other_worlds(statement: Statement, user: Statement) -> bool:
+        """`statement` runs in more of the run's worlds than `user` (`loop._worlds`): a division
+        written before a run-constant test (`if args.deepspeed: engine.backward(loss)`
+        / `else: loss.backward()`) serves the other arm's backward too."""
+        return set(statement.worlds) < set(user.worlds)
+
+    def periodic_update(self, step: Event) -> bool:
+        """A gated step of an optimizer zeroed on every micro-batch before the backward, beside
+        another optimizer that steps on every micro-batch (PPO's actor and critic every
+        minibatch, a temperature's optimizer every N): it applies the current micro-batch's
+        gradient alone, an update of its own, not a window's close."""
+        receiver = step.role.receiver
+        if step.gate is None or receiver is None or not any(
+                e.gate is None and not e.statement.conditional and e.role.receiver != receiver
+                for e in self.optimizer_steps):
+            return False
+        first_backward = min((b.order for b in self.loop.backwards), default=None)
+        return first_backward is not None and any(
+            z.role.receiver == receiver and z.order < first_backward and self.runs_every_micro_batch(z.statement)
+            for z in self.loop.of_kind("zero"))
+
     def discards_window(self, event: Event) -> bool:
         """The event runs in an arm of a test of non-finite values that then leaves the
         iteration (`if not torch.isfinite(loss): optimizer.zero_grad(); continue`): a

@@ -123,9 +123,8 @@ def double_loss_scaling(window: Window) -> Iterable[Finding]:
             extra, why = divisions[0], f"the loss was already divided by `{code(divisions[-1].factor)}`"
         else:
             continue
-        # a division written before a run-constant test (`if args.deepspeed: engine.backward(loss)
-        # else: loss.backward(); gated step`) serves the other world too, where it is needed
-        shared = extra.statement is not None and set(extra.statement.worlds) < set(flow.backward.statement.worlds)
+        # a division shared with another world (`if args.deepspeed:` engine / `else:` by hand) is needed there
+        shared = extra.statement is not None and window.serves_other_worlds(extra.statement, flow.backward.statement)
         yield Finding(
             extra.node if not extra.whole_statement or extra.statement is None else extra.statement.node,
             f"the division by `{code(extra.factor)}` is extra",

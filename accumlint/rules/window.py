@@ -74,26 +74,10 @@ def _window_closing_steps(window: Window) -> list[Event]:
     """The gated steps that may close a window: no backward runs under their gate. A gated
     block with a backward of its own (`if batch_idx % beta == 0: (alpha * loss).backward();
     optimizer.step(); ...`) is an extra update beside a loop that steps every batch, not the
-    boundary of a window of micro-batches; so is a periodic update (`_periodic_update`)."""
+    boundary of a window of micro-batches; so is a periodic update (`Window.periodic_update`)."""
     return [e for e in window.optimizer_steps if e.gate is not None and not any(
         b.gate is not None and b.gate.test is e.gate.test for b in window.loop.backwards)
-        and not _periodic_update(window, e)]
-
-
-def _periodic_update(window: Window, step: Event) -> bool:
-    """A gated step of an optimizer zeroed on every micro-batch before the backward, beside
-    another optimizer that steps on every micro-batch (PPO's actor and critic every
-    minibatch, a temperature's optimizer every N): it applies the current micro-batch's
-    gradient alone, an update of its own, not a window's close."""
-    receiver = step.role.receiver
-    if step.gate is None or receiver is None or not any(
-            e.gate is None and not e.statement.conditional and e.role.receiver != receiver
-            for e in window.optimizer_steps):
-        return False
-    first_backward = min((b.order for b in window.loop.backwards), default=None)
-    return first_backward is not None and any(
-        z.role.receiver == receiver and z.order < first_backward and window.runs_every_micro_batch(z.statement)
-        for z in window.loop.of_kind("zero"))
+        and not window.periodic_update(e)]
 
 
 def _extra_gated_update(window: Window) -> bool:
@@ -542,10 +526,10 @@ def off_by_one_boundary(window: Window) -> Iterable[Finding]:
 
 
 def _gates_with_steps(window: Window) -> Iterator[tuple[Gate, Statement]]:
-    """The gates of the gated steps, once each, but a periodic update's (`_periodic_update`)."""
+    """The gates of the gated steps, once each, but a periodic update's (`Window.periodic_update`)."""
     seen: set[int] = set()
     for step in window.optimizer_steps:
-        if _periodic_update(window, step):
+        if window.periodic_update(step):
             continue
         if step.gate is not None and id(step.gate.test) not in seen:
             seen.add(id(step.gate.test))
