@@ -621,7 +621,7 @@ class Objects:
                 continue
             owner = dotted(func.value)
             if owner == name:
-                if not (len(call.args) == 1 and _is_false(call.args[0].value)):
+                if not (len(call.args) == 1 and dotted(call.args[0].value) == "False"):
                     return False
                 frozen = True
             elif owner is None and name in code(func.value):
@@ -633,7 +633,7 @@ class Objects:
         """`p.requires_grad = <not False>` that may reach `name`'s parameters: anywhere but in a
         loop over the `parameters()` or `named_parameters()` of a model that is neither
         `name`, nor part of it, nor holds it."""
-        if _is_false(store.value):
+        if dotted(store.value) == "False":
             return False
         parent = self.facts.parents.get(id(store.statement))
         while parent is not None and type(parent) is not cst.For:
@@ -739,10 +739,6 @@ class Objects:
 
 
 _COPYING = {"deepcopy", "clone_module", "clone"}
-
-
-def _is_false(value: cst.BaseExpression) -> bool:
-    return type(value) is cst.Name and value.value == "False"
 
 
 def _copies(value: cst.BaseExpression) -> bool:

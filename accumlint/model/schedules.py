@@ -206,10 +206,12 @@ class ReexpandedLength:
     micro-batches again.
 
     product: the multiplication, in the length argument; steps: its other factor (what
-    the length should be); length: the `len(loader)` the step count is computed from."""
+    the length should be); k: the factor that is K; length: the `len(loader)` the step
+    count is computed from."""
 
     product: cst.BinaryOperation
     steps: cst.BaseExpression
+    k: cst.BaseExpression
     length: cst.Call
 
 
@@ -226,7 +228,7 @@ def reexpanded_length(facts: ModuleFacts, objects: Objects, argument: cst.BaseEx
                 continue
             lengths: list[cst.Call] = []
             if k_power(facts, objects, factor, is_k, lengths) == -1 and lengths:
-                return ReexpandedLength(node, factor, lengths[0])
+                return ReexpandedLength(node, factor, other, lengths[0])
     return None
 
 
@@ -242,12 +244,12 @@ def k_power(facts: ModuleFacts, objects: Objects, expr: cst.BaseExpression, is_k
     setting), or its parts disagree (`len(loader) + len(loader) / K`). Each
     `len(loader)` met goes into `lengths`; names are followed through their plain
     bindings, five bindings deep, each once per path."""
-    seen = seen or frozenset()
+    path: frozenset[str] = seen or frozenset()
     if depth > 5:
         return None
 
-    def power(value: cst.BaseExpression, hops: int = 0) -> Optional[int]:
-        return k_power(facts, objects, value, is_k, lengths, depth + hops, seen)
+    def power(value: cst.BaseExpression, through: frozenset[str] = path, hops: int = 0) -> Optional[int]:
+        return k_power(facts, objects, value, is_k, lengths, depth + hops, through)
 
     if type(expr) is cst.Call:
         if _loader_length(objects, expr) is expr:
@@ -273,10 +275,9 @@ def k_power(facts: ModuleFacts, objects: Objects, expr: cst.BaseExpression, is_k
             return _agreeing([power(expr.left), power(expr.right)])
         return None
     name = dotted(expr) if type(expr) in (cst.Name, cst.Attribute) else None
-    if name is None or name in seen:
+    if name is None or name in path:
         return None
-    seen = seen | {name}
-    return _agreeing([power(b.value, 1) for b in facts.bindings.get(name, ()) if b.index is None])
+    return _agreeing([power(b.value, path | {name}, 1) for b in facts.bindings.get(name, ()) if b.index is None])
 
 
 def _agreeing(powers: list[Optional[int]]) -> Optional[int]:

@@ -1271,7 +1271,7 @@ class Window:
         kinds of data one iteration trains on, `for kind in ("video", "image"):`): accelerate
         holds its steps back as it does the block's own statements."""
         return any(type(node) is cst.With and any(
-            type(entered(item)) is cst.Call and last_part(call_name(cast(cst.Call, entered(item))) or "") == "accumulate"
+            type(value := entered(item)) is cst.Call and last_part(call_name(value) or "") == "accumulate"
             for item in node.items)
             for node in self.loop.site.ancestors)
 

@@ -44,7 +44,7 @@ def schedule_counts_micro_batches(window: Window) -> Iterable[Finding]:
                 f"long and the decay never finishes; use `math.ceil(len({loader}) / {k_text})`",
             )
         for again in _reexpanded(window, event) if not lengths else ():  # one mistake: the count the others read
-            k_text = code(again.product.right if window.is_k(again.product.right) else again.product.left)
+            k_text = code(again.k)
             yield Finding(
                 again.product,
                 f"the schedule's length counts micro-batches (`{code(again.product)}` multiplies a count of optimizer "
