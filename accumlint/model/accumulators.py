@@ -291,12 +291,12 @@ def _returned_to_lightning(window: Window, holder: str) -> bool:
         return False
     if function.name.value == "training_step":
         return any(type(node) is cst.Return and node.value is not None
-                   and dotted(lightning_returned_loss(node.value)) == holder for node in walk(function.body))
+                   and dotted(lightning_returned_loss(node.value, function)) == holder for node in walk(function.body))
     positions = _returned_positions(function, holder)
     step = window.facts.method(function, "training_step")
     if not positions or step is None or step is function:
         return False
-    returned = {dotted(lightning_returned_loss(node.value)) for node in walk(step.body)
+    returned = {dotted(lightning_returned_loss(node.value, step)) for node in walk(step.body)
                 if type(node) is cst.Return and node.value is not None}
     callee = f"self.{function.name.value}"
     for node in walk(step.body):

@@ -100,6 +100,8 @@ def _in_optimizer_steps(window: Window, value: cst.BaseExpression, is_k: IsK, wh
             read |= {(other, scope) for other in referenced_names(binding.value, keyed=True, lengths=False)}
     if not read:
         return False
+    if _divided_by_k(facts, read, is_k):
+        return False  # `max_steps // K` elsewhere: the module counts the budget in micro-batches
     for call in facts.calls:
         if window.objects.built_kind(call, None) != "scheduler" or _stepped_per_micro_batch(window, call):
             continue  # a schedule the loop steps on every micro-batch is sized in micro-batches
@@ -108,6 +110,21 @@ def _in_optimizer_steps(window: Window, value: cst.BaseExpression, is_k: IsK, wh
         for argument in length_arguments(call):
             if shared_here & _length_names(facts, argument, here):
                 return micro_batch_length(window.facts, window.objects, argument, is_k) is None
+    return False
+
+
+def _divided_by_k(facts: ModuleFacts, read: "set[tuple[str, Optional[Function]]]", is_k: IsK) -> bool:
+    """A name of `read` ((name, the function it is read in) pairs) divided by K somewhere in the
+    module (`self.max_steps // self.gradient_accumulation_steps`): converted to optimizer steps
+    there, so it counts micro-batches itself (a plain name, in its own function)."""
+    for node in walk(facts.module):
+        if type(node) is not cst.BinaryOperation or type(node.operator) not in (cst.Divide, cst.FloorDivide):
+            continue
+        name = dotted(node.left)
+        if name is None or not is_k(node.right):
+            continue
+        if any(name == wanted and ("." in wanted or facts.enclosing_function(node) is scope) for wanted, scope in read):
+            return True
     return False
 
 

@@ -79,8 +79,9 @@ class LoopSite:
 # Padding to the longest sequence of a batch makes token counts differ between micro-batches;
 # `padding="max_length"` gives every micro-batch the same count unless labels are also masked
 # (-100, which is evidence of its own).
+# (`-100` as a label, not as a slice's bound: `text[-100:]`)
 _PADDING_EVIDENCE = LazyPattern(
-    r"(?<![\w/.-])-\s*100\b|DataCollatorWithPadding|DataCollatorForSeq2Seq|DataCollatorForLanguageModeling"
+    r"(?<![\w/.:-])-\s*100\b(?!\s*:)|DataCollatorWithPadding|DataCollatorForSeq2Seq|DataCollatorForLanguageModeling"
     r"|DataCollatorForTokenClassification|DataCollatorForWholeWordMask|\bpadding\s*=\s*(True|['\"]longest['\"])"
     r"|pad_sequence|label_pad_token_id|\.masked_fill\([^)]*ignore_index|labels?\[[^]]*\]\s*=\s*ignore_index"
     # the labels outside the attention mask set to the loss's index (`torch.where(active, labels.view(-1),
@@ -107,8 +108,14 @@ def shows_padding(text: str) -> bool:
     labels set to -100, padding collators, an ignore_index that names padding, labels padded
     with the literal index the loss ignores). A lone carriage return ends a line, as in
     Python (the patterns read lines that end with a line feed)."""
-    text = _IGNORE_INDEX_DEFAULT.sub("", re.sub(r"#[^\n]*", "", lone_carriage_returns_as_newlines(text)))
+    text = _BARE_TRIPLE_QUOTED.sub("", lone_carriage_returns_as_newlines(text))  # docstrings tell, code shows
+    text = _IGNORE_INDEX_DEFAULT.sub("", re.sub(r"#[^\n]*", "", text))
     return bool(_PADDING_EVIDENCE.search(text)) or _labels_padded_to_ignored(text)
+
+
+# A triple-quoted string that begins its line (a docstring, a block of prose): its words are
+# no evidence of what the code does (`labels[pad_tokens] = -100` in a module's docstring).
+_BARE_TRIPLE_QUOTED = re.compile(r'^[ \t]*[rRuU]?(?:"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\')', re.MULTILINE)
 
 
 def _labels_padded_to_ignored(text: str) -> bool:

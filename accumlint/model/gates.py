@@ -126,9 +126,47 @@ def _bool(node: cst.BaseExpression) -> Optional[bool]:
 
 
 def _parse_boolean(test: cst.BooleanOperation, resolve: Resolver, depth: int) -> Optional[Gate]:
-    left = _parse(test.left, resolve, depth + 1)
-    right = _parse(test.right, resolve, depth + 1)
     is_or = type(test.operator) is cst.Or
+    parts = _operands(test, type(test.operator))
+    parsed = [_parse(part, resolve, depth + 1) for part in parts]
+    kept = _without_world_of_k(parts, parsed, is_or)
+    if len(kept) == 1:
+        return parsed[kept[0]]  # `K > 1 and i % K == 0`, `i % K == 0 or K == 1`: the gate alone
+    if len(kept) == 2 and len(parts) > 2:
+        first, second = kept
+        return _combined(parsed[first], parsed[second], parts[first], parts[second], is_or)
+    if len(parts) > 2:  # nothing was K's world: as written, two operands at a time
+        parsed = [_parse(test.left, resolve, depth + 1), _parse(test.right, resolve, depth + 1)]
+    return _combined(parsed[0], parsed[-1], test.left, test.right, is_or)
+
+
+def _operands(test: cst.BaseExpression, operator: type) -> list[cst.BaseExpression]:
+    """The operands of a chain of one boolean operator (`a and b and c`: a, b, c), in order."""
+    if type(test) is cst.BooleanOperation and type(test.operator) is operator:
+        return _operands(test.left, operator) + _operands(test.right, operator)
+    return [test]
+
+
+def _without_world_of_k(parts: list[cst.BaseExpression], parsed: list[Optional[Gate]], is_or: bool) -> list[int]:
+    """The positions of the operands that are not K's world: an operand that compares a gate's
+    K with 1 (`single_micro_batch_arm`) on the side where the others decide (K above 1 in an
+    `and`, K equal to 1 in an `or`, where every micro-batch is a boundary anyway) is no
+    condition and no clause of the count. All positions when there is none."""
+    everything = list(range(len(parts)))
+    for gate in parsed:
+        if gate is None or gate.k is None or dotted(gate.k) is None:
+            continue
+        k = dotted(gate.k)
+        kept = [i for i in everything
+                if parsed[i] is gate or single_micro_batch_arm(parts[i], lambda e: dotted(e) == k) is not is_or]
+        if len(kept) < len(parts):
+            return kept
+    return everything
+
+
+def _combined(left: Optional[Gate], right: Optional[Gate], left_node: cst.BaseExpression,
+              right_node: cst.BaseExpression, is_or: bool) -> Optional[Gate]:
+    """The gate of `left_node and/or right_node`, from what each operand parses as."""
     gate = left or right
     if gate is None:
         return None
@@ -136,7 +174,7 @@ def _parse_boolean(test: cst.BooleanOperation, resolve: Resolver, depth: int) ->
         # `A % K == 0 or i == n - 1`: keep the modulo test, the other acts as a clause
         preferred = left if left.kind == "modulo" or right.kind != "modulo" else right
         return replace(preferred, has_clause=True)
-    other = test.right if left is not None else test.left
+    other = right_node if left is not None else left_node
     if is_or and gate.positive and _first_micro_batches(other, gate.counter):
         # `it == 1 or it % K == 0`: an extra step at the run's start, no last-batch clause
         return gate

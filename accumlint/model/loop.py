@@ -191,6 +191,23 @@ class TrainingLoop:
                 seen.setdefault(id(statement.gate), statement.gate)
         return list(seen.values())
 
+    def reaches(self, source: Event, target: Event) -> bool:
+        """Whether what `source` leaves behind (the gradients of a backward) may be there when
+        `target` runs: it runs before it in the iteration, or after it, for the next one (a clip
+        written above the backward reads the micro-batches before), never across exclusive arms,
+        nor across a zeroing that every iteration runs between the two (`zero_grad()` at the
+        top of the iteration, then the clip: it reads zeros)."""
+        if source.precedes(target):
+            return True
+        if not (target.order < source.order and not target.statement.exclusive_with(source.statement)):
+            return False
+        return not any(
+            zeroing.statement.gate is None and not zeroing.statement.conditional
+            and (zeroing.order > source.order or zeroing.order < target.order)
+            and not zeroing.statement.exclusive_with(source.statement)
+            and not zeroing.statement.exclusive_with(target.statement)
+            for zeroing in self.of_kind("zero"))
+
     def in_micro_loop(self, statement: Statement) -> bool:
         return self.micro_loop is not None and self.micro_loop in statement.loops
 
@@ -1846,18 +1863,34 @@ def _lightning_steps(facts: ModuleFacts, objects: Objects, skip: Collection[cst.
             for statement in statements:
                 small = statement.small
                 if statement.helper is None and type(small) is cst.Return and small.value is not None:
-                    loss = lightning_returned_loss(small.value)
+                    loss = lightning_returned_loss(small.value, step)
                     role = Role("backward", loss, "trainer", loss, "lightning-auto")
                     statement.events.append(Event(role, statement))
             found.append(loop)
     return found
 
 
-def lightning_returned_loss(value: cst.BaseExpression) -> cst.BaseExpression:
+def lightning_returned_loss(value: cst.BaseExpression, function: Optional[cst.FunctionDef] = None) -> cst.BaseExpression:
     """What Lightning backpropagates of a `training_step`'s return: the value itself, or its
-    `"loss"` entry when it returns a dict literal (`{"loss": loss, "log": logs}`)."""
+    `"loss"` entry when it returns a dict, written out (`{"loss": loss, "log": logs}`) or, in
+    `function`, a name whose `"loss"` entry is stored (`out["loss"] = loss`, `out = {"loss": loss}`)."""
     if type(value) is cst.Dict:
         for element in value.elements:
             if type(element) is cst.DictElement and string_value(element.key) == "loss":
                 return element.value
+    if type(value) is cst.Name and function is not None:
+        stored = None
+        for node in walk(function.body):
+            if type(node) is not cst.Assign or len(node.targets) != 1:
+                continue
+            target = node.targets[0].target
+            if type(target) is cst.Subscript and type(target.value) is cst.Name and target.value.value == value.value \
+                    and len(target.slice) == 1 and type(target.slice[0].slice) is cst.Index \
+                    and string_value(target.slice[0].slice.value) == "loss":
+                stored = node.value
+            elif type(target) is cst.Name and target.value == value.value and type(node.value) is cst.Dict:
+                entry = lightning_returned_loss(node.value)
+                stored = entry if entry is not node.value else None
+        if stored is not None:
+            return stored
     return value

@@ -27,6 +27,15 @@ LENGTH_KEYWORDS = (
     "num_training_steps", "num_warmup_steps", "T_max", "total_steps", "total_iters", "max_steps",
     "steps_per_epoch", "warmup_steps", "T_0", "decay_steps", "max_iters", "warmup_iters",
 )
+# The other spellings of those lengths (`warmup_iter=`, `num_train_steps=`, `max_iterations=`)
+_LENGTH_KEYWORD = re.compile(r"(?:num_)?(?:warmup|training|train|total|max|decay)_(?:steps?|iters?|iterations?)")
+
+
+def is_length_keyword(word: str) -> bool:
+    """A keyword that hands a scheduler a total or warmup length in steps."""
+    return word in LENGTH_KEYWORDS or _LENGTH_KEYWORD.fullmatch(word) is not None
+
+
 # A period counted in scheduler steps (`StepLR(opt, step_size=...)`): not a total or warmup length
 # (GA305 reads those), but it says in which unit the schedule counts.
 PERIOD_KEYWORDS = ("step_size",)
@@ -139,9 +148,12 @@ def length_arguments(call: cst.Call, facts: Optional[ModuleFacts] = None, period
     or a warmup wrapper's `after_scheduler=`); with `periods`, its periods too (`step_size`)."""
     tail = last_part(call_name(call) or "")
     ignored = _ignored_lengths(call, tail)
-    keywords = tuple(word for word in (LENGTH_KEYWORDS + PERIOD_KEYWORDS if periods else LENGTH_KEYWORDS)
-                     if word not in ignored)
-    found = [arg.value for arg in call.args if arg.keyword is not None and arg.keyword.value in keywords]
+    def carries_length(argument: cst.Arg) -> bool:
+        word = argument.keyword.value if argument.keyword is not None else None
+        return word is not None and word not in ignored and (
+            is_length_keyword(word) or periods and word in PERIOD_KEYWORDS)
+
+    found = [arg.value for arg in call.args if carries_length(arg)]
     positions: tuple[int, ...] = ()
     if tail == "get_scheduler":
         positions = tuple(index for index, word in ((2, "num_warmup_steps"), (3, "num_training_steps"))
@@ -167,8 +179,7 @@ def length_arguments(call: cst.Call, facts: Optional[ModuleFacts] = None, period
         if facts is not None:
             parts += _named_parts(facts, call, 0 if tail == "ChainedScheduler" else 1)
         for part in parts:
-            found.extend(arg.value for arg in part.args
-                         if arg.keyword is not None and arg.keyword.value in keywords)
+            found.extend(arg.value for arg in part.args if carries_length(arg))
     return found
 
 
@@ -628,7 +639,7 @@ def _returned_schedulers(objects: Objects, function: Function) -> list[cst.Call]
         # (`get_cosine_decay_to_constant_with_warmup(..., num_training_steps=...)`)
         return type(value) is cst.Call and (
             objects.built_kind(value, None) == "scheduler"
-            or any(arg.keyword is not None and arg.keyword.value in LENGTH_KEYWORDS for arg in value.args)
+            or any(arg.keyword is not None and is_length_keyword(arg.keyword.value) for arg in value.args)
         )
 
     returned: list[cst.Call] = []

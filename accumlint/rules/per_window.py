@@ -184,7 +184,7 @@ def clip_before_unscale(window: Window) -> Iterable[Finding]:
             continue
         if any(u.order <= clip.order for u in window.loop.of_kind("unscale")) or window.clip_reads_loss_scale(clip):
             continue
-        if not any(scale.precedes(clip) for scale in scales):
+        if not any(window.loop.reaches(scale, clip) for scale in scales):
             continue  # no scaled backward reaches it (`else: loss.backward(); clip(...)` beside an AMP arm)
         step = next((s for s in scaler_steps if clip.precedes(s)), None)
         if step is None:

@@ -7,8 +7,9 @@ from typing import Iterable
 import libcst as cst
 
 from accumlint.fix.edits import Edit, divided, insert_before, parenthesized, remove, replace
-from accumlint.model.loss import MEAN, SUM, TOKEN, Scaling
+from accumlint.model.loss import MEAN, SUM, TOKEN, LossFlow, Scaling
 from accumlint.model.names import code, dotted, looks_like_batch_size, looks_like_token_count
+from accumlint.model.tree import walk
 from accumlint.model.window import Window
 from accumlint.rules.base import Finding, contains, k_text, movable, same_block
 from accumlint.rules.catalog import Rule
@@ -54,7 +55,10 @@ def missing_loss_scaling(window: Window) -> Iterable[Finding]:
 
 def inverted_loss_scaling(window: Window) -> Iterable[Finding]:
     for flow in window.flows:
-        if window.framework_scales(flow) is not False:
+        scales = window.framework_scales(flow)
+        if scales:
+            yield from _multiplied_under_framework(window, flow)
+        if scales is not False:
             continue
         for scaling in flow.scalings:
             if scaling.op not in ("mul", "inverse") or not window.is_k(scaling.factor):
@@ -68,6 +72,48 @@ def inverted_loss_scaling(window: Window) -> Iterable[Finding]:
                 f"Divide the loss by `{code(scaling.factor)}`",
                 help=f"the update is K² times too large; divide by `{code(scaling.factor)}`",
             )
+
+
+def _multiplied_under_framework(window: Window, flow: LossFlow) -> Iterable[Finding]:
+    """A loss multiplied by K on its way to a backward whose framework divides by K itself
+    (accelerate's backward, Lightning's `accumulate_grad_batches`, DeepSpeed): the two cancel,
+    and the window adds up its micro-batches' losses, K times their mean. Silent for a loss
+    normalised over the whole window (divided by a count of its own, or by the window's
+    tokens), which the multiplication restores to the framework's scale."""
+    if window.facts.window_token_normalization or window.rescales_gradients:
+        return
+    if any(s.op in ("div", "inverse") for s in flow.scalings) or _divided_on_the_way(window, flow):
+        return
+    for scaling in flow.scalings:
+        if scaling.op != "mul" or not window.is_k(scaling.factor):
+            continue
+        node = scaling.node
+        edits: tuple[Edit, ...] = ()
+        if type(node) is cst.BinaryOperation and type(node.operator) is cst.Multiply:
+            kept = node.left if node.right is scaling.factor else node.right
+            edits = (replace(node, kept.with_changes(lpar=node.lpar, rpar=node.rpar) if node.lpar and not kept.lpar else kept),)
+        yield Finding(
+            node,
+            f"the loss is multiplied by `{code(scaling.factor)}` while {window.framework_name(flow)} already divides it by K",
+            edits,
+            f"Remove the multiplication by `{code(scaling.factor)}`",
+            help="the two cancel, so the window adds up its micro-batches' losses and the update is K times too large; "
+            "remove the factor",
+        )
+
+
+def _divided_on_the_way(window: Window, flow: LossFlow) -> bool:
+    """The loop binds the flow's name to a division by something other than K (`loss = ... /
+    window_tokens` before an arm that gathers it again): a normalisation the flow's own
+    scalings may no longer show."""
+    if flow.name is None:
+        return False
+    for node in walk(window.loop.node):
+        if type(node) is cst.Assign and any(dotted(t.target) == flow.name for t in node.targets):
+            if any(type(part) is cst.BinaryOperation and type(part.operator) is cst.Divide and not window.is_k(part.right)
+                   for part in walk(node.value)):
+                return True
+    return False
 
 
 def _invert(scaling: Scaling) -> tuple[Edit, ...]:

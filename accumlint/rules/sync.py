@@ -11,7 +11,7 @@ from accumlint.model.forwards import forwards_of, may_hide_forward
 from accumlint.model.frameworks import SyncControl
 from accumlint.model.gates import parse_gate
 from accumlint.model.loop import Statement
-from accumlint.model.names import code, dotted, int_value, normalized
+from accumlint.model.names import code, dotted, int_value, last_part, normalized
 from accumlint.model import scopes
 from accumlint.model.scopes import chains_bound, chains_in_targets, free_names
 from accumlint.model.tree import walk
@@ -39,12 +39,50 @@ def sync_control_misplaced(window: Window) -> Iterable[Finding]:
                 # a sharded wrap, or one made where this module cannot see (a trainer's
                 # `_wrap_model`): whatever holds `no_sync()`, the window's boundaries must sync
                 yield from _wrong_condition(window, control)
+                yield from _never_syncs(window, control)
             continue
         if control.kind == "context":
             yield from _late_context(window, control, statements)
         elif control.kind == "flag":
             yield from _late_flag(window, control, statements)
         yield from _wrong_condition(window, control)
+        yield from _never_syncs(window, control)
+
+
+def _never_syncs(window: Window, control: SyncControl) -> Iterable[Finding]:
+    """An unconditional sync context that holds every backward of an accumulating window
+    (`with accelerator.no_sync(model):` inside `accumulate()`): no micro-batch all-reduces,
+    the boundary's included, so each process steps with its own gradients. Silent where
+    the module all-reduces gradients by hand, and under DeepSpeed (where it does nothing)."""
+    if control.kind != "context" or _sync_condition(control)[0] is not None or window.deepspeed_accelerator:
+        return
+    if not window.accumulates or not window.loop.steps:
+        return
+    backwards = window.loop.backwards
+    held = {id(statement) for statement in control.statements}
+    if not backwards or any(id(b.statement) not in held for b in backwards):
+        return
+    if _reduces_gradients_by_hand(window):
+        return
+    yield Finding(
+        control.site,
+        f"`{code(control.site)}` holds every backward of the window: no micro-batch all-reduces its gradients",
+        (),
+        "Sync on the micro-batch that closes the window",
+        help="the closing micro-batch runs under no-sync too, so each process steps with its own gradients; "
+        "enter the no-sync context only off the window's boundary",
+    )
+
+
+def _reduces_gradients_by_hand(window: Window) -> bool:
+    """The module all-reduces gradients itself (`dist.all_reduce(p.grad)`, `allreduce_grads(model)`)."""
+    for node in walk(window.facts.module):
+        if type(node) is not cst.Call:
+            continue
+        tail = last_part(dotted(node.func) or "").lower()
+        if "reduce" in tail and ("grad" in tail or any("grad" in code(arg.value) for arg in node.args)):
+            return True
+    return False
 
 
 def _implied_kind(control: SyncControl) -> Optional[str]:
