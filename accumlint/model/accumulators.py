@@ -86,7 +86,9 @@ def graphs_kept(window: Window) -> list[tuple[Accumulation, str]]:
     is not the loss, or keeps no graph there (`.item()`, under `torch.no_grad()`, a loss that
     a branch of this scope detached); a holder that exists to keep graphs (a queue for a later
     backward, a `training_step`'s returned total); the other element of a loss function's
-    returned tuple (`loss, per_sample, acc = f(...)`)."""
+    returned tuple (`loss, per_sample, acc = f(...)`), and a term of the loss unpacked from the
+    returned tuple of a call whose code the module does not hold (`logits, ce_loss, kl_loss =
+    model(x)`, SPEC: losses inside returned tuples)."""
     names = _graph_names(window)
     if not names.loop and not names.scoped:
         return []
@@ -108,6 +110,8 @@ def graphs_kept(window: Window) -> list[tuple[Accumulation, str]]:
         if any(scope is not statement.helper for scope in names.helper_terms.get(name, ())) \
                 and window.unpacked_from_call(statement, name):
             continue  # another element of the tuple a loss function returns
+        if name in terms and window.unpacked_from_call(statement, name, unseen=True):
+            continue  # a term of the loss a model returns beside others (`logits, ce, kl = model(x)`)
         if name in terms and _from_unknown_callable(window, statement, name):
             continue
         found.append((accumulation, name))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, fields, replace
-from typing import Callable, Final, Literal, Optional, cast
+from typing import Callable, Final, Iterator, Literal, Optional, cast
 
 import libcst as cst
 
@@ -540,15 +540,20 @@ class LossReader:
     def _unless_rivals_differ(self, loop: TrainingLoop, before: Statement, chosen: Statement, name: str,
                               flow: LossFlow, depth: int) -> None:
         """The flow's known reduction becomes unknown when a rival definition of `name`
-        reaches `before` with another one (`_rival_reduction_differs`)."""
-        if flow.reduction != UNKNOWN and self._rival_reduction_differs(loop, before, chosen, name, flow, depth):
-            flow.reduction = UNKNOWN
+        reaches `before` with another one (`_rival_reductions`); a mean when every one is a
+        mean, of tokens or not (`F.cross_entropy(logits, y)` in one arm, the same over
+        flattened tokens in the other): a mean-reduced loss, whose tokens are not known."""
+        if flow.reduction == UNKNOWN:
+            return
+        kinds = set(self._rival_reductions(loop, before, chosen, name, flow, depth)) | {flow.reduction}
+        if len(kinds) > 1:
+            flow.reduction = MEAN if kinds <= {MEAN, TOKEN} else UNKNOWN
 
-    def _rival_reduction_differs(self, loop: TrainingLoop, before: Statement, chosen: Statement, name: str,
-                                 flow: LossFlow, depth: int) -> bool:
-        """Another assignment of `name` in an arm exclusive with the one the flow took (`if
-        epochs > 1: loss = pred_loss + gen_loss` / `else: loss = pred_loss`) also reaches
-        `before`: the name holds either value, so it is reduced as they agree."""
+    def _rival_reductions(self, loop: TrainingLoop, before: Statement, chosen: Statement, name: str,
+                          flow: LossFlow, depth: int) -> Iterator[Reduction]:
+        """The reductions of the other assignments of `name` in arms exclusive with the one the
+        flow took (`if epochs > 1: loss = pred_loss + gen_loss` / `else: loss = pred_loss`) that
+        also reach `before`: the name holds either value, so it is reduced as they agree."""
         for statement in loop.statements:
             if statement.order >= before.order:
                 break
@@ -561,11 +566,8 @@ class LossReader:
                 inner, _ = split_scaling(_division_unless_one(small.value), statement)
                 if any(type(n) is cst.Name and n.value == name for n in walk(inner)):
                     continue  # `loss = loss / K` in one arm: a scaling of the same loss, which the flow reads
-                kind = self.reduction(inner, self._reader(loop, statement), None,
-                                      terms=lambda term, level: self._term(loop, statement, term, flow, depth + level))
-                if kind != flow.reduction:
-                    return True
-        return False
+                yield self.reduction(inner, self._reader(loop, statement), None,
+                                     terms=lambda term, level: self._term(loop, statement, term, flow, depth + level))
 
     def _through_stacked_list(self, loop: TrainingLoop, statement: Statement, value: cst.BaseExpression,
                               flow: LossFlow, depth: int) -> bool:

@@ -635,9 +635,11 @@ class Window:
             if statement.helper is at.helper:
                 yield statement
 
-    def unpacked_from_call(self, at: Statement, name: str) -> bool:
+    def unpacked_from_call(self, at: Statement, name: str, unseen: bool = False) -> bool:
         """The latest binding of the plain name `name` before `at`, in `at`'s scope, unpacks
-        a call's returned tuple (`loss, loss_list, acc = loss_func(reward)`)."""
+        a call's returned tuple (`loss, loss_list, acc = loss_func(reward)`); with `unseen`, a
+        call whose code this module does not hold (a model's forward, another module's
+        function), whose elements' graphs it cannot see."""
         unpacked = False
         for statement in self.earlier_in_scope(at):
             for small in statement.node.body:
@@ -648,8 +650,19 @@ class Window:
                         unpacked = False
                     elif type(target.target) in (cst.Tuple, cst.List) and any(
                             dotted(e.value) == name for e in cast("cst.Tuple | cst.List", target.target).elements):
-                        unpacked = type(small.value) is cst.Call
+                        unpacked = type(small.value) is cst.Call and not (unseen and self._defined_here(small.value))
         return unpacked
+
+    def _defined_here(self, call: cst.Call) -> bool:
+        """The call runs a function of this module: a module-level function, or a method of
+        the loop's class (`self.step_losses(batch)`)."""
+        callee = dotted(call.func) or ""
+        if "." not in callee:
+            return callee in self.facts.functions
+        owner, _, method = callee.partition(".")
+        function = self.loop.function
+        return owner == "self" and "." not in method and function is not None \
+            and self.facts.method(function, method) is not None
 
     def scaler_steps_every_micro_batch(self, event: Event) -> bool:
         """The GradScaler an event acts on (`scaler_d.update()`) also steps its optimizer on every
@@ -1667,7 +1680,8 @@ class Window:
     def _class_constant_one(self, k: cst.Attribute) -> bool:
         """`CFG.gradient_accumulation_steps` read through a class of this module that works as a
         namespace of settings (a notebook's `class CFG:`), whose body binds the attribute to 1
-        and nothing else, while the module stores into it nowhere (`CFG.x = ...`,
+        and nothing else (written out, or plain arithmetic of the class's own settings:
+        `n_accumulate = max(1, 32 // train_bs)` with `train_bs = 24`), while the module stores into it nowhere (`CFG.x = ...`,
         `setattr(CFG, ...)`) and rebinds no globals from a config."""
         owner = dotted(k.value)
         cls = self.facts.classes.get(owner or "")
@@ -1675,14 +1689,8 @@ class Window:
             return False
         if re.search(rf"setattr\(\s*{re.escape(owner)}\b|{re.escape(owner)}\.__dict__", self.facts.text):
             return False
-        values: list[Optional[cst.BaseExpression]] = []
-        for line in cls.body.body:
-            for small in line.body if type(line) is cst.SimpleStatementLine else ():
-                if type(small) is cst.Assign and any(dotted(t.target) == k.attr.value for t in small.targets):
-                    values.append(small.value)
-                elif type(small) is cst.AnnAssign and dotted(small.target) == k.attr.value:
-                    values.append(small.value)
-        return bool(values) and all(value is not None and int_value(value) == 1 for value in values)
+        values = _class_body_values(cls, k.attr.value)
+        return bool(values) and all(value is not None and _class_arithmetic(cls, value) == 1 for value in values)
 
     @cached_property
     def divides_by_accumulation(self) -> bool:
@@ -2403,3 +2411,55 @@ def _read_of(value: cst.BaseExpression) -> Optional[str]:
             value = value.args[0].value
         else:
             return dotted(value)
+
+
+def _class_body_values(cls: cst.ClassDef, attribute: str) -> list[Optional[cst.BaseExpression]]:
+    """The values a class body binds `attribute` to (`x = ...`, `x: int = ...`), in order."""
+    values: list[Optional[cst.BaseExpression]] = []
+    for line in cls.body.body:
+        for small in line.body if type(line) is cst.SimpleStatementLine else ():
+            if type(small) is cst.Assign and any(dotted(t.target) == attribute for t in small.targets):
+                values.append(small.value)
+            elif type(small) is cst.AnnAssign and dotted(small.target) == attribute:
+                values.append(small.value)
+    return values
+
+
+# The calls plain arithmetic of settings may make, on whole numbers.
+_INT_CALLS: dict[str, Callable[..., int]] = {"max": max, "min": min, "int": int, "abs": abs}
+
+
+def _class_arithmetic(cls: cst.ClassDef, value: cst.BaseExpression, depth: int = 0) -> Optional[int]:
+    """The whole number a class body's expression computes from literals and the class's own
+    settings bound once (`max(1, 32 // train_bs)`, `2 * base`); None for anything else."""
+    if depth > 8:
+        return None
+    known = int_value(value)
+    if known is not None:
+        return known
+    if type(value) is cst.Name:
+        bound = _class_body_values(cls, value.value)
+        return _class_arithmetic(cls, bound[0], depth + 1) if len(bound) == 1 and bound[0] is not None else None
+    if type(value) is cst.BinaryOperation:
+        left = _class_arithmetic(cls, value.left, depth + 1)
+        right = _class_arithmetic(cls, value.right, depth + 1)
+        if left is None or right is None:
+            return None
+        operator = type(value.operator)
+        if operator is cst.Add:
+            return left + right
+        if operator is cst.Subtract:
+            return left - right
+        if operator is cst.Multiply:
+            return left * right
+        if operator in (cst.FloorDivide, cst.Modulo) and right != 0:
+            return left // right if operator is cst.FloorDivide else left % right
+        return None
+    if type(value) is cst.Call and type(value.func) is cst.Name and value.func.value in _INT_CALLS and value.args \
+            and all(arg.keyword is None and not arg.star for arg in value.args):
+        arguments = [_class_arithmetic(cls, arg.value, depth + 1) for arg in value.args]
+        if any(argument is None for argument in arguments) or (value.func.value in ("int", "abs") and len(arguments) != 1):
+            return None
+        return _INT_CALLS[value.func.value](*arguments)
+    return None
+
