@@ -209,40 +209,6 @@ def micro_batch_length(facts: ModuleFacts, objects: Objects, argument: cst.BaseE
     return dataclasses.replace(found[0], argument=argument)
 
 
-@dataclass(frozen=True, eq=False)
-class ReexpandedLength:
-    """A scheduler length that multiplies a count of optimizer steps by K
-    (`num_training_steps=args.max_train_steps * args.gradient_accumulation_steps` after
-    `max_train_steps = epochs * math.ceil(len(loader) / K)`): the product counts
-    micro-batches again.
-
-    product: the multiplication, in the length argument; steps: its other factor (what
-    the length should be); k: the factor that is K; length: the `len(loader)` the step
-    count is computed from."""
-
-    product: cst.BinaryOperation
-    steps: cst.BaseExpression
-    k: cst.BaseExpression
-    length: cst.Call
-
-
-def reexpanded_length(facts: ModuleFacts, objects: Objects, argument: cst.BaseExpression,
-                      is_k: IsK) -> Optional[ReexpandedLength]:
-    """Where `argument` multiplies by K a value that counts windows: a loader's length divided
-    by K once on its way (`k_power` -1). A factor that counts no loader's batches
-    (`args.lr_warmup_steps * K`, a number a user chose) says nothing of its unit."""
-    for node in _expression_nodes(argument):
-        if type(node) is not cst.BinaryOperation or type(node.operator) is not cst.Multiply:
-            continue
-        for factor, other in ((node.left, node.right), (node.right, node.left)):
-            if not is_k(other) or is_k(factor):
-                continue
-            lengths: list[cst.Call] = []
-            if k_power(facts, objects, factor, is_k, lengths) == -1 and lengths:
-                return ReexpandedLength(node, factor, other, lengths[0])
-    return None
-
-
 # Calls that keep the unit of what they are given (`math.ceil(len(loader) / K)`).
 _UNIT_KEEPING_CALLS = frozenset({"ceil", "floor", "int", "round", "max", "min"})
 

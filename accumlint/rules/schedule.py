@@ -11,10 +11,8 @@ from accumlint.model.loop import Event
 from accumlint.model.names import code, dotted, normalized
 from accumlint.model.schedules import (
     MicroBatchLength,
-    ReexpandedLength,
     helper_built_lengths,
     micro_batch_length,
-    reexpanded_length,
     schedule_lengths,
     told_position,
 )
@@ -43,17 +41,6 @@ def schedule_counts_micro_batches(window: Window) -> Iterable[Finding]:
                 help=f"`{code(event.role.call)}` steps once per window of `{k_text}`: warmup lasts K times too "
                 f"long and the decay never finishes; use `math.ceil(len({loader}) / {k_text})`",
             )
-        for again in _reexpanded(window, event) if not lengths else ():  # one mistake: the count the others read
-            k_text = code(again.k)
-            yield Finding(
-                again.product,
-                f"the schedule's length counts micro-batches (`{code(again.product)}` multiplies a count of optimizer "
-                f"steps by `{k_text}`)",
-                (replace(again.product, again.steps),),
-                f"Count optimizer steps: `{code(again.steps)}`",
-                help=f"`{code(event.role.call)}` steps once per window of `{k_text}`, and `{code(again.steps)}` already "
-                f"counts windows: warmup lasts K times too long and the decay never finishes",
-            )
         for built in helper_built_lengths(window.facts, window.objects, event.role.receiver):
             if not _walks(window, built.loader):
                 continue
@@ -81,17 +68,6 @@ def _lengths_in_micro_batches(window: Window, event: Event) -> list[MicroBatchLe
         if known is None or length.steps < known.steps:
             nearest[id(length.length)] = length
     return list(nearest.values())
-
-
-def _reexpanded(window: Window, event: Event) -> list[ReexpandedLength]:
-    """The scheduler's lengths that multiply a count of optimizer steps, computed from the
-    loader the loop walks, by K (`schedules.reexpanded_length`)."""
-    found = []
-    for argument in schedule_lengths(window.facts, window.objects, event.role.receiver):
-        again = reexpanded_length(window.facts, window.objects, argument, window.is_k)
-        if again is not None and _iterated_per_micro_batch(window, again.length):
-            found.append(again)
-    return found
 
 
 def _k(window: Window) -> Optional[cst.BaseExpression]:
