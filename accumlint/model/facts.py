@@ -456,14 +456,17 @@ class ModuleFacts:
             function = self.instance_method(dotted(func.value), func.attr.value)  # `trainer.update(batch)`
         return function
 
-    def returns_hold_no_graph(self, call: cst.Call, index: Optional[int] = None, depth: int = 0) -> bool:
+    def returns_hold_no_graph(self, call: cst.Call, index: Optional[int] = None, depth: int = 0,
+                              key: Optional[str] = None) -> bool:
         """Whether what a call of a module function returns (with `index`, that element of its
         returned tuples) is known to hold no autograd graph at every `return`: a detached value,
         a number, or a local name whose bindings that reach the return hold none, followed
         through assignments, in-place updates (`total += part`) and the returns of the
         module functions they call (`part, cache = step(...)` with `step` returning
         `loss.item() / n`), in this module or in a project class's method of another module
-        (its own local bindings). False for anything unknown (a third party's function, a parameter)."""
+        (its own local bindings). With `key`, the entry of that name in each returned dict
+        written out (`return {"loss": loss.item() * k, "acc": acc}`). False for anything unknown
+        (a third party's function, a parameter)."""
         function = self._callee(call)
         if function is None or depth > _MAX_FLOW_DEPTH:
             return False
@@ -474,6 +477,8 @@ class ModuleFacts:
             value: Optional[cst.BaseExpression] = ret.value
             if index is not None and value is not None:
                 value = _element(value, index)
+            if key is not None and value is not None:
+                value = _entry(value, key)
             if value is None:
                 return False
             if type(value) is cst.Name and value.value != "None":
@@ -1174,6 +1179,16 @@ def _objects_passed_by_own_callers(facts: ModuleFacts) -> None:
                     # `run_train_epoch(..., runner, ...)` after `runner = BackwardRunner(model, ...)`:
                     # the object every call passes (one class), for the calls the loop makes on it
                     facts.bindings.setdefault(parameter, []).append(Binding(parameter, objects[0].value, None, function))
+
+
+def _entry(value: cst.BaseExpression, key: str) -> Optional[cst.BaseExpression]:
+    """The value a dict written out holds under the string `key`; None otherwise."""
+    if type(value) is not cst.Dict:
+        return None
+    for element in value.elements:
+        if type(element) is cst.DictElement and string_value(element.key) == key:
+            return element.value
+    return None
 
 
 def _parameters(function: cst.FunctionDef, skip_self: bool) -> list[tuple[Optional[int], cst.Param]]:

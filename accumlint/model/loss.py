@@ -1143,12 +1143,22 @@ class LossReader:
     def _assigned(self, helper: Function, name: str, depth: int) -> Reduction:
         """The reduction of a loss a helper holds in `name`, read at its first assignment
         in the helper to something else than `None`; unknown when the helper assigns
-        it nowhere (a parameter, a name of the module)."""
-        for node in walk(helper.body):
-            if type(node) is cst.Assign and dotted(node.targets[0].target) == name and code(node.value) != "None":
-                return self.reduction(node.value, helper, None, depth + 1,
-                                      lambda term, level: self._assigned(helper, term.value, level))
-        return UNKNOWN
+        it nowhere (a parameter, a name of the module). A last assignment in the helper's own
+        body that reduces the name itself (`loss = torch.mean(loss)` after `loss = ce(...)`
+        with `reduction="none"` and `loss *= weights`) is what reaches the return: its
+        reduction, when known."""
+        assigned = [node for node in walk(helper.body)
+                    if type(node) is cst.Assign and dotted(node.targets[0].target) == name and code(node.value) != "None"]
+        if not assigned:
+            return UNKNOWN
+        last = assigned[-1]
+        if len(assigned) > 1 and type(last.value) is cst.Call and _top_level(helper, last) \
+                and any(type(n) is cst.Name and n.value == name for n in walk(last.value)):
+            kind = self.reduction(last.value, helper, None, depth + 1)
+            if kind != UNKNOWN:
+                return kind
+        return self.reduction(assigned[0].value, helper, None, depth + 1,
+                              lambda term, level: self._assigned(helper, term.value, level))
 
     def _hugging_face_module(self) -> bool:
         """`trainers.hf_model_in_module`, asked once per module."""
@@ -1183,6 +1193,13 @@ def _given_labels(value: cst.BaseExpression) -> bool:
     if type(value) is cst.IfExp:
         return _given_labels(value.body) and _given_labels(value.orelse)
     return type(value) is cst.Call and any(keyword(value, name) is not None for name in _LABELS_KEYWORDS)
+
+
+def _top_level(function: Function, assignment: cst.Assign) -> bool:
+    """The assignment is a statement of the function's own body, in no block of it."""
+    body = function.body
+    return type(body) is cst.IndentedBlock and any(
+        type(line) is cst.SimpleStatementLine and any(small is assignment for small in line.body) for line in body.body)
 
 
 def _returned_values(function: Function) -> list[cst.BaseExpression]:

@@ -35,6 +35,7 @@ from accumlint.model.names import (
     looks_like_accumulation,
     normalized,
     positional,
+    string_value,
 )
 from accumlint.model.roles import Objects, RoleKind
 from accumlint.model.tree import walk
@@ -587,6 +588,14 @@ class Window:
             return False  # `outputs = model(**batch)` under `torch.no_grad()`, then `loss = outputs.loss`
         if unpacked is not None:
             return not self.facts.returns_hold_no_graph(*unpacked)
+        entry = _keyed_entry(latest)
+        if entry is not None and entry[0] in bound_at:
+            # `loss = result["loss"]` after `result = self._train_step(batch)`, whose returned
+            # dict holds `loss.item() * K` there
+            made = next((small.value for small in bound_at[entry[0]].node.body if type(small) is cst.Assign
+                         and any(dotted(t.target) == entry[0] for t in small.targets)), None)
+            if type(made) is cst.Call and self.facts.returns_hold_no_graph(made, key=entry[1]):
+                return False
         return not (type(latest) is cst.Call and self.facts.holds_no_graph(latest))
 
     def _bound_to_sync_control(self, item: cst.CSTNode) -> bool:
@@ -2462,4 +2471,13 @@ def _class_arithmetic(cls: cst.ClassDef, value: cst.BaseExpression, depth: int =
             return None
         return _INT_CALLS[value.func.value](*arguments)
     return None
+
+
+def _keyed_entry(value: Optional[cst.BaseExpression]) -> Optional[tuple[str, str]]:
+    """(name, key) of `name["key"]`; None for anything else."""
+    if type(value) is not cst.Subscript or type(value.value) is not cst.Name or len(value.slice) != 1:
+        return None
+    index = value.slice[0].slice
+    key = string_value(index.value) if type(index) is cst.Index else None
+    return (value.value.value, key) if key is not None else None
 
