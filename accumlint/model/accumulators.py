@@ -87,7 +87,7 @@ def graphs_kept(window: Window) -> list[tuple[Accumulation, str]]:
     a branch of this scope detached); a holder that exists to keep graphs (a queue for a later
     backward, a `training_step`'s returned total); the other element of a loss function's
     returned tuple (`loss, per_sample, acc = f(...)`), and a term of the loss unpacked from the
-    returned tuple of a call whose code the module does not hold (`logits, ce_loss, kl_loss =
+    returned tuple of a call whose code the model does not read (`logits, ce_loss, kl_loss =
     model(x)`, SPEC: losses inside returned tuples)."""
     names = _graph_names(window)
     if not names.loop and not names.scoped:

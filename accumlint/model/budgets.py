@@ -117,15 +117,18 @@ def _divided_by_k(facts: ModuleFacts, read: "set[tuple[str, Optional[Function]]]
     """A name of `read` ((name, the function it is read in) pairs) divided by K somewhere in the
     module (`self.max_steps // self.gradient_accumulation_steps`): converted to optimizer steps
     there, so it counts micro-batches itself (a plain name, in its own function)."""
-    for node in walk(facts.module):
-        if type(node) is not cst.BinaryOperation or type(node.operator) not in (cst.Divide, cst.FloorDivide):
-            continue
-        name = dotted(node.left)
-        if name is None or not is_k(node.right):
-            continue
-        if any(name == wanted and ("." in wanted or facts.enclosing_function(node) is scope) for wanted, scope in read):
+    for name, node in facts.once(_named_divisions, facts.module):
+        if is_k(node.right) and any(name == wanted and ("." in wanted or facts.enclosing_function(node) is scope)
+                                    for wanted, scope in read):
             return True
     return False
+
+
+def _named_divisions(module: cst.CSTNode) -> list[tuple[str, cst.BinaryOperation]]:
+    """Each division of a name (`max_steps // K`, `self.max_steps / K`) in the tree, with the name."""
+    return [(name, node) for node in walk(module)
+            if type(node) is cst.BinaryOperation and type(node.operator) in (cst.Divide, cst.FloorDivide)
+            and (name := dotted(node.left)) is not None]
 
 
 def _length_names(facts: ModuleFacts, argument: cst.BaseExpression, scope: Optional[Function]) -> set[str]:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, TypeVar, Un
 
 import libcst as cst
 
-from accumlint.model.names import call_name, code, dotted, last_part, positional, string_value
+from accumlint.model.names import call_name, code, dict_entry, dotted, key_of, last_part, positional
 from accumlint.model.tree import ABSENT, KNOWN_CONTENT_FIELDS, LEAVES, SEQUENCES, calls_in, content_fields, record_parents, walk
 from accumlint.source.gate import lone_carriage_returns_as_newlines
 from accumlint.source.patterns import LazyPattern
@@ -478,7 +478,7 @@ class ModuleFacts:
             if index is not None and value is not None:
                 value = _element(value, index)
             if key is not None and value is not None:
-                value = _entry(value, key)
+                value = dict_entry(value, key)
             if value is None:
                 return False
             if type(value) is cst.Name and value.value != "None":
@@ -799,8 +799,7 @@ class ModuleFacts:
         (`counter % grad_accum_steps`), with the generator and its call. Only a value over a counter the
         generator increments by one in the loop that yields (`counter += 1`) is read:
         it then changes with each micro-batch the generator hands over. None otherwise."""
-        name, key = dotted(node.value), string_value(node.slice[0].slice.value) if len(node.slice) == 1 \
-            and type(node.slice[0].slice) is cst.Index else None
+        name, key = dotted(node.value), key_of(node)
         if name is None or "." in name or key is None:
             return None
         loop = next((a for a in reversed(ancestors(self.parents, node)) if type(a) is cst.For
@@ -830,8 +829,7 @@ class ModuleFacts:
         literals = [b.value for b in self.bindings.get(held or "", ()) if self.enclosing_function(b.statement) is generator]
         if held is None or len(literals) != 1 or type(literals[0]) is not cst.Dict:
             return None
-        value = next((e.value for e in literals[0].elements
-                      if type(e) is cst.DictElement and string_value(e.key) == key), None)
+        value = dict_entry(literals[0], key)
         if value is None or not _counts_yields(self, generator, yields[0], value):
             return None
         return value, generator, call
@@ -1179,16 +1177,6 @@ def _objects_passed_by_own_callers(facts: ModuleFacts) -> None:
                     # `run_train_epoch(..., runner, ...)` after `runner = BackwardRunner(model, ...)`:
                     # the object every call passes (one class), for the calls the loop makes on it
                     facts.bindings.setdefault(parameter, []).append(Binding(parameter, objects[0].value, None, function))
-
-
-def _entry(value: cst.BaseExpression, key: str) -> Optional[cst.BaseExpression]:
-    """The value a dict written out holds under the string `key`; None otherwise."""
-    if type(value) is not cst.Dict:
-        return None
-    for element in value.elements:
-        if type(element) is cst.DictElement and string_value(element.key) == key:
-            return element.value
-    return None
 
 
 def _parameters(function: cst.FunctionDef, skip_self: bool) -> list[tuple[Optional[int], cst.Param]]:

@@ -28,7 +28,7 @@ import libcst as cst
 from accumlint.model.facts import Binding, ModuleFacts, constructed
 from accumlint.model.tree import walk
 from accumlint.model.kwargs import keywords
-from accumlint.model.names import call_name, code, dotted, entered, int_value, keyword, last_part, string_value
+from accumlint.model.names import call_name, code, dotted, entered, int_value, key_of, keyword, last_part, string_value
 from accumlint.source.patterns import LazyPattern
 
 if TYPE_CHECKING:
@@ -541,6 +541,11 @@ class Frameworks:
         return False
 
     # -- sync controls ---------------------------------------------------------------
+    def reduces_gradients_by_hand(self) -> bool:
+        """The module all-reduces gradients itself (`dist.all_reduce(p.grad)`,
+        `allreduce_grads(model)`): a window under a no-sync context may sync that way."""
+        return self.facts.once(_reduces_gradients, self.facts.module)
+
     def sync_controls(self, statements: Iterable["Statement"]) -> list[SyncControl]:
         """Every sync control among an iteration's statements, in order."""
         statements = list(statements)
@@ -570,13 +575,6 @@ class Frameworks:
 _STEPS_KEY = "gradient_accumulation_steps"
 
 
-def key_of(subscript: cst.Subscript) -> Optional[str]:
-    """`d["key"]` -> "key"."""
-    if len(subscript.slice) != 1 or type(subscript.slice[0].slice) is not cst.Index:
-        return None
-    return string_value(subscript.slice[0].slice.value)
-
-
 def _statements_before(scope: cst.CSTNode, statement: cst.CSTNode) -> set[int]:
     """The ids of the nodes of `scope` that come before `statement` in the source."""
     found: set[int] = set()
@@ -585,6 +583,17 @@ def _statements_before(scope: cst.CSTNode, statement: cst.CSTNode) -> set[int]:
             break
         found.add(id(node))
     return found
+
+
+def _reduces_gradients(module: cst.CSTNode) -> bool:
+    """`Frameworks.reduces_gradients_by_hand` of a module's tree."""
+    for node in walk(module):
+        if type(node) is not cst.Call:
+            continue
+        tail = last_part(dotted(node.func) or "").lower()
+        if "reduce" in tail and ("grad" in tail or any("grad" in code(arg.value) for arg in node.args)):
+            return True
+    return False
 
 
 def mentions_sync_control(node: cst.CSTNode) -> bool:

@@ -135,9 +135,12 @@ def _parse_boolean(test: cst.BooleanOperation, resolve: Resolver, depth: int) ->
     if len(kept) == 2 and len(parts) > 2:
         first, second = kept
         return _combined(parsed[first], parsed[second], parts[first], parts[second], is_or)
-    if len(parts) > 2:  # nothing was K's world: as written, two operands at a time
-        parsed = [_parse(test.left, resolve, depth + 1), _parse(test.right, resolve, depth + 1)]
-    return _combined(parsed[0], parsed[-1], test.left, test.right, is_or)
+    if len(parts) == 2:
+        return _combined(parsed[0], parsed[1], test.left, test.right, is_or)
+    # nothing was K's world: as written, two operands at a time (a side that is one operand is parsed)
+    left = parsed[0] if test.left is parts[0] else _parse(test.left, resolve, depth + 1)
+    right = parsed[-1] if test.right is parts[-1] else _parse(test.right, resolve, depth + 1)
+    return _combined(left, right, test.left, test.right, is_or)
 
 
 def _operands(test: cst.BaseExpression, operator: type) -> list[cst.BaseExpression]:

@@ -20,7 +20,8 @@ import libcst as cst
 from accumlint.model import scopes
 from accumlint.model.facts import Function, Loop, LoopSite, ModuleFacts, ancestors
 from accumlint.model.gates import Gate, parse_countdown, parse_gate, single_micro_batch_arm
-from accumlint.model.names import adds_one, call_name, code as _code, dotted, entered, int_value, keyword, last_part, looks_like_accumulation, positional, string_value
+from accumlint.model.names import (adds_one, call_name, code as _code, dict_entry, dotted, entered, int_value, key_of, keyword,
+                                   last_part, looks_like_accumulation, positional)
 from accumlint.model.roles import Objects, Role, RoleKind
 from accumlint.model.tree import children, walk
 
@@ -1874,23 +1875,19 @@ def lightning_returned_loss(value: cst.BaseExpression, function: Optional[cst.Fu
     """What Lightning backpropagates of a `training_step`'s return: the value itself, or its
     `"loss"` entry when it returns a dict, written out (`{"loss": loss, "log": logs}`) or, in
     `function`, a name whose `"loss"` entry is stored (`out["loss"] = loss`, `out = {"loss": loss}`)."""
-    if type(value) is cst.Dict:
-        for element in value.elements:
-            if type(element) is cst.DictElement and string_value(element.key) == "loss":
-                return element.value
+    entry = dict_entry(value, "loss")
+    if entry is not None:
+        return entry
     if type(value) is cst.Name and function is not None:
         stored = None
         for node in walk(function.body):
             if type(node) is not cst.Assign or len(node.targets) != 1:
                 continue
             target = node.targets[0].target
-            if type(target) is cst.Subscript and type(target.value) is cst.Name and target.value.value == value.value \
-                    and len(target.slice) == 1 and type(target.slice[0].slice) is cst.Index \
-                    and string_value(target.slice[0].slice.value) == "loss":
+            if type(target) is cst.Subscript and dotted(target.value) == value.value and key_of(target) == "loss":
                 stored = node.value
-            elif type(target) is cst.Name and target.value == value.value and type(node.value) is cst.Dict:
-                entry = lightning_returned_loss(node.value)
-                stored = entry if entry is not node.value else None
+            elif type(target) is cst.Name and target.value == value.value:
+                stored = dict_entry(node.value, "loss")
         if stored is not None:
             return stored
     return value

@@ -152,6 +152,24 @@ def string_value(node: Optional[cst.CSTNode]) -> Optional[str]:
     return value if isinstance(value, str) else None
 
 
+def key_of(subscript: cst.Subscript) -> Optional[str]:
+    """`d["key"]` -> "key"."""
+    if len(subscript.slice) != 1 or type(subscript.slice[0].slice) is not cst.Index:
+        return None
+    return string_value(subscript.slice[0].slice.value)
+
+
+def dict_entry(value: cst.BaseExpression, key: str) -> Optional[cst.BaseExpression]:
+    """The value a dict written out (`{"loss": loss, "log": logs}`) holds under the string
+    `key`; None for anything else."""
+    if type(value) is not cst.Dict:
+        return None
+    for element in value.elements:
+        if type(element) is cst.DictElement and string_value(element.key) == key:
+            return element.value
+    return None
+
+
 def int_value(node: Optional[cst.CSTNode]) -> Optional[int]:
     if type(node) is cst.Integer:
         return int(node.value.replace("_", ""), 0)

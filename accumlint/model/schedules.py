@@ -209,60 +209,6 @@ def micro_batch_length(facts: ModuleFacts, objects: Objects, argument: cst.BaseE
     return dataclasses.replace(found[0], argument=argument)
 
 
-# Calls that keep the unit of what they are given (`math.ceil(len(loader) / K)`).
-_UNIT_KEEPING_CALLS = frozenset({"ceil", "floor", "int", "round", "max", "min"})
-
-
-def k_power(facts: ModuleFacts, objects: Objects, expr: cst.BaseExpression, is_k: IsK,
-            lengths: list[cst.Call], depth: int = 0, seen: Optional[frozenset[str]] = None) -> Optional[int]:
-    """The unit of a count made of a loader's length, as a power of K: 0 for micro-batches
-    (`epochs * len(loader)`), -1 for windows (`math.ceil(len(loader) / K)`), 1 for a
-    count multiplied by K again. None when no loader's length is in it (a constant, a
-    setting), or its parts disagree (`len(loader) + len(loader) / K`). Each
-    `len(loader)` met goes into `lengths`; names are followed through their plain
-    bindings, five bindings deep, each once per path."""
-    path: frozenset[str] = seen or frozenset()
-    if depth > 5:
-        return None
-
-    def power(value: cst.BaseExpression, through: frozenset[str] = path, hops: int = 0) -> Optional[int]:
-        return k_power(facts, objects, value, is_k, lengths, depth + hops, through)
-
-    if type(expr) is cst.Call:
-        if _loader_length(objects, expr) is expr:
-            lengths.append(expr)
-            return 0
-        if last_part(call_name(expr) or "") in _UNIT_KEEPING_CALLS:
-            return _agreeing([power(arg.value) for arg in expr.args])
-        return None
-    if type(expr) is cst.BinaryOperation:
-        if type(expr.operator) in (cst.Divide, cst.FloorDivide):
-            numerator, divisor = power(expr.left), power(expr.right)
-            if numerator is None or divisor is not None:
-                return None  # a count divided by a count (`total / len(loader)`) is no count
-            return numerator - 1 if has_k_factor(expr.right, is_k) else numerator
-        if type(expr.operator) is cst.Multiply:
-            for side, other in ((expr.left, expr.right), (expr.right, expr.left)):
-                if is_k(side):
-                    found = power(other)
-                    return None if found is None else found + 1
-            left, right = power(expr.left), power(expr.right)
-            return None if left is not None and right is not None else (left if left is not None else right)
-        if type(expr.operator) in (cst.Add, cst.Subtract):
-            return _agreeing([power(expr.left), power(expr.right)])
-        return None
-    name = dotted(expr) if type(expr) in (cst.Name, cst.Attribute) else None
-    if name is None or name in path:
-        return None
-    return _agreeing([power(b.value, path | {name}, 1) for b in facts.bindings.get(name, ()) if b.index is None])
-
-
-def _agreeing(powers: list[Optional[int]]) -> Optional[int]:
-    """The one power the known parts have; None when none is known or they differ."""
-    known = {p for p in powers if p is not None}
-    return known.pop() if len(known) == 1 else None
-
-
 def sized_in_micro_batches(facts: ModuleFacts, objects: Objects, name: Optional[str], is_k: IsK) -> bool:
     """The scheduler's length counts micro-batches, so stepping it on every micro-batch
     keeps the schedule's pace: a length argument multiplied by K

@@ -19,7 +19,7 @@ import libcst as cst
 
 from accumlint.model import scopes
 from accumlint.model.facts import DETACHING_METHODS, Function, ModuleFacts, ancestors, constructed, detached
-from accumlint.model.frameworks import SyncControl, carries_k, key_of, mentions_sync_control
+from accumlint.model.frameworks import SyncControl, carries_k, mentions_sync_control
 from accumlint.model.gates import PLUS_ONE, ZERO, Gate, single_micro_batch_arm
 from accumlint.model.loop import Event, Statement, TrainingLoop, epoch_multiple
 from accumlint.model.loss import TOKEN, LossFlow, LossReader
@@ -30,12 +30,12 @@ from accumlint.model.names import (
     dotted,
     entered,
     int_value,
+    key_of,
     keyword,
     last_part,
     looks_like_accumulation,
     normalized,
     positional,
-    string_value,
 )
 from accumlint.model.roles import Objects, RoleKind
 from accumlint.model.tree import walk
@@ -647,8 +647,8 @@ class Window:
     def unpacked_from_call(self, at: Statement, name: str, unseen: bool = False) -> bool:
         """The latest binding of the plain name `name` before `at`, in `at`'s scope, unpacks
         a call's returned tuple (`loss, loss_list, acc = loss_func(reward)`); with `unseen`, a
-        call whose code this module does not hold (a model's forward, another module's
-        function), whose elements' graphs it cannot see."""
+        call of no function the project's helpers resolve to (`facts.helper`: a model's
+        forward, a third party's function), whose elements' graphs the model cannot see."""
         unpacked = False
         for statement in self.earlier_in_scope(at):
             for small in statement.node.body:
@@ -659,19 +659,9 @@ class Window:
                         unpacked = False
                     elif type(target.target) in (cst.Tuple, cst.List) and any(
                             dotted(e.value) == name for e in cast("cst.Tuple | cst.List", target.target).elements):
-                        unpacked = type(small.value) is cst.Call and not (unseen and self._defined_here(small.value))
+                        unpacked = type(small.value) is cst.Call and not (
+                            unseen and self.facts.helper(small.value, statement.helper or self.loop.function) is not None)
         return unpacked
-
-    def _defined_here(self, call: cst.Call) -> bool:
-        """The call runs a function of this module: a module-level function, or a method of
-        the loop's class (`self.step_losses(batch)`)."""
-        callee = dotted(call.func) or ""
-        if "." not in callee:
-            return callee in self.facts.functions
-        owner, _, method = callee.partition(".")
-        function = self.loop.function
-        return owner == "self" and "." not in method and function is not None \
-            and self.facts.method(function, method) is not None
 
     def scaler_steps_every_micro_batch(self, event: Event) -> bool:
         """The GradScaler an event acts on (`scaler_d.update()`) also steps its optimizer on every
@@ -1091,6 +1081,17 @@ class Window:
             if info is not None and info.sharded == "deepspeed" and info.scales is True:
                 return True
         return False
+
+    def divided_on_the_way(self, flow: LossFlow) -> bool:
+        """The loop binds the flow's name to a division by something other than K (`loss = ... /
+        window_tokens` before an arm that gathers it again): a normalisation the flow's own
+        scalings may no longer show."""
+        if flow.name is None:
+            return False
+        return any(type(node) is cst.Assign and any(dotted(t.target) == flow.name for t in node.targets)
+                   and any(type(part) is cst.BinaryOperation and type(part.operator) is cst.Divide
+                           and not self.is_k(part.right) for part in walk(node.value))
+                   for node in walk(self.loop.node))
 
     def framework_scales(self, flow: LossFlow) -> Optional[bool]:
         """Whether the backward that `flow` reaches divides by K itself (None: unknown)."""
@@ -2475,9 +2476,8 @@ def _class_arithmetic(cls: cst.ClassDef, value: cst.BaseExpression, depth: int =
 
 def _keyed_entry(value: Optional[cst.BaseExpression]) -> Optional[tuple[str, str]]:
     """(name, key) of `name["key"]`; None for anything else."""
-    if type(value) is not cst.Subscript or type(value.value) is not cst.Name or len(value.slice) != 1:
+    if type(value) is not cst.Subscript or type(value.value) is not cst.Name:
         return None
-    index = value.slice[0].slice
-    key = string_value(index.value) if type(index) is cst.Index else None
+    key = key_of(value)
     return (value.value.value, key) if key is not None else None
 

@@ -9,7 +9,6 @@ import libcst as cst
 from accumlint.fix.edits import Edit, divided, insert_before, parenthesized, remove, replace
 from accumlint.model.loss import MEAN, SUM, TOKEN, LossFlow, Scaling
 from accumlint.model.names import code, dotted, looks_like_batch_size, looks_like_token_count
-from accumlint.model.tree import walk
 from accumlint.model.window import Window
 from accumlint.rules.base import Finding, contains, k_text, movable, same_block
 from accumlint.rules.catalog import Rule
@@ -80,13 +79,12 @@ def _multiplied_under_framework(window: Window, flow: LossFlow) -> Iterable[Find
     and the window adds up its micro-batches' losses, K times their mean. Silent for a loss
     normalised over the whole window (divided by a count of its own, or by the window's
     tokens), which the multiplication restores to the framework's scale."""
-    if window.facts.window_token_normalization or window.rescales_gradients:
+    multiplied = [s for s in flow.scalings if s.op == "mul" and window.is_k(s.factor)]
+    if not multiplied or window.facts.window_token_normalization or window.rescales_gradients:
         return
-    if any(s.op in ("div", "inverse") for s in flow.scalings) or _divided_on_the_way(window, flow):
+    if any(s.op in ("div", "inverse") for s in flow.scalings) or window.divided_on_the_way(flow):
         return
-    for scaling in flow.scalings:
-        if scaling.op != "mul" or not window.is_k(scaling.factor):
-            continue
+    for scaling in multiplied:
         node = scaling.node
         edits: tuple[Edit, ...] = ()
         if type(node) is cst.BinaryOperation and type(node.operator) is cst.Multiply:
@@ -100,20 +98,6 @@ def _multiplied_under_framework(window: Window, flow: LossFlow) -> Iterable[Find
             help="the two cancel, so the window adds up its micro-batches' losses and the update is K times too large; "
             "remove the factor",
         )
-
-
-def _divided_on_the_way(window: Window, flow: LossFlow) -> bool:
-    """The loop binds the flow's name to a division by something other than K (`loss = ... /
-    window_tokens` before an arm that gathers it again): a normalisation the flow's own
-    scalings may no longer show."""
-    if flow.name is None:
-        return False
-    for node in walk(window.loop.node):
-        if type(node) is cst.Assign and any(dotted(t.target) == flow.name for t in node.targets):
-            if any(type(part) is cst.BinaryOperation and type(part.operator) is cst.Divide and not window.is_k(part.right)
-                   for part in walk(node.value)):
-                return True
-    return False
 
 
 def _invert(scaling: Scaling) -> tuple[Edit, ...]:

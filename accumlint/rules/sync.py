@@ -11,7 +11,7 @@ from accumlint.model.forwards import forwards_of, may_hide_forward
 from accumlint.model.frameworks import SyncControl
 from accumlint.model.gates import parse_gate
 from accumlint.model.loop import Statement
-from accumlint.model.names import code, dotted, int_value, last_part, normalized
+from accumlint.model.names import code, dotted, int_value, normalized
 from accumlint.model import scopes
 from accumlint.model.scopes import chains_bound, chains_in_targets, free_names
 from accumlint.model.tree import walk
@@ -62,7 +62,7 @@ def _never_syncs(window: Window, control: SyncControl) -> Iterable[Finding]:
     held = {id(statement) for statement in control.statements}
     if not backwards or any(id(b.statement) not in held for b in backwards):
         return
-    if _reduces_gradients_by_hand(window):
+    if window.objects.frameworks.reduces_gradients_by_hand():
         return
     yield Finding(
         control.site,
@@ -72,17 +72,6 @@ def _never_syncs(window: Window, control: SyncControl) -> Iterable[Finding]:
         help="the closing micro-batch runs under no-sync too, so each process steps with its own gradients; "
         "enter the no-sync context only off the window's boundary",
     )
-
-
-def _reduces_gradients_by_hand(window: Window) -> bool:
-    """The module all-reduces gradients itself (`dist.all_reduce(p.grad)`, `allreduce_grads(model)`)."""
-    for node in walk(window.facts.module):
-        if type(node) is not cst.Call:
-            continue
-        tail = last_part(dotted(node.func) or "").lower()
-        if "reduce" in tail and ("grad" in tail or any("grad" in code(arg.value) for arg in node.args)):
-            return True
-    return False
 
 
 def _implied_kind(control: SyncControl) -> Optional[str]:
