@@ -41,6 +41,8 @@ NO_FIX_CODES = frozenset(r.code for r in RULES if r.fix == "none")
 # silent fixture must have one modelled: silence on a loop the model missed
 # proves nothing (see tests/silence.py).
 NO_TRAINING_LOOP = {
+    # A per-call update whose count past a warm-up is never reset keeps no window across calls.
+    "fixtures/check/per_call_windows/step_method_count_threshold_without_reset.py",
     # A Trainer subclass's compute_loss is checked without a loop.
     "fixtures/check/hf_trainer/compute_loss_override_registered_own_model.py",
     "fixtures/check/hf_trainer/trainer_disables_loss_kwargs.py",
@@ -68,6 +70,8 @@ NO_TRAINING_LOOP = {
     "fixtures/projects/schedule_factory_given_length/optim/schedules.py",
     "fixtures/projects/schedule_factory_given_length_steps/optim/schedules.py",
     "fixtures/projects/criterion_class_elsewhere/losses.py",
+    "fixtures/projects/ddp_manager_method_returns_local/parallel.py",
+    "fixtures/projects/ddp_manager_method_returns_local_no_sync/parallel.py",
     "fixtures/projects/step_function_chosen_elsewhere/steps.py",
     "fixtures/projects/step_function_chosen_elsewhere_ok/steps.py",
     "fixtures/projects/loop_names_schedule_length_backward_elsewhere/updates.py",

@@ -438,6 +438,8 @@ class ModuleFacts:
                 if type(value) is cst.Name:
                     local = [b for b in self.bindings.get(value.value, ())
                              if b.index is None and self.enclosing_function(b.statement) is function]
+                    if not local and self.foreign(function):  # another module's function: its own bindings
+                        local = [b for b in self.once(_local_bindings, function).get(value.value, []) if b.index is None]
                     found.extend([b.value for b in _reaching(function, node, local)] or [value])
                 else:
                     found.append(value)

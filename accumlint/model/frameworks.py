@@ -550,21 +550,25 @@ class Frameworks:
         """Every sync control among an iteration's statements, in order."""
         statements = list(statements)
         found: list[SyncControl] = []
+        governed: dict[int, list["Statement"]] = {}  # each `with` item's statements, read once at its first
+        for statement in statements:
+            for item in statement.withs:
+                governed.setdefault(id(item), []).append(statement)
         seen: set[int] = set()
         for statement in statements:
             for item in statement.withs:
                 if id(item) in seen:
                     continue
+                seen.add(id(item))  # its first statement is where the context is entered
                 call = _sync_context_call(item.item)
-                governed = tuple(s for s in statements if any(w is item for w in s.withs))
                 if call is None:
                     choice = _chosen_context(item.item, statement, statements, self.facts)
                     if choice is not None:
-                        seen.add(id(item))
-                        found.append(SyncControl("context", item, _chosen_model(choice), choice.test, governed, choice))
+                        found.append(SyncControl("context", item, _chosen_model(choice), choice.test,
+                                                 tuple(governed[id(item)]), choice))
                     continue
-                seen.add(id(item))
-                found.append(SyncControl("context", item, _sync_model(call), _enabled(call, item.item), governed))
+                found.append(SyncControl("context", item, _sync_model(call), _enabled(call, item.item),
+                                         tuple(governed[id(item)])))
             for small in statement.node.body:
                 control = _flag_or_call(small, statement)
                 if control is not None:

@@ -813,7 +813,8 @@ class _Walker:
                     return False  # `conf["fp16"]` reads a run's setting; `flags[i]` may vary
             elif kind is cst.Call:
                 call = cast(cst.Call, node)
-                if call.args or last_part(dotted(call.func) or "") not in _RUN_CONSTANT_CALLS:
+                if not (_reads_setting(call) or not call.args
+                        and last_part(dotted(call.func) or "") in _RUN_CONSTANT_CALLS):
                     return False  # `world_size = dist.get_world_size()` is the run's; other calls may vary
             elif kind not in _CONSTANT_TEST_NODES:
                 return False
@@ -1183,7 +1184,28 @@ _RUN_CONSTANT_CALLS = frozenset({
     "is_available", "is_main_process", "is_local_main_process",
 })
 
+def _reads_setting(call: cst.Call) -> bool:
+    """`config.get("max_grad_norm")`, `cfg.get("clip", 0)`, `getattr(args, "clip", None)`: a
+    read of a setting by a literal key, as constant as the object it reads (whose name the
+    run-constant test then checks like any other)."""
+    if not call.args or any(arg.star or arg.keyword is not None for arg in call.args):
+        return False
+    values = [arg.value for arg in call.args]
+    func = call.func
+    if type(func) is cst.Attribute and func.attr.value == "get":
+        return len(values) <= 2 and dotted(func.value) is not None and all(_is_literal(v) for v in values)
+    return type(func) is cst.Name and func.value == "getattr" and 2 <= len(values) <= 3 \
+        and dotted(values[0]) is not None and type(values[1]) is cst.SimpleString and all(_is_literal(v) for v in values[1:])
+
+
+def _is_literal(value: cst.BaseExpression) -> bool:
+    """A string, a number, `None`, `True` or `False`."""
+    return type(value) in (cst.SimpleString, cst.Integer, cst.Float) or (
+        type(value) is cst.Name and value.value in ("None", "True", "False"))
+
+
 _CONSTANT_TEST_NODES = frozenset({
+    cst.Arg,
     cst.Comparison, cst.ComparisonTarget, cst.BooleanOperation, cst.UnaryOperation, cst.Integer, cst.Float,
     cst.SimpleString, cst.Is, cst.IsNot, cst.Equal, cst.NotEqual, cst.GreaterThan, cst.GreaterThanEqual,
     cst.LessThan, cst.LessThanEqual, cst.In, cst.NotIn, cst.And, cst.Or, cst.Not, cst.Minus, cst.LeftParen,
@@ -1800,7 +1822,8 @@ def _per_call_windows(facts: ModuleFacts, objects: Objects, skip: Collection[cst
                       accumulation_names: tuple[str, ...], made: Optional[list[Statement]]) -> list[TrainingLoop]:
     """A function that runs one micro-batch per call and steps when a counter it keeps across
     calls reaches a window (`def update(self, batch): ...; loss.backward(); self.local_updates
-    += 1; if self.local_updates % K == 0: self.optimizer.step()`): the loop over batches is in
+    += 1; if self.local_updates % K == 0: self.optimizer.step()`, or `if self.acc >= K:` with
+    `self.acc = 0` under it): the loop over batches is in
     a caller (often another module), and the function's body is the window. Only functions
     that no loop of the module walks (as its body or a helper) and that hold no loop running
     the backward themselves (`helpers`: the ids of functions the module's loops walk)."""
@@ -1825,8 +1848,9 @@ def _per_call_windows(facts: ModuleFacts, objects: Objects, skip: Collection[cst
             continue
         counters = {adds_one(small) for s in own if s.gate is None and not s.conditional
                     for small in s.node.body} - {None}
+        # `% K == 0`, or `>= K` / `== K` on a counter the gated code resets (`self.acc = 0`)
         gated_steps = [e for s in own for e in s.events if e.kind == "step" and s.gate is not None
-                       and s.gate.kind == "modulo" and s.gate.counter in counters
+                       and s.gate.kind in ("modulo", "count") and s.gate.counter in counters
                        and (s.gate.counter or "").startswith("self.")]
         if not gated_steps:
             continue

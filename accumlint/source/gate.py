@@ -251,7 +251,8 @@ def holds_training_code(tree: ast.Module, text: str) -> bool:
 
 def _steps_on_call_count(function: "ast.FunctionDef | ast.AsyncFunctionDef") -> bool:
     """The function adds one to an attribute of `self` and tests that attribute modulo
-    something (`self.updates += 1`, `if self.updates % K == 0:`): a window over its calls."""
+    something (`self.updates += 1`, `if self.updates % K == 0:`), or against a count when it
+    also sets it back to 0 (`if self.acc >= K: ...; self.acc = 0`): a window over its calls."""
     counted = {ast.unparse(node.target) for node in ast.walk(function)
                if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add)
                and isinstance(node.target, ast.Attribute) and isinstance(node.target.value, ast.Name)
@@ -263,7 +264,10 @@ def _steps_on_call_count(function: "ast.FunctionDef | ast.AsyncFunctionDef") -> 
             left = node.left.left if isinstance(node.left, ast.BinOp) and isinstance(node.left.op, ast.Add) else node.left
             if isinstance(left, ast.Attribute) and ast.unparse(left) in counted:
                 return True
-    return False
+    reset = {ast.unparse(target) for node in ast.walk(function) if isinstance(node, ast.Assign)
+             and isinstance(node.value, ast.Constant) and node.value.value == 0 for target in node.targets}
+    return any(isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.GtE, ast.Eq, ast.Gt))
+               and ast.unparse(node.left) in counted & reset for node in ast.walk(function))
 
 
 def _used_elsewhere(lines: "_Lines", cls: ast.ClassDef) -> bool:
