@@ -129,7 +129,7 @@ def _parse_boolean(test: cst.BooleanOperation, resolve: Resolver, depth: int) ->
     is_or = type(test.operator) is cst.Or
     parts = _operands(test, type(test.operator))
     parsed = [_parse(part, resolve, depth + 1) for part in parts]
-    kept = _without_world_of_k(parts, parsed, is_or)
+    kept = _without_world_of_k([_read_through(part, resolve) for part in parts], parsed, is_or)
     if len(kept) == 1:
         return parsed[kept[0]]  # `K > 1 and i % K == 0`, `i % K == 0 or K == 1`: the gate alone
     if len(kept) == 2 and len(parts) > 2:
@@ -141,6 +141,17 @@ def _parse_boolean(test: cst.BooleanOperation, resolve: Resolver, depth: int) ->
     left = parsed[0] if test.left is parts[0] else _parse(test.left, resolve, depth + 1)
     right = parsed[-1] if test.right is parts[-1] else _parse(test.right, resolve, depth + 1)
     return _combined(left, right, test.left, test.right, is_or)
+
+
+def _read_through(part: cst.BaseExpression, resolve: Resolver) -> cst.BaseExpression:
+    """An operand as the test it names (`not use_accum` after `use_accum = K > 0`: `not K > 0`),
+    one binding deep; the operand itself otherwise."""
+    if type(part) is cst.UnaryOperation and type(part.operator) is cst.Not:
+        inner = _read_through(part.expression, resolve)
+        return part if inner is part.expression else part.with_changes(expression=inner)
+    name = dotted(part) if type(part) in (cst.Name, cst.Attribute) else None
+    value = resolve(name) if name is not None else None
+    return value if type(value) is cst.Comparison else part
 
 
 def _operands(test: cst.BaseExpression, operator: type) -> list[cst.BaseExpression]:
@@ -342,8 +353,12 @@ def _is_k_minus_one(node: cst.BaseExpression, k: cst.BaseExpression) -> bool:
 
 # `K > 1` and its spellings: (comparison, literal) pairs true exactly when K > 1,
 # and those true exactly when K == 1 (K a positive count).
-_ABOVE_ONE = {(cst.GreaterThan, 1), (cst.GreaterThanEqual, 2), (cst.NotEqual, 1)}
-_EQUAL_ONE = {(cst.Equal, 1), (cst.LessThanEqual, 1), (cst.LessThan, 2)}
+# K compared with 1, or with 0 (`K > 0` switches accumulation on; with K = 1 every micro-batch closes
+# a window anyway): the comparisons true where K may accumulate, and those true where it cannot
+_ABOVE_ONE = {(cst.GreaterThan, 1), (cst.GreaterThanEqual, 2), (cst.NotEqual, 1), (cst.GreaterThan, 0),
+              (cst.GreaterThanEqual, 1)}
+_EQUAL_ONE = {(cst.Equal, 1), (cst.LessThanEqual, 1), (cst.LessThan, 2), (cst.Equal, 0), (cst.LessThanEqual, 0),
+              (cst.LessThan, 1)}
 _MIRRORED: dict[type[cst.BaseCompOp], type[cst.BaseCompOp]] = {cst.GreaterThan: cst.LessThan, cst.LessThan: cst.GreaterThan, cst.GreaterThanEqual: cst.LessThanEqual,
              cst.LessThanEqual: cst.GreaterThanEqual, cst.Equal: cst.Equal, cst.NotEqual: cst.NotEqual}
 

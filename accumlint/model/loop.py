@@ -10,6 +10,7 @@ the tree themselves.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Collection, Optional, Sequence, Union, cast
 
@@ -152,7 +153,8 @@ class TrainingLoop:
     micro_loop: Optional[Loop] = None
     counter: Optional[str] = None
     counter_base: Optional[int] = None
-    derived_counters: frozenset[str] = frozenset()
+    derived_counters: frozenset[str] = frozenset()  # `ni = i + nb * epoch`: over all epochs, the index's base
+    index_aliases: dict[str, int] = field(default_factory=dict)  # `step = i + 1`: the index plus 1
     iterable: Optional[cst.BaseExpression] = None
 
     @property
@@ -669,7 +671,7 @@ class _Walker:
         gate = self._generator_gate(test) if not frames else None
         if gate is None:
             gate = parse_gate(test, lambda name: _argument(name, frames) if _is_parameter(name, frames)
-                              else self.assigned.get(name))
+                              else self.assigned.get(name) or self._test_bound_before(name))
         if gate is not None and gate.kind == "count" and not self._counts_micro_batches(gate, [statement.body]):
             gate = None
         if gate is None and not frames:
@@ -985,6 +987,16 @@ class _Walker:
                 entering = {**entering, "arms": entering["arms"] + arm, "worlds": entering["worlds"] + arm}
             self._block(helper.body, **_entered(entering, helper, call, backward_at_call=backward_at_call))
             self._escaped = None  # a helper's `return` gate ends with the helper
+
+    def _test_bound_before(self, name: str) -> Optional[cst.BaseExpression]:
+        """A comparison the loop's function binds `name` to once, outside the loop (`use_accum =
+        accum_steps > 0` before `for ...:`), read where the loop tests the name; None otherwise."""
+        function = self.function
+        bindings = [b for b in self.facts.bindings.get(name, ()) if self.facts.enclosing_function(b.statement) is function]
+        if function is None or len(bindings) != 1 or type(bindings[0].value) is not cst.Comparison \
+                or bindings[0].index is not None or name in self._bound_in(self.root):
+            return None
+        return bindings[0].value
 
     def _remember(self, small: cst.BaseSmallStatement) -> None:
         """Track assignments in iteration order (a gate on a variable reads its value)."""
@@ -1775,12 +1787,18 @@ def _enumerated(iterable: cst.BaseExpression, facts: ModuleFacts, function: Opti
 
 
 def _read_derived_counters(loop: TrainingLoop) -> None:
-    """`ni = i + nb * epoch`: a counter over all epochs that keeps the loop index's base."""
+    """`ni = i + nb * epoch` (a counter over all epochs that keeps the loop index's base) and
+    `step = i + 1` (the index plus an integer): names bound once, on every iteration, in the
+    loop's own code, and never updated otherwise."""
     if loop.counter is None:
         return
     outer = {dotted(node.target) for node in loop.site.ancestors if type(node) is cst.For}
-    found = set()
+    over_epochs: set[str] = set()
+    aliases: dict[str, int] = {}
+    bound: Counter[str] = Counter()
     for statement in loop.statements:
+        for line_part in statement.node.body:
+            bound.update(_targets_of(line_part))
         small = statement.small
         if statement.helper is not None or statement.loops or type(small) is not cst.Assign:
             continue
@@ -1789,9 +1807,23 @@ def _read_derived_counters(loop: TrainingLoop) -> None:
         if name is None or not (type(value) is cst.BinaryOperation and type(value.operator) is cst.Add):
             continue
         for index, other in ((value.left, value.right), (value.right, value.left)):
-            if dotted(index) == loop.counter and epoch_multiple(other, outer):
-                found.add(name)
-    loop.derived_counters = frozenset(found)
+            if dotted(index) == loop.counter:
+                if epoch_multiple(other, outer):
+                    over_epochs.add(name)
+                elif (offset := int_value(other)) is not None and not statement.conditional and statement.gate is None:
+                    aliases[name] = offset
+    loop.derived_counters = frozenset(over_epochs)
+    loop.index_aliases = {name: offset for name, offset in aliases.items() if bound[name] == 1}
+
+
+def _targets_of(small: cst.BaseSmallStatement) -> list[str]:
+    """The names a small statement binds or updates (`x = ...`, `x += 1`)."""
+    if type(small) is cst.Assign:
+        return [name for t in small.targets if (name := dotted(t.target)) is not None]
+    if type(small) in (cst.AugAssign, cst.AnnAssign):
+        name = dotted(cast(Union[cst.AugAssign, cst.AnnAssign], small).target)
+        return [name] if name is not None else []
+    return []
 
 
 def epoch_multiple(node: cst.BaseExpression, outer: set[Optional[str]]) -> bool:

@@ -1839,11 +1839,11 @@ class Window:
             if type(passed) is not cst.Name:
                 return None
             counter = passed.value
-        if counter == self.loop.counter or counter in self.loop.derived_counters:
+        if counter == self.loop.counter or counter in self.loop.derived_counters or counter in self.loop.index_aliases:
             base = self.loop.counter_base
             if base is not None and own and counter == self.loop.counter and self.counts_before(gate, statement):
                 return base + 1  # `for step, batch in enumerate(loader): step += 1` counts from 1
-            return base
+            return base + self.loop.index_aliases.get(counter, 0) if base is not None else None  # `step = i + 1`
         increment_statement = self.increment_of(counter)
         if increment_statement is None or increment_statement.gate is gate:
             return None  # an optimizer-step counter: out of scope

@@ -548,7 +548,7 @@ def dropped_tail_window(window: Window) -> Iterable[Finding]:
             continue
         # the loop's own index, or a micro-batch counter reset when each epoch starts
         # (`for batch in loader:` with `steps += 1` counts like an index)
-        own_counter = loop.counter is not None and gate.counter == loop.counter
+        own_counter = loop.counter is not None and (gate.counter == loop.counter or gate.counter in loop.index_aliases)
         if not own_counter and not (gate.counter and window.reset_on_epoch_start(gate.counter)):
             continue
         if gate.kind == "count":
@@ -566,7 +566,7 @@ def dropped_tail_window(window: Window) -> Iterable[Finding]:
         if type(gate.test) is cst.Comparison and own_counter and gate.kind == "modulo" and not gate.paired \
                 and type(loop.iterable) in (cst.Name, cst.Attribute):
             positive = type(gate.test.comparisons[0].operator) is cst.Equal
-            numerator = f"({loop.counter} + 1)" if window.counter_base(gate, statement) == 0 else loop.counter
+            numerator = f"({gate.counter} + 1)" if window.counter_base(gate, statement) == 0 else gate.counter
             clause = f"{numerator} == len(__iterable__)" if positive else f"{numerator} != len(__iterable__)"
             joined = f"__test__ {'or' if positive else 'and'} {clause}"
             # the step's test, and its twin `if` when the gate is written twice (both fire on the tail)
