@@ -46,6 +46,7 @@ NO_TRAINING_LOOP = {
     # A Trainer subclass's compute_loss is checked without a loop.
     "fixtures/check/hf_trainer/compute_loss_override_registered_own_model.py",
     "fixtures/check/hf_trainer/trainer_disables_loss_kwargs.py",
+    "fixtures/check/hf_trainer/compute_loss_beside_own_training_step.py",
     "fixtures/check/hf_trainer/trainer_remote_code_automodel.py",
     "fixtures/check/hf_trainer/trainer_model_class_through_a_name_remote_code.py",
     "fixtures/check/hf_trainer/trainer_pre_446_signature_class_flag.py",

@@ -46,6 +46,9 @@ class TrainerClass:
     init: Optional[Function]
     trl: bool
     disables_loss_kwargs: bool
+    # `training_step` overridden without `super().training_step(...)`: the override, not the
+    # Trainer, decides what the backward runs on and whether it is divided by K
+    owns_training_step: bool = False
 
 
 def trainer_classes(facts: ModuleFacts) -> list[TrainerClass]:
@@ -60,8 +63,17 @@ def trainer_classes(facts: ModuleFacts) -> list[TrainerClass]:
             init=_method(owner, "__init__"),
             trl=kind == "trl",
             disables_loss_kwargs=_disables(facts, owner, set()),
+            owns_training_step=_owns_training_step(owner),
         ))
     return found
+
+
+def _owns_training_step(owner: cst.ClassDef) -> bool:
+    """The class defines `training_step` and never calls the base class's."""
+    step = _method(owner, "training_step")
+    return step is not None and not any(
+        type(node) is cst.Attribute and node.attr.value == "training_step" and type(node.value) is cst.Call
+        and dotted(node.value.func) == "super" for node in walk(step.body))
 
 
 def hf_model_in_module(facts: ModuleFacts) -> bool:

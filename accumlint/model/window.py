@@ -976,11 +976,15 @@ class Window:
     def bypasses_wrap(self, name: str) -> bool:
         """The iteration runs its forward on the unwrapped module (`raw = model.module`,
         `raw(x)`) and hands the wrapped model itself to a call only on the window's last
-        micro-batch, in an arm exclusive with the unwrapped forward: DDP's forward, which
-        prepares the all-reduce, runs only where the window needs it."""
+        micro-batch, in an arm exclusive with the unwrapped forward, or after every backward
+        of the iteration: DDP's forward, which prepares the all-reduce, runs only where the
+        window needs it."""
         wrapped: list[Statement] = []
         unwrapped: list[Statement] = []
+        last_backward = max((b.statement.order for b in self.loop.backwards), default=-1)
         for statement in self.loop.statements:
+            if statement.order > last_backward:
+                continue  # after every backward (`save_checkpoint(model, ...)`): no backward of the iteration reads it
             runs = {self._runs_forward(node, name) for node in walk(statement.node) if type(node) is cst.Call}
             if True in runs:
                 wrapped.append(statement)
@@ -1027,6 +1031,8 @@ class Window:
         callee = dotted(call.func)
         if callee == name or callee == f"{name}.forward":
             return True
+        if callee in _INSPECTING_BUILTINS:
+            return None  # `hasattr(model, "module")` looks at the object, runs nothing of it
         if any(dotted(arg.value) == name for arg in call.args):
             return True  # `loss = step(model, batch)`: it may run the wrapped forward
         if callee is not None and (callee == f"{name}.module" or callee.startswith(f"{name}.module.")
@@ -1710,12 +1716,31 @@ class Window:
         return any(self.divided_by_accumulation(flow) for flow in self.flows)
 
     def divided_by_accumulation(self, flow: LossFlow) -> bool:
-        """One backward's loss is divided by accumulation steps (`divides_by_accumulation`)."""
+        """One backward's loss is divided by accumulation steps (`divides_by_accumulation`),
+        unless the loss sums the pieces an inner loop computed before the backward
+        (`sums_pieces`): that division is the mean over the pieces, and the one backward
+        runs as often as the step."""
         return any(
             s.op == "div" and self.is_accumulation_name(s.factor)
             and self.objects.frameworks.steps_attribute_value(s.factor) != 1
             for s in flow.scalings
-        )
+        ) and not self.sums_pieces(flow)
+
+    def sums_pieces(self, flow: LossFlow) -> bool:
+        """The backward's loss is a sum an inner loop of the iteration builds before it (`loss
+        = 0.0`, `for _ in range(K): loss += model(x, y)`, then `(loss / K).backward()` after
+        that loop): one backward over the whole batch's graph, not one per micro-batch."""
+        backward = flow.backward.statement
+        names = {name for helper, name in flow.aliases if helper is None} | ({flow.name} if flow.name else set())
+        for statement in self.loop.statements:
+            if statement.order >= backward.order or statement.helper is not None or not statement.loops \
+                    or any(loop in backward.loops for loop in statement.loops):
+                continue
+            small = statement.small
+            if type(small) is cst.AugAssign and type(small.operator) is cst.AddAssign \
+                    and dotted(small.target) in names:
+                return True
+        return False
 
     @cached_property
     def gated_step(self) -> bool:
@@ -2201,6 +2226,10 @@ _MODULE_UPKEEP = frozenset({
     "train", "eval", "zero_grad", "state_dict", "load_state_dict", "to", "cuda", "cpu", "half", "float",
     "bfloat16", "requires_grad_", "apply", "register_forward_hook", "register_full_backward_hook",
 })
+
+
+# Builtins that look at an object without running it (`base = model.module if hasattr(model, "module") else model`).
+_INSPECTING_BUILTINS = frozenset({"hasattr", "getattr", "isinstance", "type", "id", "len", "print", "repr", "str"})
 
 
 def _is_dataloader(node: cst.BaseExpression, facts: ModuleFacts) -> bool:

@@ -32,8 +32,9 @@ def trainer_loss_not_normalized(model: ModuleModel) -> Iterable[Finding]:
     hf_model = loss_kwargs_model_in_module(model.facts)
     for trainer in classes:
         compute_loss = trainer.compute_loss
-        if compute_loss is None or trainer.disables_loss_kwargs or not (hf_model or trainer.trl):
-            continue
+        if compute_loss is None or trainer.disables_loss_kwargs or trainer.owns_training_step \
+                or not (hf_model or trainer.trl):
+            continue  # an own `training_step` replaces the Trainer's division (and its skipping)
         if uses_items_in_batch(compute_loss):
             continue
         yield Finding(
