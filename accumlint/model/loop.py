@@ -989,12 +989,12 @@ class _Walker:
             self._escaped = None  # a helper's `return` gate ends with the helper
 
     def _test_bound_before(self, name: str) -> Optional[cst.BaseExpression]:
-        """A comparison the loop's function binds `name` to once, outside the loop (`use_accum =
-        accum_steps > 0` before `for ...:`), read where the loop tests the name; None otherwise."""
-        function = self.function
-        bindings = [b for b in self.facts.bindings.get(name, ()) if self.facts.enclosing_function(b.statement) is function]
-        if function is None or len(bindings) != 1 or type(bindings[0].value) is not cst.Comparison \
-                or bindings[0].index is not None or name in self._bound_in(self.root):
+        """A comparison `name` is bound to once where the loop's function reads it, outside the
+        loop (`use_accum = accum_steps > 0` before `for ...:`), read where the loop tests the
+        name; None otherwise."""
+        bindings = self.facts.values_in(name, self.function)
+        if len(bindings) != 1 or type(bindings[0].value) is not cst.Comparison or bindings[0].index is not None \
+                or name in self._bound_in(self.root):
             return None
         return bindings[0].value
 
@@ -1004,7 +1004,6 @@ class _Walker:
             name = dotted(small.targets[0].target)
             if name is not None:
                 self.assigned[name] = small.value
-
 
 
 def _flag_chain(statement: cst.If, before: Optional[cst.BaseExpression]) -> Optional[tuple[str, cst.BaseExpression]]:
@@ -1195,6 +1194,7 @@ _RUN_CONSTANT_CALLS = frozenset({
     "get_world_size", "get_rank", "get_local_rank", "get_local_world_size", "device_count", "is_initialized",
     "is_available", "is_main_process", "is_local_main_process",
 })
+
 
 def _reads_setting(call: cst.Call) -> bool:
     """`config.get("max_grad_norm")`, `cfg.get("clip", 0)`, `getattr(args, "clip", None)`: a
@@ -1797,8 +1797,7 @@ def _read_derived_counters(loop: TrainingLoop) -> None:
     aliases: dict[str, int] = {}
     bound: Counter[str] = Counter()
     for statement in loop.statements:
-        for line_part in statement.node.body:
-            bound.update(_targets_of(line_part))
+        bound.update(scopes.chains_in_targets(statement.node))
         small = statement.small
         if statement.helper is not None or statement.loops or type(small) is not cst.Assign:
             continue
@@ -1814,16 +1813,6 @@ def _read_derived_counters(loop: TrainingLoop) -> None:
                     aliases[name] = offset
     loop.derived_counters = frozenset(over_epochs)
     loop.index_aliases = {name: offset for name, offset in aliases.items() if bound[name] == 1}
-
-
-def _targets_of(small: cst.BaseSmallStatement) -> list[str]:
-    """The names a small statement binds or updates (`x = ...`, `x += 1`)."""
-    if type(small) is cst.Assign:
-        return [name for t in small.targets if (name := dotted(t.target)) is not None]
-    if type(small) in (cst.AugAssign, cst.AnnAssign):
-        name = dotted(cast(Union[cst.AugAssign, cst.AnnAssign], small).target)
-        return [name] if name is not None else []
-    return []
 
 
 def epoch_multiple(node: cst.BaseExpression, outer: set[Optional[str]]) -> bool:
