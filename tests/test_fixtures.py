@@ -71,6 +71,8 @@ NO_TRAINING_LOOP = {
     "fixtures/projects/schedule_factory_given_length/optim/schedules.py",
     "fixtures/projects/schedule_factory_given_length_steps/optim/schedules.py",
     "fixtures/projects/criterion_class_elsewhere/losses.py",
+    "fixtures/projects/ddp_forward_through_unwrap_helper/dist.py",
+    "fixtures/projects/ddp_forward_through_unwrap_helper_bug/dist.py",
     "fixtures/projects/ddp_manager_method_returns_local/parallel.py",
     "fixtures/projects/ddp_manager_method_returns_local_no_sync/parallel.py",
     "fixtures/projects/step_function_chosen_elsewhere/steps.py",

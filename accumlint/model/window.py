@@ -982,10 +982,16 @@ class Window:
         wrapped: list[Statement] = []
         unwrapped: list[Statement] = []
         last_backward = max((b.statement.order for b in self.loop.backwards), default=-1)
+        # a helper the iteration walks is read statement by statement, under its own name for the model
+        walked = {id(s.call_site) for s in self.loop.statements if s.call_site is not None}
         for statement in self.loop.statements:
             if statement.order > last_backward:
                 continue  # after every backward (`save_checkpoint(model, ...)`): no backward of the iteration reads it
-            runs = {self._runs_forward(node, name) for node in walk(statement.node) if type(node) is cst.Call}
+            local = self._name_in_helper(statement, name)
+            if local is None:
+                continue  # a helper that is not handed the model
+            runs = {self._runs_forward(node, local) for node in walk(statement.node)
+                    if type(node) is cst.Call and id(node) not in walked}
             if True in runs:
                 wrapped.append(statement)
             elif False in runs:
@@ -1024,6 +1030,71 @@ class Window:
         return any(dotted(node.func) == name for statement in self.loop.statements if loop in statement.loops
                    for node in walk(statement.node) if type(node) is cst.Call)
 
+    def _name_in_helper(self, statement: Statement, name: str) -> Optional[str]:
+        """What the model `name` of the loop's code is called in the helper `statement` runs
+        in: the parameter its call passes it as (`train_step(model, batch)` into `def
+        train_step(net, batch)`), or `name` itself where the helper does not shadow it
+        (`self.model` in a method, a module-level model). None when the helper's parameter
+        of that name holds something else."""
+        helper = statement.helper
+        if helper is None or statement.call_site is None or name.partition(".")[0] == "self":
+            return name
+        for parameter in scopes.parameters(helper):
+            passed = self._passed(statement, parameter)
+            if passed is not None and dotted(passed) == name:
+                return parameter
+        return None if name.partition(".")[0] in scopes.all_parameters(helper) else name
+
+    def _only_inspects(self, call: cst.Call, name: str, depth: int = 0) -> bool:
+        """`call` hands the model `name` to a project function that never runs its forward:
+        the function's code (and that of the project functions it hands the model on to, two
+        calls deep) never calls it (`p(x)`, `p.forward(x)`) and gives it only to builtins
+        that look at it, to an unwrap (`unwrap(p)`), or to its own methods (`p.parameters()`:
+        a wrap has no other method that runs the forward). False when anything is unknown."""
+        function = self.facts.helper(call, self.facts.enclosing_function(call))
+        if function is None or depth > 1:
+            return False
+        passed_as = [p for p in scopes.parameters(function) if dotted(scopes.argument_for(function, call, p)) == name]
+        if len(passed_as) != 1 or passed_as[0] in scopes.rebound_names(function):
+            return False
+        parameter = passed_as[0]
+        for inner in walk(function.body):
+            if type(inner) is not cst.Call:
+                continue
+            callee = dotted(inner.func)
+            if callee in (parameter, f"{parameter}.forward", f"{parameter}.__call__"):
+                return False
+            if callee in _INSPECTING_BUILTINS or not any(dotted(arg.value) == parameter for arg in inner.args):
+                continue
+            unwrapped = self._unwrapped_by(inner)
+            if unwrapped is not None and dotted(unwrapped) == parameter:
+                continue
+            if not self._only_inspects(inner, parameter, depth + 1):
+                return False
+        return True
+
+    def _unwrapped_by(self, call: cst.Call) -> Optional[cst.BaseExpression]:
+        """What a call of a project function hands back unwrapped: the argument it passes for
+        the parameter `p` when every `return` of the function reads `p.module` (`def
+        unwrap(model): return model.module if hasattr(model, "module") else model`, then
+        `net = unwrap(model)`); None for any other call."""
+        function = self.facts.helper(call, self.facts.enclosing_function(call))
+        project = self.facts.project
+        if function is None and project is not None:  # another module's, beyond the helpers the model parses
+            unwraps = project.unwrapped_parameter(dotted(call.func), project.home_of_call(call))
+            if unwraps is None:
+                return None
+            by_keyword = keyword(call, unwraps[1])
+            return by_keyword.value if by_keyword is not None else positional(call, unwraps[0])
+        if function is None:
+            return None
+        returns = [n for n in walk(function.body) if type(n) is cst.Return and n.value is not None]
+        for parameter in scopes.parameters(function) if returns else ():
+            inner = f"{parameter}.module"
+            if all(any(type(n) is cst.Attribute and dotted(n) == inner for n in walk(r.value)) for r in returns):
+                return scopes.argument_for(function, call, parameter)
+        return None
+
     def _runs_forward(self, call: cst.Call, name: str) -> Optional[bool]:
         """True: the call may run the wrapped model's forward (`model(x)`, `step(model, b)`);
         False: it runs the unwrapped module's (`model.module(x)`, `raw(x)`, a method of it:
@@ -1033,8 +1104,13 @@ class Window:
             return True
         if callee in _INSPECTING_BUILTINS:
             return None  # `hasattr(model, "module")` looks at the object, runs nothing of it
+        unwrapped = self._unwrapped_by(call) if call.args else None
+        if unwrapped is not None and dotted(unwrapped) == name:
+            return None  # `unwrap(model)` hands back the module, runs nothing of it
         if any(dotted(arg.value) == name for arg in call.args):
-            return True  # `loss = step(model, batch)`: it may run the wrapped forward
+            # `loss = step(model, batch)`: it may run the wrapped forward, unless it is a project
+            # function known to only look at the model (`compute_penalty(model)` reading its parameters)
+            return None if self._only_inspects(call, name) else True
         if callee is not None and (callee == f"{name}.module" or callee.startswith(f"{name}.module.")
                                    or self._unwraps(callee, name)):
             return False  # `raw(x)`, `model.module.train_step(batch)`
@@ -1056,7 +1132,8 @@ class Window:
         bindings = self.facts.bindings.get(alias, ())
         inner = f"{name}.module"
         return bool(bindings) and all(
-            b.index is None and any(dotted(n) == inner for n in walk(b.value) if type(n) is cst.Attribute)
+            b.index is None and (any(dotted(n) == inner for n in walk(b.value) if type(n) is cst.Attribute)
+                                 or type(b.value) is cst.Call and dotted(self._unwrapped_by(b.value)) == name)
             for b in bindings)
 
     @cached_property

@@ -253,6 +253,20 @@ class ProjectView:
             return None
         return self._load(found, depth)
 
+    def unwrapped_parameter(self, callee: Optional[str], within: Optional[cst.FunctionDef] = None) -> Optional[tuple[int, str]]:
+        """For a call of a project function of another module that hands back its parameter's
+        unwrapped module (`FunctionSummary.unwraps`), that parameter's position and name. It
+        is read from the summary, so a call at any depth of the helpers the loop walks is
+        answered (`within`: the helper the call is in)."""
+        if callee is None or callee.endswith("()") or callee.startswith("self."):
+            return None
+        home = self._homes.get(id(within)) if within is not None else None
+        module = home[0] if home is not None else self.summary
+        if module is self.summary and callee.partition(".")[0] not in module.imports:
+            return None
+        found = self.symbol(module, callee)
+        return found.unwraps if type(found) is FunctionSummary and "." not in found.name else None
+
     def method(self, owner: str, name: str) -> Optional[cst.FunctionDef]:
         """The method `name` of a project class of another module, parsed, for a call on one
         of its instances: `owner` is the class as the loop's module names it (`Helper` for

@@ -81,6 +81,9 @@ class FunctionSummary:
     end: int  # its last line
     lines: list[str] = field(repr=False)  # the module's lines (shared by its functions)
     effects: frozenset[str] = frozenset()
+    # the parameter (its position, its name) whose unwrapped module every `return` hands back
+    # (`def unwrap(model): return model.module if hasattr(model, "module") else model`)
+    unwraps: Optional[tuple[int, str]] = None
 
     @property
     def source(self) -> str:
@@ -427,11 +430,25 @@ def wraps_otherwise(callee: str) -> bool:
     return "deepspeed.initialize" in callee or (callee.rpartition(".")[2] in _PREPARE and "." in callee)
 
 
+def _unwrapped_parameter(node: ast.FunctionDef) -> Optional[tuple[int, str]]:
+    """The parameter whose `.module` every `return` of the function reads (an unwrap
+    helper), with its position among those a call passes by position."""
+    returns = [inner.value for inner in _walk(node) if type(inner) is ast.Return and inner.value is not None]
+    if not returns:
+        return None
+    for position, parameter in enumerate([*node.args.posonlyargs, *node.args.args]):
+        inner = f"{parameter.arg}.module"
+        if all(any(type(n) is ast.Attribute and ast_dotted(n) == inner for n in _walk(value)) for value in returns):
+            return position, parameter.arg
+    return None
+
+
 def _function(name: str, node: ast.FunctionDef, lines: list[str]) -> FunctionSummary:
     effects: set[str] = set()
     first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+    unwraps = _unwrapped_parameter(node) if any(".module" in line for line in lines[first - 1:node.end_lineno]) else None
     if not any(_EFFECT_HINT.search(line) for line in lines[first - 1:node.end_lineno]):
-        return FunctionSummary(name, first, node.end_lineno, lines)
+        return FunctionSummary(name, first, node.end_lineno, lines, unwraps=unwraps)
     for inner in _walk(node):
         kind = type(inner)
         if kind is ast.Call:
@@ -457,7 +474,7 @@ def _function(name: str, node: ast.FunctionDef, lines: list[str]) -> FunctionSum
             effects.add(LOSS_DIVISION)
         elif kind is ast.AugAssign and type(inner.op) is ast.Div and "loss" in (ast_dotted(inner.target) or "").lower():
             effects.add(LOSS_DIVISION)
-    return FunctionSummary(name, first, node.end_lineno, lines, frozenset(effects))
+    return FunctionSummary(name, first, node.end_lineno, lines, frozenset(effects), unwraps)
 
 
 def _class(summary: ModuleSummary, node: ast.ClassDef, lines: list[str]) -> ClassSummary:
