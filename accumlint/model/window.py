@@ -1778,12 +1778,48 @@ class Window:
         `setattr(CFG, ...)`) and rebinds no globals from a config."""
         owner = dotted(k.value)
         cls = self.facts.classes.get(owner or "")
-        if owner is None or cls is None or self.facts.rebinds_globals or self.facts.bindings.get(dotted(k) or ""):
+        if owner is None or self.facts.rebinds_globals or self.facts.bindings.get(dotted(k) or ""):
             return False
-        if re.search(rf"setattr\(\s*{re.escape(owner)}\b|{re.escape(owner)}\.__dict__", self.facts.text):
+        # a store by name (`setattr(CFG, k, v)`) or through its namespace (`CFG.__dict__.update(d)`);
+        # reading the namespace (`yaml.dump(CFG.__dict__, f)`) stores nothing
+        owned = re.escape(owner)
+        if re.search(rf"setattr\(\s*{owned}\b|(?:{owned}\.__dict__|vars\(\s*{owned}\s*\))\s*(?:\.\s*update\b|\[)",
+                     self.facts.text):
             return False
+        if cls is None:
+            return self._settings_object_one(owner, k.attr.value)
         values = _class_body_values(cls, k.attr.value)
         return bool(values) and all(value is not None and _class_arithmetic(cls, value) == 1 for value in values)
+
+    def _settings_object_one(self, owner: str, attribute: str) -> bool:
+        """`CFG.gradient_accumulation_steps` read through the one object of a settings class of
+        this module (`CFG = Config()` at module level, no arguments) whose `__init__` alone binds
+        `self.gradient_accumulation_steps` to 1: written out, or a module constant bound to 1
+        and nothing else (`gradient_accumulation_steps = 1` at the top of a notebook)."""
+        bindings = self.facts.bindings.get(owner, ())
+        if len(bindings) != 1 or type(bindings[0].value) is not cst.Call or bindings[0].index is not None:
+            return False
+        made = cast(cst.Call, bindings[0].value)
+        cls = self.facts.classes.get(dotted(made.func) or "")
+        if cls is None or made.args or self.facts.enclosing_function(bindings[0].statement) is not None:
+            return False
+        stores = [b for b in self.facts.bindings.get(f"self.{attribute}", ())
+                  if self.facts.class_of.get(self.facts.enclosing_function(b.statement)) is cls]
+        if not stores or _class_body_values(cls, attribute):
+            return False
+        for store in stores:
+            method = self.facts.enclosing_function(store.statement)
+            if method is None or method.name.value != "__init__" or store.index is not None or store.value is None:
+                return False
+            value = store.value
+            if type(value) is cst.Name:  # a module constant
+                constants = self.facts.bindings.get(value.value, ())
+                if len(constants) != 1 or self.facts.enclosing_function(constants[0].statement) is not None:
+                    return False
+                value = constants[0].value
+            if int_value(value) != 1:
+                return False
+        return True
 
     @cached_property
     def divides_by_accumulation(self) -> bool:
