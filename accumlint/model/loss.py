@@ -220,9 +220,12 @@ def _token_count(node: cst.BaseExpression) -> bool:
         return False
     assert type(node) is cst.Call and type(node.func) is cst.Attribute
     counted = node.func.value if not node.args else node.args[0].value
-    for _ in range(3):  # `mask.float().sum()`, `(mask > 0).sum()`
-        if type(counted) is cst.Call and type(counted.func) is cst.Attribute and counted.func.attr.value in _COUNT_KEEPING:
+    for _ in range(3):  # `mask.float().sum()`, `(mask > 0).sum()`, `(~padding_mask).sum()`
+        if type(counted) is cst.Call and type(counted.func) is cst.Attribute and counted.func.attr.value in (
+                *_COUNT_KEEPING, "logical_not"):
             counted = counted.func.value
+        elif type(counted) is cst.UnaryOperation and type(counted.operator) is cst.BitInvert:
+            counted = counted.expression  # the complement of a padding mask counts the real tokens
         else:
             break
     if type(counted) is cst.Comparison:
