@@ -9,7 +9,9 @@ steps that only act on sync steps).
 
 from __future__ import annotations
 
+import io
 import re
+import tokenize
 
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -2157,7 +2159,7 @@ class Window:
                         return True
                     if self._made_by_zeroing_module(node):
                         return True
-        return any(_ZEROING_TEXT.search(text) for text in texts)
+        return any(_ZEROING_TEXT.search(text) and _ZEROING_TEXT.search(_without_comments(text)) for text in texts)
 
     def _made_by_zeroing_module(self, call: cst.Call) -> bool:
         """The call runs a function of another project module, or an object one of its
@@ -2563,6 +2565,21 @@ def _read_of(value: cst.BaseExpression) -> Optional[str]:
             value = value.args[0].value
         else:
             return dotted(value)
+
+
+def _without_comments(text: str) -> str:
+    """Python source with its comments dropped: a zeroing switched off (`# optimizer.zero_grad()`)
+    zeroes nothing. Text that does not tokenize is returned whole."""
+    lines = text.splitlines(keepends=True)
+    try:
+        comments = [token.start for token in tokenize.generate_tokens(io.StringIO(text).readline)
+                    if token.type == tokenize.COMMENT]
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return text
+    for row, column in comments:
+        line = lines[row - 1]
+        lines[row - 1] = line[:column] + line[len(line.rstrip("\r\n")):]
+    return "".join(lines)
 
 
 def _class_body_values(cls: cst.ClassDef, attribute: str) -> list[Optional[cst.BaseExpression]]:
