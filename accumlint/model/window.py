@@ -1090,10 +1090,11 @@ class Window:
             return by_keyword.value if by_keyword is not None else positional(call, unwraps[0])
         if function is None:
             return None
-        returns = [n for n in walk(function.body) if type(n) is cst.Return and n.value is not None]
-        for parameter in scopes.parameters(function) if returns else ():
+        returned = [n.value for n in walk(function.body) if type(n) is cst.Return and n.value is not None]
+        for parameter in scopes.parameters(function) if returned else ():
             inner = f"{parameter}.module"
-            if all(any(type(n) is cst.Attribute and dotted(n) == inner for n in walk(r.value)) for r in returns):
+            if all(value is not None and any(type(n) is cst.Attribute and dotted(n) == inner for n in walk(value))
+                   for value in returned):
                 return scopes.argument_for(function, call, parameter)
         return None
 
@@ -1798,15 +1799,18 @@ class Window:
         this module (`CFG = Config()` at module level, no arguments) whose `__init__` alone binds
         `self.gradient_accumulation_steps` to 1: written out, or a module constant bound to 1
         and nothing else (`gradient_accumulation_steps = 1` at the top of a notebook)."""
-        bindings = self.facts.bindings.get(owner, ())
-        if len(bindings) != 1 or type(bindings[0].value) is not cst.Call or bindings[0].index is not None:
+        bindings = list(self.facts.bindings.get(owner, []))
+        made = bindings[0].value if len(bindings) == 1 and bindings[0].index is None else None
+        if type(made) is not cst.Call:
             return False
-        made = cast(cst.Call, bindings[0].value)
         cls = self.facts.classes.get(dotted(made.func) or "")
         if cls is None or made.args or self.facts.enclosing_function(bindings[0].statement) is not None:
             return False
-        stores = [b for b in self.facts.bindings.get(f"self.{attribute}", ())
-                  if self.facts.class_of.get(self.facts.enclosing_function(b.statement)) is cls]
+        stores = []
+        for binding in self.facts.bindings.get(f"self.{attribute}", ()):
+            method = self.facts.enclosing_function(binding.statement)
+            if method is not None and self.facts.class_of.get(method) is cls:
+                stores.append(binding)
         if not stores or _class_body_values(cls, attribute):
             return False
         for store in stores:
