@@ -269,7 +269,10 @@ class TrainingLoop:
             fed = {node.value for node in walk(call) if type(node) is cst.Name}
             cut: set[str] = set()
             kept: set[str] = set()
-            bound_before: set[str] = set()  # made earlier in this iteration, not carried from the last
+            # made earlier in this iteration, not carried from the last: the loop's own targets too
+            # (`for batch in loader:` binds `batch` afresh before `batch = tuple(t.to(d) for t in batch)`)
+            bound_before: set[str] = set().union(*(_target_names(node) for node in (loop, self.site.node)
+                                                   if type(node) is cst.For))
             for statement in reversed([s for s in inside if s.order < producer.order]):
                 for small in statement.node.body:
                     bound, value = _assignment(small)
