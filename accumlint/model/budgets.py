@@ -102,6 +102,9 @@ def _in_optimizer_steps(window: Window, value: cst.BaseExpression, is_k: IsK, wh
         return False
     if _divided_by_k(facts, read, is_k):
         return False  # `max_steps // K` elsewhere: the module counts the budget in micro-batches
+    if any(micro_batch_length(facts, window.objects, binding.value, is_k) is not None
+           for name, _ in read for binding in facts.bindings.get(name, ()) if binding.value is not None):
+        return False  # `max_steps = epochs * len(loader)` in one arm: the budget counts micro-batches there
     for call in facts.calls:
         if window.objects.built_kind(call, None) != "scheduler" or _stepped_per_micro_batch(window, call):
             continue  # a schedule the loop steps on every micro-batch is sized in micro-batches
