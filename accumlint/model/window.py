@@ -9,9 +9,7 @@ steps that only act on sync steps).
 
 from __future__ import annotations
 
-import io
 import re
-import tokenize
 
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -41,6 +39,7 @@ from accumlint.model.names import (
 )
 from accumlint.model.roles import Objects, RoleKind
 from accumlint.model.tree import walk
+from accumlint.source.literals import literals_of
 from accumlint.source.patterns import LazyPattern
 
 _ITERABLE_DATASET = LazyPattern(r"Iterable|Stream|streaming\s*=\s*True|IterDataPipe")
@@ -1088,15 +1087,8 @@ class Window:
                 return None
             by_keyword = keyword(call, unwraps[1])
             return by_keyword.value if by_keyword is not None else positional(call, unwraps[0])
-        if function is None:
-            return None
-        returned = [n.value for n in walk(function.body) if type(n) is cst.Return and n.value is not None]
-        for parameter in scopes.parameters(function) if returned else ():
-            inner = f"{parameter}.module"
-            if all(value is not None and any(type(n) is cst.Attribute and dotted(n) == inner for n in walk(value))
-                   for value in returned):
-                return scopes.argument_for(function, call, parameter)
-        return None
+        parameter = self.facts.once(_unwrapped_parameter, function) if function is not None else None
+        return scopes.argument_for(function, call, parameter) if function is not None and parameter is not None else None
 
     def _runs_forward(self, call: cst.Call, name: str) -> Optional[bool]:
         """True: the call may run the wrapped model's forward (`model(x)`, `step(model, b)`);
@@ -1731,20 +1723,29 @@ class Window:
         return int_value(cst.parse_expression(project.module_constant(name) or "None")) == 1
 
     def _attribute_constant_one(self, k: cst.Attribute) -> bool:
-        """`self.gradient_accumulate_every` that the loop's class binds to the literal 1 and
-        nothing else (`self.gradient_accumulate_every = 1` in `__init__`), which no statement
-        of the module, and no `setattr`, stores into otherwise."""
+        """`self.gradient_accumulate_every` that the loop's class binds to 1 and nothing else
+        (`_stores_one`)."""
         function = self.loop.function
         cls = self.facts.class_of.get(function) if function is not None else None
         name = dotted(k)
         if cls is None or name is None or not name.startswith("self.") or name.count(".") != 1:
             return False
-        bindings = self.facts.bindings.get(name, ())
+        return self._stores_one(cls, k.attr.value)
+
+    def _stores_one(self, cls: cst.ClassDef, attribute: str) -> bool:
+        """Every store of `self.<attribute>` in the module is made in a method of `cls` and
+        binds 1: written out, or a constant bound to 1 and nothing else (`known_int`:
+        `self.grad_accum = grad_accum` under a notebook's `grad_accum = 1`); no `setattr`
+        stores into it otherwise."""
+        bindings = self.facts.bindings.get(f"self.{attribute}", ())
         if not bindings or "setattr(" in self.facts.text:
             return False
-        methods = [self.facts.enclosing_function(b.statement) for b in bindings]
-        return all(b.index is None and int_value(b.value) == 1 and method is not None and self.facts.class_of.get(method) is cls
-                   for b, method in zip(bindings, methods))
+        for binding in bindings:
+            method = self.facts.enclosing_function(binding.statement)
+            if method is None or self.facts.class_of.get(method) is not cls or binding.index is not None \
+                    or binding.value is None or self.known_int(binding.value) != 1:
+                return False
+        return True
 
     def _constructed_with_one(self, k: cst.Attribute) -> bool:
         """`self.gradient_accumulation_steps` that the class's `__init__` sets from its parameter
@@ -1796,36 +1797,14 @@ class Window:
 
     def _settings_object_one(self, owner: str, attribute: str) -> bool:
         """`CFG.gradient_accumulation_steps` read through the one object of a settings class of
-        this module (`CFG = Config()` at module level, no arguments) whose `__init__` alone binds
-        `self.gradient_accumulation_steps` to 1: written out, or a module constant bound to 1
-        and nothing else (`gradient_accumulation_steps = 1` at the top of a notebook)."""
+        this module (`CFG = Config()` at module level, no arguments) whose methods bind
+        `self.gradient_accumulation_steps` to 1 alone (`_stores_one`) and whose body does not."""
         bindings = list(self.facts.bindings.get(owner, []))
         made = bindings[0].value if len(bindings) == 1 and bindings[0].index is None else None
-        if type(made) is not cst.Call:
+        if type(made) is not cst.Call or made.args or self.facts.enclosing_function(bindings[0].statement) is not None:
             return False
         cls = self.facts.classes.get(dotted(made.func) or "")
-        if cls is None or made.args or self.facts.enclosing_function(bindings[0].statement) is not None:
-            return False
-        stores = []
-        for binding in self.facts.bindings.get(f"self.{attribute}", ()):
-            method = self.facts.enclosing_function(binding.statement)
-            if method is not None and self.facts.class_of.get(method) is cls:
-                stores.append(binding)
-        if not stores or _class_body_values(cls, attribute):
-            return False
-        for store in stores:
-            method = self.facts.enclosing_function(store.statement)
-            if method is None or method.name.value != "__init__" or store.index is not None or store.value is None:
-                return False
-            value = store.value
-            if type(value) is cst.Name:  # a module constant
-                constants = self.facts.bindings.get(value.value, ())
-                if len(constants) != 1 or self.facts.enclosing_function(constants[0].statement) is not None:
-                    return False
-                value = constants[0].value
-            if int_value(value) != 1:
-                return False
-        return True
+        return cls is not None and not _class_body_values(cls, attribute) and self._stores_one(cls, attribute)
 
     @cached_property
     def divides_by_accumulation(self) -> bool:
@@ -2163,7 +2142,7 @@ class Window:
                         return True
                     if self._made_by_zeroing_module(node):
                         return True
-        return any(_ZEROING_TEXT.search(text) and _ZEROING_TEXT.search(_without_comments(text)) for text in texts)
+        return any(_in_code(_ZEROING_TEXT, text) for text in texts)
 
     def _made_by_zeroing_module(self, call: cst.Call) -> bool:
         """The call runs a function of another project module, or an object one of its
@@ -2571,19 +2550,29 @@ def _read_of(value: cst.BaseExpression) -> Optional[str]:
             return dotted(value)
 
 
-def _without_comments(text: str) -> str:
-    """Python source with its comments dropped: a zeroing switched off (`# optimizer.zero_grad()`)
-    zeroes nothing. Text that does not tokenize is returned whole."""
-    lines = text.splitlines(keepends=True)
-    try:
-        comments = [token.start for token in tokenize.generate_tokens(io.StringIO(text).readline)
-                    if token.type == tokenize.COMMENT]
-    except (tokenize.TokenError, IndentationError, SyntaxError):
-        return text
-    for row, column in comments:
-        line = lines[row - 1]
-        lines[row - 1] = line[:column] + line[len(line.rstrip("\r\n")):]
-    return "".join(lines)
+def _unwrapped_parameter(function: cst.CSTNode) -> Optional[str]:
+    """The parameter whose `.module` every `return` of a function reads (an unwrap helper:
+    `return model.module if hasattr(model, "module") else model`), as the project summary
+    records it for other modules' functions (`FunctionSummary.unwraps`)."""
+    helper = cast(Function, function)
+    returned = [n.value for n in walk(helper.body) if type(n) is cst.Return and n.value is not None]
+    for parameter in scopes.parameters(helper) if returned else ():
+        inner = f"{parameter}.module"
+        if all(value is not None and any(type(n) is cst.Attribute and dotted(n) == inner for n in walk(value))
+               for value in returned):
+            return parameter
+    return None
+
+
+def _in_code(pattern: LazyPattern, text: str) -> bool:
+    """`pattern` matches outside the text's comments and plain string literals: a zeroing
+    switched off (`# optimizer.zero_grad()`) zeroes nothing. Where the scan of literals is
+    unsure, every match counts."""
+    matches = [match.start() for match in pattern.finditer(text)]
+    if not matches:
+        return False
+    literals = literals_of(text)
+    return literals is None or any(not literals.hold(start) for start in matches)
 
 
 def _class_body_values(cls: cst.ClassDef, attribute: str) -> list[Optional[cst.BaseExpression]]:
