@@ -2093,6 +2093,16 @@ class Window:
                     return statement
         return None
 
+    def numbers_pass(self, gate: Gate, statement: Statement) -> bool:
+        """The gate's counter numbers the micro-batches of one pass over the iterable, so that
+        `len(iterable)` is its value on the last one (with the counter's base): a counter set to
+        0 when each epoch starts (the caller asks `reset_on_epoch_start`) and incremented once on
+        every micro-batch in the loop's own code (`local_step = 0`, then `local_step += 1` at
+        the end of each iteration)."""
+        increment = self.increment_of(gate.counter or "")
+        return increment is not None and increment.helper is None and increment.gate is None \
+            and not increment.conditional and self.counter_base(gate, statement) is not None
+
     def counts_before(self, gate: Gate, statement: Statement) -> bool:
         """A count gate's counter (`n += 1`, then `if n == K:`) is incremented on every
         micro-batch (or with every backward, under the same tests), before the gated

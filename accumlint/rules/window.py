@@ -563,7 +563,7 @@ def dropped_tail_window(window: Window) -> Iterable[Finding]:
         iterable = code(loop.iterable)
         edits: tuple[Edit, ...] = ()
         # (a loader built in place, `tqdm(DataLoader(...))`, has no name whose `len()` the gate could take)
-        if type(gate.test) is cst.Comparison and _counts_batches(window, gate, statement, own_counter) \
+        if type(gate.test) is cst.Comparison and (own_counter or window.numbers_pass(gate, statement)) \
                 and gate.kind == "modulo" and not gate.paired and type(loop.iterable) in (cst.Name, cst.Attribute):
             positive = type(gate.test.comparisons[0].operator) is cst.Equal
             numerator = f"({gate.counter} + 1)" if window.counter_base(gate, statement) == 0 else gate.counter
@@ -583,18 +583,6 @@ def dropped_tail_window(window: Window) -> Iterable[Finding]:
             help=f"when `len({iterable})` is not a multiple of `{code(gate.k)}`, the last micro-batches are "
             "dropped; add a last-batch clause to the gate",
         )
-
-
-def _counts_batches(window: Window, gate: Gate, statement: Statement, own_counter: bool) -> bool:
-    """The gate's counter numbers the micro-batches of this pass over the iterable, so that
-    `len(iterable)` is its value on the last one: the loop's own index, or a counter set to 0
-    when each epoch starts and incremented once on every micro-batch, in the loop's own code
-    (`local_step = 0`, then `local_step += 1` at the end of each iteration)."""
-    if own_counter:
-        return True
-    increment = window.increment_of(gate.counter or "")
-    return increment is not None and increment.helper is None and increment.gate is None \
-        and not increment.conditional and window.counter_base(gate, statement) is not None
 
 
 def _gate_statement_twin(window: Window, gate: Gate) -> Gate:
