@@ -174,7 +174,7 @@ class ModuleFacts:
     # an object asks it of its receiver, and a name not bound in the module asks the project
     _instance_classes: dict[str, Optional[str]] = field(default_factory=dict, repr=False)
     settled: bool = field(default=False, repr=False)  # `collect_facts` is done: no binding is added after
-    _name_counts: Optional["Counter[str]"] = field(default=None, repr=False)  # `_name_counts`
+    _name_counts: Optional[tuple["Counter[str]", "Counter[str]"]] = field(default=None, repr=False)  # `_counted_names`
     # (question, id(node)) -> (node, answer): `once`
     _answers: dict[tuple[Callable[..., Any], int], tuple[cst.CSTNode, Any]] = field(default_factory=dict, repr=False)
     # (id(call), id(caller), which) -> (call, caller, function): `helper` (0), `nested_helper` (1, 2 local)
@@ -397,8 +397,8 @@ class ModuleFacts:
     def _plain_names(self) -> "Counter[str]":
         """How often each identifier occurs as a name node that is no attribute's name (`train`
         in `train(model)`, not in `model.train()`): a module function is named only so."""
-        attributes = {id(n.attr) for n in walk(self.module) if type(n) is cst.Attribute}
-        return Counter(n.value for n in walk(self.module) if type(n) is cst.Name and id(n) not in attributes)
+        names, attributes = _counted_names(self)
+        return names - attributes
 
     def prepared_element(self, call: cst.Call, index: int) -> Optional[cst.BaseExpression]:
         """What a framework's prepare returns at `index` of its tuple: the object given at that
@@ -1243,8 +1243,22 @@ def _passed_bindings(facts: ModuleFacts, callee: str, parameter: str, position: 
 def _name_counts(facts: ModuleFacts) -> "Counter[str]":
     """How often each identifier occurs as a name node in the module (definitions, calls,
     references, attribute names), counted once per module."""
+    return _counted_names(facts)[0]
+
+
+def _counted_names(facts: ModuleFacts) -> tuple["Counter[str]", "Counter[str]"]:
+    """How often each identifier occurs as a name node, and how often as an attribute's
+    name (`train` in `model.train()`): one walk of the module, once."""
     if facts._name_counts is None:
-        facts._name_counts = Counter(n.value for n in walk(facts.module) if type(n) is cst.Name)
+        names: "Counter[str]" = Counter()
+        attributes: "Counter[str]" = Counter()
+        for node in walk(facts.module):
+            kind = type(node)
+            if kind is cst.Name:
+                names[node.value] += 1
+            elif kind is cst.Attribute:
+                attributes[node.attr.value] += 1
+        facts._name_counts = (names, attributes)
     return facts._name_counts
 
 
