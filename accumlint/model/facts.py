@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, TypeVar, Un
 
 import libcst as cst
 
-from accumlint.model.names import call_name, code, dict_entry, dotted, key_of, last_part, positional
+from accumlint.model.names import call_name, code, dict_entry, dotted, int_value, key_of, keyword, last_part, positional
 from accumlint.model.tree import ABSENT, KNOWN_CONTENT_FIELDS, LEAVES, SEQUENCES, calls_in, content_fields, record_parents, walk
 from accumlint.source.gate import lone_carriage_returns_as_newlines
 from accumlint.source.patterns import LazyPattern
@@ -392,6 +392,18 @@ class ModuleFacts:
         if (_name_counts(self) if owner is not None else self._plain_names)[name] != len(calls) + 1:
             return None
         return calls
+
+    @cached_property
+    def piece_counts(self) -> frozenset[str]:
+        """The names that say into how many pieces the module splits one batch (`n` of
+        `x.chunk(n)`, `splits` of `torch.split(data, data.shape[0] // splits)`): a loop over
+        the pieces backpropagates that many micro-batches, so the name is that loop's K."""
+        found = set()
+        for call in self.calls:
+            count = piece_count(call)
+            if count is not None and count is not UNCOUNTED and type(count) in (cst.Name, cst.Attribute):
+                found.add(dotted(count))
+        return frozenset(name for name in found if name is not None)
 
     @cached_property
     def _plain_names(self) -> "Counter[str]":
@@ -1159,6 +1171,58 @@ def constructed(value: cst.BaseExpression) -> cst.BaseExpression:
     return value
 
 
+UNCOUNTED = cst.Name("__pieces__")  # split into pieces of a size: K is how many came out
+# Methods that move or copy a tensor without changing its first dimension.
+_SAME_PIECES = frozenset({"cpu", "cuda", "to", "contiguous", "detach", "clone", "float", "half", "bfloat16"})
+
+
+def piece_count(value: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    """How many pieces `value` splits one batch into: `n` of `x.chunk(n)` / `torch.chunk(x, n)`,
+    of `x.reshape(n, size, ...)` and of a split into sizes of the batch's own length over
+    `n` (`torch.split(x, x.shape[0] // n)`); `UNCOUNTED` for another split by size
+    (`torch.split(x, size)`, `x.split(size)`, `x.view(-1, size, ...)`), else None."""
+    while type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in _SAME_PIECES:
+        value = value.func.value  # `x.reshape(n, size, ...).cpu()`: the same pieces on another device
+    if type(value) is not cst.Call:
+        return None
+    tail = last_part(call_name(value) or "")
+    function = (call_name(value) or "").split(".")[0] == "torch"
+    if tail == "chunk":
+        chunks = keyword(value, "chunks")
+        if chunks is not None:
+            return chunks.value
+        return positional(value, 1 if function else 0)
+    if tail in ("split", "tensor_split"):
+        split = positional(value, 0) if function else value.func.value if type(value.func) is cst.Attribute else None
+        size = positional(value, 1 if function else 0)
+        if tail == "split" and split is not None and type(size) is cst.BinaryOperation \
+                and type(size.operator) is cst.FloorDivide and _length_of(size.left) == code(split):
+            return size.right  # `torch.split(data, data.shape[0] // splits)`: `splits` pieces
+        return UNCOUNTED
+    if tail in ("reshape", "view") and not function and type(value.func) is cst.Attribute:
+        # `x.reshape(n // size, size, *x.shape[1:])`: iterating it gives its first dimension's
+        # pieces (`-1`: as many as come out)
+        first, second = positional(value, 0), positional(value, 1)
+        if first is None or second is None:
+            return None
+        return UNCOUNTED if int_value(first) == -1 else first
+    return None
+
+
+def _length_of(node: cst.BaseExpression) -> Optional[str]:
+    """The code of the tensor whose first dimension `node` reads (`x.shape[0]`, `x.size(0)`,
+    `len(x)`), else None."""
+    if type(node) is cst.Subscript and type(node.value) is cst.Attribute and node.value.attr.value == "shape" \
+            and len(node.slice) == 1 and type(node.slice[0].slice) is cst.Index and int_value(node.slice[0].slice.value) == 0:
+        return code(node.value.value)
+    if type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value == "size" \
+            and int_value(positional(node, 0)) == 0:
+        return code(node.func.value)
+    if type(node) is cst.Call and dotted(node.func) == "len" and len(node.args) == 1:
+        return code(node.args[0].value)
+    return None
+
+
 def _objects_passed_by_own_callers(facts: ModuleFacts) -> None:
     """A function holding a training loop that the module calls by name only, whose
     parameter receives, from every call, an object of one class of this module
@@ -1253,10 +1317,9 @@ def _counted_names(facts: ModuleFacts) -> tuple["Counter[str]", "Counter[str]"]:
         names: "Counter[str]" = Counter()
         attributes: "Counter[str]" = Counter()
         for node in walk(facts.module):
-            kind = type(node)
-            if kind is cst.Name:
+            if type(node) is cst.Name:
                 names[node.value] += 1
-            elif kind is cst.Attribute:
+            elif type(node) is cst.Attribute:
                 attributes[node.attr.value] += 1
         facts._name_counts = (names, attributes)
     return facts._name_counts

@@ -380,18 +380,18 @@ class Frameworks:
         """How a model name is wrapped for data parallelism: "ddp" (torch DDP), "apex"
         (apex DDP), "accelerate" / "fabric" (DDP when launched on several processes),
         "sharded" (FSDP, `fully_shard`, DeepSpeed: syncing every micro-batch is their
-        memory-saving choice), or None."""
+        memory-saving choice), or None. A model that one binding wraps in torch or apex DDP
+        and another shards (`if args.fsdp:` / `else:`) is DDP's: a run that takes the DDP
+        arm all-reduces on every micro-batch."""
         if model is None:
             return None
         if self._shards_in_place():
             return "sharded"
-        found: Optional[ParallelKind] = None
-        for binding in self.facts.values_of(model):
-            kind = self._wrap_of(binding.value, index=binding.index)
-            if kind == "sharded":
-                return kind
-            found = found or kind
-        return found
+        kinds = [kind for binding in self.facts.values_of(model)
+                 if (kind := self._wrap_of(binding.value, index=binding.index)) is not None]
+        if "sharded" in kinds and not any(kind in ("ddp", "apex") for kind in kinds):
+            return "sharded"
+        return next((kind for kind in kinds if kind != "sharded"), None)
 
     def wrapper(self, model: Optional[str]) -> Optional[cst.BaseExpression]:
         """The Accelerator or Fabric whose `prepare` / `setup` returned the model."""

@@ -19,7 +19,7 @@ import re
 import libcst as cst
 
 from accumlint.model import scopes
-from accumlint.model.facts import Function, Loop, LoopSite, ModuleFacts, ancestors
+from accumlint.model.facts import Function, Loop, LoopSite, ModuleFacts, ancestors, piece_count
 from accumlint.model.gates import Gate, parse_countdown, parse_gate, single_micro_batch_arm
 from accumlint.model.names import (adds_one, call_name, code as _code, dict_entry, dotted, entered, int_value, key_of, keyword,
                                    last_part, looks_like_accumulation, positional)
@@ -880,8 +880,9 @@ class _Walker:
         return self.facts.once(scopes.chains_in_targets, node)
 
     def _is_accumulation_count(self, node: cst.BaseExpression) -> bool:
+        """A name for K: an accumulation count, or how many pieces the module splits a batch into."""
         name = dotted(node)
-        return name is not None and looks_like_accumulation(name, self.accumulation_names)
+        return name is not None and (looks_like_accumulation(name, self.accumulation_names) or name in self.facts.piece_counts)
 
     def _countdown(self, test: cst.BaseExpression, statement: cst.If) -> Optional[Gate]:
         """`if not left:` where the loop counts `left` down on each micro-batch (`left -= 1`)
@@ -1330,18 +1331,21 @@ def build_loops(
         inner_orders = [s.order for s in statements if inner in s.loops]
         return bool(inner_orders) and any(e.order > max(inner_orders) for e in direct(statements, "step"))
 
-    def micro_batches(inner: Loop, around: list[Statement]) -> bool:
+    def micro_batches(inner: Loop, around: list[Statement], per_call: bool = False) -> bool:
         """An inner loop that visibly walks one step's micro-batches, beside which the enclosing
         loop or function runs backwards of its own in the same iteration (a loss over the whole
         batch, `contrastive.backward()` after the loop): they add to the same window. A backward
         in another arm than the inner loop (`if accum_freq == 1: loss.backward(); step` / `else:`
-        the micro-step loop) is another world's update: the enclosing loop stays the window."""
-        if not _walks_micro_batches(inner, accumulation_names):
+        the micro-step loop) is another world's update: the enclosing loop stays the window.
+        A function (`per_call`) that steps after both arms (`if splits == 1: backward` / `else:`
+        the loop over the batch's pieces, then one step) is the window of the loop's world."""
+        if not _walks_micro_batches(inner, accumulation_names, facts):
             return False
         first = next((s for s in around if inner in s.loops), None)
         return first is not None and all(
             not s.single_micro_batch and not s.exclusive_with(first)
-            for s in around if not s.loops and any(e.kind == "backward" for e in s.events))
+            for s in around if not s.loops and any(e.kind == "backward" for e in s.events)
+            and not (per_call and s.exclusive_with(first)))
 
     chosen: dict[Union[Loop, Function], Optional[Loop]] = {}
     # a per-step function's micro-step loops after its first, each stepped after it (`chosen` holds the first)
@@ -1364,17 +1368,17 @@ def build_loops(
                     # backwards (sub-networks, heads), not the window's micro-batches
                     gated = any(e.statement.gate is not None and e.statement.gate.kind in ("modulo", "count")
                                 for e in direct(around, "step"))
-                    chosen[parent] = None if gated and not _walks_micro_batches(node, accumulation_names) else node
+                    chosen[parent] = None if gated and not _walks_micro_batches(node, accumulation_names, facts) else node
                 continue
         function = site.function
         if not direct(statements, "step") and parent is None and function is not None:
             around = walked(LoopSite(function, site.ancestors[: site.ancestors.index(function) + 1]))
-            if steps_after(around, node) and (not direct(around, "backward") or micro_batches(node, around)):
+            if steps_after(around, node) and (not direct(around, "backward") or micro_batches(node, around, per_call=True)):
                 if chosen.get(function) not in (None, node):
                     later_micro_loops.setdefault(function, []).append(node)  # a GAN's generator after its critic
                 chosen.setdefault(function, node)
                 continue
-            if (not direct(around, "step") and _walks_micro_batches(node, accumulation_names)
+            if (not direct(around, "step") and _walks_micro_batches(node, accumulation_names, facts)
                     and _caller_steps_after(facts, function, walked, direct)):
                 chosen.setdefault(function, node)
                 continue
@@ -1443,12 +1447,20 @@ def _split_by_micro_loops(statements: list[Statement], first: Optional[Loop],
 _MICRO_ITERABLE = re.compile(r"micro|chunk|split|shard", re.IGNORECASE)
 
 
-def _walks_micro_batches(loop: Loop, accumulation_names: tuple[str, ...]) -> bool:
+def _walks_micro_batches(loop: Loop, accumulation_names: tuple[str, ...], facts: ModuleFacts) -> bool:
     """A loop that visibly walks the micro-batches of one step: `range(K)` over an
-    accumulation count, `range(0, n, size)` over slices of a batch, or micro-batches,
-    chunks or splits by name (not a loop over models, losses or tasks)."""
+    accumulation count, `range(0, n, size)` over slices of a batch, micro-batches, chunks
+    or splits by name (not a loop over models, losses or tasks), or the pieces of a batch
+    through the one name bound to them (`pieces = torch.split(data, size)`)."""
     if type(loop) is not cst.For:
         return False
+    iterable = loop.iter
+    while type(iterable) is cst.Call and last_part(call_name(iterable) or "") in ("zip", "enumerate") and iterable.args:
+        iterable = iterable.args[0].value
+    if type(iterable) is cst.Name:
+        pieces = [b.value for b in facts.values_of(iterable.value) if b.index is None]
+        if len(pieces) == 1 and piece_count(pieces[0]) is not None:
+            return True
     iterable = loop.iter
     if type(iterable) is cst.Call and last_part(call_name(iterable) or "") == "range":
         if len(iterable.args) == 1:

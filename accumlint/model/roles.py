@@ -64,6 +64,8 @@ _EMA_FUNCTIONS = LazyPattern(r"^(?i:update_?ema|ema_?update)$")
 # logging calls whose arguments are what a run reports
 _LOG_RECEIVERS = LazyPattern(r"^(logging|logger|log|LOGGER|_logger|LOG)$")
 _LOG_METHODS = {"info", "debug", "warning", "error", "log", "critical"}
+# A logger object by its name (not `log`, which also names a list of records).
+_LOGGER_OBJECT = LazyPattern(r"^(logger|LOGGER|_logger)$")
 _METRIC_METHODS = {"add_scalar", "add_scalars", "set_postfix", "set_postfix_str", "set_description", "set_description_str",
                    "log_metric", "log_metrics", "log_dict"}
 _LOG_FRAMEWORKS = {"wandb", "accelerator", "fabric", "self", "mlflow", "run", "experiment"}
@@ -802,6 +804,8 @@ def _is_logging(method: str, receiver: Optional[str]) -> bool:
         return True  # `logger.print(...)`, `accelerator.print(...)`: print on one process
     if method == "write" and tail == "tqdm":
         return True  # `tqdm.write(...)`: a print that keeps the progress bar
+    if method in ("append", "write") and _LOGGER_OBJECT.match(tail):
+        return True  # a project's own logger object (`self.logger.append("... loss = %.5f" % ...)`)
     # `wandb.log`, and a wandb run or logger object (`wandb_run.log`, `self.wandb_logger.log`)
     return method in ("log", "log_dict") and (
         head in _LOG_FRAMEWORKS or tail in _LOG_FRAMEWORKS or "wandb" in tail.lower())

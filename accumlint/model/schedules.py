@@ -17,7 +17,7 @@ from typing import Callable, Iterator, Literal, Optional, cast
 import libcst as cst
 
 from accumlint.model import scopes
-from accumlint.model.facts import Function, ModuleFacts, constructed
+from accumlint.model.facts import Binding, Function, ModuleFacts, constructed
 from accumlint.model.names import call_name, dotted, keyword, last_part, looks_like_batch_size, minus_one, positional, string_value
 from accumlint.model.roles import Objects
 from accumlint.model.tree import children, walk
@@ -404,13 +404,25 @@ def _trace(facts: ModuleFacts, objects: Objects, expr: cst.BaseExpression, carri
         if name in seen:
             continue
         seen.add(name)
-        for binding in facts.bindings.get(name, ()):
+        for binding in _visible_bindings(facts, name, carrier):
             if binding.index is not None:
                 continue
             if _trace(facts, objects, binding.value, binding.statement, is_k, found, seen, depth + 1,
                       (carrier, expr, name)) == "divided":
                 return "divided"
     return None
+
+
+def _visible_bindings(facts: ModuleFacts, name: str, reader: cst.CSTNode) -> list[Binding]:
+    """The bindings of `name` that the code at `reader` may read: for a plain name that the
+    reader's function binds, that function's own (a local of `__init__` is not the local of
+    the same name in `train_epoch`); otherwise every binding of the module."""
+    bindings = facts.bindings.get(name, [])
+    if "." in name:
+        return bindings
+    function = facts.enclosing_function(reader)
+    local = [b for b in bindings if facts.enclosing_function(b.statement) is function]
+    return local if function is not None and local else bindings
 
 
 def _loader_length(objects: Objects, expr: cst.CSTNode) -> Optional[cst.Call]:

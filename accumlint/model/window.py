@@ -18,7 +18,8 @@ from typing import Callable, Iterable, Iterator, Optional, cast
 import libcst as cst
 
 from accumlint.model import scopes
-from accumlint.model.facts import DETACHING_METHODS, Function, ModuleFacts, ancestors, constructed, detached
+from accumlint.model.facts import (DETACHING_METHODS, UNCOUNTED, Function, ModuleFacts, ancestors, constructed, detached,
+                                   piece_count)
 from accumlint.model.frameworks import SyncControl, carries_k, mentions_sync_control
 from accumlint.model.gates import PLUS_ONE, ZERO, Gate, single_micro_batch_arm
 from accumlint.model.loop import Event, Statement, TrainingLoop, epoch_multiple
@@ -397,6 +398,12 @@ class Window:
         loss.item()`, `val = float(loss)`, `l = loss.detach().cpu()`), the numbers a
         log then shows. A copy that the iteration adds to (`logged += ...`) or binds to
         something else is one no longer."""
+        return self.value_reads(after, name)[0]
+
+    def value_reads(self, after: Statement, name: str) -> tuple[set[str], set[str]]:
+        """`value_copies`, and the running totals of the value over the whole loop
+        (`running_loss += loss.item()`, never reset in it), whose running mean
+        (`running_mean`) is on the value's scale."""
         found: set[str] = set()
         sums: set[str] = set()  # running sums of the value (`running_loss += loss.item() * bs`)
         for statement in self.loop.statements:
@@ -405,7 +412,8 @@ class Window:
             for small in statement.node.body:
                 bound = scopes.chains_bound(small)  # `loss, _, obs = model(...)` rebinds `loss` too
                 if name in bound:
-                    return found
+                    found.discard("")
+                    return found, sums - {""}
                 assign = small if type(small) is cst.Assign and len(small.targets) == 1 \
                     and type(small.targets[0].target) is not cst.Tuple else None
                 if assign is not None and _read_of(assign.value) in found | {name}:
@@ -413,12 +421,34 @@ class Window:
                 elif type(small) is cst.AugAssign and type(small.operator) is cst.AddAssign \
                         and self._summand(small.value) in found | {name} and self._running_total(statement, small.target):
                     sums.add(dotted(small.target) or "")
-                elif assign is not None and self._running_mean(assign.value, sums):
+                elif assign is not None and self.running_mean(assign.value, sums):
                     found.add(dotted(assign.targets[0].target) or "")
                 else:
                     found -= bound  # `logged += ...` (a sum), `x = other`: no longer a copy
         found.discard("")
-        return found
+        return found, sums - {""}
+
+    def returned_to(self, after: Statement, names: set[str]) -> Optional[tuple[Statement, str]]:
+        """Where a helper's result lands when every `return` of the helper's walk after `after`
+        hands back one of `names` as it is, or detached (`return float(micro_loss.detach())`):
+        the caller's statement that binds the call to one name (`loss =
+        self._training_step(batch, k)`), and that name. None in the loop's own code, or
+        when the helper returns anything else or its call is not bound to one name."""
+        if after.helper is None or after.call_site is None:
+            return None
+        returned = [(s, s.small.value) for s in self.loop.statements if s.helper is after.helper
+                    and s.call_site is after.call_site and type(s.small) is cst.Return]
+        if not returned or any(s.order < after.order or value is None or _read_of(value) not in names
+                               for s, value in returned):
+            return None
+        caller = after.callers[-2] if len(after.callers) > 1 else None
+        for statement in self.loop.statements:
+            small = statement.small
+            if statement.helper is caller and statement.alone and type(small) is cst.Assign and len(small.targets) == 1 \
+                    and small.value is after.call_site and type(small.targets[0].target) in (cst.Name, cst.Attribute):
+                target = dotted(small.targets[0].target)
+                return (statement, target) if target is not None else None
+        return None
 
     def _summand(self, value: cst.BaseExpression) -> Optional[str]:
         """The name whose value a running sum's term reads as it is, or weighted by what is
@@ -445,7 +475,7 @@ class Window:
                 return False
         return True
 
-    def _running_mean(self, value: cst.BaseExpression, sums: set[str]) -> bool:
+    def running_mean(self, value: cst.BaseExpression, sums: set[str]) -> bool:
         """`epoch_loss = running_loss / dataset_size`: a running sum of the value over a count
         that grows with every micro-batch (samples or micro-batches seen), the mean of
         the values summed, on their scale. A count of optimizer steps (`tr_loss /
@@ -453,8 +483,22 @@ class Window:
         if type(value) is not cst.BinaryOperation or type(value.operator) is not cst.Divide or dotted(value.left) not in sums:
             return False
         count = value.right
+        if self._iterations_so_far(count):
+            return True
         counted = [s for s in self.loop.statements if dotted(count) is not None and dotted(count) in scopes.chains_bound(s.node)]
         return bool(counted) and all(self._running_total(s, count) for s in counted)
+
+    def _iterations_so_far(self, count: cst.BaseExpression) -> bool:
+        """`step + 1` with `step` the loop's own index from 0 (`enumerate(loader)`), or the
+        index from 1 itself: how many micro-batches this pass of the loop has seen."""
+        loop = self.loop
+        if loop.counter is None:
+            return False
+        if type(count) is cst.Name:
+            return count.value == loop.counter and loop.counter_base == 1
+        return (type(count) is cst.BinaryOperation and type(count.operator) is cst.Add
+                and type(count.left) is cst.Name and count.left.value == loop.counter and loop.counter_base == 0
+                and type(count.right) is cst.Integer and count.right.value == "1")
 
     def same_object(self, one: Event, other: Event) -> bool:
         """The two events act on one object: they name it alike, and no inner loop around
@@ -1479,12 +1523,12 @@ class Window:
             bound = [b.value for b in self.facts.values_of(name) if b.index is None]
             if len(bound) != 1:
                 return None
-            count = _piece_count(bound[0])
+            count = piece_count(bound[0])
             if count is None:
                 return None
-            return count if count is not _UNCOUNTED else cst.parse_expression(f"len({name})")
-        count = _piece_count(iterable)
-        return None if count is None or count is _UNCOUNTED else count
+            return count if count is not UNCOUNTED else cst.parse_expression(f"len({name})")
+        count = piece_count(iterable)
+        return None if count is None or count is UNCOUNTED else count
 
     @cached_property
     def slices_k(self) -> Optional[cst.BaseExpression]:
@@ -2369,38 +2413,6 @@ def _slice_of(node: cst.CSTNode, start: str, size: cst.BaseExpression) -> bool:
         return False
     sides = (normalized(upper.left), normalized(upper.right))
     return sides in ((start, normalized(size)), (normalized(size), start))
-
-
-_UNCOUNTED = cst.Name("__pieces__")  # split into pieces of a size: K is how many came out
-# Methods that move or copy a tensor without changing its first dimension.
-_SAME_PIECES = frozenset({"cpu", "cuda", "to", "contiguous", "detach", "clone", "float", "half", "bfloat16"})
-
-
-def _piece_count(value: cst.BaseExpression) -> Optional[cst.BaseExpression]:
-    """How many pieces `value` splits one batch into: `n` of `x.chunk(n)` / `torch.chunk(x, n)`
-    and of `x.reshape(n, size, ...)`, `_UNCOUNTED` for a split by size (`torch.split(x, size)`,
-    `x.split(size)`, `x.view(-1, size, ...)`), else None."""
-    while type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in _SAME_PIECES:
-        value = value.func.value  # `x.reshape(n, size, ...).cpu()`: the same pieces on another device
-    if type(value) is not cst.Call:
-        return None
-    tail = last_part(call_name(value) or "")
-    function = (call_name(value) or "").split(".")[0] == "torch"
-    if tail == "chunk":
-        chunks = keyword(value, "chunks")
-        if chunks is not None:
-            return chunks.value
-        return positional(value, 1 if function else 0)
-    if tail in ("split", "tensor_split"):
-        return _UNCOUNTED
-    if tail in ("reshape", "view") and not function and type(value.func) is cst.Attribute:
-        # `x.reshape(n // size, size, *x.shape[1:])`: iterating it gives its first dimension's
-        # pieces (`-1`: as many as come out)
-        first, second = positional(value, 0), positional(value, 1)
-        if first is None or second is None:
-            return None
-        return _UNCOUNTED if int_value(first) == -1 else first
-    return None
 
 
 def build_window(loop: TrainingLoop, facts: ModuleFacts, objects: Objects, reader: LossReader,

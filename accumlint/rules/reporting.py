@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable, Optional, Sequence
+from typing import Iterable, Iterator, Optional, Sequence
 
 import libcst as cst
 
@@ -29,15 +29,10 @@ def logged_loss_scaled(window: Window) -> Iterable[Finding]:
         name = _assigned_name(scaling.statement)
         if name is None:
             continue
-        names = {name} | window.value_copies(scaling.statement, name)  # `train_loss = loss.item()`
-        for log in _logs_after(window, scaling.statement, name):
+        for log, scaled, names in _scaled_logs(window, scaling.statement, name):
             call = log.role.call
-            if type(call) is not cst.Call:
-                continue
-            scaled = _unrestored(window, call, names, _dicts_logged(window, scaling.statement, log, call))
-            if not scaled:
-                continue
-            logged = dotted(scaled[0]) if dotted(scaled[0]) in names else name
+            logged = dotted(scaled[0]) if dotted(scaled[0]) in names else \
+                code(scaled[0]) if type(scaled[0]) is cst.BinaryOperation else name  # a running mean: `total / steps`
             yield Finding(
                 call,
                 f"the logged `{logged}` was already divided by `{code(scaling.factor)}` ({{related}})",
@@ -47,6 +42,31 @@ def logged_loss_scaled(window: Window) -> Iterable[Finding]:
                 f"accumulation; log `{name}.item() * {code(scaling.factor)}`",
                 related=scaling.node,
             )
+
+
+def _scaled_logs(window: Window, scaled_at: Statement, name: str
+                 ) -> Iterator[tuple[Event, list[cst.BaseExpression], set[str]]]:
+    """The logging calls that show `name`'s scaled value (a copy of it, its running mean)
+    after `scaled_at`, each with what it reads of it and the names that hold it there; in
+    a helper that returns the value, those of its caller after the call, under the name
+    the call's result is bound to (`loss = self._training_step(batch, k)`), up to the loop."""
+    while True:
+        copies, sums = window.value_reads(scaled_at, name)  # `train_loss = loss.item()`, `total += loss.item()`
+        names = {name} | copies
+        for log in _logs_after(window, scaled_at, name):
+            call = log.role.call
+            if type(call) is not cst.Call:
+                continue
+            # a running mean over the loop is reported where it is logged on every micro-batch, under no
+            # gate (at the window's boundary or every N micro-batches, its scale is left unread)
+            means = sums if log.statement.gate is None else set()
+            scaled = _unrestored(window, call, names, means, _dicts_logged(window, scaled_at, log, call))
+            if scaled:
+                yield log, scaled, names
+        landing = window.returned_to(scaled_at, names)
+        if landing is None:
+            return
+        scaled_at, name = landing
 
 
 def _rebinding_division(window: Window, flow: LossFlow) -> Optional[Scaling]:
@@ -146,17 +166,19 @@ def _dicts_logged(window: Window, scaled_at: Statement, log: Event, call: cst.Ca
     return [value for value in found.values() if type(value) is cst.Dict] + stored
 
 
-def _unrestored(window: Window, call: cst.Call, names: set[str],
+def _unrestored(window: Window, call: cst.Call, names: set[str], sums: set[str],
                 extra: Sequence[cst.BaseExpression] = ()) -> list[cst.BaseExpression]:
     """The expressions (`loss.item()`, `loss`) in the logging call (and the dicts it logs
-    through a name) that read the scaled loss (under one of `names`) without multiplying it
-    back by K; each is the whole `loss.x().y()` chain."""
+    through a name) that read the scaled loss (under one of `names`), or its running mean
+    over the loop (`total_loss / steps`, a total of `sums`), without multiplying it back
+    by K; each is the whole `loss.x().y()` chain."""
     found: list[cst.BaseExpression] = []
     stack: list[tuple[cst.CSTNode, tuple[cst.CSTNode, ...]]] = [(arg.value, ()) for arg in call.args]
     stack += [(value, ()) for value in extra]
     while stack:
         node, parents = stack.pop()
-        if (type(node) is cst.Name or type(node) is cst.Attribute) and dotted(node) in names:
+        if ((type(node) is cst.Name or type(node) is cst.Attribute) and dotted(node) in names
+                or type(node) is cst.BinaryOperation and window.running_mean(node, sums)):
             if not any(_multiplies_back(window, parent) or _mixed_with_other_terms(parent, node, parents)
                        for parent in parents):
                 found.append(_chain(node, parents))
