@@ -41,6 +41,14 @@ NO_FIX_CODES = frozenset(r.code for r in RULES if r.fix == "none")
 # silent fixture must have one modelled: silence on a loop the model missed
 # proves nothing (see tests/silence.py).
 NO_TRAINING_LOOP = {
+    # A package root, a package that re-exports its modules' helpers, and those helpers.
+    "fixtures/projects/zeroing_helper_reexported/src/__init__.py",
+    "fixtures/projects/zeroing_helper_reexported/src/batteries/__init__.py",
+    "fixtures/projects/zeroing_helper_reexported/src/batteries/checkpoint.py",
+    "fixtures/projects/zeroing_helper_reexported_ok/src/__init__.py",
+    "fixtures/projects/zeroing_helper_reexported_ok/src/batteries/__init__.py",
+    "fixtures/projects/zeroing_helper_reexported_ok/src/batteries/checkpoint.py",
+    "fixtures/projects/zeroing_helper_reexported_ok/src/batteries/optimizer.py",
     # A per-call update whose count past a warm-up is never reset keeps no window across calls.
     "fixtures/check/per_call_windows/step_method_count_threshold_without_reset.py",
     # A Trainer subclass's compute_loss is checked without a loop.

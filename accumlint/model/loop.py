@@ -390,6 +390,53 @@ def _bound_names(assign: cst.Assign) -> set[str]:
     return {t.target.value for t in assign.targets if type(t.target) is cst.Name}
 
 
+def _returned_flag(helper: Function, call: cst.Call, position: Optional[int]) -> Optional[cst.BaseExpression]:
+    """The test a helper's returned flag stands for (`did_step = False`, then `did_step = True`
+    as the last statement of `if (batch_index + 1) % K == 0:` at the top of its body, and
+    `return loss, did_step`): that test, with the helper's parameters replaced by what the
+    call passes (`(i + 1) % K == 0`). None for any other return, a flag bound otherwise, or
+    a parameter the call passes nothing for or through a starred argument."""
+    body = helper.body.body if type(helper.body) is cst.IndentedBlock else ()
+    returns = [n for n in walk(helper.body) if type(n) is cst.Return]
+    if len(returns) != 1 or returns[0].value is None or any(a.star for a in call.args):
+        return None
+    returned = returns[0].value
+    if position is not None:
+        if type(returned) is not cst.Tuple or position >= len(returned.elements):
+            return None
+        returned = returned.elements[position].value
+    if type(returned) is not cst.Name:
+        return None
+    flag = returned.value
+    tests = [statement for statement in body if type(statement) is cst.If and statement.orelse is None
+             and type(statement.body) is cst.IndentedBlock and statement.body.body
+             and _sets_flag(statement.body.body[-1], flag, "True")]
+    stores = [n for n in walk(helper.body) if type(n) is cst.AssignTarget and dotted(n.target) == flag]
+    starts = [statement for statement in body if _sets_flag(statement, flag, "False")]
+    if len(tests) != 1 or len(starts) != 1 or len(stores) != 2:
+        return None
+    test: cst.BaseExpression = tests[0].test
+    replaced: dict[cst.CSTNode, cst.BaseExpression] = {}
+    for node in walk(test):
+        if type(node) is cst.Name and node.value in scopes.parameters(helper):
+            argument = scopes.argument_for(helper, call, node.value)
+            if argument is None:
+                return None
+            replaced[node] = argument
+    for node, argument in replaced.items():
+        test = argument if node is test else cast(cst.BaseExpression, test.deep_replace(node, argument))
+    return test
+
+
+def _sets_flag(statement: cst.CSTNode, flag: str, value: str) -> bool:
+    """`flag = True` (or `False`: `value`) alone on its line."""
+    if type(statement) is not cst.SimpleStatementLine or len(statement.body) != 1:
+        return False
+    small = statement.body[0]
+    return type(small) is cst.Assign and len(small.targets) == 1 and dotted(small.targets[0].target) == flag \
+        and type(small.value) is cst.Name and small.value.value == value
+
+
 def _assignment(small: cst.BaseSmallStatement) -> tuple[set[str], Optional[cst.BaseExpression]]:
     """The plain names an assignment binds (tuple targets included) and the value it reads."""
     if type(small) is cst.AugAssign:
@@ -991,6 +1038,9 @@ class _Walker:
                 entering = {**entering, "arms": entering["arms"] + arm, "worlds": entering["worlds"] + arm}
             self._block(helper.body, **_entered(entering, helper, call, backward_at_call=backward_at_call))
             self._escaped = None  # a helper's `return` gate ends with the helper
+        if helpers:
+            for small in line.body:  # the helper's own names, walked above, are not the caller's
+                self._remember_returned_flags(small)
 
     def _test_bound_before(self, name: str) -> Optional[cst.BaseExpression]:
         """A comparison `name` is bound to once where the loop's function reads it, outside the
@@ -1008,6 +1058,21 @@ class _Walker:
             name = dotted(small.targets[0].target)
             if name is not None:
                 self.assigned[name] = small.value
+
+    def _remember_returned_flags(self, small: cst.BaseSmallStatement) -> None:
+        """A name bound to a module helper's returned flag of whether it stepped holds the
+        helper's test, read with the call's arguments (`_returned_flag`): `loss, did_step =
+        train_step(..., batch_index=i)`, then `if did_step:` runs once per window."""
+        if type(small) is cst.Assign and len(small.targets) == 1:
+            target = small.targets[0].target
+            if type(small.value) is cst.Call and (type(target) is cst.Tuple or type(target) is cst.Name):
+                helper = self.facts.helper(small.value, self.function)
+                elements = [e.value for e in target.elements] if type(target) is cst.Tuple else [target]
+                for position, element in enumerate(elements):
+                    test = _returned_flag(helper, small.value, position if type(target) is cst.Tuple else None) \
+                        if helper is not None and type(element) is cst.Name else None
+                    if test is not None:
+                        self.assigned[cast(cst.Name, element).value] = test
 
 
 def _flag_chain(statement: cst.If, before: Optional[cst.BaseExpression]) -> Optional[tuple[str, cst.BaseExpression]]:

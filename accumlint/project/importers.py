@@ -415,7 +415,34 @@ def _search_through(scan: _Scan, path: str, wanted: frozenset[str], direct: set[
         for other, _ in _search(scan, middle, frozenset(callers), backpropagates=backpropagates) if callers else []:
             if other not in direct and os.path.abspath(other) != target:
                 found.setdefault(other, middle)
+    package = os.path.join(os.path.dirname(path), "__init__.py")
+    exported = _reexported(scan.texts[package], _stem(path), wanted) if package in scan.texts and package != path else frozenset()
+    # `from src.batteries import zero_grad`, where the package's `__init__` re-exports it from
+    # the module: the package stands between, as a middle does
+    for other, _ in _search(scan, package, exported, backpropagates=backpropagates) if exported else []:
+        if other not in direct and os.path.abspath(other) != target:
+            found.setdefault(other, package)
     return found
+
+
+def _reexported(text: str, stem: str, wanted: frozenset[str]) -> frozenset[str]:
+    """Which of `wanted` a package's `__init__` text imports from its module `stem`
+    (`from .optimizer import zero_grad`, `from .optimizer import *`), so that importing
+    them from the package imports the module's functions."""
+    found: set[str] = set()
+    for match in import_lines(text):
+        module = match.group(1)
+        if module is None or module.lstrip(".") != stem or not module.startswith("."):
+            continue
+        names = match.group(2)
+        if "(" in names and ")" not in names:  # `from .optimizer import (` over several lines
+            opening = text.find("(", max(match.start() - 1, 0))
+            closing = text.find(")", opening)
+            names = text[opening:closing] if opening != -1 and closing != -1 else names
+        if names.strip() == "*":
+            return wanted
+        found |= set(re.findall(r"\w+", names)) & wanted
+    return frozenset(found)
 
 
 def _stem(path: str) -> str:
