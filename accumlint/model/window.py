@@ -579,8 +579,9 @@ class Window:
         scope, what a module function returns detached (`batch_loss = train_batch(...)` with
         `return batch_loss.item()`, or an element: `loss, logits = self.train_batch(batch)`
         with `return loss.item(), logits`), nor its element of a tuple written out (`loss, l1 =
-        loss.item(), l1.item()`). A plain name bound in `at`'s own scope is read
-        there: the helper's local of the same name, walked in between, is another variable."""
+        loss.item(), l1.item()`), nor a helper's parameter that its call fills with a
+        detached value (`self.progress(loss.data)`). A plain name bound in `at`'s own scope is
+        read there: the helper's local of the same name, walked in between, is another variable."""
         latest: Optional[cst.BaseExpression] = None
         latest_own: Optional[cst.BaseExpression] = None
         earlier_own: list[cst.BaseExpression] = []  # the plain name's values in `at`'s scope, in order
@@ -628,6 +629,10 @@ class Window:
                 latest = earlier_own[-1]
         if latest is not None and detached(latest):
             return False
+        if latest is None and unpacked is None and "." not in name and at.helper is not None:
+            passed = self._passed(at, name)  # a helper's parameter holds what its call passes
+            if passed is not None and detached(passed):
+                return False  # `self.progress(loss.data)`
         root = _root_name(latest) if latest is not None else None
         if root is not None and root in bound_at and self.builds_no_graph(bound_at[root]):
             return False  # `outputs = model(**batch)` under `torch.no_grad()`, then `loss = outputs.loss`
@@ -830,6 +835,9 @@ class Window:
             return not any(type(b.value) is cst.Call and b.index is None and _is_dataloader(b.value, self.facts)
                            and self._iterable_dataset(b.value) for b in self.facts.values_of(name))
         seen = seen | {name}
+        passed = self._passed_to_parameter(name)
+        if passed is not None:
+            return bool(passed) and all(self.sized(value, seen) for value in passed)
         bindings = self.facts.values_of(name)
         if any(type(b.value) is cst.Call and last_part(call_name(b.value) or "") in _ITERATOR_MAKERS for b in bindings):
             return False  # `tl = islice(train_loader, n)` in one run: an iterator, whose length nothing takes
@@ -847,6 +855,26 @@ class Window:
             if sized is True or (sized is False and last_part(call_name(value) or "") != "tqdm"):
                 return sized
         return False
+
+    def _passed_to_parameter(self, name: str) -> Optional[list[cst.BaseExpression]]:
+        """What the module's calls of the loop's function pass for its parameter `name`, which
+        the function never rebinds (`train_one_epoch(model, train_loader, ...)` for `loader`),
+        each a name or attribute; an empty list when a call passes anything else or nothing,
+        and None when `name` is no such parameter or the function's callers are unknown."""
+        function = self.loop.function
+        if function is None or "." in name or name not in scopes.parameters(function) \
+                or name in scopes.rebound_names(function):
+            return None
+        calls = self.facts.own_calls(function)
+        if not calls:
+            return None
+        found: list[cst.BaseExpression] = []
+        for call in calls:
+            argument = None if any(a.star for a in call.args) else scopes.argument_for(function, call, name)
+            if type(argument) not in (cst.Name, cst.Attribute):
+                return []
+            found.append(cast(cst.BaseExpression, argument))
+        return found
 
     def _sized_call(self, value: cst.Call, seen: frozenset[str]) -> Optional[bool]:
         """`sized` for a call the loop iterates: a progress bar over a sized iterable, a
@@ -2001,7 +2029,7 @@ class Window:
         if counter is None:
             return None
         own = self.own_gate(gate, statement)
-        if not own:
+        if not own and not self._shared_attribute(counter, statement):
             passed = self._passed(statement, counter)
             if type(passed) is not cst.Name:
                 return None
@@ -2040,6 +2068,18 @@ class Window:
                  for small in s.node.body}
         return any(id(binding.statement) in gated and int_value(binding.value) == 0
                    for binding in self.facts.bindings.get(name, ()))
+
+    def _shared_attribute(self, counter: str, statement: Statement) -> bool:
+        """`self.step` tested in a method that the loop, a method of the same class, calls on
+        `self` (`self.train_one_step(x, y)`): both read the one object's attribute."""
+        call = statement.call_site
+        if not counter.startswith("self.") or counter.count(".") != 1 or statement.helper is None \
+                or len(statement.callers) != 1 or call is None:
+            return False
+        home = self.loop.function
+        owner = self.facts.class_of.get(home) if home is not None else None
+        return owner is not None and self.facts.class_of.get(statement.helper) is owner \
+            and type(call.func) is cst.Attribute and dotted(call.func.value) == "self"
 
     def own_gate(self, gate: Gate, statement: Statement) -> bool:
         """The gate's test is written in the loop's own code, though `statement` may run in a
