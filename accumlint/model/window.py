@@ -829,7 +829,7 @@ class Window:
             return False
         if self._made_for_windows(name):
             return False
-        if name in self.facts.len_arguments:
+        if name in self.facts.len_arguments or self._length_of_progress_bar_taken(name):
             # a `len()` taken says it is sized, unless the name is a loader over an iterable-style
             # dataset (an RLDS stream, whose `len()` is an estimate and whose iteration never ends)
             return not any(type(b.value) is cst.Call and b.index is None and _is_dataloader(b.value, self.facts)
@@ -854,6 +854,17 @@ class Window:
             sized = self._sized_call(value, seen)
             if sized is True or (sized is False and last_part(call_name(value) or "") != "tqdm"):
                 return sized
+        return False
+
+    def _length_of_progress_bar_taken(self, name: str) -> bool:
+        """The module takes the `len()` of a progress bar over `name` (`with tqdm(dataloader) as
+        tepoch:`, then `len(tepoch)`): a bar's length is its iterable's."""
+        for bar in self.facts.len_arguments:
+            for binding in self.facts.bindings.get(bar, ()):
+                value = binding.value
+                if binding.index is None and type(value) is cst.Call and last_part(call_name(value) or "") == "tqdm" \
+                        and dotted(positional(value, 0)) == name:
+                    return True
         return False
 
     def _passed_to_parameter(self, name: str) -> Optional[list[cst.BaseExpression]]:
@@ -1295,12 +1306,25 @@ class Window:
     @cached_property
     def _function_start(self) -> list[cst.SimpleStatementLine]:
         """The simple statements of the loop's function body before the loop, when the loop
-        stands at the top level of that body."""
+        stands at the top level of that body or inside `with` blocks there (`with
+        tqdm(loader) as bar:`): those before each `with`, outermost first, and those before
+        the loop inside them."""
         function = self.loop.function
-        node = self.loop.node
+        node: cst.CSTNode = self.loop.node
         if function is None or node is function or type(function.body) is not cst.IndentedBlock:
             return []
-        return _simple_statements_before(function.body, node)
+        found: list[cst.SimpleStatementLine] = []
+        while True:
+            block = self.facts.parents.get(id(node))
+            owner = self.facts.parents.get(id(block)) if block is not None else None
+            if type(block) is not cst.IndentedBlock or owner is None:
+                return []
+            found = _simple_statements_before(block, node) + found
+            if owner is function:
+                return found
+            if type(owner) is not cst.With:
+                return []
+            node = owner
 
     @cached_property
     def zeroes_on_epoch_start(self) -> Optional[cst.CSTNode]:
