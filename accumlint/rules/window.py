@@ -526,14 +526,17 @@ def off_by_one_boundary(window: Window) -> Iterable[Finding]:
 
 
 def _gates_with_steps(window: Window) -> Iterator[tuple[Gate, Statement]]:
-    """The gates of the gated steps, once each, but a periodic update's (`Window.periodic_update`)."""
-    seen: set[int] = set()
+    """The gates of the gated steps, once each, but a periodic update's (`Window.periodic_update`).
+    A test that gates several steps (`do_update = i % K == 0`, then `if scaler is not None and
+    do_update:` / `elif do_update:`) is given as the gate with no other condition where one has none."""
+    chosen: dict[int, tuple[Gate, Statement]] = {}
     for step in window.optimizer_steps:
-        if window.periodic_update(step):
+        if window.periodic_update(step) or step.gate is None:
             continue
-        if step.gate is not None and id(step.gate.test) not in seen:
-            seen.add(id(step.gate.test))
-            yield step.gate, step.statement
+        known = chosen.get(id(step.gate.test))
+        if known is None or (known[0].has_condition and not step.gate.has_condition):
+            chosen[id(step.gate.test)] = (step.gate, step.statement)
+    yield from chosen.values()
 
 
 def dropped_tail_window(window: Window) -> Iterable[Finding]:
