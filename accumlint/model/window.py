@@ -1108,6 +1108,17 @@ class Window:
             found.append(event)
         return found
 
+    def forwards_before(self, backward: Event, name: str) -> bool:
+        """A forward of `name` (`model(batch, ...)`) runs between the iteration's previous
+        backward and `backward`, in the same scope: `backward` backpropagates a graph of its
+        own (a second loss's forward, then its backward), which all-reduces again."""
+        statements = self.loop.statements
+        earlier = [b.statement.order for b in self.loop.backwards if b.statement.order < backward.statement.order]
+        start = max(earlier, default=-1)
+        return any(start < s.order <= backward.statement.order and s.helper is backward.statement.helper
+                   and any(dotted(call.func) == name for call in self.facts.calls_in(s.node))
+                   for s in statements)
+
     def forwards_in(self, loop: cst.CSTNode, name: str) -> bool:
         """A statement of the iteration inside `loop` calls `name` (`model(x)`) itself, not
         only hands it to a helper."""

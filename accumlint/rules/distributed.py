@@ -32,15 +32,19 @@ def sync_every_micro_batch(window: Window) -> Iterable[Finding]:
     backward = window.loop.backwards[0]
     if not backward.role.backpropagates_here:
         return
+    # each backward in an exclusive arm (`try:` / `except:`, `if amp:` / `else:`) is its own
+    # micro-batch's all-reduce (not the boundary's backward, which must sync); the edit wraps the
+    # first, and the later backwards of the same iteration that forward the model again (a second
+    # objective's), which the one finding stands for
+    later = [other for other in window.loop.backwards[1:]
+             if other.role.backpropagates_here and other.statement.gate is None and backward.statement.gate is None
+             and other.statement.loops == backward.statement.loops]  # not the boundary's own, nor another micro-step loop's
+    arms = [other for other in later if other.statement.exclusive_with(backward.statement)]
+    sequential = [other for other in later if other not in arms and window.forwards_before(other, model)]
     # a model kept in a dict or list (`models[]`) is named by its container; no edit can name it
-    edits = _sync_edits(window, model, kind) if not model.endswith("[]") else ()
+    edits = _sync_edits(window, model, kind, (sequential or [backward])[-1]) if not model.endswith("[]") else ()
     shown = model.replace("[]", "[...]")
     advice = _advice(window, shown, kind)
-    # each backward in an exclusive arm (`try:` / `except:`, `if amp:` / `else:`) is its own
-    # micro-batch's all-reduce (not the boundary's backward, which must sync); the edit wraps the first
-    arms = [other for other in window.loop.backwards[1:]
-            if other.role.backpropagates_here and other.statement.exclusive_with(backward.statement)
-            and other.statement.gate is None and backward.statement.gate is None]  # not the boundary's own
     others = [*arms, *window.further_micro_loops(backward, model)]
     for event, event_edits in ((backward, edits), *((other, ()) for other in others)):
         yield Finding(
@@ -64,9 +68,10 @@ def _advice(window: Window, model: str, kind: str) -> str:
     return f"run the others under `with {model}.no_sync():`"
 
 
-def _sync_edits(window: Window, model: str, kind: str) -> tuple[Edit, ...]:
-    """Wrap the micro-step's forward and backward in the framework's no-sync context,
-    active off the boundary (DDP decides at the forward whether the backward syncs)."""
+def _sync_edits(window: Window, model: str, kind: str, through: Event) -> tuple[Edit, ...]:
+    """Wrap the micro-step's forwards and backwards, up to the statement of `through`, in the
+    framework's no-sync context, active off the boundary (DDP decides at the forward whether
+    the backward syncs)."""
     boundary = _boundary(window)
     body = cast("cst.For | cst.While", window.loop.micro_loop).body if window.has_micro_loop else window.loop.node.body
     owner = window.objects.frameworks.wrapper(model)
@@ -75,7 +80,7 @@ def _sync_edits(window: Window, model: str, kind: str) -> tuple[Edit, ...]:
     if kind in ("accelerate", "fabric") and owner is None:
         return ()
     statements = list(body.body)
-    backward = window.loop.backwards[0].role.call
+    backward = through.role.call
     last = next((i for i, statement in enumerate(statements) if contains(statement, backward)), None)
     if last is None or _rebinds(statements, boundary):
         return ()
