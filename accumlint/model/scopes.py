@@ -367,6 +367,18 @@ def default_of(function: Function, name: str) -> Optional[cst.BaseExpression]:
     return None
 
 
+def passed_arguments(facts: ModuleFacts, function: Function, parameter: str
+                     ) -> Optional[list[Optional[cst.BaseExpression]]]:
+    """What each call of `function` in the module passes for its `parameter` (None where a
+    call passes nothing for it, and the default applies), in the order of the calls. None
+    when the function's callers are unknown (`ModuleFacts.own_calls`) or a call unpacks
+    arguments (`*args`, `**kwargs`), which may hold it."""
+    calls = facts.own_calls(function)
+    if calls is None or any(arg.star for call in calls for arg in call.args):
+        return None
+    return [argument_for(function, call, parameter) for call in calls]
+
+
 def argument_for(helper: Function, call: cst.Call, parameter: str) -> Optional[cst.BaseExpression]:
     """The expression `call` passes for the helper's `parameter`, by position or keyword.
     None when it passes none (the default applies) or when a `*` / `**` argument before it

@@ -870,22 +870,19 @@ class Window:
     def _passed_to_parameter(self, name: str) -> Optional[list[cst.BaseExpression]]:
         """What the module's calls of the loop's function pass for its parameter `name`, which
         the function never rebinds (`train_one_epoch(model, train_loader, ...)` for `loader`),
-        each a name or attribute; an empty list when a call passes anything else or nothing,
-        and None when `name` is no such parameter or the function's callers are unknown."""
+        each a name or attribute (`scopes.passed_arguments`); an empty list when a call passes
+        anything else or nothing, and None when `name` is no such parameter or the function's
+        callers are unknown."""
         function = self.loop.function
         if function is None or "." in name or name not in scopes.parameters(function) \
                 or name in scopes.rebound_names(function):
             return None
-        calls = self.facts.own_calls(function)
-        if not calls:
-            return None
-        found: list[cst.BaseExpression] = []
-        for call in calls:
-            argument = None if any(a.star for a in call.args) else scopes.argument_for(function, call, name)
-            if type(argument) not in (cst.Name, cst.Attribute):
-                return []
-            found.append(cast(cst.BaseExpression, argument))
-        return found
+        passed = scopes.passed_arguments(self.facts, function, name)
+        if not passed:
+            return None  # no caller in the module, callers unknown, or one unpacks its arguments
+        if any(type(argument) not in (cst.Name, cst.Attribute) for argument in passed):
+            return []
+        return [cast(cst.BaseExpression, argument) for argument in passed]
 
     def _sized_call(self, value: cst.Call, seen: frozenset[str]) -> Optional[bool]:
         """`sized` for a call the loop iterates: a progress bar over a sized iterable, a
