@@ -309,12 +309,15 @@ class ModuleFacts:
             if foreign is not None:
                 return foreign  # a function of another module reads its own module's names
         found = self.values_of(name)
-        if function is None or name is None or "." in name:
-            return found
-        local = [b for b in self.bindings.get(name, ()) if self.enclosing_function(b.statement) is function]
-        if not local:
+        if function is None or name is None or "." in name or not self.binds_locally(name, function):
             return found
         return [b for b in found if self.enclosing_function(b.statement) is function] or found
+
+    def binds_locally(self, name: str, function: Optional[Function]) -> bool:
+        """`function` binds the plain name `name` itself, so Python makes it local there: the
+        function reads its own bindings of it, not another function's or the module's."""
+        return function is not None and "." not in name and any(
+            self.enclosing_function(b.statement) is function for b in self.bindings.get(name, ()))
 
     def method(self, function: Optional[Function], name: str) -> Optional[Function]:
         """A method `name` of the class that holds `function` (for `self.name(...)`), or the
@@ -392,6 +395,24 @@ class ModuleFacts:
         if (_name_counts(self) if owner is not None else self._plain_names)[name] != len(calls) + 1:
             return None
         return calls
+
+    def pieces_walked(self, iterable: cst.BaseExpression) -> Optional[tuple[Optional[str], cst.BaseExpression]]:
+        """The split of one batch that a loop over `iterable` walks (also inside `zip` or
+        `enumerate`, written in place or through the one value a name is bound to: `pieces =
+        torch.split(data, size)`): the name (None in place) and the piece count (`piece_count`,
+        `UNCOUNTED` for a split by size). None when the iterable is no such split."""
+        while type(iterable) is cst.Call and last_part(call_name(iterable) or "") in ("zip", "enumerate"):
+            first = positional(iterable, 0)
+            if first is None:
+                return None
+            iterable = first
+        if type(iterable) not in (cst.Name, cst.Attribute):
+            count = piece_count(iterable)
+            return None if count is None else (None, count)
+        name = dotted(iterable)
+        bound = [b.value for b in self.values_of(name) if b.index is None]
+        count = piece_count(bound[0]) if len(bound) == 1 else None
+        return None if count is None else (name, count)
 
     @cached_property
     def piece_counts(self) -> frozenset[str]:

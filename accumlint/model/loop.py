@@ -19,7 +19,7 @@ import re
 import libcst as cst
 
 from accumlint.model import scopes
-from accumlint.model.facts import Function, Loop, LoopSite, ModuleFacts, ancestors, piece_count
+from accumlint.model.facts import Function, Loop, LoopSite, ModuleFacts, ancestors
 from accumlint.model.gates import Gate, parse_countdown, parse_gate, single_micro_batch_arm
 from accumlint.model.names import (adds_one, call_name, code as _code, dict_entry, dotted, entered, int_value, key_of, keyword,
                                    last_part, looks_like_accumulation, positional)
@@ -1519,13 +1519,9 @@ def _walks_micro_batches(loop: Loop, accumulation_names: tuple[str, ...], facts:
     through the one name bound to them (`pieces = torch.split(data, size)`)."""
     if type(loop) is not cst.For:
         return False
-    iterable = loop.iter
-    while type(iterable) is cst.Call and last_part(call_name(iterable) or "") in ("zip", "enumerate") and iterable.args:
-        iterable = iterable.args[0].value
-    if type(iterable) is cst.Name:
-        pieces = [b.value for b in facts.values_of(iterable.value) if b.index is None]
-        if len(pieces) == 1 and piece_count(pieces[0]) is not None:
-            return True
+    walked = facts.pieces_walked(loop.iter)
+    if walked is not None and walked[0] is not None:
+        return True
     iterable = loop.iter
     if type(iterable) is cst.Call and last_part(call_name(iterable) or "") == "range":
         if len(iterable.args) == 1:

@@ -414,15 +414,14 @@ def _trace(facts: ModuleFacts, objects: Objects, expr: cst.BaseExpression, carri
 
 
 def _visible_bindings(facts: ModuleFacts, name: str, reader: cst.CSTNode) -> list[Binding]:
-    """The bindings of `name` that the code at `reader` may read: for a plain name that the
-    reader's function binds, that function's own (a local of `__init__` is not the local of
-    the same name in `train_epoch`); otherwise every binding of the module."""
-    bindings = facts.bindings.get(name, [])
-    if "." in name:
-        return bindings
+    """The bindings of `name` that the code at `reader` may read: a function that binds the
+    plain name reads its own (`ModuleFacts.binds_locally`: a local of `__init__` is not the
+    local of the same name in `train_epoch`); otherwise every binding of the module."""
     function = facts.enclosing_function(reader)
-    local = [b for b in bindings if facts.enclosing_function(b.statement) is function]
-    return local if function is not None and local else bindings
+    bindings = facts.bindings.get(name, [])
+    if not facts.binds_locally(name, function):
+        return bindings
+    return [b for b in bindings if facts.enclosing_function(b.statement) is function]
 
 
 def _loader_length(objects: Objects, expr: cst.CSTNode) -> Optional[cst.Call]:

@@ -18,8 +18,7 @@ from typing import Callable, Iterable, Iterator, Optional, cast
 import libcst as cst
 
 from accumlint.model import scopes
-from accumlint.model.facts import (DETACHING_METHODS, UNCOUNTED, Function, ModuleFacts, ancestors, constructed, detached,
-                                   piece_count)
+from accumlint.model.facts import DETACHING_METHODS, UNCOUNTED, Function, ModuleFacts, ancestors, constructed, detached
 from accumlint.model.frameworks import SyncControl, carries_k, mentions_sync_control
 from accumlint.model.gates import PLUS_ONE, ZERO, Gate, single_micro_batch_arm
 from accumlint.model.loop import Event, Statement, TrainingLoop, epoch_multiple
@@ -863,7 +862,7 @@ class Window:
             for binding in self.facts.bindings.get(bar, ()):
                 value = binding.value
                 if binding.index is None and type(value) is cst.Call and last_part(call_name(value) or "") == "tqdm" \
-                        and dotted(positional(value, 0)) == name:
+                        and dotted(_bar_iterable(value)) == name:
                     return True
         return False
 
@@ -889,9 +888,8 @@ class Window:
         `DataLoader(...)` over a dataset that is not iterable-style (False over an
         iterable-style one), or a module function that may return only such a loader (not
         one that wraps it: `PrefetchLoader(dataloader)`). None when the call is none of these."""
-        given = keyword(value, "iterable")  # `tqdm(iterable=loader, desc=...)`
-        wrapped = given.value if given is not None else positional(value, 0)
         if last_part(call_name(value) or "") == "tqdm":
+            wrapped = _bar_iterable(value)
             return wrapped is not None and self.sized(wrapped, seen)  # a progress bar yields what it wraps
         returned = self.facts.returned(value)
         loaders = returned if returned and all(_is_dataloader(r, self.facts) for r in returned) else [value]
@@ -1573,22 +1571,13 @@ class Window:
         micro = self.loop.micro_loop
         if type(micro) is not cst.For:
             return None
-        iterable: Optional[cst.BaseExpression] = micro.iter
-        while type(iterable) is cst.Call and last_part(call_name(iterable) or "") in ("zip", "enumerate"):
-            iterable = positional(iterable, 0)
-        if iterable is None:
+        walked = self.facts.pieces_walked(micro.iter)
+        if walked is None:
             return None
-        name = dotted(iterable) if type(iterable) in (cst.Name, cst.Attribute) else None
-        if name is not None:
-            bound = [b.value for b in self.facts.values_of(name) if b.index is None]
-            if len(bound) != 1:
-                return None
-            count = piece_count(bound[0])
-            if count is None:
-                return None
-            return count if count is not UNCOUNTED else cst.parse_expression(f"len({name})")
-        count = piece_count(iterable)
-        return None if count is None or count is UNCOUNTED else count
+        name, count = walked
+        if count is not UNCOUNTED:
+            return count
+        return cst.parse_expression(f"len({name})") if name is not None else None
 
     @cached_property
     def slices_k(self) -> Optional[cst.BaseExpression]:
@@ -2625,6 +2614,12 @@ def _asserts_k_one(nodes: Iterable[cst.CSTNode], is_k: Callable[[cst.BaseExpress
     """An `assert` under `nodes` that K (what `is_k` accepts) is 1 (`assert K == 1`)."""
     return any(type(node) is cst.Assert and single_micro_batch_arm(node.test, is_k) is True
                for root in nodes for node in walk(root))
+
+
+def _bar_iterable(bar: cst.Call) -> Optional[cst.BaseExpression]:
+    """What a progress bar (`tqdm(loader)`, `tqdm(iterable=loader, desc=...)`) wraps."""
+    given = keyword(bar, "iterable")
+    return given.value if given is not None else positional(bar, 0)
 
 
 def _read_of(value: cst.BaseExpression) -> Optional[str]:
