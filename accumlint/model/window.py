@@ -1174,6 +1174,14 @@ class Window:
             found.append(event)
         return found
 
+    def backward_of(self, name: str) -> Optional[Event]:
+        """The iteration's first backward that backpropagates a graph of the model `name`: the
+        first after whose previous backward a forward of `name` runs (a teacher's loss
+        backpropagated before the wrapped student's forward is not the student's), else,
+        where no backward has that forward in sight (the forward in a helper), the first."""
+        backwards = self.loop.backwards
+        return next((b for b in backwards if self.forwards_before(b, name)), backwards[0] if backwards else None)
+
     def forwards_before(self, backward: Event, name: str) -> bool:
         """A forward of `name` (`model(batch, ...)`) runs between the iteration's previous
         backward and `backward`, in the same scope: `backward` backpropagates a graph of its

@@ -29,8 +29,8 @@ def sync_every_micro_batch(window: Window) -> Iterable[Finding]:
         return
     if not window.wraps_here(model) or window.bypasses_wrap(model) or not window.loop.backwards:
         return
-    backward = window.loop.backwards[0]
-    if not backward.role.backpropagates_here:
+    backward = window.backward_of(model)
+    if backward is None or not backward.role.backpropagates_here:
         return
     # each backward in an exclusive arm (`try:` / `except:`, `if amp:` / `else:`) is its own
     # micro-batch's all-reduce (not the boundary's backward, which must sync); the edit wraps the
@@ -42,7 +42,8 @@ def sync_every_micro_batch(window: Window) -> Iterable[Finding]:
     arms = [other for other in later if other.statement.exclusive_with(backward.statement)]
     sequential = [other for other in later if other not in arms and window.forwards_before(other, model)]
     # a model kept in a dict or list (`models[]`) is named by its container; no edit can name it
-    edits = _sync_edits(window, model, kind, (sequential or [backward])[-1]) if not model.endswith("[]") else ()
+    edits = _sync_edits(window, model, kind, (sequential or [backward])[-1], backward is not window.loop.backwards[0]) \
+        if not model.endswith("[]") else ()
     shown = model.replace("[]", "[...]")
     advice = _advice(window, shown, kind)
     others = [*arms, *window.further_micro_loops(backward, model)]
@@ -68,10 +69,10 @@ def _advice(window: Window, model: str, kind: str) -> str:
     return f"run the others under `with {model}.no_sync():`"
 
 
-def _sync_edits(window: Window, model: str, kind: str, through: Event) -> tuple[Edit, ...]:
+def _sync_edits(window: Window, model: str, kind: str, through: Event, from_forward: bool = False) -> tuple[Edit, ...]:
     """Wrap the micro-step's forwards and backwards, up to the statement of `through`, in the
     framework's no-sync context, active off the boundary (DDP decides at the forward whether
-    the backward syncs)."""
+    the backward syncs); with `from_forward`, from the statement that runs the model's forward."""
     boundary = _boundary(window)
     body = cast("cst.For | cst.While", window.loop.micro_loop).body if window.has_micro_loop else window.loop.node.body
     owner = window.objects.frameworks.wrapper(model)
@@ -99,7 +100,13 @@ def _sync_edits(window: Window, model: str, kind: str, through: Event) -> tuple[
         else:  # a plain module on a run that does not wrap it has no `no_sync()`
             off = f'getattr({model}, "no_sync", {context})()'
         item = filled_expression(f"{context}() if __boundary__ else {off}", __boundary__=boundary)
-    wrapped = statements[: last + 1]
+    first_wrapped = 0
+    if from_forward:
+        # another model's backward runs first (a teacher's own update): the wrap starts at the
+        # statement that runs this model's forward, where DDP decides whether it syncs
+        first_wrapped = next((i for i, statement in enumerate(statements[: last + 1])
+                              if any(dotted(call.func) == model for call in window.facts.calls_in(statement))), 0)
+    wrapped = statements[first_wrapped: last + 1]
     first = wrapped[0]
     block = cst.IndentedBlock(body=[first.with_changes(leading_lines=()), *wrapped[1:]])
     first_lines = cast("cst.SimpleStatementLine | cst.BaseCompoundStatement", first).leading_lines

@@ -12,7 +12,7 @@ from accumlint.model.facts import DETACHING_METHODS
 from accumlint.model.loop import Event, Statement
 from accumlint.model.loss import LossFlow, Scaling
 from accumlint.model.names import code, dotted
-from accumlint.model.tree import children
+from accumlint.model.tree import children, walk
 from accumlint.model.window import Window
 from accumlint.rules.base import Finding
 from accumlint.rules.catalog import Rule
@@ -36,7 +36,7 @@ def logged_loss_scaled(window: Window) -> Iterable[Finding]:
             yield Finding(
                 call,
                 f"the logged `{logged}` was already divided by `{code(scaling.factor)}` ({{related}})",
-                _restore(window, scaled, scaling.factor),
+                () if any(_in_bound_sequence(window, e, call) for e in scaled) else _restore(window, scaled, scaling.factor),
                 f"Log the loss multiplied back by `{code(scaling.factor)}`",
                 help=f"the reported training loss is K times too small and not comparable with a run without "
                 f"accumulation; log `{name}.item() * {code(scaling.factor)}`",
@@ -149,9 +149,13 @@ _VALUE_KEEPING_METHODS = DETACHING_METHODS | {"clone"}
 def _dicts_logged(window: Window, scaled_at: Statement, log: Event, call: cst.Call) -> list[cst.BaseExpression]:
     """The dict literals the logging call (`call`, of `log`) passes through a name (`logs = {"loss": ...}`
     then `progress_bar.set_postfix(**logs)`), bound in the iteration between the scaling and the call,
-    and the values stored under a key of such a name there (`self.metrics["loss"] = loss.item()`)."""
+    the values stored under a key of such a name there (`self.metrics["loss"] = loss.item()`), and
+    the list or tuple literals bound to a name that a comprehension of the call walks (`losses =
+    [loss_g, loss_mel]`, then `logger.info([x.item() for x in losses])`)."""
     names = {dotted(arg.value) for arg in call.args if type(arg.value) in (cst.Name, cst.Attribute)}
+    walked = _comprehended_names(call)
     found: dict[str, cst.BaseExpression] = {}
+    sequences: dict[str, cst.BaseExpression] = {}
     stored: list[cst.BaseExpression] = []
     for statement in window.loop.statements:
         if not scaled_at.order < statement.order < log.order or statement.helper is not log.statement.helper:
@@ -160,11 +164,32 @@ def _dicts_logged(window: Window, scaled_at: Statement, log: Event, call: cst.Ca
         if type(small) is not cst.Assign or len(small.targets) != 1:
             continue
         target = small.targets[0].target
+        if dotted(target) in walked:
+            sequences[dotted(target) or ""] = small.value
         if dotted(target) in names:
             found[dotted(target) or ""] = small.value
         elif type(target) is cst.Subscript and dotted(target.value) in names:
             stored.append(small.value)  # `metrics["train/loss"] = loss.item()`, then `wandb.log(metrics)`
-    return [value for value in found.values() if type(value) is cst.Dict] + stored
+    return [value for value in found.values() if type(value) is cst.Dict] + stored + [
+        value for value in sequences.values() if type(value) in (cst.List, cst.Tuple)]
+
+
+def _in_bound_sequence(window: Window, expression: cst.BaseExpression, call: cst.Call) -> bool:
+    """The logged expression stands in a list or tuple bound to a name before the logging call
+    (`losses = [loss_g, ...]`): multiplying it back there would change what every other reader of
+    that name sees, so no edit is offered."""
+    node: Optional[cst.CSTNode] = expression
+    while node is not None and node is not call:
+        parent = window.facts.parents.get(id(node))
+        if type(node) in (cst.List, cst.Tuple) and type(parent) is cst.Assign:
+            return True
+        node = parent
+    return False
+
+
+def _comprehended_names(call: cst.Call) -> set[str]:
+    """The names that a comprehension among the call's arguments walks (`for x in losses`)."""
+    return {dotted(node.iter) or "" for arg in call.args for node in walk(arg.value) if type(node) is cst.CompFor} - {""}
 
 
 def _unrestored(window: Window, call: cst.Call, names: set[str], sums: set[str],
