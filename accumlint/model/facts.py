@@ -498,6 +498,11 @@ class ModuleFacts:
             function = self.method(self.enclosing_function(call), func.attr.value)
         if function is None and type(func) is cst.Attribute and self.project is not None:
             function = self.instance_method(dotted(func.value), func.attr.value)  # `trainer.update(batch)`
+        if function is None and self.project is not None:
+            # a function of another project module (`from base.trainer import detach`), read from
+            # the loop's module or from inside a helper of another module
+            caller = self.enclosing_function(call)
+            function = self.project.function(dotted(func), caller if caller is not None and self.foreign(caller) else None)
         return function
 
     def returns_hold_no_graph(self, call: cst.Call, index: Optional[int] = None, depth: int = 0,
@@ -522,6 +527,8 @@ class ModuleFacts:
             if index is not None and value is not None:
                 value = _element(value, index)
             if key is not None and value is not None:
+                if type(value) is not cst.Dict and self.holds_no_graph(value, depth + 1):
+                    continue  # `{k: v.detach() for ...}`, `data.detach()`: no entry of it holds a graph
                 value = dict_entry(value, key)
             if value is None:
                 return False
@@ -549,7 +556,7 @@ class ModuleFacts:
     def holds_no_graph(self, value: cst.BaseExpression, depth: int = 0) -> bool:
         """Whether a value is known to hold no autograd graph (see `returns_hold_no_graph`):
         a detached value (`detached`), a number, `None`, a conditional expression whose
-        arms hold none, arithmetic of such values (`loss.item() / loss_div`, `running /
+        arms hold none, a comprehension of detached values, arithmetic of such values (`loss.item() / loss_div`, `running /
         steps`), a call that returns a plain number (`time.time()`, `len(loader)`), what a
         module function returns, or a local name of the function it is read in."""
         if depth > _MAX_FLOW_DEPTH:
@@ -563,6 +570,10 @@ class ModuleFacts:
                        for e in cast("cst.Tuple | cst.List", value).elements)
         if type(value) is cst.IfExp:  # `float(loss.item()) if loss is not None else None`
             return self.holds_no_graph(value.body, depth + 1) and self.holds_no_graph(value.orelse, depth + 1)
+        if type(value) is cst.DictComp:  # `{k: v.detach() for k, v in data.items()}`
+            return detached(value.value)
+        if type(value) in (cst.ListComp, cst.SetComp, cst.GeneratorExp):  # `[e.detach() for e in data]`
+            return detached(cast("cst.ListComp | cst.SetComp | cst.GeneratorExp", value).elt)
         if type(value) is cst.BinaryOperation:  # `loss.item() / n`, `running / steps` of numbers
             return all(self.holds_no_graph(side, depth + 1) for side in (value.left, value.right))
         if type(value) is cst.Call:

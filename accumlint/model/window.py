@@ -613,7 +613,11 @@ class Window:
         with `return loss.item(), logits`), nor its element of a tuple written out (`loss, l1 =
         loss.item(), l1.item()`), nor a helper's parameter that its call fills with a
         detached value (`self.progress(loss.data)`). A plain name bound in `at`'s own scope is
-        read there: the helper's local of the same name, walked in between, is another variable."""
+        read there: the helper's local of the same name, walked in between, is another variable.
+        An entry of a container (`losses[]`) holds none when the container holds none (`losses =
+        detach(losses)`, a project helper returning `{k: v.detach() for k, v in data.items()}`)."""
+        if name.endswith("[]") and not self.may_hold_graph(at, name[:-2]):
+            return False
         latest: Optional[cst.BaseExpression] = None
         latest_own: Optional[cst.BaseExpression] = None
         earlier_own: list[cst.BaseExpression] = []  # the plain name's values in `at`'s scope, in order
@@ -866,9 +870,12 @@ class Window:
         tuple, a name whose `len()` the module takes, or a `DataLoader(...)` over a dataset
         that is not iterable-style, built in the module or returned by a module function
         (`train_loader = get_loader(...)` with `return DataLoader(...)`); also a copy of such a
-        name (`self.train_loader = train_loader`) or a progress bar over one (`pbar = tqdm(loader)`)."""
+        name (`self.train_loader = train_loader`), a progress bar over one (`pbar = tqdm(loader)`), or a
+        choice between two (`loader = self.train_loader if is_train else self.val_loader`)."""
         if type(iterable) in (cst.List, cst.Tuple, cst.ListComp):
             return True
+        if type(iterable) is cst.IfExp:  # `self.train_loader if is_train else self.val_loader`: both arms sized
+            return self.sized(iterable.body, seen) and self.sized(iterable.orelse, seen)
         if type(iterable) is cst.Call and len(seen) <= 4:  # `tqdm(DataLoader(dataset, ...))` written in place
             return self._sized_call(iterable, seen) is True
         name = dotted(iterable)
@@ -894,7 +901,7 @@ class Window:
             value = binding.value
             if type(value) in (cst.List, cst.Tuple, cst.ListComp):
                 return True
-            if type(value) in (cst.Name, cst.Attribute) and binding.index is None:
+            if type(value) in (cst.Name, cst.Attribute, cst.IfExp) and binding.index is None:
                 if self.sized(value, seen):
                     return True
                 continue
@@ -1343,7 +1350,8 @@ class Window:
         """Whether the backward that `flow` reaches divides by K itself (None: unknown)."""
         role = flow.backward.role
         if role.flavor == "deepspeed":
-            return True
+            # the engine divides by its own `gradient_accumulation_steps`: by nothing when it is 1
+            return not self.engine_k_is_one
         if role.flavor == "lightning-auto":
             steps = self.facts.trainer_accumulation
             return steps is not None and int_value(steps) not in (0, 1)
@@ -1828,6 +1836,18 @@ class Window:
         return bool(written) and all(
             (self.known_int(value) or 0) > 1 or (self.known_int(value) is None and self.is_accumulation_name(value))
             for value in written)
+
+    @cached_property
+    def engine_k_is_one(self) -> bool:
+        """The DeepSpeed engine the loop backpropagates through is known to be built with
+        `gradient_accumulation_steps` 1 (its JSON, its dict literal, or every value the module
+        writes under that key in a configuration it builds): a loop that accumulates by hand
+        around such an engine divides the loss itself, and the engine divides by nothing."""
+        steps = self.objects.frameworks.deepspeed_engine_steps()
+        if steps is not None:
+            return steps == 1
+        written = self.objects.frameworks.configured_accumulation_steps()
+        return bool(written) and all(self.known_int(value) == 1 for value in written)
 
     def known_int(self, node: cst.BaseExpression) -> Optional[int]:
         """An integer literal, or a name the module (or the project, for a name the module does
@@ -2338,6 +2358,33 @@ class Window:
         return (increment.helper is None and increment.gate is None
                 and (not increment.conditional or self.runs_with_backward(increment))
                 and increment.order < statement.order)
+
+    def world_condition(self, gate: Gate) -> bool:
+        """The gate's extra condition only picks a world (`elif not is_deepspeed and batch_idx %
+        accum_grad == 0:`): every operand of its `and` beside the count's test is a flag (a name
+        or an attribute, maybe negated) that the loop never rebinds, so wherever it holds, the
+        gate fires on the micro-batches the count says."""
+        test = gate.whole_test
+        if type(test) is not cst.BooleanOperation or type(test.operator) is not cst.And:
+            return False
+        operands: list[cst.BaseExpression] = []
+        pending: list[cst.BaseExpression] = [test]
+        while pending:
+            part = pending.pop()
+            if type(part) is cst.BooleanOperation and type(part.operator) is cst.And and not part.lpar:
+                pending += [part.left, part.right]
+            else:
+                operands.append(part)
+        others = [part for part in operands if not any(node is gate.test for node in walk(part))]
+        if len(others) == len(operands) or not others:
+            return False
+        varying = scopes.chains_in_targets(self.loop.node)
+        for part in others:
+            flag = part.expression if type(part) is cst.UnaryOperation and type(part.operator) is cst.Not else part
+            name = dotted(flag) if type(flag) in (cst.Name, cst.Attribute) else None
+            if name is None or name == gate.counter or any(name == v or name.startswith(v + ".") for v in varying):
+                return False
+        return True
 
     def correct_boundary(self, gate: Gate, statement: Statement) -> bool:
         base = self.counter_base(gate, statement)

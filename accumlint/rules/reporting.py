@@ -174,7 +174,7 @@ def _dicts_logged(window: Window, scaled_at: Statement, log: Event, call: cst.Ca
         value for value in sequences.values() if type(value) in (cst.List, cst.Tuple)]
 
 
-def _in_bound_sequence(window: Window, expression: cst.BaseExpression, call: cst.Call) -> bool:
+def _in_bound_sequence(window: Window, expression: cst.BaseExpression, call: cst.CSTNode) -> bool:
     """The logged expression stands in a list or tuple bound to a name before the logging call
     (`losses = [loss_g, ...]`): multiplying it back there would change what every other reader of
     that name sees, so no edit is offered."""

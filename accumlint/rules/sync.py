@@ -206,6 +206,11 @@ def _wrong_condition(window: Window, control: SyncControl) -> Iterable[Finding]:
                           and not _clause_reads_loop(window, condition))
         if type(step_gate.whole_test) is not cst.Name:
             fix = _gate_text(step_gate.whole_test, positive=syncs_when_true)
+            own, step_own = parse_gate(gate.test, lambda name: None), parse_gate(step_gate.test, lambda name: None)
+            if window.world_condition(gate) and own is not None and step_own is not None \
+                    and not _clause_reads_loop(window, step_gate.whole_test):
+                # `is_distributed and i % K != 0`: the guard stays, only the count's test becomes the gate's
+                target, fix = gate.test, _gate_text(step_gate.test, positive=own.positive == step_own.positive)
     if not wrong:
         return
     edits = (replace(target, fix),) if fix is not None else ()
