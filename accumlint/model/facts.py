@@ -1147,6 +1147,15 @@ def collect_facts(module: cst.Module, text: str, project: Optional["ProjectView"
             record_parents(parents, node)
             if kind is cst.FormattedString:
                 _record_lengths_in(facts, cast(cst.FormattedString, node))
+            elif kind is cst.ConcatenatedString:  # `f"batch {i}/{len(loader)}, " f"loss {loss:.4f}"`
+                piece: cst.BaseExpression = node
+                while type(piece) is cst.ConcatenatedString:
+                    concatenated = cast(cst.ConcatenatedString, piece)
+                    if type(concatenated.left) is cst.FormattedString:
+                        _record_lengths_in(facts, cast(cst.FormattedString, concatenated.left))
+                    piece = concatenated.right
+                if type(piece) is cst.FormattedString:
+                    _record_lengths_in(facts, cast(cst.FormattedString, piece))
             continue
         # `children(node)`, last first, inlined: this walk meets every node of the module
         for name in reversed(fields_of(kind) or content_fields(kind)):
