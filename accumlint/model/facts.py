@@ -1148,14 +1148,13 @@ def collect_facts(module: cst.Module, text: str, project: Optional["ProjectView"
             if kind is cst.FormattedString:
                 _record_lengths_in(facts, cast(cst.FormattedString, node))
             elif kind is cst.ConcatenatedString:  # `f"batch {i}/{len(loader)}, " f"loss {loss:.4f}"`
-                piece: cst.BaseExpression = node
-                while type(piece) is cst.ConcatenatedString:
-                    concatenated = cast(cst.ConcatenatedString, piece)
-                    if type(concatenated.left) is cst.FormattedString:
-                        _record_lengths_in(facts, cast(cst.FormattedString, concatenated.left))
-                    piece = concatenated.right
-                if type(piece) is cst.FormattedString:
-                    _record_lengths_in(facts, cast(cst.FormattedString, piece))
+                piece = cast(cst.BaseExpression, node)
+                while isinstance(piece, cst.ConcatenatedString):
+                    if isinstance(piece.left, cst.FormattedString):
+                        _record_lengths_in(facts, piece.left)
+                    piece = piece.right
+                if isinstance(piece, cst.FormattedString):
+                    _record_lengths_in(facts, piece)
             continue
         # `children(node)`, last first, inlined: this walk meets every node of the module
         for name in reversed(fields_of(kind) or content_fields(kind)):
