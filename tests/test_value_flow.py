@@ -119,3 +119,43 @@ def test_calls_that_return_plain_numbers_hold_no_graph() -> None:
         value = rate(loader)
         """
     assert _returns_hold_no_graph(source, "rate(loader)")
+
+
+def _returns_entry_hold_no_graph(source: str, call_text: str, key: str) -> bool:
+    text = textwrap.dedent(source)
+    module = libcst.parse_module(text)
+    facts = model_of(module, text, AnalysisOptions()).facts
+    (call,) = [n for n in walk(module) if type(n) is libcst.Call and code(n) == call_text]
+    return facts.returns_hold_no_graph(call, key=key)
+
+
+@pytest.mark.parametrize("returned, no_graph", [
+    ("{k: v.detach() for k, v in data.items()}", True),  # every entry taken off the graph
+    ("[entry.detach() for entry in data]", True),
+    ("{k: v.to('cpu') for k, v in data.items()}", False),  # moved, still on the graph
+    ("[entry for entry in data]", False),
+])
+def test_comprehensions_of_detached_values_hold_no_graph(returned: str, no_graph: bool) -> None:
+    source = f"""\
+        def off_graph(data):
+            return {returned}
+
+        losses = off_graph(losses)
+        """
+    assert _returns_hold_no_graph(source, "off_graph(losses)") is no_graph
+
+
+@pytest.mark.parametrize("returned, no_graph", [
+    ("data.detach()", True),  # no entry of a value off the graph holds one
+    ("{k: v.detach() for k, v in data.items()}", True),
+    ("{'total': data['total'].item(), 'ce': data['ce']}", True),  # the entry asked for is a number
+    ("{'total': data['total'], 'ce': data['ce'].item()}", False),
+])
+def test_an_entry_of_a_returned_container_follows_the_container(returned: str, no_graph: bool) -> None:
+    source = f"""\
+        def off_graph(data):
+            return {returned}
+
+        losses = off_graph(losses)
+        """
+    assert _returns_entry_hold_no_graph(source, "off_graph(losses)", "total") is no_graph
