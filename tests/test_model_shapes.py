@@ -21,6 +21,7 @@ from accumlint.check.analysis import AnalysisOptions
 from accumlint.model.build import windows_of
 from accumlint.model.gates import parse_gate
 from accumlint.model.names import code
+from accumlint.model.positions import positions_of
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -617,3 +618,73 @@ def test_an_if_and_a_sibling_with_the_negated_gate_are_exclusive_arms(between: s
     assert inside.statement.exclusive_with(closing.statement) is paired
     if paired:
         assert step.gate is not None and step.gate.paired and window.gated_step
+
+
+@pytest.mark.parametrize("condition, world", [
+    ("not is_deepspeed and i % K == 0", True),  # a flag the loop never rebinds picks the world
+    ("args.native and i % K == 0", True),
+    ("finite and i % K == 0", False),  # computed on every micro-batch
+    ("i % K == 0 and i > 0", False),  # reads the count itself
+])
+def test_a_gate_condition_that_only_picks_a_world(condition: str, world: bool) -> None:
+    (window,) = _windows(f"""\
+        def train(model, optimizer, loader, K, is_deepspeed, args):
+            for i, batch in enumerate(loader):
+                loss = model(batch).mean() / K
+                loss.backward()
+                finite = bool(loss.isfinite())
+                if {condition}:
+                    optimizer.step()
+                    optimizer.zero_grad()
+        """)
+    gate = window.step_gate
+    assert gate is not None and window.world_condition(gate) is world
+
+
+@pytest.mark.parametrize("steps, one", [
+    ('"gradient_accumulation_steps": 1', True),
+    ('"gradient_accumulation_steps": args.accum', False),
+    ('"gradient_accumulation_steps": 4', False),
+])
+def test_a_deepspeed_engine_built_with_one_step(steps: str, one: bool) -> None:
+    (window,) = _windows(f"""\
+        import deepspeed
+
+        def config(args):
+            return {{"train_micro_batch_size_per_gpu": 8, {steps}}}
+
+        def train(args, model, loader):
+            engine, _, _, _ = deepspeed.initialize(model=model, config=config(args))
+            for step in range(args.steps):
+                for micro in range(args.accum):
+                    loss = engine(next(loader)).mean() / args.accum
+                    engine.backward(loss)
+                engine.step()
+        """)
+    assert window.engine_k_is_one is one
+
+
+@pytest.mark.parametrize("first, reported_line", [
+    ("teacher", 12),  # the teacher's own update runs first: the student's backward is the wrap's
+    ("student", 7),
+])
+def test_the_backward_of_the_wrapped_model(first: str, reported_line: int) -> None:
+    teacher = ["    t_loss = teacher(x).mean() / K", "    t_loss.backward()",
+               "    if (i + 1) % K == 0:", "        t_opt.step()", "        t_opt.zero_grad()"]
+    student = ["    s_loss = student(x).mean() / K", "    s_loss.backward()",
+               "    if (i + 1) % K == 0:", "        s_opt.step()", "        s_opt.zero_grad()"]
+    body = teacher + student if first == "teacher" else student + teacher
+    source = "\n".join([
+        "from torch.nn.parallel import DistributedDataParallel as DDP",
+        "",
+        "student = DDP(build_student())",
+        "teacher = build_teacher()",
+        "for i, x in enumerate(loader):",
+        *body,
+    ]) + "\n"
+    module = libcst.parse_module(source)
+    (window,) = windows_of(module, source, AnalysisOptions())
+    backward = window.backward_of("student")
+    assert backward is not None
+    line = positions_of(module, [backward.role.call], source)[backward.role.call].start.line
+    assert line == reported_line
