@@ -288,12 +288,12 @@ def execute(
     A file whose worker crashed, was killed or ran past `budget` seconds gets
     an internal error naming what happened; the other files are not affected.
     """
+    progress(0, len(tasks))
+    if not tasks:  # every file from the result cache: no worker to start, nor its module to import
+        return [], 0
     from accumlint.check.workers import Failure, WorkerPool, start_method
 
     workers = _workers(jobs, tasks)
-    progress(0, len(tasks))
-    if not tasks:
-        return [], 0
     if workers > 1:  # imported once here, inherited by the forked workers
         from accumlint.check.analysis import load_analysis, scan_importers_ahead
 

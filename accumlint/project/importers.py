@@ -15,6 +15,7 @@ import json
 import os
 import re
 import stat
+import sys
 import time
 from typing import TYPE_CHECKING, Callable, Iterator, Optional
 
@@ -626,10 +627,12 @@ def _fingerprint(root: str, path: str, functions: list[str], callers: bool = Fal
 
 def forget(root: Optional[str] = None) -> None:
     """Drop the scans (all, or one root's): the editor server does when files change."""
-    from accumlint.project import reach
-
     forget_joins()  # an import that joined a folder to its parent may be gone
-    reach.forget()
+    # what `reach` remembers, when it was ever imported: a run whose every file comes from
+    # the result cache need not import it (and the summaries it imports) only to forget nothing
+    reach = sys.modules.get("accumlint.project.reach")
+    if reach is not None:
+        reach.forget()
     if root is None:
         _SCANS.clear()
         _NOTED.clear()
