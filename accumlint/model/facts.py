@@ -499,10 +499,9 @@ class ModuleFacts:
         if function is None and type(func) is cst.Attribute and self.project is not None:
             function = self.instance_method(dotted(func.value), func.attr.value)  # `trainer.update(batch)`
         if function is None and self.project is not None:
-            # a function of another project module (`from base.trainer import detach`), read from
-            # the loop's module or from inside a helper of another module
-            caller = self.enclosing_function(call)
-            function = self.project.function(dotted(func), caller if caller is not None and self.foreign(caller) else None)
+            # a function of another project module (`from base.trainer import detach`), resolved
+            # where the call stands (`helper`: the loop's module, or another module's helper)
+            function = self.helper(call, self.enclosing_function(call))
         return function
 
     def returns_hold_no_graph(self, call: cst.Call, index: Optional[int] = None, depth: int = 0,

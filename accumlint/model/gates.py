@@ -127,7 +127,7 @@ def _bool(node: cst.BaseExpression) -> Optional[bool]:
 
 def _parse_boolean(test: cst.BooleanOperation, resolve: Resolver, depth: int) -> Optional[Gate]:
     is_or = type(test.operator) is cst.Or
-    parts = _operands(test, type(test.operator))
+    parts = boolean_operands(test, type(test.operator))
     parsed = [_parse(part, resolve, depth + 1) for part in parts]
     kept = _without_world_of_k([_read_through(part, resolve) for part in parts], parsed, is_or)
     if len(kept) == 1:
@@ -154,10 +154,10 @@ def _read_through(part: cst.BaseExpression, resolve: Resolver) -> cst.BaseExpres
     return value if type(value) is cst.Comparison else part
 
 
-def _operands(test: cst.BaseExpression, operator: type) -> list[cst.BaseExpression]:
+def boolean_operands(test: cst.BaseExpression, operator: type) -> list[cst.BaseExpression]:
     """The operands of a chain of one boolean operator (`a and b and c`: a, b, c), in order."""
     if type(test) is cst.BooleanOperation and type(test.operator) is operator:
-        return _operands(test.left, operator) + _operands(test.right, operator)
+        return boolean_operands(test.left, operator) + boolean_operands(test.right, operator)
     return [test]
 
 

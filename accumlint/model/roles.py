@@ -18,7 +18,7 @@ from typing import Literal, Optional, cast
 import libcst as cst
 
 from accumlint.model.facts import DATA_PARALLEL_WRAPS, Binding, Function, ModuleFacts, ancestors, constructed, deepspeed_initialize
-from accumlint.model.gates import single_micro_batch_arm
+from accumlint.model.gates import boolean_operands, single_micro_batch_arm
 from accumlint.model.frameworks import AcceleratorInfo, Frameworks
 from accumlint.model.names import (
     call_name,
@@ -364,7 +364,7 @@ class Objects:
             arm: Optional[bool] = True if child is parent.body else False if child is parent.orelse else None
             if arm is None:
                 continue
-            operands = _and_operands(parent.test) if arm else [parent.test]
+            operands = boolean_operands(parent.test, cst.And) if arm else [parent.test]
             is_k = lambda node: looks_like_accumulation(dotted(node) or "")  # noqa: E731
             if any(single_micro_batch_arm(operand, is_k) is arm for operand in operands):
                 return True
@@ -904,13 +904,6 @@ def _unscaled(receiver: cst.BaseExpression, names: list[str]) -> cst.BaseExpress
             receiver = receiver.args[0].value
         else:
             return receiver
-
-
-def _and_operands(test: cst.BaseExpression) -> list[cst.BaseExpression]:
-    """The operands of `a and b and c` (the test itself when it is no `and`)."""
-    if type(test) is cst.BooleanOperation and type(test.operator) is cst.And:
-        return [*_and_operands(test.left), *_and_operands(test.right)]
-    return [test]
 
 
 def _parameter_annotations(module: cst.CSTNode) -> dict[str, list[Optional[cst.BaseExpression]]]:

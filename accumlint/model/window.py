@@ -20,7 +20,7 @@ import libcst as cst
 from accumlint.model import scopes
 from accumlint.model.facts import DETACHING_METHODS, UNCOUNTED, Function, ModuleFacts, ancestors, constructed, detached
 from accumlint.model.frameworks import SyncControl, carries_k, mentions_sync_control
-from accumlint.model.gates import PLUS_ONE, ZERO, Gate, single_micro_batch_arm
+from accumlint.model.gates import PLUS_ONE, ZERO, Gate, boolean_operands, single_micro_batch_arm
 from accumlint.model.loop import Event, Statement, TrainingLoop, epoch_multiple, unwrap_iterable
 from accumlint.model.loss import TOKEN, LossFlow, LossReader
 from accumlint.model.names import (
@@ -1829,13 +1829,9 @@ class Window:
         micro-batch's loss by K and steps once per window, with no gate in the loop."""
         if not any(b.role.flavor == "deepspeed" for b in self.loop.backwards):
             return False
-        steps = self.objects.frameworks.deepspeed_engine_steps()
-        if steps is not None:
-            return steps > 1
-        written = self.objects.frameworks.configured_accumulation_steps()
-        return bool(written) and all(
-            (self.known_int(value) or 0) > 1 or (self.known_int(value) is None and self.is_accumulation_name(value))
-            for value in written)
+        readings = self._engine_steps
+        return bool(readings) and all((k or 0) > 1 or (k is None and value is not None and self.is_accumulation_name(value))
+                                      for k, value in readings)
 
     @cached_property
     def engine_k_is_one(self) -> bool:
@@ -1843,11 +1839,19 @@ class Window:
         `gradient_accumulation_steps` 1 (its JSON, its dict literal, or every value the module
         writes under that key in a configuration it builds): a loop that accumulates by hand
         around such an engine divides the loss itself, and the engine divides by nothing."""
+        readings = self._engine_steps
+        return bool(readings) and all(k == 1 for k, _ in readings)
+
+    @cached_property
+    def _engine_steps(self) -> list[tuple[Optional[int], Optional[cst.BaseExpression]]]:
+        """The `gradient_accumulation_steps` the module's DeepSpeed engines are built with, as
+        the module says it: the one K of the DeepSpeed JSON or dict literal it names (no
+        expression), else each value it writes under that key in a configuration it builds,
+        with the integer it is known to be. Empty when nothing says."""
         steps = self.objects.frameworks.deepspeed_engine_steps()
         if steps is not None:
-            return steps == 1
-        written = self.objects.frameworks.configured_accumulation_steps()
-        return bool(written) and all(self.known_int(value) == 1 for value in written)
+            return [(steps, None)]
+        return [(self.known_int(value), value) for value in self.objects.frameworks.configured_accumulation_steps()]
 
     def known_int(self, node: cst.BaseExpression) -> Optional[int]:
         """An integer literal, or a name the module (or the project, for a name the module does
@@ -2359,6 +2363,15 @@ class Window:
                 and (not increment.conditional or self.runs_with_backward(increment))
                 and increment.order < statement.order)
 
+    def count_decides(self, gate: Gate) -> bool:
+        """Whether the gate's count alone says which micro-batches close a window: the gate has
+        no extra condition, or one that is false only at the count's start (`i > 0 and ...`), or
+        one that only picks a world (`world_condition`) of an accumulating window whose every
+        optimizer step is gated."""
+        return not gate.has_condition or gate.condition_skips_only_the_start() or (
+            self.accumulates and self.world_condition(gate)
+            and all(step.statement.gate is not None for step in self.optimizer_steps))
+
     def world_condition(self, gate: Gate) -> bool:
         """The gate's extra condition only picks a world (`elif not is_deepspeed and batch_idx %
         accum_grad == 0:`): every operand of its `and` beside the count's test is a flag (a name
@@ -2367,14 +2380,7 @@ class Window:
         test = gate.whole_test
         if type(test) is not cst.BooleanOperation or type(test.operator) is not cst.And:
             return False
-        operands: list[cst.BaseExpression] = []
-        pending: list[cst.BaseExpression] = [test]
-        while pending:
-            part = pending.pop()
-            if type(part) is cst.BooleanOperation and type(part.operator) is cst.And and not part.lpar:
-                pending += [part.left, part.right]
-            else:
-                operands.append(part)
+        operands = boolean_operands(test, cst.And)
         others = [part for part in operands if not any(node is gate.test for node in walk(part))]
         if len(others) == len(operands) or not others:
             return False

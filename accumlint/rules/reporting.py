@@ -60,7 +60,7 @@ def _scaled_logs(window: Window, scaled_at: Statement, name: str
             # a running mean over the loop is reported where it is logged on every micro-batch, under no
             # gate (at the window's boundary or every N micro-batches, its scale is left unread)
             means = sums if log.statement.gate is None else set()
-            scaled = _unrestored(window, call, names, means, _dicts_logged(window, scaled_at, log, call))
+            scaled = _unrestored(window, call, names, means, _containers_logged(window, scaled_at, log, call))
             if scaled:
                 yield log, scaled, names
         landing = window.returned_to(scaled_at, names)
@@ -146,7 +146,7 @@ _TYPE_TESTS = frozenset({"isinstance", "type", "hasattr", "callable"})
 _VALUE_KEEPING_METHODS = DETACHING_METHODS | {"clone"}
 
 
-def _dicts_logged(window: Window, scaled_at: Statement, log: Event, call: cst.Call) -> list[cst.BaseExpression]:
+def _containers_logged(window: Window, scaled_at: Statement, log: Event, call: cst.Call) -> list[cst.BaseExpression]:
     """The dict literals the logging call (`call`, of `log`) passes through a name (`logs = {"loss": ...}`
     then `progress_bar.set_postfix(**logs)`), bound in the iteration between the scaling and the call,
     the values stored under a key of such a name there (`self.metrics["loss"] = loss.item()`), and

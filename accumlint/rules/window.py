@@ -501,9 +501,7 @@ def off_by_one_boundary(window: Window) -> Iterable[Finding]:
     for gate, statement in _gates_with_steps(window):
         if gate.kind != "modulo" or not window.off_by_one(gate, statement):
             continue
-        if gate.has_condition and not gate.condition_skips_only_the_start() \
-                and not (window.accumulates and window.world_condition(gate)
-                         and all(step.statement.gate is not None for step in window.optimizer_steps)):
+        if not window.count_decides(gate):
             continue
         if not any(b.statement.precedes(statement) for b in window.loop.backwards):
             continue  # a gate before the backward is GA103's
