@@ -159,3 +159,95 @@ def test_an_entry_of_a_returned_container_follows_the_container(returned: str, n
         losses = off_graph(losses)
         """
     assert _returns_entry_hold_no_graph(source, "off_graph(losses)", "total") is no_graph
+
+
+# -- what a name holds where an alias is made: Python's scopes and the callers' arguments ----
+
+def _values_of(source: str, name: str) -> list[str]:
+    text = textwrap.dedent(source)
+    module = libcst.parse_module(text)
+    facts = model_of(module, text, AnalysisOptions()).facts
+    return sorted(code(binding.value) for binding in facts.values_of(name))
+
+
+TWO_TRAINERS = """\
+    import torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    class Wrapped:
+        def train(self, loader):
+            online = DDP(self.online, device_ids=[0])
+            for x in loader:
+                online(x).sum().backward()
+
+    class Plain:
+        def __init__(self, online, optimizer):
+            self.online = online
+            self.optimizer = optimizer
+    """
+
+
+@pytest.mark.parametrize("construction, held", [
+    # constructed by another module: the parameter holds what that caller passes, unknown here
+    ("", ["online"]),
+    # the module's one construction passes its own local, read in that function's scope
+    ("\ndef main(net):\n    online = torch.nn.Linear(4, 4)\n    return Plain(online, None)\n",
+     ["torch.nn.Linear(4, 4)"]),
+    # by keyword, moved to a device: the moved object is the one passed
+    ("\ndef main():\n    backbone = torch.nn.Linear(4, 4)\n    return Plain(optimizer=None, online=backbone.cuda())\n",
+     ["torch.nn.Linear(4, 4)"]),
+    # an expression is passed: unknown
+    ("\ndef main():\n    return Plain(torch.nn.Linear(4, 4), None)\n", ["online"]),
+])
+def test_a_parameter_holds_what_the_constructions_pass_not_another_functions_local(construction, held) -> None:
+    assert _values_of(textwrap.dedent(TWO_TRAINERS) + construction, "self.online") == held
+
+
+def test_an_alias_made_in_a_function_reads_that_functions_own_bindings() -> None:
+    source = """\
+        import torch
+
+        def build():
+            scheduler = torch.optim.lr_scheduler.StepLR(opt, 10)
+            return scheduler
+
+        class Trainer:
+            def setup(self, opt):
+                scheduler = torch.optim.lr_scheduler.OneCycleLR(opt, 0.1, total_steps=100)
+                self.scheduler = scheduler
+        """
+    assert _values_of(source, "self.scheduler") == ["torch.optim.lr_scheduler.OneCycleLR(opt, 0.1, total_steps=100)"]
+
+
+def test_an_alias_to_a_global_reads_the_module_level_bindings() -> None:
+    source = """\
+        import torch
+
+        model = torch.nn.Linear(2, 2)
+
+        def other():
+            model = torch.nn.Conv2d(1, 1, 3)
+            return model
+
+        class Trainer:
+            def __init__(self):
+                self.model = model
+        """
+    assert _values_of(source, "self.model") == ["torch.nn.Linear(2, 2)"]
+
+
+def test_a_name_passed_on_by_several_constructions_holds_each_value() -> None:
+    source = """\
+        import torch
+
+        class Runner:
+            def __init__(self, scheduler):
+                self.scheduler = scheduler
+
+        def main(opt):
+            warm = torch.optim.lr_scheduler.LinearLR(opt)
+            cosine = torch.optim.lr_scheduler.CosineAnnealingLR(opt, 10)
+            return Runner(warm), Runner(scheduler=cosine)
+        """
+    assert _values_of(source, "self.scheduler") == ["torch.optim.lr_scheduler.CosineAnnealingLR(opt, 10)",
+                                                    "torch.optim.lr_scheduler.LinearLR(opt)"]

@@ -556,21 +556,39 @@ def _called_from_project_loops(path: str, text: str) -> bool:
     zeroing, a step, a division of the loss: `def clear(opt): opt.zero_grad()`) a loop of
     another project module may call; the analysis of its importers decides
     (`analysis.findings_from_importers`)."""
-    from accumlint.project.importers import candidate_importers, helper_names
+    from accumlint.project.importers import candidate_importers, helper_definitions
 
-    names = helper_names(text)
-    if not names or not os.path.isfile(path):
+    definitions = helper_definitions(text)
+    if not definitions or not os.path.isfile(path):
         return False
-    from accumlint.project.modules import root_of, summary_of_text
+    from accumlint.project.modules import root_of
 
     target = os.path.abspath(path)
     try:
         root = root_of(path)
-        # by the text first, then by the summary (`ast`) of the few modules whose names an importer calls
-        return bool(candidate_importers(root, target, names)) and bool(
-            candidate_importers(root, target, summary_of_text(target, text).role_helpers()))
+        # by the text first, then by the effects (`ast`) of the few helpers whose names an importer calls
+        return bool(candidate_importers(root, target, [name for name, _ in definitions])) and bool(
+            candidate_importers(root, target, _role_helpers(target, text, definitions)))
     except (OSError, ValueError, RecursionError):
         return False  # precision first: a project that cannot be read adds nothing
+
+
+def _role_helpers(path: str, text: str, definitions: list[tuple[str, str]]) -> list[str]:
+    """The names of the module's helpers that hold a role effect: each candidate definition
+    read by itself, where the whole module's summary would parse a large module (a
+    framework's) for a few of its functions; the summary where a definition's text does not
+    parse by itself."""
+    from accumlint.project.modules import summary_of_text
+    from accumlint.project.summary import definition_holds_role
+
+    found: set[str] = set()
+    for name, definition in definitions:
+        holds = definition_holds_role(definition)
+        if holds is None:
+            return summary_of_text(path, text).role_helpers()
+        if holds:
+            found.add(name)
+    return sorted(found)
 
 
 def _report_once(files: list[FileResult]) -> None:

@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, TypeVar, Un
 
 import libcst as cst
 
-from accumlint.model.names import call_name, code, dict_entry, dotted, int_value, key_of, keyword, last_part, positional
+from accumlint.model.names import (
+    argument_for, call_name, code, dict_entry, dotted, int_value, key_of, keyword, last_part, parameters, positional,
+)
 from accumlint.model.tree import ABSENT, KNOWN_CONTENT_FIELDS, LEAVES, SEQUENCES, calls_in, content_fields, record_parents, walk
 from accumlint.source.gate import lone_carriage_returns_as_newlines
 from accumlint.source.patterns import LazyPattern
@@ -28,6 +30,18 @@ if TYPE_CHECKING:
 Loop = Union[cst.For, cst.While]
 Function = cst.FunctionDef
 Answer = TypeVar("Answer")
+
+
+class _Anywhere:
+    """`values_of`'s default reader: every binding of the name, in any scope."""
+
+
+_ANYWHERE = _Anywhere()
+
+
+def _asked(name: str, reader: "Optional[Function] | _Anywhere") -> str:
+    """`values_of`'s key for a question: the name, and the scope it is read in when one is given."""
+    return name if reader is _ANYWHERE else f"{name}@{id(reader)}"
 
 
 @dataclass(frozen=True, eq=False)
@@ -178,6 +192,7 @@ class ModuleFacts:
     _instance_classes: dict[str, Optional[str]] = field(default_factory=dict, repr=False)
     settled: bool = field(default=False, repr=False)  # `collect_facts` is done: no binding is added after
     _name_counts: Optional[tuple["Counter[str]", "Counter[str]", "Counter[str]"]] = field(default=None, repr=False)  # `_counted_names`
+    _calls_by_name: Optional[dict[str, list[cst.Call]]] = field(default=None, repr=False)  # `calls_named`
     # (question, id(node)) -> (node, answer): `once`
     _answers: dict[tuple[Callable[..., Any], int], tuple[cst.CSTNode, Any]] = field(default_factory=dict, repr=False)
     # (id(call), id(caller), which) -> (call, caller, function): `helper` (0), `nested_helper` (1, 2 local)
@@ -278,8 +293,13 @@ class ModuleFacts:
         found = targets.pop() if len(targets) == 1 and bindings else None
         return found if found is not None else callee
 
-    def values_of(self, name: Optional[str], seen: Optional[set[str]] = None) -> list[Binding]:
-        """Every binding of a name, following plain aliases (`opt = self.optimizer`).
+    def values_of(self, name: Optional[str], seen: Optional[set[str]] = None,
+                  reader: "Optional[Function] | _Anywhere" = _ANYWHERE) -> list[Binding]:
+        """Every binding of a name, following plain aliases (`opt = self.optimizer`); an alias
+        to a plain name follows the bindings that name has where the alias is made
+        (`self.net = net` in a method whose parameter is `net` holds the caller's value,
+        not another method's local `net`). `reader`: the function whose reading of `name`
+        is asked (None: module level); by default every binding of it.
 
         Each name is followed once per question, so aliases bound from one another
         (`self.model = self.net` in one method, `self.net = self.model` in another)
@@ -287,20 +307,87 @@ class ModuleFacts:
         if name is None:
             return []
         seen = set() if seen is None else seen
-        if name in seen or len(seen) > 8:
+        asked = _asked(name, reader)
+        if asked in seen or len(seen) > 8:
             return []
-        seen.add(name)
+        seen.add(asked)
         found: list[Binding] = []
-        for binding in self.bindings.get(name, ()):
+        read = self.bindings.get(name, []) if isinstance(reader, _Anywhere) else self._visible(name, reader, seen)
+        for binding in read:
             alias = dotted(binding.value) if binding.index is None else None
             if alias is not None and alias != name and not alias.endswith("()"):
-                cycle = alias in seen
-                found.extend(self.values_of(alias, seen) or ([] if cycle else [binding]))
+                # a plain name is read where the alias is bound: a local of that function (a
+                # parameter holds what the function's callers pass), else a global
+                scope = self.enclosing_function(binding.statement) if "." not in alias else _ANYWHERE
+                cycle = _asked(alias, scope) in seen  # asked already: its bindings are among those found
+                found.extend(self.values_of(alias, seen, scope) or ([] if cycle else [binding]))
             else:
                 found.append(binding)
-        if not found and self.project is not None:
+        if not found and self.project is not None and reader is _ANYWHERE:
             return self.project.bindings(name, self)
         return found
+
+    def _visible(self, name: str, reader: Optional[Function], seen: set[str]) -> list[Binding]:
+        """The bindings of the plain name `name` that code in `reader` (None: module level)
+        reads, by Python's scopes: its own, where it binds the name; where the name is its
+        parameter, what the module's calls of it pass (`Trainer(model, opt, scheduler)` for
+        `__init__(self, model, optimizer, scheduler)`), none when a call is unknown; else
+        those of the module and of the functions around it (a closure)."""
+        bindings = self.bindings.get(name, [])
+        if reader is not None:
+            own = [b for b in bindings if self.enclosing_function(b.statement) is reader]
+            if own:
+                return own
+            params = reader.params
+            if name in parameters(reader):
+                return self._passed_values(name, reader, seen)
+            if any(type(p) is cst.Param and p.name.value == name for p in (params.star_arg, params.star_kwarg)):
+                return []
+        around = set(map(id, ancestors(self.parents, reader))) if reader is not None else set()
+        return [b for b in bindings if (home := self.enclosing_function(b.statement)) is None or id(home) in around]
+
+    def _passed_values(self, parameter: str, function: Function, seen: set[str]) -> list[Binding]:
+        """What every call of `function` the module makes passes for `parameter`, read in the
+        caller's scope: none when the function's calls are unknown (another module's, or a
+        name handed on), or a call passes an expression or nothing (the default)."""
+        if not self.settled:  # the calls are still being collected: every binding of the name, as the module shows them
+            return self.bindings.get(parameter, [])
+        found: list[Binding] = []
+        calls = self.calls_of_function(function)
+        arguments = self.passed_arguments(function, parameter) or ()
+        for call, argument in zip(calls or (), arguments):
+            passed = dotted(moved_from(argument)) if argument is not None else None
+            if passed is None or passed.endswith("()"):
+                return []
+            caller = self.enclosing_function(call) if "." not in passed else _ANYWHERE
+            values = self.values_of(passed, seen, caller)
+            if not values:
+                return []
+            found.extend(values)
+        return found
+
+    def passed_arguments(self, function: Function, parameter: str) -> Optional[list[Optional[cst.BaseExpression]]]:
+        """What each call of `function` in the module (`calls_of_function`) passes for its
+        `parameter` (None where a call passes nothing for it, and the default applies), in the
+        order of the calls. None when the function's callers are unknown or a call unpacks
+        arguments (`*args`, `**kwargs`), which may hold it."""
+        calls = self.calls_of_function(function)
+        if calls is None or any(arg.star for call in calls for arg in call.args):
+            return None
+        return [argument_for(function, call, parameter) for call in calls]
+
+    def calls_of_function(self, function: Function) -> Optional[list[cst.Call]]:
+        """Every call of `function` in the module (`own_calls`); for a class's `__init__`,
+        every construction of the class (`Trainer(...)`). None when the module names the
+        function or class otherwise too: its callers are then unknown."""
+        if function.name.value != "__init__":
+            return self.own_calls(function)
+        owner = self.class_of.get(function)
+        if owner is None or self.parents.get(id(owner)) is not self.module:
+            return None
+        name = owner.name.value
+        calls = [c for c in self.calls_named(name) if type(c.func) is cst.Name]
+        return calls if self._plain_names[name] == len(calls) + 1 else None
 
     def values_in(self, name: Optional[str], function: Optional[Function]) -> list[Binding]:
         """The bindings of a plain name as `function` reads it: a function that assigns the
@@ -391,9 +478,9 @@ class ModuleFacts:
         name = function.name.value
         owner = self.class_of.get(function)
         if owner is None:
-            calls = [c for c in self.calls if type(c.func) is cst.Name and c.func.value == name]
+            calls = [c for c in self.calls_named(name) if type(c.func) is cst.Name]
         else:
-            calls = [c for c in self.calls if type(c.func) is cst.Attribute and c.func.attr.value == name
+            calls = [c for c in self.calls_named(name) if type(c.func) is cst.Attribute
                      and type(c.func.value) is cst.Name and c.func.value.value == "self"
                      and (caller := self.enclosing_function(c)) is not None and self.class_of.get(caller) is owner]
         count = (_name_counts(self) if owner is not None else self._plain_names)[name]
@@ -434,6 +521,20 @@ class ModuleFacts:
             if count is not None and count is not UNCOUNTED and type(count) in (cst.Name, cst.Attribute):
                 found.add(dotted(count))
         return frozenset(name for name in found if name is not None)
+
+    def calls_named(self, name: str) -> list[cst.Call]:
+        """The module's calls whose function is `name` or an attribute `name` (`train(...)`,
+        `self.train(...)`, `model.requires_grad_(...)`), in order."""
+        if not self.settled:  # calls are still being collected
+            return [c for c in self.calls if _called_name(c) == name]
+        if self._calls_by_name is None:
+            grouped: dict[str, list[cst.Call]] = {}
+            for call in self.calls:
+                called = _called_name(call)
+                if called is not None:
+                    grouped.setdefault(called, []).append(call)
+            self._calls_by_name = grouped
+        return self._calls_by_name.get(name, [])
 
     @cached_property
     def _plain_names(self) -> "Counter[str]":
@@ -1219,6 +1320,14 @@ def constructed(value: cst.BaseExpression) -> cst.BaseExpression:
     return value
 
 
+def moved_from(value: cst.BaseExpression) -> cst.BaseExpression:
+    """The object under moves of it (`model.to(device)`, `net.cuda().half()` -> `model`,
+    `net`): a module's moves return the module itself."""
+    while type(value) is cst.Call and type(value.func) is cst.Attribute and value.func.attr.value in _MOVES:
+        value = value.func.value
+    return value
+
+
 UNCOUNTED = cst.Name("__pieces__")  # split into pieces of a size: K is how many came out
 # Methods that move or copy a tensor without changing its first dimension.
 _SAME_PIECES = frozenset({"cpu", "cuda", "to", "contiguous", "detach", "clone", "float", "half", "bfloat16"})
@@ -1350,6 +1459,16 @@ def _passed_bindings(facts: ModuleFacts, callee: str, parameter: str, position: 
             return None
         found.extend(accepted)
     return found
+
+
+def _called_name(call: cst.Call) -> Optional[str]:
+    """The name a call's function ends in: `f` of `f(...)` and of `obj.f(...)`."""
+    func = call.func
+    if type(func) is cst.Name:
+        return func.value
+    if type(func) is cst.Attribute:
+        return func.attr.value
+    return None
 
 
 def _name_counts(facts: ModuleFacts) -> "Counter[str]":

@@ -21,8 +21,10 @@ import libcst as cst
 from accumlint.model import scopes
 from accumlint.model.facts import Function, Loop, LoopSite, ModuleFacts, ancestors
 from accumlint.model.gates import Gate, parse_countdown, parse_gate, single_micro_batch_arm
-from accumlint.model.names import (adds_one, call_name, code as _code, dict_entry, dotted, entered, int_value, key_of, keyword,
-                                   last_part, looks_like_accumulation, positional)
+from accumlint.model.names import (
+    adds_one, argument_for, call_name, code as _code, dict_entry, dotted, entered, int_value, key_of, keyword,
+    last_part, looks_like_accumulation, parameters, positional,
+)
 from accumlint.model.roles import Objects, Role, RoleKind
 from accumlint.model.tree import children, walk
 
@@ -418,8 +420,8 @@ def _returned_flag(helper: Function, call: cst.Call, position: Optional[int]) ->
     test: cst.BaseExpression = tests[0].test
     replaced: dict[cst.CSTNode, cst.BaseExpression] = {}
     for node in walk(test):
-        if type(node) is cst.Name and node.value in scopes.parameters(helper):
-            argument = scopes.argument_for(helper, call, node.value)
+        if type(node) is cst.Name and node.value in parameters(helper):
+            argument = argument_for(helper, call, node.value)
             if argument is None:
                 return None
             replaced[node] = argument
@@ -1204,7 +1206,7 @@ def _argument(name: str, frames: tuple[tuple[Function, cst.Call], ...]) -> Optio
     if not _is_parameter(name, frames):
         return None
     helper, call = frames[-1]
-    return scopes.argument_for(helper, call, name)
+    return argument_for(helper, call, name)
 
 
 def _passed_into(function: Function, call: cst.Call, value: cst.BaseExpression) -> Optional[cst.BaseExpression]:
@@ -1213,7 +1215,7 @@ def _passed_into(function: Function, call: cst.Call, value: cst.BaseExpression) 
     parameters = scopes.all_parameters(function)
     attributes = {id(n.attr) for n in walk(value) if type(n) is cst.Attribute}
     for node in [n for n in walk(value) if type(n) is cst.Name and n.value in parameters and id(n) not in attributes]:
-        argument = scopes.argument_for(function, call, node.value)
+        argument = argument_for(function, call, node.value)
         if argument is None:
             return None
         value = value.deep_replace(node, argument) if value is not node else argument
@@ -1750,7 +1752,7 @@ def _through_generator(iterable: Optional[cst.BaseExpression], facts: ModuleFact
     if callee is None:
         return iterable
     parameter = _yielded_parameter(callee)
-    passed = scopes.argument_for(callee, iterable, parameter) if parameter is not None else None
+    passed = argument_for(callee, iterable, parameter) if parameter is not None else None
     return passed if passed is not None else iterable
 
 

@@ -19,12 +19,11 @@ import libcst as cst
 from accumlint.model.facts import Binding, Function, ModuleFacts, constructed
 from accumlint.model.loop import Event, Statement, TrainingLoop
 from accumlint.model.names import (
-    call_name, code, dotted, int_value, keyword, last_part, looks_like_accumulation, looks_like_batch_size,
-    looks_like_token_count, names_token_count,
-    normalized, positional, string_value,
+    argument_for, call_name, code, dotted, int_value, keyword, last_part, looks_like_accumulation,
+    looks_like_batch_size, looks_like_token_count, names_token_count, normalized, positional, string_value,
 )
 from accumlint.model.roles import Objects, Role
-from accumlint.model.scopes import all_parameters, argument_for, free_names
+from accumlint.model.scopes import all_parameters, free_names
 from accumlint.model.trainers import hf_model_in_module
 from accumlint.model.tree import children, walk
 from accumlint.source.patterns import LazyPattern

@@ -271,3 +271,32 @@ def _balanced(text: str) -> bool:
         if depth < 0:
             return False
     return depth == 0
+
+
+def parameters(function: cst.FunctionDef) -> list[str]:
+    """The names of a function's parameters that a call may pass by position or keyword."""
+    params = function.params
+    return [p.name.value for p in [*params.posonly_params, *params.params, *params.kwonly_params]]
+
+
+def argument_for(helper: cst.FunctionDef, call: cst.Call, parameter: str) -> Optional[cst.BaseExpression]:
+    """The expression `call` passes for the helper's `parameter`, by position or keyword.
+    None when it passes none (the default applies) or when a `*` / `**` argument before it
+    may hold it. A method's `self` is bound by the object: `obj.method(x)`, `obj(x)` for
+    `__call__`, and `Trainer(x)` for `__init__`."""
+    names = parameters(helper)
+    if names and names[0] == "self" and (type(call.func) is cst.Attribute
+                                         or helper.name.value in ("__call__", "__init__")):
+        names = names[1:]
+    position = 0
+    for arg in call.args:
+        if arg.keyword is not None:
+            if arg.keyword.value == parameter:
+                return arg.value
+            continue
+        if arg.star:
+            return None
+        if position < len(names) and names[position] == parameter:
+            return arg.value
+        position += 1
+    return None

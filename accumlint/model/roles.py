@@ -21,19 +21,10 @@ from accumlint.model.facts import DATA_PARALLEL_WRAPS, Binding, Function, Module
 from accumlint.model.gates import boolean_operands, single_micro_batch_arm
 from accumlint.model.frameworks import AcceleratorInfo, Frameworks
 from accumlint.model.names import (
-    call_name,
-    code,
-    dotted,
-    keyword,
-    last_part,
-    looks_like_accumulation,
-    looks_like_optimizer,
-    looks_like_scaler,
-    looks_like_scheduler,
-    positional,
-    string_value,
+    argument_for, call_name, code, dotted, keyword, last_part, looks_like_accumulation, looks_like_optimizer,
+    looks_like_scaler, looks_like_scheduler, parameters, positional, string_value,
 )
-from accumlint.model.scopes import argument_for, call_sites, parameters
+from accumlint.model.scopes import call_sites
 from accumlint.model.tree import walk
 from accumlint.source import backward
 from accumlint.source.patterns import LazyPattern
@@ -639,9 +630,9 @@ class Objects:
         if name is None:
             return False
         frozen = False
-        for call in self.facts.calls:
+        for call in self.facts.calls_named("requires_grad_"):
             func = call.func
-            if type(func) is not cst.Attribute or func.attr.value != "requires_grad_":
+            if type(func) is not cst.Attribute:
                 continue
             owner = dotted(func.value)
             if owner == name:

@@ -19,7 +19,10 @@ import libcst as cst
 from accumlint.model import scopes
 from accumlint.model.facts import Binding, Function, ModuleFacts, constructed
 from accumlint.model.loop import unwrap_iterable
-from accumlint.model.names import call_name, dotted, keyword, last_part, looks_like_batch_size, minus_one, positional, string_value
+from accumlint.model.names import (
+    argument_for, call_name, dotted, keyword, last_part, looks_like_batch_size, minus_one, parameters, positional,
+    string_value,
+)
 from accumlint.model.roles import Objects
 from accumlint.model.tree import children, walk
 from accumlint.source.patterns import LazyPattern
@@ -312,7 +315,7 @@ def length_is_loop_budget(facts: ModuleFacts, loop: cst.CSTNode, function: Optio
     schedule's length as a parameter that the function divides by `len(loader)` (epochs
     from a budget in loader batches) or that the loop runs `range(...)` over. Stepping the
     scheduler on every micro-batch then keeps the schedule's pace."""
-    if function is None or receiver is None or receiver not in scopes.parameters(function):
+    if function is None or receiver is None or receiver not in parameters(function):
         return False
     budgets: set[str] = set()
     for site in scopes.call_sites(facts, function):
@@ -552,7 +555,7 @@ def helper_built_lengths(facts: ModuleFacts, objects: Objects, name: Optional[st
         for node in _expression_nodes(argument):
             if type(node) is cst.Call and type(node.func) is cst.Name and node.func.value == "len":
                 parameter = dotted(positional(node, 0))
-                loader = scopes.argument_for(helper, call, parameter) if parameter is not None else None
+                loader = argument_for(helper, call, parameter) if parameter is not None else None
                 if loader is not None:
                     found.append(HelperLength(argument, node, loader))
                     break
@@ -572,9 +575,9 @@ def schedule_lengths(facts: ModuleFacts, objects: Objects, name: Optional[str],
              for argument in length_arguments(constructor, facts, periods)]
     for call, helper, argument in _helper_length_arguments(facts, objects, name, periods):
         parameter = argument.value if type(argument) is cst.Name else None
-        if parameter is None or parameter in scopes.rebound_names(helper) or parameter not in scopes.parameters(helper):
+        if parameter is None or parameter in scopes.rebound_names(helper) or parameter not in parameters(helper):
             continue
-        passed = scopes.argument_for(helper, call, parameter)
+        passed = argument_for(helper, call, parameter)
         if passed is not None:
             found.append(passed)
     return found

@@ -4,7 +4,7 @@ The one model of Python's scopes that the loop model, the rules and the fix
 guard ask (LibCST's `ScopeProvider` would answer too, at several times the
 cost of the parse the checker is measured against):
 
-- what code binds and reads: `target_names`, `target_chains`, `free_names`, `parameters`,
+- what code binds and reads: `target_names`, `target_chains`, `free_names`, `all_parameters`,
   `module_names`, `local_names`;
 - whether code of the loop, as the loop spells it, can be written at another
   place of the module (`in_scope`: K copied out of the loop), or run once
@@ -28,7 +28,7 @@ from typing import Iterable, NamedTuple, Optional, Sequence, Union, cast
 import libcst as cst
 
 from accumlint.model.facts import Function, ModuleFacts, import_bindings
-from accumlint.model.names import dotted, normalized
+from accumlint.model.names import argument_for, dotted, normalized, parameters
 from accumlint.model.tree import children, walk
 
 
@@ -107,12 +107,6 @@ def target_chains(target: cst.CSTNode) -> set[str]:
     """The names and attribute chains one assignment target binds, as `dotted` writes
     them (`a, (self.b, *c) = ...` -> a, self.b, c; `x[i] = ...` -> x[])."""
     return set(_target_chains(target))
-
-
-def parameters(function: Function) -> list[str]:
-    """The names of a function's parameters that a call may pass by position or keyword."""
-    params = function.params
-    return [p.name.value for p in [*params.posonly_params, *params.params, *params.kwonly_params]]
 
 
 def all_parameters(function: Function) -> frozenset[str]:
@@ -364,41 +358,6 @@ def default_of(function: Function, name: str) -> Optional[cst.BaseExpression]:
     for param in (*params.posonly_params, *params.params, *params.kwonly_params):
         if param.name.value == name:
             return param.default
-    return None
-
-
-def passed_arguments(facts: ModuleFacts, function: Function, parameter: str
-                     ) -> Optional[list[Optional[cst.BaseExpression]]]:
-    """What each call of `function` in the module passes for its `parameter` (None where a
-    call passes nothing for it, and the default applies), in the order of the calls. None
-    when the function's callers are unknown (`ModuleFacts.own_calls`) or a call unpacks
-    arguments (`*args`, `**kwargs`), which may hold it."""
-    calls = facts.own_calls(function)
-    if calls is None or any(arg.star for call in calls for arg in call.args):
-        return None
-    return [argument_for(function, call, parameter) for call in calls]
-
-
-def argument_for(helper: Function, call: cst.Call, parameter: str) -> Optional[cst.BaseExpression]:
-    """The expression `call` passes for the helper's `parameter`, by position or keyword.
-    None when it passes none (the default applies) or when a `*` / `**` argument before it
-    may hold it. A method's `self` is bound by the object: `obj.method(x)`, `obj(x)` for
-    `__call__`, and `Trainer(x)` for `__init__`."""
-    names = parameters(helper)
-    if names and names[0] == "self" and (type(call.func) is cst.Attribute
-                                         or helper.name.value in ("__call__", "__init__")):
-        names = names[1:]
-    position = 0
-    for arg in call.args:
-        if arg.keyword is not None:
-            if arg.keyword.value == parameter:
-                return arg.value
-            continue
-        if arg.star:
-            return None
-        if position < len(names) and names[position] == parameter:
-            return arg.value
-        position += 1
     return None
 
 

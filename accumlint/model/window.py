@@ -18,24 +18,14 @@ from typing import Callable, Iterable, Iterator, Optional, cast
 import libcst as cst
 
 from accumlint.model import scopes
-from accumlint.model.facts import DETACHING_METHODS, UNCOUNTED, Function, ModuleFacts, ancestors, constructed, detached
+from accumlint.model.facts import DETACHING_METHODS, UNCOUNTED, Binding, Function, ModuleFacts, ancestors, constructed, detached
 from accumlint.model.frameworks import SyncControl, carries_k, mentions_sync_control
 from accumlint.model.gates import PLUS_ONE, ZERO, Gate, boolean_operands, single_micro_batch_arm
 from accumlint.model.loop import Event, Statement, TrainingLoop, epoch_multiple, unwrap_iterable
 from accumlint.model.loss import TOKEN, LossFlow, LossReader
 from accumlint.model.names import (
-    adds_one,
-    call_name,
-    code,
-    dotted,
-    entered,
-    int_value,
-    key_of,
-    keyword,
-    last_part,
-    looks_like_accumulation,
-    normalized,
-    positional,
+    adds_one, argument_for, call_name, code, dotted, entered, int_value, key_of, keyword, last_part,
+    looks_like_accumulation, normalized, parameters, positional,
 )
 from accumlint.model.roles import Objects, RoleKind
 from accumlint.model.tree import walk
@@ -775,8 +765,8 @@ class Window:
         if helper is not None and site is not None:
             # `max_norm * scale` in a helper: what its call passes for the parameter
             names = {n.value for value in passed for n in walk(value) if type(n) is cst.Name}
-            passed += [a for name in names & set(scopes.parameters(helper))
-                       if (a := scopes.argument_for(helper, site, name)) is not None]
+            passed += [a for name in names & set(parameters(helper))
+                       if (a := argument_for(helper, site, name)) is not None]
         return any(type(node) is cst.Call and type(node.func) is cst.Attribute and node.func.attr.value == "get_scale"
                    for value in passed for node in walk(value))
 
@@ -945,14 +935,14 @@ class Window:
     def _passed_to_parameter(self, name: str) -> Optional[list[cst.BaseExpression]]:
         """What the module's calls of the loop's function pass for its parameter `name`, which
         the function never rebinds (`train_one_epoch(model, train_loader, ...)` for `loader`),
-        each a name or attribute (`scopes.passed_arguments`); an empty list when a call passes
+        each a name or attribute (`ModuleFacts.passed_arguments`); an empty list when a call passes
         anything else or nothing, and None when `name` is no such parameter or the function's
         callers are unknown."""
         function = self.loop.function
-        if function is None or "." in name or name not in scopes.parameters(function) \
+        if function is None or "." in name or name not in parameters(function) \
                 or name in scopes.rebound_names(function):
             return None
-        passed = scopes.passed_arguments(self.facts, function, name)
+        passed = self.facts.passed_arguments(function, name)
         if not passed:
             return None  # no caller in the module, callers unknown, or one unpacks its arguments
         if any(type(argument) not in (cst.Name, cst.Attribute) for argument in passed):
@@ -1215,7 +1205,7 @@ class Window:
         helper = statement.helper
         if helper is None or statement.call_site is None or name.partition(".")[0] == "self":
             return name
-        for parameter in scopes.parameters(helper):
+        for parameter in parameters(helper):
             passed = self._passed(statement, parameter)
             if passed is not None and dotted(passed) == name:
                 return parameter
@@ -1230,7 +1220,7 @@ class Window:
         function = self.facts.helper(call, self.facts.enclosing_function(call))
         if function is None or depth > 1:
             return False
-        passed_as = [p for p in scopes.parameters(function) if dotted(scopes.argument_for(function, call, p)) == name]
+        passed_as = [p for p in parameters(function) if dotted(argument_for(function, call, p)) == name]
         if len(passed_as) != 1 or passed_as[0] in scopes.rebound_names(function):
             return False
         parameter = passed_as[0]
@@ -1263,7 +1253,7 @@ class Window:
             by_keyword = keyword(call, unwraps[1])
             return by_keyword.value if by_keyword is not None else positional(call, unwraps[0])
         parameter = self.facts.once(_unwrapped_parameter, function) if function is not None else None
-        return scopes.argument_for(function, call, parameter) if function is not None and parameter is not None else None
+        return argument_for(function, call, parameter) if function is not None and parameter is not None else None
 
     def _runs_forward(self, call: cst.Call, name: str) -> Optional[bool]:
         """True: the call may run the wrapped model's forward (`model(x)`, `step(model, b)`);
@@ -1291,13 +1281,21 @@ class Window:
 
     def _unwraps(self, alias: str, name: str) -> bool:
         """Every binding of `alias` reads `name.module` (also in an arm of `a if c else b`),
-        or `alias` is the module that the wrap bound to `name` wraps (`ddp_model = DDP(model)`)."""
-        for binding in self.facts.bindings.get(name, ()):
+        or `alias` is the module that the wrap bound to `name` wraps: the wrap's argument
+        (`ddp_model = DDP(model)`), or, where the wrap rebinds the name to itself, what the
+        same function bound to the name before (`net = self.net`, `net = DDP(net)`: a
+        method of the instance that calls `self.net(x)` runs the unwrapped module)."""
+        bindings_of_name = self.facts.bindings.get(name, ())
+        for binding in bindings_of_name:
             value = binding.value
             if type(value) is cst.Call and binding.index is None and self.objects.frameworks.wrap_of(value) is not None:
                 wrapped = keyword(value, "module")
                 wrapped_value = wrapped.value if wrapped is not None else positional(value, 0)
                 if wrapped_value is not None and dotted(wrapped_value) == alias:
+                    return True
+                if wrapped_value is not None and dotted(wrapped_value) == name and alias != name \
+                        and self._held_before_wrap(name, alias, binding) \
+                        and self.objects.frameworks.parallel_kind(alias) is None:
                     return True
         bindings = self.facts.bindings.get(alias, ())
         inner = f"{name}.module"
@@ -1305,6 +1303,15 @@ class Window:
             b.index is None and (any(dotted(n) == inner for n in walk(b.value) if type(n) is cst.Attribute)
                                  or type(b.value) is cst.Call and dotted(self._unwrapped_by(b.value)) == name)
             for b in bindings)
+
+    def _held_before_wrap(self, name: str, alias: str, wrap: Binding) -> bool:
+        """`name = alias` (the object itself, no call) in the function of the wrap's binding,
+        before it: the wrap `name = DDP(name)` wraps what `alias` holds."""
+        home = self.facts.enclosing_function(wrap.statement)
+        bindings = self.facts.bindings.get(name, [])  # in the order of the module's text
+        earlier = bindings[:next((i for i, b in enumerate(bindings) if b is wrap), 0)]
+        return any(b.index is None and type(b.value) in (cst.Name, cst.Attribute) and dotted(b.value) == alias
+                   and self.facts.enclosing_function(b.statement) is home for b in earlier)
 
     @cached_property
     def sync_controls(self) -> list[SyncControl]:
@@ -1780,9 +1787,9 @@ class Window:
         """What the call that ran `statement`'s helper passes for its parameter `name`, followed
         out through the parameters of the helpers above it (two calls deep at most)."""
         helper, call = statement.helper, statement.call_site
-        if helper is None or call is None or name not in scopes.parameters(helper) or name in scopes.rebound_names(helper):
+        if helper is None or call is None or name not in parameters(helper) or name in scopes.rebound_names(helper):
             return None
-        passed = scopes.argument_for(helper, call, name)
+        passed = argument_for(helper, call, name)
         if type(passed) is cst.Name and depth < 1:
             outer = next((s for s in self.loop.statements if s.helper is not None and s.node is not statement.node
                           and any(c is call for c in self.facts.calls_in(s.node))), None)
@@ -1866,10 +1873,10 @@ class Window:
             return None
         values = {int_value(b.value) for b in self.facts.bindings.get(name, ())}
         function = self.loop.function
-        if not values and function is not None and name in scopes.parameters(function) \
+        if not values and function is not None and name in parameters(function) \
                 and name not in scopes.rebound_names(function):
             # a parameter of the loop's function: what every call passes, or its default where one passes nothing
-            passed = scopes.passed_arguments(self.facts, function, name)
+            passed = self.facts.passed_arguments(function, name)
             default = scopes.default_of(function, name)
             given = {int_value(held) if (held := value if value is not None else default) is not None else None
                      for value in passed or ()}
@@ -1903,7 +1910,7 @@ class Window:
         if type(k) is not cst.Name:
             return False
         function = self.loop.function
-        if function is not None and k.value in scopes.parameters(function):
+        if function is not None and k.value in parameters(function):
             return self._callers_pass_one(function, k.value)
         bindings = self.facts.bindings.get(k.value, ())
         return bool(bindings) and not self.facts.rebinds_globals and all(
@@ -1919,7 +1926,7 @@ class Window:
         setting with a default, which labellers read as the accumulation code it is."""
         if parameter in scopes.rebound_names(function):
             return False
-        passed = scopes.passed_arguments(self.facts, function, parameter)
+        passed = self.facts.passed_arguments(function, parameter)
         if not passed:
             return False
         for value in passed:
@@ -2000,7 +2007,7 @@ class Window:
         constructions = [call for call in self.facts.calls if last_part(dotted(call.func) or "") == cls.name.value]
         return bool(constructions) and all(
             not any(arg.star for arg in call.args)
-            and int_value(scopes.argument_for(init, call, parameter) or scopes.default_of(init, parameter)) == 1
+            and int_value(argument_for(init, call, parameter) or scopes.default_of(init, parameter)) == 1
             for call in constructions)
 
     def _class_constant_one(self, k: cst.Attribute) -> bool:
@@ -2819,7 +2826,7 @@ def _unwrapped_parameter(function: cst.CSTNode) -> Optional[str]:
     records it for other modules' functions (`FunctionSummary.unwraps`)."""
     helper = cast(Function, function)
     returned = [n.value for n in walk(helper.body) if type(n) is cst.Return and n.value is not None]
-    for parameter in scopes.parameters(helper) if returned else ():
+    for parameter in parameters(helper) if returned else ():
         inner = f"{parameter}.module"
         if all(value is not None and any(type(n) is cst.Attribute and dotted(n) == inner for n in walk(value))
                for value in returned):

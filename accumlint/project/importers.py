@@ -179,10 +179,18 @@ def _may_hold_role(text: str) -> bool:
 def helper_names(text: str) -> list[str]:
     """Top-level functions and classes of a module whose text may hold a backward, step, zeroing,
     loss division or scheduler (the summary decides; this only spares reading the tree)."""
+    return [name for name, _ in helper_definitions(text)]
+
+
+def helper_definitions(text: str) -> list[tuple[str, str]]:
+    """(name, text of the definition) of each top-level function, then each class, whose text
+    may hold a role effect (`helper_names`), in order."""
     if not _may_hold_role(text):  # most modules: no function of theirs can hold one
         return []
-    found = [m.group(1) for m in _top_level_definitions(text, "def", _TOP_LEVEL_FUNCTION) if _may_hold_role(m.group(0))]
-    return found + [m.group(1) for m in _top_level_definitions(text, "class", _TOP_LEVEL_CLASS) if _may_hold_role(m.group(0))]
+    found = [(m.group(1), m.group(0)) for m in _top_level_definitions(text, "def", _TOP_LEVEL_FUNCTION)
+             if _may_hold_role(m.group(0))]
+    return found + [(m.group(1), m.group(0)) for m in _top_level_definitions(text, "class", _TOP_LEVEL_CLASS)
+                    if _may_hold_role(m.group(0))]
 
 
 def _top_level_functions(text: str) -> Iterator["re.Match[str]"]:

@@ -219,6 +219,29 @@ def summarize(path: str, text: str) -> ModuleSummary:
     return summary
 
 
+def definition_holds_role(definition: str) -> Optional[bool]:
+    """Whether one top-level `def` or `class`, given as its own text (`importers.helper_definitions`),
+    holds a role effect as `ModuleSummary.role_helpers` reads it: the function's own effects, or
+    those of one of the class's methods. The effects of a definition are read from its own
+    statements alone, so its text says what the whole module's summary would, without
+    parsing the rest of a large module. None when the text does not parse by itself (a
+    string whose lines begin in the first column cuts it): the module's summary decides."""
+    try:
+        tree = ast.parse(definition)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    if len(tree.body) != 1:
+        return None
+    node = tree.body[0]
+    lines = definition.splitlines(keepends=True)
+    if type(node) is ast.FunctionDef:
+        return bool(_function(node.name, node, lines).effects & ROLE_EFFECTS)
+    if type(node) is ast.ClassDef:
+        return any(bool(_function(f"{node.name}.{inner.name}", inner, lines).effects & ROLE_EFFECTS)
+                   for inner in node.body if type(inner) is ast.FunctionDef)
+    return None
+
+
 def definition_effects(text: str, name: str) -> Optional[frozenset[str]]:
     """The effects `summarize` gives the module's top-level function `name`, else the
     `__call__` of its class `name` (what an object of it runs when called), or, for a name

@@ -486,12 +486,9 @@ def missing_zero_grad(window: Window) -> Iterable[Finding]:
     optimizers = {normalized(e.role.target) for e in steps if e.role.target is not None}  # an optimizer's step names it
     if window.may_zero_otherwise(optimizers):
         return
-    backward = window.loop.backwards[0]
-    header = window.loop.node
-    if window.loop.micro_loop is not None and window.loop.in_micro_loop(backward.statement):
-        header = window.loop.micro_loop
+    # the header of the loop whose iterations step (a micro-step loop inside it only backpropagates)
     yield Finding(
-        header,
+        window.loop.node,
         f"nothing zeroes the gradients that `{code(steps[0].role.call)}` applies",
         help="every update adds all earlier gradients again; call `zero_grad()` once per window, after the step",
     )
