@@ -2257,10 +2257,17 @@ class Window:
         """The gate's test is written in the loop's own code, though `statement` may run in a
         helper that the loop calls under it (`if ni - last >= K: self.optimizer_step()`) or
         that receives the test's value (`apply = i % K == 0`, then `train_batch(x, apply)`):
-        the gate's names are the loop's."""
+        the gate's names are the loop's; or the gate is a method's of the loop's own class over
+        a counter the instance holds (`if (self.global_step + 1) % K == 0:` in the
+        `self.training_step(batch)` the loop calls, which increments `self.global_step`): the
+        instance carries it from one iteration to the next."""
         if statement.helper is None or any(s.helper is None and s.gate is gate for s in self.loop.statements):
             return True
-        return any(node is self.loop.node for node in ancestors(self.facts.parents, gate.test))
+        if any(node is self.loop.node for node in ancestors(self.facts.parents, gate.test)):
+            return True
+        owner = self.facts.class_of.get(self.loop.function) if self.loop.function is not None else None
+        return owner is not None and (gate.counter or "").startswith("self.") \
+            and self.facts.class_of.get(statement.helper) is owner
 
     def _initial_value(self, name: str) -> Optional[int]:
         """The one integer a counter starts from; a start at a multiple of the epoch
