@@ -2088,6 +2088,17 @@ class Window:
     def gated_step(self) -> bool:
         return any(e.gate is not None for e in self.optimizer_steps)
 
+    def clip_serves_other_update(self, clip: Event) -> bool:
+        """The first optimizer step after `clip` in the iteration is an ungated plain step
+        while the window's own steps are gated: the clip belongs to that update (a GAN's
+        discriminator clipped and stepped in fp32 each batch beside a generator that
+        accumulates under a GradScaler), not to the window's partial sums."""
+        if not self.gated_step:
+            return False
+        after = [step for step in self.loop.steps if clip.precedes(step)]
+        first = min(after, key=lambda step: step.statement.order, default=None)
+        return first is not None and first.gate is None and first.role.flavor != "scaler"
+
     @cached_property
     def gated_zeroing(self) -> bool:
         """A zeroing runs under a gate, and none runs on every micro-batch: gradients zeroed

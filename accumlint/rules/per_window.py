@@ -39,6 +39,7 @@ def _per_micro_batch(window: Window, kind: RoleKind) -> list[Event]:
         if not window.framework_managed(event)
         and (window.runs_every_micro_batch(event.statement) or window.runs_with_backward(event.statement))
         and not (kind in ("update", "unscale") and window.scaler_steps_every_micro_batch(event))
+        and not (kind == "clip" and window.clip_serves_other_update(event))
     ]
 
 
@@ -189,6 +190,8 @@ def clip_before_unscale(window: Window) -> Iterable[Finding]:
         step = next((s for s in scaler_steps if clip.precedes(s)), None)
         if step is None:
             continue
+        if window.clip_serves_other_update(clip):
+            continue  # another optimizer's plain update uses the clipped, unscaled gradients first
         edits: tuple[Edit, ...] = ()
         optimizer = step.role.target
         # a clip that runs on every micro-batch (GA302) would unscale there too (GA303): its
