@@ -353,9 +353,7 @@ class ModuleFacts:
         if not self.settled:  # the calls are still being collected: every binding of the name, as the module shows them
             return self.bindings.get(parameter, [])
         found: list[Binding] = []
-        calls = self.calls_of_function(function)
-        arguments = self.passed_arguments(function, parameter) or ()
-        for call, argument in zip(calls or (), arguments):
+        for call, argument in self._arguments_passed(function, parameter) or ():
             passed = dotted(moved_from(argument)) if argument is not None else None
             if passed is None or passed.endswith("()"):
                 return []
@@ -371,10 +369,16 @@ class ModuleFacts:
         `parameter` (None where a call passes nothing for it, and the default applies), in the
         order of the calls. None when the function's callers are unknown or a call unpacks
         arguments (`*args`, `**kwargs`), which may hold it."""
+        passed = self._arguments_passed(function, parameter)
+        return [argument for _, argument in passed] if passed is not None else None
+
+    def _arguments_passed(self, function: Function, parameter: str
+                          ) -> Optional[list[tuple[cst.Call, Optional[cst.BaseExpression]]]]:
+        """Each call of `function` with what it passes for `parameter` (`passed_arguments`)."""
         calls = self.calls_of_function(function)
         if calls is None or any(arg.star for call in calls for arg in call.args):
             return None
-        return [argument_for(function, call, parameter) for call in calls]
+        return [(call, argument_for(function, call, parameter)) for call in calls]
 
     def calls_of_function(self, function: Function) -> Optional[list[cst.Call]]:
         """Every call of `function` in the module (`own_calls`); for a class's `__init__`,
